@@ -1,0 +1,43 @@
+# attnlab: every target sets up what it needs from nothing.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+export WANDB_MODE ?= offline
+export HF_HUB_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: install train test test-fast lint format bench clean
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt torch==2.13.0
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP) ## create .venv and install attnlab with the dev extra, pinned by constraints.txt
+
+train: $(STAMP) ## train the default small GPT on the embedded corpus, then print a sample
+	$(BIN)/attnlab-train
+
+test: $(STAMP) ## the whole test suite (slow cases included)
+	$(BIN)/pytest -q
+
+test-fast: $(STAMP) ## the suite without the slow end-to-end cases
+	$(BIN)/pytest -q -m "not slow"
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: $(STAMP) ## the benchmark suite: writes benchmarks/results.md and plots
+	$(BIN)/python -m benchmarks.run
+
+clean:
+	rm -rf $(VENV) outputs multirun wandb .pytest_cache

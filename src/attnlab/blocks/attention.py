@@ -1,0 +1,209 @@
+"""Multi-head attention for self- and cross-attention, with one fused and one explicit path.
+
+The fused path calls ``scaled_dot_product_attention`` so PyTorch's flash/memory-efficient
+kernels run; the explicit path computes the softmax itself and is used when attention weights
+are asked for (``record_attention``), since the fused kernels do not return them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from attnlab.blocks.cache import AttentionCache
+from attnlab.blocks.positional import PositionalEncoding
+
+
+def build_attention_mask(
+    q_pos: Tensor,
+    k_pos: Tensor,
+    *,
+    causal: bool,
+    key_padding_mask: Tensor | None,
+    bias: Tensor | None,
+    dtype: torch.dtype,
+) -> Tensor | None:
+    """Fold causality, key padding and a score bias into one additive float mask.
+
+    ``key_padding_mask`` is boolean (B, Tk), True where a key is a real token. Disallowed
+    entries get the dtype's most negative finite value rather than -inf, so a fully masked
+    row (a left-padded query) gives a uniform distribution instead of NaN.
+    """
+    allowed = None
+    if causal:
+        q = q_pos if q_pos.dim() == 2 else q_pos.unsqueeze(0)
+        k = k_pos if k_pos.dim() == 2 else k_pos.unsqueeze(0)
+        allowed = (k.unsqueeze(-2) <= q.unsqueeze(-1)).unsqueeze(1)  # (B, 1, Tq, Tk)
+    if key_padding_mask is not None:
+        keep = key_padding_mask.bool()[:, None, None, :]
+        allowed = keep if allowed is None else allowed & keep
+    if allowed is None:
+        return bias.to(dtype) if bias is not None else None
+    mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+    mask = mask.masked_fill(~allowed, torch.finfo(dtype).min)
+    return mask if bias is None else mask + bias.to(dtype)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention with grouped-query heads, optional biases and a KV cache.
+
+    ``n_kv_heads`` < ``n_heads`` gives grouped-query attention (1 gives multi-query).
+    ``scale`` defaults to 1/sqrt(head_dim); T5 uses 1.0. ``cross=True`` builds cross-attention,
+    whose keys and values come from a context (the encoder output) of width ``d_context``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        n_kv_heads: int | None = None,
+        *,
+        bias: bool = True,
+        dropout: float = 0.0,
+        scale: float | None = None,
+        cross: bool = False,
+        d_context: int | None = None,
+    ) -> None:
+        super().__init__()
+        n_kv_heads = n_kv_heads or n_heads
+        if d_model % n_heads:
+            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
+        if n_heads % n_kv_heads:
+            raise ValueError(f"n_heads={n_heads} must be divisible by n_kv_heads={n_kv_heads}")
+        self.n_heads, self.n_kv_heads = n_heads, n_kv_heads
+        self.head_dim = d_model // n_heads
+        self.scale = scale if scale is not None else 1.0 / math.sqrt(self.head_dim)
+        self.dropout = dropout
+        self.cross = cross
+        q_dim, kv_dim = n_heads * self.head_dim, n_kv_heads * self.head_dim
+        self.split_sizes = (q_dim, kv_dim, kv_dim)
+        if cross:  # queries from the decoder, keys and values from the encoder output
+            self.q_proj = nn.Linear(d_model, q_dim, bias=bias)
+            self.kv_proj = nn.Linear(d_context or d_model, 2 * kv_dim, bias=bias)
+        else:  # one matrix product for queries, keys and values
+            self.qkv_proj = nn.Linear(d_model, q_dim + 2 * kv_dim, bias=bias)
+        self.out_proj = nn.Linear(n_heads * self.head_dim, d_model, bias=bias)
+        self.record = False  # set by record_attention(); then weights land in last_weights
+        self.last_weights: Tensor | None = None
+        self.head_gate: Tensor | None = None  # (n_heads,) multiplier per head, for head importance
+
+    def _split(self, x: Tensor, n: int) -> Tensor:
+        b, t, _ = x.shape
+        return x.view(b, t, n, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        x: Tensor,
+        context: Tensor | None = None,
+        *,
+        positions: Tensor,
+        pos: PositionalEncoding | None = None,
+        causal: bool = False,
+        key_padding_mask: Tensor | None = None,
+        cache: AttentionCache | None = None,
+    ) -> Tensor:
+        """Attend from ``x`` (B, Tq, D) to itself, or (cross-attention) to ``context`` (B, Tk, D).
+
+        ``positions`` are the absolute positions of the queries; positional hooks apply to
+        self-attention only. ``key_padding_mask`` covers every key, cached ones included.
+        """
+        if not self.cross:
+            q, k, v = self.qkv_proj(x).split(self.split_sizes, dim=-1)
+            q, k, v = self._split(q, self.n_heads), self._split(k, self.n_kv_heads), self._split(v, self.n_kv_heads)
+            k_pos = positions
+            if pos is not None:
+                q, k = pos.rotate(q, k, positions, positions)
+            if cache is not None:
+                k, v, k_pos = cache.append(k, v, positions)
+            bias = pos.score_bias(positions, k_pos) if pos is not None else None
+        else:
+            q = self._split(self.q_proj(x), self.n_heads)
+            if cache is not None and cache.k is not None:
+                k, v = cache.k, cache.v
+            else:
+                if context is None:
+                    raise ValueError("cross-attention needs a context (the encoder output) or a filled cache")
+                k, v = self.kv_proj(context).chunk(2, dim=-1)
+                k, v = self._split(k, self.n_kv_heads), self._split(v, self.n_kv_heads)
+                if cache is not None:
+                    cache.k, cache.v = k, v
+            k_pos, bias, causal = torch.arange(k.shape[2], device=x.device), None, False
+
+        y = self._attend(q, k, v, positions, k_pos, causal, key_padding_mask, bias)
+        if self.head_gate is not None:
+            y = y * self.head_gate.view(1, -1, 1, 1).to(y.dtype)
+        y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
+        return self.out_proj(y)
+
+    def _attend(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        causal: bool,
+        key_padding_mask: Tensor | None,
+        bias: Tensor | None,
+    ) -> Tensor:
+        dropout = self.dropout if self.training else 0.0
+        plain_causal = causal and bias is None and key_padding_mask is None
+        if plain_causal and q.shape[2] == 1:
+            mask, is_causal = None, False  # one new query sees every cached key
+        elif plain_causal and q.shape[2] == k.shape[2]:
+            mask, is_causal = None, True  # the fused kernels' fast path
+        else:
+            mask = build_attention_mask(
+                q_pos, k_pos, causal=causal, key_padding_mask=key_padding_mask, bias=bias, dtype=q.dtype
+            )
+            is_causal = False
+        if not self.record:
+            return F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal, scale=self.scale,
+                enable_gqa=self.n_kv_heads != self.n_heads,
+            )
+        if is_causal:
+            mask = build_attention_mask(q_pos, k_pos, causal=True, key_padding_mask=None, bias=None, dtype=q.dtype)
+        return self._explicit(q, k, v, mask, dropout)
+
+    def _explicit(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout: float) -> Tensor:
+        """Softmax attention written out, keeping the weights (B, H, Tq, Tk) in ``last_weights``."""
+        groups = self.n_heads // self.n_kv_heads
+        if groups > 1:
+            k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+        scores = (q @ k.transpose(-2, -1)) * self.scale
+        if mask is not None:
+            scores = scores + mask
+        weights = scores.float().softmax(dim=-1).to(q.dtype)
+        self.last_weights = weights
+        return F.dropout(weights, p=dropout, training=dropout > 0) @ v
+
+
+@contextmanager
+def record_attention(model: nn.Module) -> Iterator[dict[str, Tensor]]:
+    """Collect attention weights of every attention module of ``model`` while the block runs.
+
+    Yields a dict, filled by each forward pass, from module name (``layers.0.self_attn.fn``
+    style, as in ``model.named_modules()``) to its weights (B, H, Tq, Tk). The explicit path runs
+    while recording, so use it for inspection, not for speed.
+    """
+    modules = {n: m for n, m in model.named_modules() if isinstance(m, MultiHeadAttention)}
+    maps: dict[str, Tensor] = {}
+
+    def keep(name: str):
+        return lambda mod, _inputs, _output: maps.__setitem__(name, mod.last_weights)
+
+    hooks = [m.register_forward_hook(keep(n)) for n, m in modules.items()]
+    for m in modules.values():
+        m.record = True
+    try:
+        yield maps
+    finally:
+        for m, h in zip(modules.values(), hooks):
+            m.record, m.last_weights = False, None
+            h.remove()

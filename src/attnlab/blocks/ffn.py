@@ -1,0 +1,41 @@
+"""Position-wise feed-forward networks: plain (ReLU, GELU, SiLU) and gated (SwiGLU, GeGLU)."""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+ACTIVATIONS = {
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": F.silu,
+}
+GATED = {"swiglu": F.silu, "geglu": F.gelu}
+FFN_ACTIVATIONS = tuple(ACTIVATIONS) + tuple(GATED)
+
+
+class FeedForward(nn.Module):
+    """``fc_out(act(fc_in(x)))``, or ``fc_out(act(fc_gate(x)) * fc_in(x))`` for gated activations."""
+
+    def __init__(self, d_model: int, d_ff: int, activation: str = "gelu", bias: bool = True, dropout: float = 0.0):
+        super().__init__()
+        if activation not in FFN_ACTIVATIONS:
+            raise ValueError(
+                f"model.activation={activation!r} is not supported; choose one of {', '.join(FFN_ACTIVATIONS)}"
+            )
+        self.gated = activation in GATED
+        self.act = GATED[activation] if self.gated else ACTIVATIONS[activation]
+        self.fc_in = nn.Linear(d_model, d_ff, bias=bias)
+        self.fc_gate = nn.Linear(d_model, d_ff, bias=bias) if self.gated else None
+        self.fc_out = nn.Linear(d_ff, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.act(self.fc_gate(x)) * self.fc_in(x) if self.gated else self.act(self.fc_in(x))
+        return self.fc_out(self.dropout(h))
+
+
+def ffn_width(d_model: int, d_ff: int | None, ffn_mult: float) -> int:
+    """``d_ff`` when given, else ``ffn_mult * d_model`` rounded to an integer."""
+    return int(d_ff) if d_ff else int(round(ffn_mult * d_model))

@@ -1,0 +1,81 @@
+"""Output heads: language-model logits, BERT's masked-LM head, pooled classification."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.blocks.ffn import ACTIVATIONS
+from attnlab.blocks.norm import build_norm
+
+POOLINGS = ("cls", "mean", "max")
+
+
+class LMHead(nn.Module):
+    """Hidden states to vocabulary logits; ``tied_to`` shares the token embedding matrix.
+
+    ``scale`` multiplies the hidden states first (T5 scales by d_model**-0.5 when tied).
+    ``bias`` adds a logits bias (Marian's ``final_logits_bias``).
+    """
+
+    def __init__(self, d_model: int, vocab_size: int, tied_to: nn.Embedding | None = None, *,
+                 bias: bool = False, scale: float = 1.0) -> None:
+        super().__init__()
+        self.tied_to = [tied_to] if tied_to is not None else None  # a list keeps it out of submodules
+        self.proj = None if tied_to is not None else nn.Linear(d_model, vocab_size, bias=False)
+        self.bias = nn.Parameter(torch.zeros(vocab_size)) if bias else None
+        self.scale = scale
+
+    @property
+    def weight(self) -> Tensor:
+        return self.tied_to[0].weight if self.tied_to is not None else self.proj.weight
+
+    def forward(self, x: Tensor) -> Tensor:
+        logits = (x * self.scale) @ self.weight.t() if self.scale != 1.0 else x @ self.weight.t()
+        return logits + self.bias if self.bias is not None else logits
+
+
+class MaskedLMHead(nn.Module):
+    """BERT's head: dense, activation, norm, then tied (or untied) projection to the vocabulary + bias."""
+
+    def __init__(self, d_model: int, vocab_size: int, tied_to: nn.Embedding | None, *,
+                 activation: str = "gelu", norm: str = "layernorm", norm_eps: float = 1e-12) -> None:
+        super().__init__()
+        self.dense = nn.Linear(d_model, d_model)
+        self.act = ACTIVATIONS[activation if activation in ACTIVATIONS else "gelu"]
+        self.norm = build_norm(norm, d_model, norm_eps)
+        self.decoder = LMHead(d_model, vocab_size, tied_to, bias=True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.decoder(self.norm(self.act(self.dense(x))))
+
+
+def pool(hidden: Tensor, mask: Tensor | None, how: str) -> Tensor:
+    """Reduce (B, T, D) to (B, D): first token (``cls``), or mean/max over real tokens."""
+    if how == "cls":
+        return hidden[:, 0]
+    if mask is None:
+        mask = torch.ones(hidden.shape[:2], dtype=torch.bool, device=hidden.device)
+    keep = mask.bool().unsqueeze(-1)
+    if how == "mean":
+        return (hidden * keep).sum(1) / keep.sum(1).clamp(min=1)
+    if how == "max":
+        return hidden.masked_fill(~keep, torch.finfo(hidden.dtype).min).amax(1)
+    raise ValueError(f"model.pooling={how!r} is not supported; choose one of {', '.join(POOLINGS)}")
+
+
+class ClassificationHead(nn.Module):
+    """Pool, then optionally BERT's pooler (dense + tanh), dropout and a linear classifier."""
+
+    def __init__(self, d_model: int, num_classes: int, pooling: str = "cls", hidden: bool = False,
+                 dropout: float = 0.0) -> None:
+        super().__init__()
+        if pooling not in POOLINGS:
+            raise ValueError(f"model.pooling={pooling!r} is not supported; choose one of {', '.join(POOLINGS)}")
+        self.pooling = pooling
+        self.pre = nn.Sequential(nn.Linear(d_model, d_model), nn.Tanh()) if hidden else nn.Identity()
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(d_model, num_classes)
+
+    def forward(self, hidden: Tensor, mask: Tensor | None = None) -> Tensor:
+        return self.classifier(self.dropout(self.pre(pool(hidden, mask, self.pooling))))

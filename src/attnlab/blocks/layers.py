@@ -1,0 +1,149 @@
+"""Transformer layers: residual sublayers around attention and feed-forward.
+
+An encoder layer is self-attention + feed-forward; a decoder layer adds cross-attention to the
+encoder's output between them. Decoder-only models use the encoder layer with a causal mask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+
+from attnlab.blocks.attention import MultiHeadAttention
+from attnlab.blocks.cache import AttentionCache, KVCache
+from attnlab.blocks.ffn import FeedForward
+from attnlab.blocks.norm import build_norm
+from attnlab.blocks.positional import PositionalEncoding
+
+
+@dataclass(frozen=True)
+class LayerConfig:
+    """Everything a layer needs; the model builders derive it from the model config."""
+
+    d_model: int
+    n_heads: int
+    d_ff: int
+    n_kv_heads: int | None = None
+    activation: str = "gelu"
+    norm: str = "layernorm"
+    norm_eps: float = 1e-5
+    norm_first: bool = True
+    bias: bool = True
+    norm_bias: bool = True
+    dropout: float = 0.0
+    attn_dropout: float = 0.0
+    ffn_dropout: float = 0.0
+    attn_scale: float | None = None
+
+
+class Residual(nn.Module):
+    """A sublayer ``fn`` with its norm and residual connection.
+
+    Pre-norm: ``x + dropout(fn(norm(x)))``; post-norm (the original paper): ``norm(x + dropout(fn(x)))``.
+    """
+
+    def __init__(self, fn: nn.Module, cfg: LayerConfig) -> None:
+        super().__init__()
+        self.fn = fn
+        self.norm = build_norm(cfg.norm, cfg.d_model, cfg.norm_eps, cfg.norm_bias)
+        self.norm_first = cfg.norm_first
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: Tensor, call: Callable[[nn.Module, Tensor], Tensor]) -> Tensor:
+        if self.norm_first:
+            return x + self.dropout(call(self.fn, self.norm(x)))
+        return self.norm(x + self.dropout(call(self.fn, x)))
+
+
+def _attention(cfg: LayerConfig, cross: bool = False) -> MultiHeadAttention:
+    return MultiHeadAttention(
+        cfg.d_model, cfg.n_heads, cfg.n_kv_heads, bias=cfg.bias, dropout=cfg.attn_dropout, scale=cfg.attn_scale,
+        cross=cross,
+    )
+
+
+class TransformerLayer(nn.Module):
+    """Self-attention, optional cross-attention, feed-forward; each a ``Residual`` sublayer."""
+
+    def __init__(self, cfg: LayerConfig, cross_attention: bool = False) -> None:
+        super().__init__()
+        self.self_attn = Residual(_attention(cfg), cfg)
+        self.cross_attn = Residual(_attention(cfg, cross=True), cfg) if cross_attention else None
+        ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias, cfg.ffn_dropout)
+        self.ffn = Residual(ffn, cfg)
+
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        positions: Tensor,
+        pos: PositionalEncoding | None,
+        causal: bool = False,
+        padding_mask: Tensor | None = None,
+        memory: Tensor | None = None,
+        memory_padding_mask: Tensor | None = None,
+        cache: AttentionCache | None = None,
+        cross_cache: AttentionCache | None = None,
+    ) -> Tensor:
+        x = self.self_attn(
+            x,
+            lambda attn, h: attn(
+                h, positions=positions, pos=pos, causal=causal, key_padding_mask=padding_mask, cache=cache
+            ),
+        )
+        if self.cross_attn is not None:
+            x = self.cross_attn(
+                x,
+                lambda attn, h: attn(
+                    h, memory, positions=positions,
+                    key_padding_mask=memory_padding_mask, cache=cross_cache,
+                ),
+            )
+        return self.ffn(x, lambda ffn, h: ffn(h))
+
+
+def encoder_layer(cfg: LayerConfig) -> TransformerLayer:
+    """Self-attention + feed-forward (also the decoder-only block, run with ``causal=True``)."""
+    return TransformerLayer(cfg, cross_attention=False)
+
+
+def decoder_layer(cfg: LayerConfig) -> TransformerLayer:
+    """Masked self-attention + cross-attention + feed-forward."""
+    return TransformerLayer(cfg, cross_attention=True)
+
+
+class TransformerStack(nn.Module):
+    """``n_layers`` layers and, for pre-norm stacks, the final norm."""
+
+    def __init__(self, cfg: LayerConfig, n_layers: int, cross_attention: bool, final_norm: bool) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(TransformerLayer(cfg, cross_attention) for _ in range(n_layers))
+        self.final_norm = build_norm(cfg.norm, cfg.d_model, cfg.norm_eps, cfg.norm_bias) if final_norm else None
+
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        positions: Tensor,
+        pos: PositionalEncoding | None,
+        causal: bool = False,
+        padding_mask: Tensor | None = None,
+        memory: Tensor | None = None,
+        memory_padding_mask: Tensor | None = None,
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        for i, layer in enumerate(self.layers):
+            x = layer(
+                x,
+                positions=positions,
+                pos=pos,
+                causal=causal,
+                padding_mask=padding_mask,
+                memory=memory,
+                memory_padding_mask=memory_padding_mask,
+                cache=cache.self_attn[i] if cache is not None else None,
+                cross_cache=cache.cross_attn[i] if cache is not None and cache.cross_attn else None,
+            )
+        return self.final_norm(x) if self.final_norm is not None else x

@@ -1,0 +1,209 @@
+"""Positional encodings behind one interface with three hooks.
+
+A positional encoding touches one of three places, so the interface has one hook for each,
+all no-ops by default:
+
+* ``embed``   adds to the token embeddings (sinusoidal, learned);
+* ``rotate``  rotates queries and keys (RoPE);
+* ``score_bias`` adds a bias to the attention scores (ALiBi, T5 relative).
+
+Every hook receives absolute positions, so a KV cache only has to carry the positions of the
+keys it holds for cached decoding to see the same numbers as a full forward pass.
+Positions are integer tensors of shape ``(T,)`` or ``(B, T)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+POSITIONAL_ENCODINGS = ("none", "sinusoidal", "learned", "rope", "alibi", "relative")
+
+
+class PositionalEncoding(nn.Module):
+    """Base class: every hook is the identity, so ``none`` is this class itself."""
+
+    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
+        """Return embeddings ``x`` (B, T, D) with position information added."""
+        return x
+
+    def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+        """Return queries (B, H, Tq, hd) and keys (B, Hkv, Tk, hd) with positions applied."""
+        return q, k
+
+    def score_bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
+        """Return a bias broadcastable to the scores (B, H, Tq, Tk), or None."""
+        return None
+
+
+def _per_batch(positions: Tensor) -> Tensor:
+    """View positions as (B or 1, T) so that hooks broadcast the same way for both shapes."""
+    return positions if positions.dim() == 2 else positions.unsqueeze(0)
+
+
+class SinusoidalPositionalEncoding(PositionalEncoding):
+    """Fixed sines and cosines (Vaswani et al. 2017).
+
+    ``layout="interleaved"`` is the paper's (sin on even, cos on odd dimensions);
+    ``layout="concat"`` puts all sines first, then all cosines (tensor2tensor, fairseq, Marian).
+    """
+
+    def __init__(self, d_model: int, base: float = 10000.0, layout: str = "interleaved") -> None:
+        super().__init__()
+        if layout not in ("interleaved", "concat"):
+            raise ValueError(f"pos.layout={layout!r} is not supported; choose 'interleaved' or 'concat'")
+        if d_model % 2:
+            raise ValueError(f"sinusoidal positions need an even d_model, got d_model={d_model}")
+        self.layout = layout
+        inv_freq = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def table(self, positions: Tensor) -> Tensor:
+        """Encodings for ``positions`` as a float32 tensor of shape (*positions.shape, D)."""
+        angles = positions.to(torch.float64).unsqueeze(-1) * self.inv_freq
+        sin, cos = angles.sin(), angles.cos()
+        if self.layout == "concat":
+            out = torch.cat([sin, cos], dim=-1)
+        else:
+            out = torch.stack([sin, cos], dim=-1).flatten(-2)
+        return out.to(torch.float32)
+
+    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
+        return x + self.table(_per_batch(positions)).to(x.dtype)
+
+
+class LearnedPositionalEncoding(PositionalEncoding):
+    """A trained embedding per absolute position, up to ``max_len`` positions (GPT-2, BERT, ViT)."""
+
+    def __init__(self, d_model: int, max_len: int) -> None:
+        super().__init__()
+        self.max_len = max_len
+        self.weight = nn.Parameter(torch.zeros(max_len, d_model))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
+        if positions.numel() and int(positions.max()) >= self.max_len:
+            raise ValueError(
+                f"position {int(positions.max())} is beyond the learned positional table "
+                f"(pos=learned was built for max_seq_len={self.max_len}); use a shorter input "
+                "or a larger model.max_seq_len"
+            )
+        return x + self.weight[_per_batch(positions)].to(x.dtype)
+
+
+def rotate_half(x: Tensor) -> Tensor:
+    """(x1, x2) -> (-x2, x1) over the two halves of the last dimension."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([-x2, x1], dim=-1)
+
+
+class RotaryPositionalEncoding(PositionalEncoding):
+    """Rotary embeddings (Su et al. 2021) in the half-split layout used by GPT-NeoX and Llama."""
+
+    def __init__(self, head_dim: int, base: float = 10000.0) -> None:
+        super().__init__()
+        if head_dim % 2:
+            raise ValueError(f"pos=rope needs an even head dimension, got d_model/n_heads={head_dim}")
+        inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def _cos_sin(self, positions: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        freqs = _per_batch(positions).float().unsqueeze(-1) * self.inv_freq  # (B, T, hd/2)
+        emb = torch.cat([freqs, freqs], dim=-1).unsqueeze(1)  # (B, 1, T, hd)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+    def _apply(self, x: Tensor, positions: Tensor) -> Tensor:  # noqa: D401 - not nn.Module._apply
+        cos, sin = self._cos_sin(positions, x.dtype)
+        return x * cos + rotate_half(x) * sin
+
+    def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
+        return self._apply(q, q_pos), self._apply(k, k_pos)
+
+
+def alibi_slopes(n_heads: int) -> Tensor:
+    """Head slopes of Press et al. (2022), with their rule for head counts that are not powers of 2."""
+    closest = 2 ** math.floor(math.log2(n_heads))
+    base = 2 ** (-(2 ** -(math.log2(closest) - 3)))
+    slopes = [base**p for p in range(1, closest + 1)]
+    if closest != n_heads:
+        extra_base = 2 ** (-(2 ** -(math.log2(2 * closest) - 3)))
+        n_extra = min(closest, n_heads - closest)
+        slopes += [extra_base**p for p in range(1, 2 * n_extra, 2)]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+class ALiBiPositionalEncoding(PositionalEncoding):
+    """Linear biases ``-slope_h * |i - j|`` on the scores (Press et al. 2022); no embeddings."""
+
+    def __init__(self, n_heads: int) -> None:
+        super().__init__()
+        self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)
+
+    def score_bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        distance = (_per_batch(q_pos).unsqueeze(-1) - _per_batch(k_pos).unsqueeze(-2)).abs()  # (B, Tq, Tk)
+        return -self.slopes.view(1, -1, 1, 1) * distance.unsqueeze(1).float()
+
+
+def relative_position_bucket(
+    relative_position: Tensor, bidirectional: bool, num_buckets: int, max_distance: int
+) -> Tensor:
+    """T5's buckets: exact for small offsets, logarithmic up to ``max_distance``, clipped beyond."""
+    buckets = torch.zeros_like(relative_position)
+    if bidirectional:
+        num_buckets //= 2
+        buckets += (relative_position > 0).long() * num_buckets
+        distance = relative_position.abs()
+    else:
+        distance = -torch.clamp(relative_position, max=0)
+    max_exact = num_buckets // 2
+    is_small = distance < max_exact
+    log_ratio = torch.log(distance.float().clamp(min=1) / max_exact) / math.log(max_distance / max_exact)
+    large = max_exact + (log_ratio * (num_buckets - max_exact)).long()
+    large = torch.clamp(large, max=num_buckets - 1)
+    return buckets + torch.where(is_small, distance, large)
+
+
+class RelativePositionBias(PositionalEncoding):
+    """T5's learned bias per head and bucket of the key-minus-query offset (Raffel et al. 2020)."""
+
+    def __init__(self, n_heads: int, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True):
+        super().__init__()
+        self.num_buckets = num_buckets
+        self.max_distance = max_distance
+        self.bidirectional = bidirectional
+        self.bias = nn.Embedding(num_buckets, n_heads)
+
+    def score_bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
+        offset = _per_batch(k_pos).unsqueeze(-2) - _per_batch(q_pos).unsqueeze(-1)  # (B, Tq, Tk)
+        buckets = relative_position_bucket(offset, self.bidirectional, self.num_buckets, self.max_distance)
+        return self.bias(buckets).permute(0, 3, 1, 2)  # (B, H, Tq, Tk)
+
+
+def build_positional(
+    name: str,
+    *,
+    d_model: int,
+    n_heads: int,
+    max_len: int,
+    causal: bool,
+    rope_base: float = 10000.0,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+    layout: str = "interleaved",
+) -> PositionalEncoding:
+    """Build the positional encoding called ``name``; ``causal`` picks T5's one-sided buckets."""
+    if name == "none":
+        return PositionalEncoding()
+    if name == "sinusoidal":
+        return SinusoidalPositionalEncoding(d_model, layout=layout)
+    if name == "learned":
+        return LearnedPositionalEncoding(d_model, max_len)
+    if name == "rope":
+        return RotaryPositionalEncoding(d_model // n_heads, base=rope_base)
+    if name == "alibi":
+        return ALiBiPositionalEncoding(n_heads)
+    if name == "relative":
+        return RelativePositionBias(n_heads, num_buckets, max_distance, bidirectional=not causal)
+    raise ValueError(f"pos.name={name!r} is not a positional encoding; choose one of {', '.join(POSITIONAL_ENCODINGS)}")

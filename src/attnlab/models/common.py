@@ -1,0 +1,74 @@
+"""What every family builder shares: layer settings, positional encodings, initialisation."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.blocks.ffn import ffn_width
+from attnlab.blocks.layers import LayerConfig
+from attnlab.blocks.positional import PositionalEncoding, build_positional
+from attnlab.config import ModelConfig
+
+
+def layer_config(cfg: ModelConfig) -> LayerConfig:
+    """The per-layer settings of a model config."""
+    return LayerConfig(
+        d_model=cfg.d_model,
+        n_heads=cfg.n_heads,
+        n_kv_heads=cfg.n_kv_heads,
+        d_ff=ffn_width(cfg.d_model, cfg.d_ff, cfg.ffn_mult),
+        activation=cfg.activation,
+        norm=cfg.norm,
+        norm_eps=cfg.norm_eps,
+        norm_first=cfg.norm_first,
+        bias=cfg.bias,
+        norm_bias=cfg.norm_bias,
+        dropout=cfg.dropout,
+        attn_dropout=cfg.attn_dropout,
+        ffn_dropout=cfg.ffn_dropout,
+        attn_scale=cfg.attn_scale,
+    )
+
+
+def positional(cfg: ModelConfig, causal: bool, max_len: int | None = None) -> PositionalEncoding:
+    """The positional encoding named by ``cfg.pos``; ``causal`` selects T5's one-sided buckets."""
+    p = cfg.pos
+    return build_positional(
+        p.name, d_model=cfg.d_model, n_heads=cfg.n_heads, max_len=max_len or cfg.max_seq_len, causal=causal,
+        rope_base=p.rope_base, num_buckets=p.num_buckets, max_distance=p.max_distance, layout=p.layout,
+    )
+
+
+def has_final_norm(cfg: ModelConfig) -> bool:
+    return cfg.norm_first if cfg.final_norm is None else cfg.final_norm
+
+
+def default_positions(input_ids: Tensor, offset: int = 0) -> Tensor:
+    """Absolute positions ``offset .. offset+T-1`` of a (B, T) batch."""
+    return torch.arange(offset, offset + input_ids.shape[1], device=input_ids.device)
+
+
+def init_weights(model: nn.Module, std: float, n_layers: int) -> None:
+    """GPT-2's initialisation: N(0, std) weights, zero biases, residual outputs scaled by 1/sqrt(2L)."""
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear):
+            scaled = name.endswith(("out_proj", "fc_out"))
+            nn.init.normal_(module.weight, std=std / math.sqrt(2 * n_layers) if scaled else std)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=std)
+        elif isinstance(module, nn.Conv2d):
+            nn.init.normal_(module.weight, std=std)
+            nn.init.zeros_(module.bias)
+
+
+def check_vocab(cfg: ModelConfig) -> None:
+    if cfg.vocab_size <= 0:
+        raise ValueError(
+            f"model.vocab_size={cfg.vocab_size}: a text model needs a positive vocabulary size "
+            "(it is filled in from the data's tokenizer by attnlab-train)"
+        )

@@ -1,0 +1,56 @@
+"""Decoder-only, GPT-like: causal stack over token embeddings, logits for every position."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from attnlab.blocks.cache import KVCache
+from attnlab.blocks.heads import LMHead
+from attnlab.blocks.embedding import TokenEmbedding
+from attnlab.blocks.layers import TransformerStack
+from attnlab.config import ModelConfig
+from attnlab.models.common import (
+    check_vocab, default_positions, has_final_norm, init_weights, layer_config, positional,
+)
+
+
+class DecoderLM(nn.Module):
+    """GPT-2, Llama and BLOOM are configurations of this one model."""
+
+    causal = True
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        check_vocab(cfg)
+        self.cfg = cfg
+        self.embed = TokenEmbedding(
+            cfg.vocab_size, cfg.d_model, positional(cfg, causal=True), scale=cfg.embed_scale,
+            norm=cfg.norm if cfg.embed_norm else None, norm_eps=cfg.norm_eps, dropout=cfg.dropout,
+        )
+        self.stack = TransformerStack(layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg))
+        tied = self.embed.tokens if cfg.tie_embeddings else None
+        self.lm_head = LMHead(cfg.d_model, cfg.vocab_size, tied, bias=cfg.lm_head_bias)
+        init_weights(self, cfg.init_std, cfg.n_layers)
+
+    def new_cache(self) -> KVCache:
+        return KVCache.empty(len(self.stack.layers))
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        *,
+        attention_mask: Tensor | None = None,
+        positions: Tensor | None = None,
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        """Logits (B, T, V) for ``input_ids`` (B, T).
+
+        With ``cache``, the tokens continue the cached ones, and ``attention_mask`` (B, T_all) covers
+        cached and new tokens. ``positions`` (B, T) default to ``offset .. offset+T-1``.
+        """
+        if positions is None:
+            positions = default_positions(input_ids, cache.offset if cache is not None else 0)
+        x = self.embed(input_ids, positions)
+        x = self.stack(x, positions=positions, pos=self.embed.pos, causal=True, padding_mask=attention_mask,
+                       cache=cache)
+        return self.lm_head(x)

@@ -1,0 +1,59 @@
+"""Encoder-only, BERT-like: bidirectional stack, masked-LM head and/or a pooled classifier."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from attnlab.blocks.embedding import TokenEmbedding
+from attnlab.blocks.heads import ClassificationHead, MaskedLMHead
+from attnlab.blocks.layers import TransformerStack
+from attnlab.config import ModelConfig
+from attnlab.models.common import (
+    check_vocab, default_positions, has_final_norm, init_weights, layer_config, positional,
+)
+
+
+class EncoderModel(nn.Module):
+    """``forward`` gives hidden states; ``mlm_logits`` and ``classify`` apply the heads."""
+
+    causal = False
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        check_vocab(cfg)
+        self.cfg = cfg
+        self.embed = TokenEmbedding(
+            cfg.vocab_size, cfg.d_model, positional(cfg, causal=False), type_vocab_size=cfg.type_vocab_size,
+            scale=cfg.embed_scale, norm=cfg.norm if cfg.embed_norm else None, norm_eps=cfg.norm_eps,
+            dropout=cfg.dropout,
+        )
+        self.stack = TransformerStack(layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg))
+        tied = self.embed.tokens if cfg.tie_embeddings else None
+        self.mlm_head = (
+            MaskedLMHead(cfg.d_model, cfg.vocab_size, tied, activation=cfg.activation, norm=cfg.norm,
+                         norm_eps=cfg.norm_eps)
+            if cfg.mlm_head else None
+        )
+        self.cls_head = (
+            ClassificationHead(cfg.d_model, cfg.num_classes, cfg.pooling, cfg.classifier_hidden, cfg.dropout)
+            if cfg.num_classes > 0 else None
+        )
+        init_weights(self, cfg.init_std, cfg.n_layers)
+
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> Tensor:
+        """Hidden states (B, T, D); ``attention_mask`` (B, T) is True (or 1) at real tokens."""
+        positions = default_positions(input_ids)
+        x = self.embed(input_ids, positions, token_type_ids)
+        return self.stack(x, positions=positions, pos=self.embed.pos, padding_mask=attention_mask)
+
+    def mlm_logits(self, hidden: Tensor) -> Tensor:
+        if self.mlm_head is None:
+            raise ValueError("this encoder was built without a masked-LM head (model.mlm_head=false)")
+        return self.mlm_head(hidden)
+
+    def classify(self, hidden: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        if self.cls_head is None:
+            raise ValueError("this encoder was built without a classifier (model.num_classes=0)")
+        return self.cls_head(hidden, attention_mask)

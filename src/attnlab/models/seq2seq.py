@@ -1,0 +1,80 @@
+"""Encoder-decoder: the original Transformer, and T5/Marian as configurations of it."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from attnlab.blocks.cache import KVCache
+from attnlab.blocks.embedding import TokenEmbedding
+from attnlab.blocks.heads import LMHead
+from attnlab.blocks.layers import TransformerStack
+from attnlab.config import ModelConfig
+from attnlab.models.common import (
+    check_vocab, default_positions, has_final_norm, init_weights, layer_config, positional,
+)
+
+
+class Seq2SeqModel(nn.Module):
+    """``encode`` the source once, then ``decode`` target tokens (all at once, or step by step with a cache)."""
+
+    causal = True
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        check_vocab(cfg)
+        self.cfg = cfg
+        layer = layer_config(cfg)
+        n_dec = cfg.n_decoder_layers or cfg.n_layers
+
+        def embedding(causal: bool) -> TokenEmbedding:
+            return TokenEmbedding(
+                cfg.vocab_size, cfg.d_model, positional(cfg, causal=causal), scale=cfg.embed_scale,
+                norm=cfg.norm if cfg.embed_norm else None, norm_eps=cfg.norm_eps, dropout=cfg.dropout,
+            )
+
+        self.src_embed = embedding(causal=False)
+        self.tgt_embed = embedding(causal=True)
+        if cfg.share_embeddings:
+            self.tgt_embed.tokens = self.src_embed.tokens
+        self.encoder = TransformerStack(layer, cfg.n_layers, False, has_final_norm(cfg))
+        self.decoder = TransformerStack(layer, n_dec, True, has_final_norm(cfg))
+        tied = self.tgt_embed.tokens if cfg.tie_embeddings else None
+        scale = cfg.d_model**-0.5 if cfg.tied_output_scale and tied is not None else 1.0
+        self.lm_head = LMHead(cfg.d_model, cfg.vocab_size, tied, bias=cfg.lm_head_bias, scale=scale)
+        init_weights(self, cfg.init_std, cfg.n_layers + n_dec)
+
+    def new_cache(self) -> KVCache:
+        return KVCache.empty(len(self.decoder.layers), cross=True)
+
+    def encode(self, src_ids: Tensor, src_mask: Tensor | None = None) -> Tensor:
+        """Encoder output (B, S, D); ``src_mask`` (B, S) is True at real source tokens."""
+        positions = default_positions(src_ids)
+        x = self.src_embed(src_ids, positions)
+        return self.encoder(x, positions=positions, pos=self.src_embed.pos, padding_mask=src_mask)
+
+    def decode(
+        self,
+        tgt_ids: Tensor,
+        memory: Tensor | None,
+        src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        """Logits (B, T, V) for target tokens given the encoder output.
+
+        With ``cache`` the tokens continue the cached ones; the encoder's keys and values are
+        computed at the first step and reused, so ``memory`` may be None afterwards.
+        """
+        positions = default_positions(tgt_ids, cache.offset if cache is not None else 0)
+        x = self.tgt_embed(tgt_ids, positions)
+        x = self.decoder(
+            x, positions=positions, pos=self.tgt_embed.pos, causal=True, padding_mask=tgt_mask,
+            memory=memory, memory_padding_mask=src_mask, cache=cache,
+        )
+        return self.lm_head(x)
+
+    def forward(
+        self, src_ids: Tensor, tgt_ids: Tensor, src_mask: Tensor | None = None, tgt_mask: Tensor | None = None
+    ) -> Tensor:
+        """Teacher-forced logits (B, T, V) of ``tgt_ids`` given ``src_ids``."""
+        return self.decode(tgt_ids, self.encode(src_ids, src_mask), src_mask, tgt_mask)

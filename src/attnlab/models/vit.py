@@ -1,0 +1,70 @@
+"""Vision Transformer (Dosovitskiy et al. 2021): image patches as tokens, a pooled classifier."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.blocks.heads import ClassificationHead
+from attnlab.blocks.layers import TransformerStack
+from attnlab.config import ModelConfig
+from attnlab.models.common import has_final_norm, init_weights, layer_config, positional
+
+
+def num_patches(cfg: ModelConfig) -> int:
+    if cfg.image_size % cfg.patch_size:
+        raise ValueError(
+            f"model.image_size={cfg.image_size} is not divisible into patches of model.patch_size={cfg.patch_size}"
+        )
+    return (cfg.image_size // cfg.patch_size) ** 2
+
+
+class PatchEmbedding(nn.Module):
+    """Non-overlapping patches, each linearly projected to ``d_model`` (a strided convolution)."""
+
+    def __init__(self, channels: int, d_model: int, patch_size: int) -> None:
+        super().__init__()
+        self.proj = nn.Conv2d(channels, d_model, kernel_size=patch_size, stride=patch_size)
+
+    def forward(self, images: Tensor) -> Tensor:
+        return self.proj(images).flatten(2).transpose(1, 2)  # (B, N, D)
+
+
+class ViT(nn.Module):
+    """Patches, an optional CLS token, positions, an encoder stack, and a classification head."""
+
+    causal = False
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        if cfg.num_classes <= 0:
+            raise ValueError(f"model.num_classes={cfg.num_classes}: a ViT needs at least one class")
+        self.cfg = cfg
+        self.use_cls = cfg.pooling == "cls"
+        n_tokens = num_patches(cfg) + int(self.use_cls)
+        self.patches = PatchEmbedding(cfg.channels, cfg.d_model, cfg.patch_size)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.d_model)) if self.use_cls else None
+        self.pos = positional(cfg, causal=False, max_len=n_tokens)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.stack = TransformerStack(layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg))
+        self.head = ClassificationHead(cfg.d_model, cfg.num_classes, cfg.pooling, cfg.classifier_hidden)
+        init_weights(self, cfg.init_std, cfg.n_layers)
+
+    def features(self, images: Tensor) -> Tensor:
+        """Hidden states (B, N(+1), D) of images (B, C, H, W)."""
+        expected = (self.cfg.channels, self.cfg.image_size, self.cfg.image_size)
+        if images.dim() != 4 or tuple(images.shape[1:]) != expected:
+            raise ValueError(
+                f"images of shape {tuple(images.shape)} do not match the model: expected (B, {expected[0]}, "
+                f"{expected[1]}, {expected[2]}) from model.channels and model.image_size"
+            )
+        x = self.patches(images)
+        if self.cls_token is not None:
+            x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
+        positions = torch.arange(x.shape[1], device=x.device)
+        x = self.dropout(self.pos.embed(x, positions))
+        return self.stack(x, positions=positions, pos=self.pos)
+
+    def forward(self, images: Tensor) -> Tensor:
+        """Class logits (B, num_classes)."""
+        return self.head(self.features(images))
