@@ -11,7 +11,7 @@ ACTIVATIONS = {
     "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
     "silu": F.silu,
 }
-GATED = {"swiglu": F.silu, "geglu": F.gelu}
+GATED = {"swiglu": F.silu, "geglu": F.gelu, "geglu_tanh": ACTIVATIONS["gelu_tanh"]}  # geglu_tanh: T5 v1.1
 FFN_ACTIVATIONS = tuple(ACTIVATIONS) + tuple(GATED)
 
 

@@ -1,0 +1,61 @@
+"""Print the parity table of docs/parity.md: attnlab vs Hugging Face transformers, max abs differences.
+
+Runs the cases of tests/models/test_hf_parity.py (tiny random models, float32, eval mode, padded
+batches) and prints one markdown row per output compared. Usage, from the repository root:
+
+    .venv/bin/python experiments/parity/measure.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "models"))
+
+import test_hf_parity as parity
+
+from attnlab.config import ModelConfig
+
+
+def describe(cfg: ModelConfig) -> str:
+    """The attnlab settings that make the architecture, in the words of the config."""
+    parts = [f"family={cfg.family}", f"pos={cfg.pos.name}"]
+    if cfg.pos.name == "sinusoidal":
+        parts[-1] += f" ({cfg.pos.layout})"
+    parts += [f"norm={cfg.norm}", "pre-norm" if cfg.norm_first else "post-norm", f"ffn={cfg.activation}"]
+    lm_head = cfg.family in ("gpt", "seq2seq") or (cfg.family == "bert" and cfg.mlm_head)
+    flags = {
+        "embed_norm": cfg.embed_norm,
+        "embed_scale": cfg.embed_scale,
+        "bias=false": not cfg.bias,
+        "tied": cfg.tie_embeddings and lm_head,
+        "tied_output_scale": cfg.tied_output_scale and cfg.tie_embeddings,
+        "lm_head_bias": cfg.lm_head_bias,
+        f"type_vocab_size={cfg.type_vocab_size}": cfg.type_vocab_size > 0,
+        f"attn_scale={cfg.attn_scale}": cfg.attn_scale is not None,
+        f"n_kv_heads={cfg.n_kv_heads}/{cfg.n_heads}": cfg.n_kv_heads not in (None, cfg.n_heads),
+    }
+    return ", ".join(parts + [name for name, on in flags.items() if on])
+
+
+@torch.no_grad()
+def main() -> None:
+    print(f"torch {torch.__version__}, transformers {parity.transformers.__version__}, float32, eval mode\n")
+    print("| reference | our config | output | max abs difference | max abs value |")
+    print("|---|---|---|---|---|")
+    worst = 0.0
+    for name in parity.CASES:
+        result = parity.run(name)
+        for output, (diff, scale) in result.diffs.items():
+            print(f"| {name} | {describe(result.cfg)} | {output} | {diff:.1e} | {scale:.1f} |")
+            worst = max(worst, diff)
+    print(f"\nworst: {worst:.1e} (tolerance {parity.TOL:.0e})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""``attnlab.load_hf``: local Hugging Face checkpoint directories in, attnlab models out, bad ones refused."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+from test_hf_parity import CASES, TOL, diff, reference, transformers
+
+import attnlab
+from attnlab.models.hf import model_config_from_hf
+
+
+def save(hf: torch.nn.Module, path: Path, fmt: str) -> Path:
+    """``save_pretrained``, then rewritten as ``fmt``: safetensors, bin (transformers 4 style) or sharded."""
+    hf.save_pretrained(path, max_shard_size="20KB" if fmt == "sharded" else "50GB")
+    if fmt == "bin":
+        torch.save(load_file(path / "model.safetensors"), path / "pytorch_model.bin")
+        (path / "model.safetensors").unlink()
+    return path
+
+
+def edit_config(path: Path, drop: tuple[str, ...] = (), **changes: object) -> None:
+    config = json.loads((path / "config.json").read_text())
+    config.update(changes)
+    for key in drop:
+        del config[key]
+    (path / "config.json").write_text(json.dumps(config))
+
+
+def edit_weights(path: Path, change: Callable[[dict], None]) -> None:
+    tensors = load_file(path / "model.safetensors")
+    change(tensors)
+    save_file(tensors, path / "model.safetensors")
+
+
+@pytest.fixture
+def gpt2_dir(tmp_path: Path) -> Path:
+    return save(CASES["GPT-2"][0](), tmp_path, "safetensors")
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt"),
+    [
+        ("GPT-2", "safetensors"),
+        ("BERT (masked LM)", "bin"),
+        ("ViT", "sharded"),
+        ("Marian", "safetensors"),
+        ("T5 v1.1 (gated-gelu)", "sharded"),
+        ("Llama (GQA)", "bin"),
+        ("BLOOM", "safetensors"),
+    ],
+)
+@torch.no_grad()
+def test_saved_checkpoint_loads_with_the_same_outputs(name: str, fmt: str, tmp_path: Path) -> None:
+    build, compare = CASES[name]
+    hf = build()
+    model = attnlab.load_hf(save(hf, tmp_path, fmt))
+    assert not model.training
+    for output, (value, _) in compare(hf, model).diffs.items():
+        assert value <= TOL, f"{name} from {fmt}: {output} differs by {value:.2e}"
+
+
+def test_model_config_reads_only_config_json(gpt2_dir: Path) -> None:
+    (gpt2_dir / "model.safetensors").unlink()
+    cfg = model_config_from_hf(gpt2_dir, dropout=0.0)
+    assert (
+        cfg.family,
+        cfg.pos.name,
+        cfg.vocab_size,
+        cfg.d_model,
+        cfg.n_layers,
+        cfg.n_heads,
+        cfg.max_seq_len,
+    ) == (
+        "gpt",
+        "learned",
+        64,
+        32,
+        2,
+        4,
+        16,
+    )
+    assert cfg.dropout == 0.0
+
+
+def test_overrides_replace_config_fields(gpt2_dir: Path) -> None:
+    model = attnlab.load_hf(gpt2_dir, dropout=0.0, attn_dropout=0.0)
+    assert (model.cfg.dropout, model.cfg.attn_dropout) == (0.0, 0.0)
+    with pytest.raises(ValueError, match=r"unknown ModelConfig override\(s\) nope; fields are .*d_model"):
+        attnlab.load_hf(gpt2_dir, nope=1)
+
+
+@torch.no_grad()
+def test_transformers4_t5_v1_1_loads_untied(tmp_path: Path) -> None:
+    """transformers 4 saved T5 v1.1 with tie_word_embeddings=false and its own lm_head.weight."""
+    hf = CASES["T5 v1.1 (gated-gelu)"][0]()
+    save(hf, tmp_path, "safetensors")
+    edit_config(
+        tmp_path, drop=("scale_decoder_outputs",), tie_word_embeddings=False
+    )  # as transformers 4 wrote it
+    edit_weights(tmp_path, lambda t: t.__setitem__("lm_head.weight", t["shared.weight"].clone()))
+    model = attnlab.load_hf(tmp_path)
+    assert (model.cfg.tie_embeddings, model.cfg.tied_output_scale) == (False, False)
+    assert model.lm_head.proj is not None
+    assert CASES["T5 v1.1 (gated-gelu)"][1](hf, model).diffs["logits"][0] <= TOL  # same matrix, same logits
+
+
+@torch.no_grad()
+def test_encoder_without_classifier_gets_a_fresh_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = transformers.BertConfig(
+        vocab_size=64,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+        max_position_embeddings=16,
+    )
+    hf = reference(transformers.BertModel, config)
+    hf.save_pretrained(tmp_path)
+    x = torch.randint(0, 64, (2, 7))
+    with caplog.at_level(logging.WARNING):
+        model = attnlab.load_hf(tmp_path, num_classes=3)
+    assert "cls_head.classifier.weight" in caplog.text
+    assert diff(hf(x).last_hidden_state, model(x))[0] <= TOL
+    assert torch.equal(model.cls_head.pre[0].weight, hf.pooler.dense.weight)  # BERT's pooler is kept
+    assert model.classify(model(x)).shape == (2, 3)
+    assert attnlab.load_hf(tmp_path).cls_head is None  # without num_classes the pooler is left out
+
+
+@torch.no_grad()
+def test_vit_backbone_gives_features(tmp_path: Path) -> None:
+    config = transformers.ViTConfig(
+        image_size=16,
+        patch_size=4,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=48,
+    )
+    hf = reference(transformers.ViTModel, config)
+    hf.save_pretrained(tmp_path)
+    images = torch.randn(2, 3, 16, 16)
+    model = attnlab.load_hf(tmp_path)
+    assert diff(hf(images).last_hidden_state, model.features(images))[0] <= TOL
+
+
+def test_missing_directory_config_or_weights(tmp_path: Path, gpt2_dir: Path) -> None:
+    with pytest.raises(
+        FileNotFoundError, match=f"directory {re.escape(str(tmp_path / 'absent'))} does not exist"
+    ):
+        attnlab.load_hf(tmp_path / "absent")
+    (gpt2_dir / "model.safetensors").unlink()
+    with pytest.raises(FileNotFoundError, match=r"no weights in .*: expected one of model\.safetensors, "):
+        attnlab.load_hf(gpt2_dir)
+    (gpt2_dir / "config.json").unlink()
+    with pytest.raises(FileNotFoundError, match=r"config\.json not found"):
+        attnlab.load_hf(gpt2_dir)
+
+
+def test_missing_shard(tmp_path: Path) -> None:
+    save(CASES["GPT-2"][0](), tmp_path, "sharded")
+    shard = sorted(tmp_path.glob("model-*.safetensors"))[-1]
+    shard.unlink()
+    with pytest.raises(
+        FileNotFoundError, match=f"{re.escape(shard.name)} not found \\(listed in .*index.json\\)"
+    ):
+        attnlab.load_hf(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("model_type", "architecture"),
+    [("roberta", "RobertaForMaskedLM"), ("gpt2", "GPT2ForSequenceClassification")],
+)
+def test_unsupported_architecture(gpt2_dir: Path, model_type: str, architecture: str) -> None:
+    edit_config(gpt2_dir, model_type=model_type, architectures=[architecture])
+    message = f"unsupported architecture '{architecture}' \\(model_type '{model_type}'\\); attnlab loads GPT2LMHeadModel"
+    with pytest.raises(ValueError, match=message):
+        attnlab.load_hf(gpt2_dir)
+    with pytest.raises(ValueError, match=message):
+        model_config_from_hf(gpt2_dir)
+
+
+def test_unsupported_option_or_missing_key(gpt2_dir: Path) -> None:
+    edit_config(gpt2_dir, scale_attn_by_inverse_layer_idx=True)
+    with pytest.raises(
+        ValueError, match="GPT2LMHeadModel: scale_attn_by_inverse_layer_idx=True is not supported"
+    ):
+        attnlab.load_hf(gpt2_dir)
+    edit_config(gpt2_dir, drop=("n_embd",), scale_attn_by_inverse_layer_idx=False)
+    with pytest.raises(ValueError, match=r"config\.json lacks 'n_embd', which GPT2LMHeadModel needs"):
+        attnlab.load_hf(gpt2_dir)
+
+
+def test_shape_mismatch_names_parameter_and_shapes(gpt2_dir: Path) -> None:
+    edit_config(gpt2_dir, vocab_size=65)  # the weights say 64
+    message = (
+        "shape mismatch for embed.tokens.weight (checkpoint wte.weight): checkpoint has (64, 32), the model "
+    )
+    with pytest.raises(ValueError, match=re.escape(message) + r"built from config\.json has \(65, 32\)"):
+        attnlab.load_hf(gpt2_dir)
+
+
+def test_missing_and_unexpected_tensors(gpt2_dir: Path) -> None:
+    edit_weights(gpt2_dir, lambda t: t.pop("transformer.h.1.ln_2.bias"))
+    with pytest.raises(ValueError, match=r"missing in the checkpoint: stack\.layers\.1\.ffn\.norm\.bias$"):
+        attnlab.load_hf(gpt2_dir)
+    edit_weights(
+        gpt2_dir,
+        lambda t: t.update({"transformer.h.1.ln_2.bias": torch.zeros(32), "extra.weight": torch.ones(2)}),
+    )
+    with pytest.raises(ValueError, match=r"unexpected tensors in the checkpoint .*: extra\.weight$"):
+        attnlab.load_hf(gpt2_dir)
+
+
+def test_unreadable_files(gpt2_dir: Path) -> None:
+    (gpt2_dir / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(ValueError, match=r"model\.safetensors: cannot read weights"):
+        attnlab.load_hf(gpt2_dir)
+    (gpt2_dir / "config.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"config\.json is not valid JSON"):
+        attnlab.load_hf(gpt2_dir)
+
+
+def test_heads_left_out_by_overrides(tmp_path: Path) -> None:
+    save(CASES["BERT (masked LM)"][0](), tmp_path, "safetensors")
+    model = attnlab.load_hf(tmp_path, mlm_head=False, num_classes=2)
+    assert model.mlm_head is None and model.cls_head is not None
