@@ -134,6 +134,11 @@ class MultiHeadAttention(nn.Module):
                     cache.k, cache.v = k, v
             k_pos, bias, causal = torch.arange(k.shape[2], device=x.device), None, False
 
+        if key_padding_mask is not None and tuple(key_padding_mask.shape) != (q.shape[0], k.shape[2]):
+            raise ValueError(
+                f"attention mask of shape {tuple(key_padding_mask.shape)} does not match the keys: expected "
+                f"({q.shape[0]}, {k.shape[2]}), one entry per cached and new token"
+            )
         y = self._attend(q, k, v, positions, k_pos, causal, key_padding_mask, bias)
         if self.head_gate is not None:
             y = y * self.head_gate.view(1, -1, 1, 1).to(y.dtype)

@@ -33,14 +33,16 @@ class AttentionCache:
         else:
             self.k = torch.cat([self.k, k], dim=2)
             self.v = torch.cat([self.v, v], dim=2)
-            self.positions = torch.cat([self.positions.expand(positions.shape[0], -1), positions], dim=1)
+            rows = max(self.positions.shape[0], positions.shape[0])  # shared (1, T) or per-row (B, T)
+            old, new = self.positions.expand(rows, -1), positions.expand(rows, -1)
+            self.positions = torch.cat([old, new], dim=1)
         return self.k, self.v, self.positions
 
     def reorder(self, index: Tensor) -> None:
         """Keep the batch rows in ``index`` (beam search)."""
         if self.k is not None:
             self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
-            if self.positions.shape[0] > 1:
+            if self.positions is not None and self.positions.shape[0] > 1:  # cross-attention has none
                 self.positions = self.positions.index_select(0, index)
 
 

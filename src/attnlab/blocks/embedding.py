@@ -28,6 +28,7 @@ class TokenEmbedding(nn.Module):
         scale: bool = False,
         norm: str | None = None,
         norm_eps: float = 1e-5,
+        norm_bias: bool = True,
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
@@ -35,17 +36,20 @@ class TokenEmbedding(nn.Module):
         self.segments = nn.Embedding(type_vocab_size, d_model) if type_vocab_size else None
         self.pos = pos
         self.scale = math.sqrt(d_model) if scale else 1.0
-        self.norm = build_norm(norm, d_model, norm_eps) if norm else None
+        self.norm = build_norm(norm, d_model, norm_eps, norm_bias) if norm else None
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, input_ids: Tensor, positions: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
         vocab = self.tokens.num_embeddings
         if not input_ids.is_cuda and input_ids.numel() and not 0 <= int(input_ids.min()) <= int(input_ids.max()) < vocab:
+            bad = int(input_ids.min()) if int(input_ids.min()) < 0 else int(input_ids.max())
             raise ValueError(
-                f"token id {int(input_ids.max())} is outside the model's vocabulary of {vocab} "
-                "(does the tokenizer match model.vocab_size?)"
+                f"token id {bad} is outside the model's vocabulary of {vocab} (ids 0..{vocab - 1}; "
+                "does the tokenizer match model.vocab_size?)"
             )
-        x = self.tokens(input_ids) * self.scale
+        x = self.tokens(input_ids)
+        if self.scale != 1.0:  # skipping the no-op product saves a pass over (B, T, D) forward and backward
+            x = x * self.scale
         if self.segments is not None:
             types = token_type_ids if token_type_ids is not None else torch.zeros_like(input_ids)
             x = x + self.segments(types)

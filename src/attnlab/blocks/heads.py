@@ -39,11 +39,12 @@ class MaskedLMHead(nn.Module):
     """BERT's head: dense, activation, norm, then tied (or untied) projection to the vocabulary + bias."""
 
     def __init__(self, d_model: int, vocab_size: int, tied_to: nn.Embedding | None, *,
-                 activation: str = "gelu", norm: str = "layernorm", norm_eps: float = 1e-12) -> None:
+                 activation: str = "gelu", norm: str = "layernorm", norm_eps: float = 1e-12,
+                 norm_bias: bool = True) -> None:
         super().__init__()
         self.dense = nn.Linear(d_model, d_model)
         self.act = ACTIVATIONS[activation if activation in ACTIVATIONS else "gelu"]
-        self.norm = build_norm(norm, d_model, norm_eps)
+        self.norm = build_norm(norm, d_model, norm_eps, norm_bias)
         self.decoder = LMHead(d_model, vocab_size, tied_to, bias=True)
 
     def forward(self, x: Tensor) -> Tensor:

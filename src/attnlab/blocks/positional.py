@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 POSITIONAL_ENCODINGS = ("none", "sinusoidal", "learned", "rope", "alibi", "relative")
@@ -56,13 +57,13 @@ class SinusoidalPositionalEncoding(PositionalEncoding):
             raise ValueError(f"pos.layout={layout!r} is not supported; choose 'interleaved' or 'concat'")
         if d_model % 2:
             raise ValueError(f"sinusoidal positions need an even d_model, got d_model={d_model}")
-        self.layout = layout
-        inv_freq = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.layout, self.d_model, self.base = layout, d_model, base
 
     def table(self, positions: Tensor) -> Tensor:
         """Encodings for ``positions`` as a float32 tensor of shape (*positions.shape, D)."""
-        angles = positions.to(torch.float64).unsqueeze(-1) * self.inv_freq
+        # frequencies are computed here, not kept in a buffer that model.to(bfloat16) would round
+        exponents = torch.arange(0, self.d_model, 2, dtype=torch.float64, device=positions.device) / self.d_model
+        angles = positions.to(torch.float64).unsqueeze(-1) * self.base**-exponents
         sin, cos = angles.sin(), angles.cos()
         if self.layout == "concat":
             out = torch.cat([sin, cos], dim=-1)
@@ -90,7 +91,7 @@ class LearnedPositionalEncoding(PositionalEncoding):
                 f"(pos=learned was built for max_seq_len={self.max_len}); use a shorter input "
                 "or a larger model.max_seq_len"
             )
-        return x + self.weight[_per_batch(positions)].to(x.dtype)
+        return x + F.embedding(_per_batch(positions), self.weight).to(x.dtype)  # embedding's backward is cheaper than indexing's
 
 
 def rotate_half(x: Tensor) -> Tensor:
@@ -106,20 +107,24 @@ class RotaryPositionalEncoding(PositionalEncoding):
         super().__init__()
         if head_dim % 2:
             raise ValueError(f"pos=rope needs an even head dimension, got d_model/n_heads={head_dim}")
-        inv_freq = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.head_dim, self.base = head_dim, base
+
+    def inv_freq(self, device: torch.device) -> Tensor:
+        """base^(-2i/hd) in float32, computed per call: a buffer would be rounded by model.to(bfloat16)."""
+        exponents = torch.arange(0, self.head_dim, 2, dtype=torch.int64, device=device).float() / self.head_dim
+        return 1.0 / (self.base**exponents)
 
     def _cos_sin(self, positions: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        freqs = _per_batch(positions).float().unsqueeze(-1) * self.inv_freq  # (B, T, hd/2)
+        freqs = _per_batch(positions).float().unsqueeze(-1) * self.inv_freq(positions.device)  # (B, T, hd/2)
         emb = torch.cat([freqs, freqs], dim=-1).unsqueeze(1)  # (B, 1, T, hd)
         return emb.cos().to(dtype), emb.sin().to(dtype)
 
-    def _apply(self, x: Tensor, positions: Tensor) -> Tensor:  # noqa: D401 - not nn.Module._apply
+    def apply_rotation(self, x: Tensor, positions: Tensor) -> Tensor:
         cos, sin = self._cos_sin(positions, x.dtype)
         return x * cos + rotate_half(x) * sin
 
     def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
-        return self._apply(q, q_pos), self._apply(k, k_pos)
+        return self.apply_rotation(q, q_pos), self.apply_rotation(k, k_pos)
 
 
 def alibi_slopes(n_heads: int) -> Tensor:

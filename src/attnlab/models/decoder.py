@@ -25,7 +25,8 @@ class DecoderLM(nn.Module):
         self.cfg = cfg
         self.embed = TokenEmbedding(
             cfg.vocab_size, cfg.d_model, positional(cfg, causal=True), scale=cfg.embed_scale,
-            norm=cfg.norm if cfg.embed_norm else None, norm_eps=cfg.norm_eps, dropout=cfg.dropout,
+            norm=cfg.norm if cfg.embed_norm else None, norm_eps=cfg.norm_eps, norm_bias=cfg.norm_bias,
+            dropout=cfg.dropout,
         )
         self.stack = TransformerStack(layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg))
         tied = self.embed.tokens if cfg.tie_embeddings else None

@@ -25,13 +25,13 @@ class EncoderModel(nn.Module):
         self.embed = TokenEmbedding(
             cfg.vocab_size, cfg.d_model, positional(cfg, causal=False), type_vocab_size=cfg.type_vocab_size,
             scale=cfg.embed_scale, norm=cfg.norm if cfg.embed_norm else None, norm_eps=cfg.norm_eps,
-            dropout=cfg.dropout,
+            norm_bias=cfg.norm_bias, dropout=cfg.dropout,
         )
         self.stack = TransformerStack(layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg))
         tied = self.embed.tokens if cfg.tie_embeddings else None
         self.mlm_head = (
             MaskedLMHead(cfg.d_model, cfg.vocab_size, tied, activation=cfg.activation, norm=cfg.norm,
-                         norm_eps=cfg.norm_eps)
+                         norm_eps=cfg.norm_eps, norm_bias=cfg.norm_bias)
             if cfg.mlm_head else None
         )
         self.cls_head = (

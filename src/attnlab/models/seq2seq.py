@@ -29,7 +29,8 @@ class Seq2SeqModel(nn.Module):
         def embedding(causal: bool) -> TokenEmbedding:
             return TokenEmbedding(
                 cfg.vocab_size, cfg.d_model, positional(cfg, causal=causal), scale=cfg.embed_scale,
-                norm=cfg.norm if cfg.embed_norm else None, norm_eps=cfg.norm_eps, dropout=cfg.dropout,
+                norm=cfg.norm if cfg.embed_norm else None, norm_eps=cfg.norm_eps, norm_bias=cfg.norm_bias,
+                dropout=cfg.dropout,
             )
 
         self.src_embed = embedding(causal=False)

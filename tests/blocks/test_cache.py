@@ -1,0 +1,157 @@
+"""KV caches: bookkeeping, and cached attention equal to the full pass for every positional encoding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from attnlab.blocks.attention import MultiHeadAttention
+from attnlab.blocks.cache import AttentionCache, KVCache
+from attnlab.blocks.positional import POSITIONAL_ENCODINGS, build_positional
+
+ATOL = 1e-5
+D_MODEL, N_HEADS = 16, 4
+
+
+def kv(b: int, t: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.randn(b, 2, t, 4), torch.randn(b, 2, t, 4)
+
+
+def test_append_accumulates_keys_values_and_positions() -> None:
+    cache = AttentionCache()
+    assert cache.length == 0
+    k1, v1 = kv(2, 3)
+    cache.append(k1, v1, torch.arange(3))
+    k2, v2 = kv(2, 1)
+    k, v, positions = cache.append(k2, v2, torch.tensor([3]))
+    assert cache.length == 4
+    torch.testing.assert_close(k, torch.cat([k1, k2], 2))
+    torch.testing.assert_close(v, torch.cat([v1, v2], 2))
+    assert positions.tolist() == [[0, 1, 2, 3]]
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "expected"),
+    [
+        (torch.arange(3), torch.tensor([[3], [5]]), [[0, 1, 2, 3], [0, 1, 2, 5]]),
+        (torch.tensor([[0, 0, 1], [0, 1, 2]]), torch.tensor([3]), [[0, 0, 1, 3], [0, 1, 2, 3]]),
+        (torch.tensor([[0, 0, 1], [0, 1, 2]]), torch.tensor([[2], [3]]), [[0, 0, 1, 2], [0, 1, 2, 3]]),
+    ],
+    ids=["shared-then-per-row", "per-row-then-shared", "per-row-then-per-row"],
+)
+def test_append_mixes_shared_and_per_row_positions(first, second, expected) -> None:
+    cache = AttentionCache()
+    cache.append(*kv(2, 3), first)
+    _, _, positions = cache.append(*kv(2, 1), second)
+    assert positions.tolist() == expected
+
+
+def test_reorder_keeps_the_selected_rows() -> None:
+    cache = AttentionCache()
+    k, v = kv(3, 2)
+    cache.append(k, v, torch.tensor([[0, 1], [5, 6], [7, 8]]))
+    cache.reorder(torch.tensor([2, 2, 0]))
+    torch.testing.assert_close(cache.k, k[[2, 2, 0]])
+    torch.testing.assert_close(cache.v, v[[2, 2, 0]])
+    assert cache.positions.tolist() == [[7, 8], [7, 8], [0, 1]]
+
+
+def test_kv_cache_offset_and_layers() -> None:
+    cache = KVCache.empty(3, cross=True)
+    assert len(cache.self_attn) == 3 and len(cache.cross_attn) == 3 and cache.offset == 0
+    cache.self_attn[0].append(*kv(1, 4), torch.arange(4))
+    assert cache.offset == 4
+    assert KVCache.empty(2).cross_attn == []
+
+
+def make(pe: str, causal: bool, n_kv_heads: int | None):
+    torch.manual_seed(0)
+    attn = MultiHeadAttention(D_MODEL, N_HEADS, n_kv_heads).eval()
+    pos = build_positional(
+        pe, d_model=D_MODEL, n_heads=N_HEADS, max_len=32, causal=causal, num_buckets=8, max_distance=16
+    )
+    return attn, pos
+
+
+@pytest.mark.parametrize("pe", POSITIONAL_ENCODINGS)
+@pytest.mark.parametrize("n_kv_heads", [None, 1], ids=["mha", "mqa"])
+@pytest.mark.parametrize(
+    "chunks", [(3, 1, 1, 1, 1), (1, 1, 1, 1, 1, 1, 1), (2, 3, 2)], ids=["prefill", "steps", "chunks"]
+)
+def test_cached_self_attention_equals_full_pass(
+    pe: str, n_kv_heads: int | None, chunks: tuple[int, ...]
+) -> None:
+    attn, pos = make(pe, True, n_kv_heads)
+    t = sum(chunks)
+    x = torch.randn(2, t, D_MODEL)
+    kpm = torch.ones(2, t, dtype=torch.bool)
+    kpm[1, :2] = False  # row 1 left-padded
+    full = attn(x, positions=torch.arange(t), pos=pos, causal=True, key_padding_mask=kpm)
+    cache, outs, start = AttentionCache(), [], 0
+    for n in chunks:
+        positions = torch.arange(start, start + n)
+        outs.append(
+            attn(
+                x[:, start : start + n],
+                positions=positions,
+                pos=pos,
+                causal=True,
+                key_padding_mask=kpm[:, : start + n],
+                cache=cache,
+            )
+        )
+        start += n
+    assert cache.length == t
+    # padded queries see no real key, so their (unused) outputs may differ; compare real tokens
+    torch.testing.assert_close(torch.cat(outs, 1)[kpm], full[kpm], atol=ATOL, rtol=0)
+
+
+def test_cross_attention_cache_projects_the_context_once() -> None:
+    torch.manual_seed(0)
+    attn = MultiHeadAttention(D_MODEL, N_HEADS, 2, cross=True).eval()
+    calls = []
+    attn.kv_proj.register_forward_hook(lambda *_: calls.append(1))
+    x, memory = torch.randn(2, 4, D_MODEL), torch.randn(2, 6, D_MODEL)
+    kpm = torch.tensor([[True] * 6, [True] * 3 + [False] * 3])
+    full = attn(x, memory, positions=torch.arange(4), key_padding_mask=kpm)
+    calls.clear()
+    cache = AttentionCache()
+    steps = [attn(x[:, :1], memory, positions=torch.arange(1), key_padding_mask=kpm, cache=cache)]
+    steps += [
+        attn(x[:, i : i + 1], None, positions=torch.tensor([i]), key_padding_mask=kpm, cache=cache)
+        for i in range(1, 4)
+    ]
+    assert len(calls) == 1
+    torch.testing.assert_close(torch.cat(steps, 1), full, atol=ATOL, rtol=0)
+
+
+def test_reorder_of_a_cross_attention_cache() -> None:
+    """Cross-attention caches hold no positions; beam search still reorders them."""
+    torch.manual_seed(0)
+    attn = MultiHeadAttention(D_MODEL, N_HEADS, cross=True).eval()
+    x, memory = torch.randn(2, 1, D_MODEL), torch.randn(2, 5, D_MODEL)
+    cache = AttentionCache()
+    attn(x, memory, positions=torch.arange(1), cache=cache)
+    k = cache.k
+    cache.reorder(torch.tensor([1, 1, 0]))
+    torch.testing.assert_close(cache.k, k[[1, 1, 0]])
+    assert cache.positions is None
+
+
+@pytest.mark.parametrize("shape", [(2, 1), (2, 7), (1, 4)])
+def test_mask_that_does_not_cover_the_keys_is_a_clear_error(shape: tuple[int, int]) -> None:
+    """A (B, 1) mask on a cached step would silently broadcast over every key."""
+    attn, pos = make("none", True, None)
+    cache = AttentionCache()
+    attn(torch.randn(2, 3, D_MODEL), positions=torch.arange(3), pos=pos, causal=True, cache=cache)
+    with pytest.raises(
+        ValueError, match=rf"attention mask of shape \({shape[0]}, {shape[1]}\) .* expected \(2, 4\)"
+    ):
+        attn(
+            torch.randn(2, 1, D_MODEL),
+            positions=torch.tensor([3]),
+            pos=pos,
+            causal=True,
+            key_padding_mask=torch.ones(shape, dtype=torch.bool),
+            cache=cache,
+        )

@@ -1,0 +1,176 @@
+"""Every family x positional encoding builds and trains on CPU; bad configs give clear errors."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnlab.blocks.attention import MultiHeadAttention, record_attention
+from attnlab.config import FAMILIES, POSITIONAL_ENCODINGS, ModelConfig, PosConfig
+from attnlab.models import build_model
+
+VOCAB = 23
+TINY = ModelConfig(
+    vocab_size=VOCAB,
+    d_model=16,
+    n_layers=1,
+    n_heads=2,
+    max_seq_len=16,
+    dropout=0.0,
+    type_vocab_size=2,
+    num_classes=3,
+    image_size=8,
+    patch_size=4,
+    channels=3,
+    init_std=0.2,
+)
+
+
+def tiny(family: str, pe: str = "learned", **overrides) -> ModelConfig:
+    return replace(TINY, family=family, pos=PosConfig(pe), **overrides)
+
+
+def loss_of(model: nn.Module, family: str) -> torch.Tensor:
+    """A loss that reaches every output head of the family."""
+    torch.manual_seed(0)
+    ids = torch.randint(0, VOCAB, (2, 6))
+    mask = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
+    if family == "gpt":
+        logits = model(ids, attention_mask=mask)
+        return F.cross_entropy(logits.flatten(0, 1), ids.roll(-1, 1).flatten())
+    if family == "bert":
+        hidden = model(ids, attention_mask=mask, token_type_ids=(torch.arange(6) >= 3).long().expand(2, -1))
+        mlm = F.cross_entropy(model.mlm_logits(hidden).flatten(0, 1), ids.flatten())
+        return mlm + F.cross_entropy(model.classify(hidden, mask), torch.tensor([0, 2]))
+    if family == "seq2seq":
+        tgt = torch.randint(0, VOCAB, (2, 5))
+        logits = model(ids, tgt, src_mask=mask, tgt_mask=torch.ones(2, 5, dtype=torch.bool))
+        return F.cross_entropy(logits.flatten(0, 1), tgt.roll(-1, 1).flatten())
+    images = torch.randn(2, 3, 8, 8)
+    return F.cross_entropy(model(images), torch.tensor([1, 2]))
+
+
+@pytest.mark.parametrize("pe", POSITIONAL_ENCODINGS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_and_positional_encoding_trains(family: str, pe: str) -> None:
+    model = build_model(tiny(family, pe, dropout=0.1, attn_dropout=0.1, ffn_dropout=0.1)).train()
+    assert model.cfg.pos.name == pe and model.cfg.family == family
+    loss = loss_of(model, family)
+    assert torch.isfinite(loss)
+    loss.backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None, f"{name} got no gradient"
+        assert torch.isfinite(p.grad).all(), f"{name} has a non-finite gradient"
+        assert p.grad.abs().sum() > 0, f"{name} has an all-zero gradient"
+
+
+def outputs(model: nn.Module, family: str) -> torch.Tensor:
+    torch.manual_seed(1)
+    ids = torch.randint(0, VOCAB, (2, 6))
+    mask = torch.tensor([[True] * 6, [True] * 3 + [False] * 3])
+    if family == "gpt":
+        return model(ids, attention_mask=mask)
+    if family == "bert":
+        return model.mlm_logits(model(ids, attention_mask=mask))
+    if family == "seq2seq":
+        return model(ids, ids[:, :4], src_mask=mask)
+    return model(torch.randn(2, 3, 8, 8))
+
+
+@pytest.mark.parametrize("pe", POSITIONAL_ENCODINGS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_recording_attention_changes_no_output(family: str, pe: str) -> None:
+    """The explicit path (taken while recording) equals the fused one inside every family."""
+    model = build_model(tiny(family, pe)).eval()
+    with torch.no_grad():
+        fused = outputs(model, family)
+        with record_attention(model) as maps:
+            explicit = outputs(model, family)
+    torch.testing.assert_close(explicit, fused, atol=1e-5, rtol=0)
+    attention = [n for n, m in model.named_modules() if isinstance(m, MultiHeadAttention)]
+    assert sorted(maps) == sorted(attention)
+    for name, weights in maps.items():
+        keys = 6 if family != "seq2seq" or "cross" in name or name.startswith("encoder") else 4
+        assert weights.shape[1] == TINY.n_heads and weights.shape[-1] == (5 if family == "vit" else keys), (
+            name
+        )
+
+
+def test_families_are_built_from_the_shared_blocks_only() -> None:
+    """No family keeps a private copy of attention, a layer or a positional encoding."""
+    for family in FAMILIES:
+        for pe in POSITIONAL_ENCODINGS:
+            model = build_model(tiny(family, pe))
+            for name, module in model.named_modules():
+                origin = type(module).__module__
+                allowed = origin.startswith(("torch.nn.", "attnlab.blocks.")) or module is model
+                allowed = allowed or (family == "vit" and name == "patches")  # the patch embedding
+                assert allowed, f"{family}/{pe}: {name} is a {origin}.{type(module).__name__}"
+
+
+def test_relative_buckets_are_one_sided_exactly_where_attention_is_causal() -> None:
+    """T5: bidirectional buckets in encoders, one-sided buckets in decoders."""
+    gpt, bert = build_model(tiny("gpt", "relative")), build_model(tiny("bert", "relative"))
+    s2s, vit = build_model(tiny("seq2seq", "relative")), build_model(tiny("vit", "relative"))
+    assert not gpt.embed.pos.bidirectional and not s2s.tgt_embed.pos.bidirectional
+    assert bert.embed.pos.bidirectional and s2s.src_embed.pos.bidirectional and vit.pos.bidirectional
+
+
+BAD_CONFIGS = {
+    "family": (dict(family="rnn"), r"model.family='rnn'.*gpt, bert, seq2seq, vit"),
+    "norm": (dict(norm="batchnorm"), r"model.norm='batchnorm'.*layernorm, rmsnorm"),
+    "activation": (dict(activation="tanh"), r"model.activation='tanh'.*relu.*swiglu"),
+    "bert-pooling": (dict(family="bert", pooling="first"), r"model.pooling='first'.*cls, mean, max"),
+    "vit-pooling": (dict(family="vit", pooling="first"), r"model.pooling='first'.*cls, mean, max"),
+    "vit-patches": (dict(family="vit", image_size=10), r"model.image_size=10.*model.patch_size=4"),
+    "vit-classes": (dict(family="vit", num_classes=0), r"model.num_classes=0"),
+    "vocab": (dict(vocab_size=0), r"model.vocab_size=0"),
+    "heads": (dict(d_model=18, n_heads=4), r"d_model=18 must be divisible by n_heads=4"),
+    "kv-heads": (dict(n_heads=4, n_kv_heads=3), r"n_heads=4 must be divisible by n_kv_heads=3"),
+    "pos-name": (
+        dict(pos=PosConfig("xpos")),
+        r"pos.name='xpos'.*none, sinusoidal, learned, rope, alibi, relative",
+    ),
+    "pos-layout": (dict(pos=PosConfig("sinusoidal", layout="spiral")), r"pos.layout='spiral'"),
+}
+
+
+@pytest.mark.parametrize(("overrides", "message"), list(BAD_CONFIGS.values()), ids=list(BAD_CONFIGS))
+def test_bad_configs_name_the_key(overrides: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        build_model(replace(TINY, **overrides))
+
+
+@pytest.mark.parametrize("shape", [(2, 1, 8, 8), (2, 3, 8, 12), (3, 8, 8)])
+def test_vit_wrong_input_shape_names_the_expected_shape(shape: tuple[int, ...]) -> None:
+    model = build_model(tiny("vit"))
+    with pytest.raises(ValueError, match=r"images of shape .* expected \(B, 3, 8, 8\) from model.channels"):
+        model(torch.randn(shape))
+
+
+@pytest.mark.parametrize("family", ["gpt", "bert", "seq2seq"])
+@pytest.mark.parametrize("bad_id", [VOCAB, -1])
+def test_token_id_outside_the_vocabulary_is_named(family: str, bad_id: int) -> None:
+    model = build_model(tiny(family))
+    ids = torch.tensor([[1, bad_id, 2]])
+    with pytest.raises(ValueError, match=rf"token id {bad_id} is outside the model's vocabulary of {VOCAB}"):
+        model(ids, ids) if family == "seq2seq" else model(ids)
+
+
+def test_learned_positions_beyond_max_seq_len_are_named() -> None:
+    model = build_model(tiny("gpt", "learned"))
+    with pytest.raises(ValueError, match=r"position 16 is beyond .* max_seq_len=16"):
+        model(torch.zeros(1, 17, dtype=torch.long))
+
+
+def test_missing_heads_are_clear_errors() -> None:
+    model = build_model(tiny("bert", mlm_head=False, num_classes=0))
+    hidden = model(torch.tensor([[1, 2]]))
+    with pytest.raises(ValueError, match=r"model.mlm_head=false"):
+        model.mlm_logits(hidden)
+    with pytest.raises(ValueError, match=r"model.num_classes=0"):
+        model.classify(hidden)
