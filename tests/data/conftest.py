@@ -1,0 +1,50 @@
+"""Shared fixtures of the data tests: offline, small, everything written under tmp_path."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest
+
+from attnlab.config import ModelConfig
+from attnlab.data import DataConfig, build_datamodule
+
+FAMILY_TASK = {
+    "text": ("gpt", "causal_lm"),
+    "listops": ("bert", "classification"),
+    "text_classification": ("bert", "classification"),
+    "pairs": ("seq2seq", "seq2seq"),
+    "dates": ("seq2seq", "seq2seq"),
+    "numbers": ("seq2seq", "seq2seq"),
+    "reverse": ("seq2seq", "seq2seq"),
+    "digits": ("vit", "classification"),
+    "images": ("vit", "classification"),
+}
+
+
+@pytest.fixture
+def make_dm(tmp_path):
+    """``make_dm(kind, task=None, model=None, **data_fields)``: a data module, set up."""
+
+    def make(kind: str, *, task: str | None = None, model: dict | None = None, setup: bool = True, **fields):
+        family, default_task = FAMILY_TASK[kind]
+        if task == "mlm":
+            family = "bert"
+        fields.setdefault("cache_dir", str(tmp_path / "hf_cache"))
+        cfg = DataConfig(kind=kind, **fields)
+        dm = build_datamodule(
+            cfg,
+            family=family,
+            task=task or default_task,
+            seed=0,
+            model_cfg=ModelConfig(family=family, **(model or {})),
+        )
+        if setup:
+            dm.setup("fit")
+        return dm
+
+    return make

@@ -1,0 +1,195 @@
+"""Language-model text: the default corpus, sources, splits, windows, BERT's masking."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnlab.data.text import Windows, default_corpus, mask_tokens, unigram_entropy
+
+SHAKESPEARE = Path(__file__).resolve().parents[3] / "shared" / "data" / "tinyshakespeare.txt"
+
+
+def lines(n: int) -> str:
+    return "".join(f"line {i}: the cat sat on mat number {i % 7}.\n" for i in range(n))
+
+
+def test_default_corpus_is_the_pydoc_topics_in_sorted_order():
+    from pydoc_data.topics import topics
+
+    corpus = default_corpus()
+    assert 300_000 < len(corpus) < 1_000_000
+    first, second = sorted(topics)[:2]
+    assert corpus.startswith(topics[first].strip("\n") + "\n\n" + topics[second].strip("\n"))
+
+
+def test_default_text_module_causal_batches(make_dm):
+    dm = make_dm("text", seq_len=64, batch_size=4)
+    assert dm.vocab_size == len(dm.tokenizer.tokens) and 80 < dm.vocab_size < 200
+    batch = next(iter(dm.train_dataloader()))
+    assert batch["input_ids"].shape == batch["labels"].shape == (4, 64)
+    assert batch["input_ids"].dtype == batch["labels"].dtype == torch.long
+    assert torch.equal(batch["input_ids"][:, 1:], batch["labels"][:, :-1])  # labels are the next tokens
+    val = dm.datasets["val"]
+    tokens = val.windows.tokens
+    assert len(val) == (len(tokens) - 65) // 64 + 1
+    assert torch.equal(val[1]["input_ids"], tokens[64:128].long())  # fixed, non-overlapping windows
+    # the three splits are contiguous ranges of the corpus
+    decoded = "".join(
+        dm.tokenizer.decode(dm.datasets[s].windows.tokens.tolist()) for s in ("train", "val", "test")
+    )
+    assert decoded == default_corpus()
+    assert 2.5 < dm.unigram_entropy("val") < 3.6  # nats per character
+
+
+def test_random_windows_depend_on_seed_epoch_and_index_only():
+    w = Windows(torch.arange(1000, dtype=torch.int32), span=11, stride=10, random=True, seed=1)
+    assert len(w) == 99
+    assert torch.equal(w[(0, 5)], w[(0, 5)])
+    starts = {w.start((e, 5)) for e in range(20)}
+    assert len(starts) > 15  # another epoch, another offset
+    assert all(0 <= s <= 989 for s in starts)
+    assert torch.equal(w[(3, 4)], w[(3, 4)][0] + torch.arange(11))
+
+
+def test_local_file_folder_and_split_files(make_dm, tmp_path):
+    file = tmp_path / "one.txt"
+    file.write_text(lines(200))
+    dm = make_dm("text", path=str(file), seq_len=16, val_fraction=0.1, test_fraction=0.1)
+    text = "".join(
+        dm.tokenizer.decode(dm.datasets[s].windows.tokens.tolist()) for s in ("train", "val", "test")
+    )
+    assert text == lines(200)
+    assert len(dm.datasets["val"].windows.tokens) == int(len(lines(200)) * 0.1)
+
+    folder = tmp_path / "books"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "b.txt").write_text(lines(100))
+    (folder / "sub" / "a.txt").write_text("zzz " * 200)
+    (folder / ".hidden").write_text("never read")
+    dm = make_dm("text", path=str(folder), seq_len=16)
+    train = dm.tokenizer.decode(dm.datasets["train"].windows.tokens.tolist())
+    assert train.startswith("line 0:") and "never" not in train  # sorted: b.txt before sub/a.txt
+
+    splits = tmp_path / "wiki"
+    splits.mkdir()
+    for name, n in (("train.txt", 300), ("valid.txt", 40), ("test.txt", 30)):
+        (splits / name).write_text(lines(n))
+    dm = make_dm("text", path=str(splits), seq_len=16)
+    assert dm.tokenizer.decode(dm.datasets["val"].windows.tokens.tolist()) == lines(40)
+    assert dm.tokenizer.decode(dm.datasets["test"].windows.tokens.tolist()) == lines(30)
+
+
+def test_hf_text_loader_offline(make_dm, tmp_path):
+    data = tmp_path / "corpus.txt"
+    data.write_text(lines(300))
+    fields = {"hf_name": "text", "hf_data_files": str(data), "tokenizer": "bpe", "bpe_vocab_size": 300}
+    dm = make_dm("text", seq_len=16, setup=False, **fields)
+    dm.prepare_data()  # fills the cache in data.cache_dir
+    assert (tmp_path / "hf_cache").is_dir()
+    dm.setup("fit")
+    assert 263 < dm.vocab_size <= 300
+    joined = "\n".join(
+        dm.tokenizer.decode(dm.datasets[s].windows.tokens.tolist()) for s in ("train", "val", "test")
+    )
+    assert joined + "\n" == lines(300)  # rows carved in order, rejoined by newlines
+    # nothing written beside the data
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "hf_cache"]
+
+
+@pytest.mark.skipif(not SHAKESPEARE.exists(), reason="tinyshakespeare.txt is not in ../shared/data")
+def test_tiny_shakespeare_char_vocabulary(make_dm):
+    dm = make_dm("text", path=str(SHAKESPEARE), val_fraction=0.1, test_fraction=0.0, seq_len=32)
+    assert dm.vocab_size == 65 + 7  # nanoGPT's 65 characters plus the specials
+
+
+def test_mlm_masking_is_80_10_10_and_never_touches_specials():
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(7, 50, (200_000,))
+    ids[::10] = 5  # a special (cls) every 10 tokens
+    inputs, labels = mask_tokens(
+        ids,
+        probability=0.15,
+        mask_id=4,
+        special_ids=torch.arange(7),
+        ordinary_ids=torch.arange(7, 50),
+        generator=g,
+    )
+    chosen = labels != -100
+    assert not chosen[::10].any()
+    assert torch.equal(labels[chosen], ids[chosen])
+    ordinary = ids != 5
+    assert abs(chosen[ordinary].float().mean().item() - 0.15) < 0.005
+    masked = (inputs == 4) & chosen
+    kept = (inputs == ids) & chosen
+    assert abs(masked.sum().item() / chosen.sum().item() - 0.8) < 0.01
+    assert abs(kept.sum().item() / chosen.sum().item() - (0.1 + 0.1 / 43)) < 0.01
+    assert torch.equal(inputs[~chosen], ids[~chosen])
+    assert inputs[chosen & ~masked].min() >= 7  # random replacements are ordinary tokens
+
+
+def test_mlm_module_batches_are_reproducible(make_dm, tmp_path):
+    file = tmp_path / "c.txt"
+    file.write_text(lines(300))
+    dm = make_dm("text", task="mlm", path=str(file), seq_len=32, batch_size=8)
+    train = dm.datasets["train"]
+    a, b = train[(2, 3)], train[(2, 3)]
+    assert torch.equal(a["input_ids"], b["input_ids"]) and torch.equal(a["labels"], b["labels"])
+    assert not torch.equal(train[(2, 3)]["labels"], train[(3, 3)]["labels"])
+    batch = next(iter(dm.val_dataloader()))
+    assert batch["attention_mask"].dtype == torch.bool and batch["attention_mask"].all()
+    assert set(batch) == {"input_ids", "attention_mask", "labels"}
+    assert (batch["labels"] != -100).float().mean().item() == pytest.approx(0.15, abs=0.06)
+
+
+def test_unigram_entropy():
+    assert unigram_entropy([1, 2, 3, 4]) == pytest.approx(math.log(4))
+    assert unigram_entropy([7, 7, 7]) == 0.0
+
+
+def test_missing_empty_and_binary_files(make_dm, tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"data.path='.*missing.txt': no such file or folder"):
+        make_dm("text", path=str(tmp_path / "missing.txt"))
+    (tmp_path / "empty.txt").write_text("  \n")
+    with pytest.raises(ValueError, match=r"empty.txt is empty"):
+        make_dm("text", path=str(tmp_path / "empty.txt"))
+    (tmp_path / "bin.txt").write_bytes(b"\xff\xfe\x00abc")
+    with pytest.raises(ValueError, match=r"bin.txt is not UTF-8 text"):
+        make_dm("text", path=str(tmp_path / "bin.txt"))
+    (tmp_path / "nothing").mkdir()
+    with pytest.raises(ValueError, match=r"data.path='.*nothing' is a folder without any files"):
+        make_dm("text", path=str(tmp_path / "nothing"))
+
+
+def test_text_shorter_than_a_window(make_dm, tmp_path):
+    (tmp_path / "short.txt").write_text("tiny text " * 50)
+    with pytest.raises(
+        ValueError, match=r"the val split has 25 tokens, fewer than one window of 129 \(data.seq_len=128\)"
+    ):
+        make_dm("text", path=str(tmp_path / "short.txt"))
+
+
+def test_bad_hf_sources(make_dm, tmp_path):
+    with pytest.raises(
+        ValueError, match=r"could not load data.hf_name='no-such-dataset-xyz' \(data.hf_config=None\)"
+    ):
+        make_dm("text", hf_name="no-such-dataset-xyz")
+    (tmp_path / "c.txt").write_text(lines(50))
+    with pytest.raises(
+        ValueError, match=r"data.text_column='body' is not a column of data.hf_name='text'; available: text"
+    ):
+        make_dm("text", hf_name="text", hf_data_files=str(tmp_path / "c.txt"), text_column="body")
+
+
+def test_tokenizer_that_does_not_fit_the_model(make_dm, tmp_path):
+    dm = make_dm("text", seq_len=32)
+    dm.save_tokenizer(tmp_path / "run")
+    with pytest.raises(ValueError, match=r"has \d+ tokens but model.vocab_size=50000; use the tokenizer"):
+        make_dm("text", seq_len=32, model={"vocab_size": 50000})
+    restored = make_dm(
+        "text", seq_len=32, tokenizer=str(tmp_path / "run"), model={"vocab_size": dm.vocab_size}
+    )
+    assert restored.tokenizer.tokens == dm.tokenizer.tokens
