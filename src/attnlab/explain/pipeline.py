@@ -1,0 +1,204 @@
+"""Explain one input into a folder: attention maps, rollout, attribution, head importance, index.html.
+
+``explain_to_folder`` takes a model and one prepared ``Example`` (the batch in the data layout plus
+what is needed to label the pictures) and writes PNGs and the page that shows them together.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from attnlab.explain.attention import attention_maps, attention_rollout, map_label, self_attention_layers
+from attnlab.explain.attribution import token_attribution
+from attnlab.explain.callback import select_layers
+from attnlab.explain.head_importance import HeadImportance, head_importance
+from attnlab.explain.inputs import family
+from attnlab.explain.plots import (
+    attention_figure,
+    head_importance_figure,
+    image_overlay_figure,
+    save_figure,
+    token_scores_figure,
+)
+from attnlab.explain.report import Section, scored_tokens_html, table_html, write_report
+
+
+@dataclass
+class Example:
+    """One input (batch of size 1, in the data layout) and how to label it.
+
+    ``tokens`` label the input positions (the source for seq2seq), ``target_tokens`` the decoder
+    positions (seq2seq), ``image`` is the ViT input before normalisation (C, H, W), ``focus`` the
+    position whose prediction is explained (a masked position for MLM), ``description`` a line
+    stating the model's prediction.
+    """
+
+    batch: dict[str, Tensor]
+    tokens: list[str] | None = None
+    target_tokens: list[str] | None = None
+    image: Tensor | None = None
+    focus: int | None = None
+    description: str = ""
+
+
+def focus_row(model: nn.Module, rollout: Tensor, focus: int | None) -> Tensor:
+    """The rollout row (T,) of the position whose output is explained.
+
+    gpt: the last token; MLM: ``focus``; a classifier (bert, vit) pooling ``cls``: the first token,
+    other poolings and the seq2seq encoder: the mean over positions.
+    """
+    kind, cfg = family(model), model.cfg
+    if focus is not None:
+        return rollout[focus]
+    if kind == "gpt":
+        return rollout[-1]
+    if kind in ("bert", "vit") and cfg.pooling == "cls":
+        return rollout[0]
+    return rollout.mean(dim=0)
+
+
+def _axis_labels(name: str, example: Example) -> tuple[list[str] | None, list[str] | None]:
+    if name.startswith("decoder."):
+        return example.target_tokens, example.tokens if ".cross_attn." in name else example.target_tokens
+    return example.tokens, example.tokens
+
+
+def _patch_grid(scores: Tensor, model: nn.Module) -> Tensor:
+    """Per-token scores of a ViT as an (n, n) grid over the patches (the CLS entry dropped)."""
+    patches = scores[1:] if model.cfg.pooling == "cls" and scores.shape[0] > 1 else scores
+    n = math.isqrt(patches.shape[0])
+    return patches[-n * n :].reshape(n, n)
+
+
+def write_attention_maps(
+    maps: dict[str, Tensor],
+    example: Example,
+    folder: Path,
+    layers: Sequence[int],
+    heads: Sequence[int] | None,
+) -> list[str]:
+    """One PNG per selected attention module (all heads, or ``heads``); returns their relative paths."""
+    written = []
+    for name in select_layers(list(maps), layers):
+        weights = maps[name][0]
+        chosen = list(heads) if heads is not None else list(range(weights.shape[0]))
+        bad = [h for h in chosen if not -weights.shape[0] <= h < weights.shape[0]]
+        if bad:
+            raise ValueError(
+                f"heads={list(heads)}: the model has {weights.shape[0]} heads (0..{weights.shape[0] - 1})"
+            )
+        q_labels, k_labels = _axis_labels(name, example)
+        label = map_label(name)
+        fig = attention_figure(
+            weights[chosen],
+            query_labels=q_labels,
+            key_labels=k_labels,
+            title=label,
+            head_names=[f"head {h % weights.shape[0]}" for h in chosen],
+        )
+        relative = f"attention/{label.replace(' ', '_')}.png"
+        save_figure(fig, folder / relative)
+        written.append(relative)
+    return written
+
+
+def write_head_importance(result: HeadImportance, folder: Path) -> Section:
+    """``head_importance.png`` and ``head_importance.csv``, and the page section showing them."""
+    save_figure(head_importance_figure(result.scores, result.labels), folder / "head_importance.png")
+    header = ["module", *[f"head {h}" for h in range(result.scores.shape[1])]]
+    rows = [[label, *[f"{v:.4f}" for v in row]] for label, row in zip(result.labels, result.scores.tolist())]
+    with open(folder / "head_importance.csv", "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([header, *rows])
+    return Section(
+        "Head importance (Michel et al. 2019)",
+        "Mean |dL/d gate| per head over validation batches, normalised per module (L2). "
+        "Also in head_importance.csv.",
+        ["head_importance.png"],
+        table_html(header, rows),
+    )
+
+
+ROLLOUT_TEXT = "Attention rollout (Abnar & Zuidema 2020): head-averaged attention plus identity, multiplied through the layers."
+
+
+def image_section(
+    model: nn.Module, example: Example, row: Tensor, attribution: Tensor, folder: Path
+) -> Section:
+    """``image.png``: the ViT input with rollout and attribution laid over its patches."""
+    image = example.image if example.image is not None else example.batch["pixel_values"][0]
+    grids = {
+        "attention rollout": _patch_grid(row, model),
+        "gradient × input": _patch_grid(attribution, model),
+    }
+    save_figure(image_overlay_figure(image, grids), folder / "image.png")
+    return Section("Rollout and attribution over the image", ROLLOUT_TEXT, ["image.png"])
+
+
+def token_sections(
+    example: Example, rollout: Tensor, row: Tensor, attribution: Tensor, folder: Path
+) -> list[Section]:
+    """``tokens.png`` (rollout and attribution over the input tokens) and ``rollout.png`` (the matrix)."""
+    tokens = example.tokens or [str(i) for i in range(rollout.shape[0])]
+    save_figure(
+        token_scores_figure(tokens, {"rollout": row, "grad × input": attribution}), folder / "tokens.png"
+    )
+    matrix = attention_figure(rollout, query_labels=tokens, key_labels=tokens, title="attention rollout")
+    save_figure(matrix, folder / "rollout.png")
+    return [
+        Section(
+            "Gradient × input",
+            "Red raises the explained output, blue lowers it (hover for values).",
+            ["tokens.png"],
+            scored_tokens_html(tokens, attribution),
+        ),
+        Section("Attention rollout", ROLLOUT_TEXT, ["rollout.png"], scored_tokens_html(tokens, row)),
+    ]
+
+
+def explain_to_folder(
+    model: nn.Module,
+    example: Example,
+    folder: str | Path,
+    *,
+    layers: Sequence[int] = (0, -1),
+    heads: Sequence[int] | None = None,
+    importance_batches: Iterable[dict[str, Tensor]] | None = None,
+    loss_fn: Callable[[dict[str, Tensor]], Tensor] | None = None,
+    max_batches: int | None = 8,
+    title: str = "attnlab explain",
+) -> Path:
+    """Write the explanation of ``example`` into ``folder``; returns the path of its ``index.html``.
+
+    Also ``attention_weights.npz``: every layer's and head's weights, by module name.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    kind = family(model)
+    sections = [Section("Prediction", example.description)] if example.description else []
+
+    maps = attention_maps(model, example.batch)
+    np.savez_compressed(folder / "attention_weights.npz", **{n: w[0].cpu().numpy() for n, w in maps.items()})
+    rollout = attention_rollout(self_attention_layers(maps, "encoder" if kind == "seq2seq" else "stack"))[0]
+    row = focus_row(model, rollout, example.focus)
+    position = torch.tensor([example.focus]) if example.focus is not None else None
+    attribution = token_attribution(model, example.batch, position=position)[0].cpu()
+    if kind == "vit":
+        sections.append(image_section(model, example, row, attribution, folder))
+    else:
+        sections += token_sections(example, rollout, row, attribution, folder)
+
+    pictures = write_attention_maps(maps, example, folder, layers, heads)
+    text = "Weights of the chosen layers and heads (rows: queries); all of them in attention_weights.npz."
+    sections.append(Section("Attention maps", text, pictures))
+    if importance_batches is not None:
+        result = head_importance(model, importance_batches, loss_fn=loss_fn, max_batches=max_batches)
+        sections.append(write_head_importance(result, folder))
+    return write_report(folder, title, sections)

@@ -1,0 +1,124 @@
+"""Encoder-decoder decoding: greedy and beam search, cached and not, batched and not."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from attnlab.blocks.cache import KVCache
+from attnlab.blocks.positional import POSITIONAL_ENCODINGS
+from attnlab.config import ModelConfig
+from attnlab.generate import beam_search, greedy_decode
+
+BOS, EOS, PAD = 1, 2, 0
+SOURCES = [[5, 9, 12, 7, 30, 3], [4, 6], [8, 8, 3, 21]]
+
+
+@pytest.mark.parametrize("pos", POSITIONAL_ENCODINGS)
+def test_greedy_with_cache_equals_without_cache(make_model, pos: str) -> None:
+    model = make_model("seq2seq", pos)
+    cached = greedy_decode(model, SOURCES, bos_id=BOS, eos_id=EOS, max_new_tokens=16)
+    assert cached == greedy_decode(model, SOURCES, bos_id=BOS, eos_id=EOS, max_new_tokens=16, use_cache=False)
+
+
+def test_beam_search_with_cache_equals_without_cache(make_model) -> None:
+    model = make_model("seq2seq", "relative")
+    kwargs = dict(bos_id=BOS, eos_id=EOS, num_beams=3, n_best=3, max_new_tokens=12)
+    cached, uncached = (
+        beam_search(model, SOURCES, **kwargs),
+        beam_search(model, SOURCES, use_cache=False, **kwargs),
+    )
+    assert [[h.tokens for h in hyps] for hyps in cached] == [[h.tokens for h in hyps] for hyps in uncached]
+    for a, b in zip(cached, uncached):
+        assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
+
+
+@pytest.mark.parametrize("pos", ["sinusoidal", "rope"])
+def test_beam_of_one_equals_greedy(make_model, pos: str) -> None:
+    model = make_model("seq2seq", pos)
+    greedy = greedy_decode(model, SOURCES, bos_id=BOS, eos_id=EOS, max_new_tokens=16)
+    beams = beam_search(model, SOURCES, bos_id=BOS, eos_id=EOS, num_beams=1, max_new_tokens=16)
+    assert [hyps[0].tokens for hyps in beams] == greedy
+
+
+def test_batched_beam_search_equals_one_source_at_a_time(make_model) -> None:
+    model = make_model("seq2seq", "learned")
+    kwargs = dict(bos_id=BOS, eos_id=EOS, num_beams=4, n_best=2, max_new_tokens=12, length_penalty=0.6)
+    batched = beam_search(model, SOURCES, **kwargs)
+    single = [beam_search(model, [s], **kwargs)[0] for s in SOURCES]
+    assert [[h.tokens for h in hyps] for hyps in batched] == [[h.tokens for h in hyps] for hyps in single]
+
+
+def test_n_best_are_sorted_by_score(make_model) -> None:
+    model = make_model("seq2seq", "rope")
+    for hyps in beam_search(model, SOURCES, bos_id=BOS, eos_id=EOS, num_beams=4, n_best=4, max_new_tokens=10):
+        assert len(hyps) == 4
+        scores = [h.score for h in hyps]
+        assert scores == sorted(scores, reverse=True)
+
+
+class BigramDecoder(nn.Module):
+    """A stand-in seq2seq model whose next-token distribution depends on the previous token only.
+
+    From bos: A (0.5) or B (0.4). After A every token is unlikely (at most 0.3, eos included);
+    after B, eos has 0.9. Greedy takes A and ends near 0.5 * 0.3; beam search finds B, eos (0.36).
+    """
+
+    A, B = 3, 4
+    cfg = ModelConfig(family="seq2seq", vocab_size=8)
+
+    def __init__(self) -> None:
+        super().__init__()
+        probs = torch.full((8, 8), 1e-3)
+        probs[BOS, [self.A, self.B]] = torch.tensor([0.5, 0.4])
+        probs[self.A, [EOS, 5, 6, 7]] = torch.tensor([0.3, 0.25, 0.25, 0.2])
+        probs[self.B, EOS] = 0.9
+        probs[[EOS, 5, 6, 7], EOS] = 0.9
+        self.table = nn.Parameter((probs / probs.sum(-1, keepdim=True)).log())
+
+    def encode(self, src_ids: Tensor, src_mask: Tensor | None = None) -> Tensor:
+        return torch.zeros(src_ids.shape[0], src_ids.shape[1], 1)
+
+    def decode(self, tgt_ids: Tensor, memory: Tensor, src_mask=None, tgt_mask=None, cache=None) -> Tensor:
+        return self.table[tgt_ids]
+
+    def new_cache(self) -> KVCache:
+        return KVCache.empty(0, cross=True)
+
+    def logprob(self, tokens: list[int]) -> float:
+        seq = [BOS, *tokens, EOS]
+        return sum(float(self.table[a, b]) for a, b in itertools.pairwise(seq))
+
+
+def test_beam_search_finds_a_sequence_greedy_misses() -> None:
+    model = BigramDecoder()
+    greedy = greedy_decode(model, [[5]], bos_id=BOS, eos_id=EOS, max_new_tokens=5)[0]
+    best = beam_search(
+        model, [[5]], bos_id=BOS, eos_id=EOS, num_beams=2, length_penalty=0.0, max_new_tokens=5
+    )[0][0]
+    assert greedy[0] == model.A
+    assert best.tokens == [model.B]
+    assert best.score == pytest.approx(model.logprob(best.tokens))
+    assert best.score > model.logprob(greedy) + 0.5
+
+
+def test_length_penalty_divides_by_length() -> None:
+    model = BigramDecoder()
+    hyps = beam_search(
+        model, [[5]], bos_id=BOS, eos_id=EOS, num_beams=2, n_best=2, length_penalty=1.0, max_new_tokens=5
+    )[0]
+    for h in hyps:
+        assert h.score == pytest.approx(model.logprob(h.tokens) / (len(h.tokens) + 1))
+
+
+def test_bad_beam_arguments_are_named(make_model) -> None:
+    model = make_model("seq2seq")
+    with pytest.raises(ValueError, match="num_beams=2, n_best=3"):
+        beam_search(model, SOURCES, bos_id=BOS, eos_id=EOS, num_beams=2, n_best=3)
+    with pytest.raises(ValueError, match="source 1 is empty"):
+        greedy_decode(model, [[3], []], bos_id=BOS, eos_id=EOS)
+    with pytest.raises(ValueError, match=r"need an encoder-decoder .*got 'gpt'"):
+        greedy_decode(make_model("gpt"), SOURCES, bos_id=BOS, eos_id=EOS)
