@@ -1,0 +1,23 @@
+"""Causal language modelling: predict every next token; loss and perplexity."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from attnlab.tasks.base import TaskModule, count_labels
+
+
+class CausalLMTask(TaskModule):
+    """Batches hold ``input_ids`` (B, T) and ``labels`` (B, T), the next tokens (-100: ignored)."""
+
+    reports_perplexity = True
+
+    def logits(self, batch: dict[str, Tensor]) -> Tensor:
+        return self.model(batch["input_ids"], attention_mask=batch.get("attention_mask"))
+
+    def training_loss(self, batch: dict[str, Tensor]) -> Tensor:
+        return self.cross_entropy(self.logits(batch), batch["labels"], self.task_cfg.label_smoothing)
+
+    def evaluate(self, batch: dict[str, Tensor], metrics: nn.ModuleDict) -> None:
+        labels = batch["labels"]
+        metrics["loss"].update(self.cross_entropy(self.logits(batch), labels), weight=count_labels(labels))

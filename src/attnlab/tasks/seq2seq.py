@@ -1,0 +1,128 @@
+"""Sequence to sequence: teacher-forced cross-entropy; greedy-decoded exact match, BLEU and chrF.
+
+Training and the val/test losses use teacher forcing. At val/test, when a tokenizer is given
+and ``task.eval_decode`` is on, each batch is also decoded greedily with the KV cache and
+scored against its references: exact match, and sacrebleu's corpus BLEU and chrF (0-100),
+whose sufficient statistics are summed in torchmetrics states so that they add up across processes.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import sacrebleu
+import torch
+from torch import Tensor, nn
+from torchmetrics import MeanMetric, Metric
+
+from attnlab.tasks.base import TaskModule, Work, count_labels, token_hits
+from attnlab.tasks.callbacks import flops_per_token
+
+
+class Seq2SeqTask(TaskModule):
+    """Batches hold ``src_ids``, ``src_mask``, ``tgt_in`` (bos + target), ``tgt_mask`` and
+    ``labels`` (target + eos, -100 at padding)."""
+
+    reports_perplexity = True
+
+    @property
+    def decodes(self) -> bool:
+        return self.tokenizer is not None and self.task_cfg.eval_decode
+
+    def build_metrics(self) -> dict[str, Metric]:
+        metrics = {"loss": MeanMetric(), "acc": MeanMetric()}
+        if self.decodes:
+            metrics |= {
+                "exact_match": MeanMetric(),
+                "bleu": CorpusScore("bleu"),
+                "chrf": CorpusScore("chrf"),
+            }
+        return metrics
+
+    def logits(self, batch: dict[str, Tensor]) -> Tensor:
+        return self.model(batch["src_ids"], batch["tgt_in"], batch.get("src_mask"), batch.get("tgt_mask"))
+
+    def training_loss(self, batch: dict[str, Tensor]) -> Tensor:
+        return self.cross_entropy(self.logits(batch), batch["labels"], self.task_cfg.label_smoothing)
+
+    def evaluate(self, batch: dict[str, Tensor], metrics: nn.ModuleDict) -> None:
+        logits, labels = self.logits(batch), batch["labels"]
+        metrics["loss"].update(self.cross_entropy(logits, labels), weight=count_labels(labels))
+        metrics["acc"].update(token_hits(logits, labels))
+        if self.decodes:
+            max_new = min(labels.shape[1] + 16, self.model.cfg.max_seq_len)
+            start = batch["tgt_in"][:, :1]
+            generated = self._greedy_decode(
+                batch["src_ids"], batch.get("src_mask"), start, max_new, self.tokenizer.eos_id
+            )
+            self.score_decoded(generated, labels, metrics)
+
+    def score_decoded(self, generated: Tensor, labels: Tensor, metrics: nn.ModuleDict) -> None:
+        """Exact match of token sequences up to eos; BLEU and chrF of their decoded texts."""
+        eos = self.tokenizer.eos_id
+        hyps = [_until(row, eos) for row in generated.tolist()]
+        refs = [[t for t in _until(row, eos) if t != -100] for row in labels.tolist()]
+        metrics["exact_match"].update(torch.tensor([float(h == r) for h, r in zip(hyps, refs)]))
+        hyp_text = [self.tokenizer.decode(h) for h in hyps]
+        ref_text = [self.tokenizer.decode(r) for r in refs]
+        metrics["bleu"].update(hyp_text, ref_text)
+        metrics["chrf"].update(hyp_text, ref_text)
+
+    @torch.no_grad()
+    def _greedy_decode(
+        self, src_ids: Tensor, src_mask: Tensor | None, start: Tensor, max_new: int, eos: int
+    ) -> Tensor:
+        """Greedy tokens (B, <= max_new) after ``start`` (B, 1); rows that ended repeat ``eos``."""
+        cache = self.model.new_cache()
+        memory = self.model.encode(src_ids, src_mask)
+        tokens, out = start, []
+        done = torch.zeros(start.shape[0], dtype=torch.bool, device=start.device)
+        for _ in range(max_new):
+            tokens = self.model.decode(tokens, memory, src_mask, cache=cache)[:, -1].argmax(-1, keepdim=True)
+            tokens = tokens.masked_fill(done.unsqueeze(1), eos)
+            out.append(tokens)
+            done |= tokens.squeeze(1) == eos
+            if bool(done.all()):
+                break
+        return torch.cat(out, dim=1)
+
+    def batch_work(self, batch: dict[str, Tensor]) -> Work:
+        """Encoder FLOPs over source tokens plus decoder FLOPs (self- and cross-attention) over target tokens."""
+        (b, s), t = batch["src_ids"].shape, batch["tgt_in"].shape[1]
+        cfg, d = self.model.cfg, self.model.cfg.d_model
+        n_dec_layers = cfg.n_decoder_layers or cfg.n_layers
+        enc = b * s * flops_per_token(self.n_encoder_params, cfg.n_layers, s, d)
+        dec = b * t * flops_per_token(self.n_matmul_params - self.n_encoder_params, n_dec_layers, t + s, d)
+        return Work(b * (s + t), b, enc + dec)
+
+    @cached_property
+    def n_encoder_params(self) -> int:
+        return sum(p.numel() for p in self.model.encoder.parameters())
+
+
+class CorpusScore(Metric):
+    """sacrebleu's corpus BLEU or chrF: per-sentence statistics are summed here and scored at the end.
+
+    The statistics (n-gram counts and lengths) are what ``sacrebleu.corpus_bleu`` sums
+    internally, so the score equals sacrebleu's over the same sentences, on one or many processes.
+    """
+
+    full_state_update = False
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.scorer = sacrebleu.BLEU() if name == "bleu" else sacrebleu.CHRF()
+        size = len(self.scorer._extract_corpus_statistics(["a"], [["a"]])[0])
+        self.add_state("stats", default=torch.zeros(size, dtype=torch.long), dist_reduce_fx="sum")
+
+    def update(self, hypotheses: list[str], references: list[str]) -> None:
+        rows = self.scorer._extract_corpus_statistics(hypotheses, [references])
+        self.stats += torch.tensor(rows, dtype=torch.long, device=self.stats.device).sum(0)
+
+    def compute(self) -> Tensor:
+        return torch.tensor(self.scorer._compute_score_from_stats(self.stats.tolist()).score)
+
+
+def _until(tokens: list[int], eos: int) -> list[int]:
+    """The tokens before the first ``eos``."""
+    return tokens[: tokens.index(eos)] if eos in tokens else tokens

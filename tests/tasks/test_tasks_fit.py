@@ -1,0 +1,291 @@
+"""Short Lightning fits on learnable synthetic data, throughput logging, and checkpoint round trips."""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from pytorch_lightning.loggers import CSVLogger
+from torch.utils.data import DataLoader
+
+from attnlab.data.tokenizers import VocabTokenizer
+from attnlab.tasks import OptimConfig, TaskConfig, ThroughputLogger, build_task, load_task_from_checkpoint
+from attnlab.tasks.callbacks import measure_peak_flops, precision_dtype
+
+VOCAB = 16
+
+
+class LossRecorder(pl.Callback):
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.losses.append(float(outputs["loss"]))
+
+
+def trainer(max_steps: int, callbacks=(), **kw) -> pl.Trainer:
+    return pl.Trainer(
+        max_steps=max_steps,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        callbacks=list(callbacks),
+        **kw,
+    )
+
+
+def counting_batches(n: int = 64, t: int = 8) -> list[dict[str, torch.Tensor]]:
+    """Sequences k, k+1, ... (mod VOCAB) from random starts: the next token is always the successor."""
+    starts = torch.randint(0, VOCAB, (n, 1), generator=torch.Generator().manual_seed(0))
+    seqs = (starts + torch.arange(t + 1)) % VOCAB
+    return [{"input_ids": s[:-1], "labels": s[1:]} for s in seqs]
+
+
+def bright_quadrant_images(n: int = 64) -> list[dict[str, torch.Tensor]]:
+    """8x8 images whose class (0-3) is the quadrant that is bright."""
+    g = torch.Generator().manual_seed(0)
+    labels = torch.randint(0, 4, (n,), generator=g)
+    images = 0.1 * torch.randn(n, 3, 8, 8, generator=g)
+    for image, label in zip(images, labels.tolist()):
+        row, col = divmod(label, 2)
+        image[:, 4 * row : 4 * row + 4, 4 * col : 4 * col + 4] += 1.0
+    return [{"pixel_values": x, "labels": y} for x, y in zip(images, labels)]
+
+
+def fit_losses(task, data, steps: int = 30, callbacks=()) -> tuple[list[float], pl.Trainer]:
+    recorder = LossRecorder()
+    t = trainer(steps, [recorder, *callbacks], limit_val_batches=0, log_every_n_steps=5)
+    t.fit(task, DataLoader(data, batch_size=8, shuffle=True))
+    return recorder.losses, t
+
+
+def test_causal_lm_fit_reduces_the_loss_and_logs_throughput(make_model):
+    torch.manual_seed(0)
+    task = build_task(TaskConfig(), OptimConfig(lr=1e-2, warmup_steps=5), make_model("gpt"), max_steps=30)
+    losses, t = fit_losses(task, counting_batches(), callbacks=[ThroughputLogger(peak_flops=1e12)])
+    assert len(losses) == 30
+    assert sum(losses[-5:]) / 5 < 0.5 * sum(losses[:5]) / 5
+    metrics = t.callback_metrics
+    assert metrics["train/tokens_per_s"] > 0 and 0 < metrics["train/mfu"] < 1
+    schedule = task.lr_schedulers().lr_lambdas[0]
+    assert metrics["lr"].item() == pytest.approx(1e-2 * schedule(29), rel=1e-5)  # the last step's lr
+
+
+def test_loss_lr_and_throughput_reach_the_logger_on_its_steps(tmp_path, make_model):
+    task = build_task(
+        TaskConfig(),
+        OptimConfig(schedule="constant", lr=1e-3, warmup_steps=0),
+        make_model("gpt"),
+        max_steps=12,
+    )
+    t = pl.Trainer(
+        max_steps=12,
+        accelerator="cpu",
+        logger=CSVLogger(tmp_path),
+        log_every_n_steps=5,
+        limit_val_batches=0,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[ThroughputLogger(peak_flops=1e12), recorder := LossRecorder()],
+    )
+    t.fit(task, DataLoader(counting_batches(), batch_size=8))
+    with open(tmp_path / "lightning_logs" / "version_0" / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    logged = {int(r["step"]): {k for k, v in r.items() if v and k not in ("step", "epoch")} for r in rows}
+    assert logged == {
+        4: {"train/loss", "lr", "train/tokens_per_s", "train/mfu"},
+        9: {"train/loss", "lr", "train/tokens_per_s", "train/mfu"},
+    }
+    assert all(float(r["lr"]) == pytest.approx(1e-3) for r in rows)
+    assert float(rows[1]["train/loss"]) == pytest.approx(recorder.losses[9])
+    assert t.callback_metrics["train/loss"].item() == pytest.approx(recorder.losses[-1])  # the last step's
+
+
+def test_peak_flops_is_measured_once_and_cached():
+    first = measure_peak_flops(torch.device("cpu"))
+    assert first > 1e6 and measure_peak_flops(torch.device("cpu")) == first
+    assert precision_dtype("bf16-mixed") == torch.bfloat16 and precision_dtype("16-mixed") == torch.float16
+    assert precision_dtype("32-true") == torch.float32
+
+
+def test_image_classification_fit_reduces_the_loss(make_model):
+    torch.manual_seed(0)
+    task = build_task(
+        TaskConfig(name="classification"),
+        OptimConfig(lr=1e-2, warmup_steps=5),
+        make_model("vit", num_classes=4),
+        max_steps=30,
+    )
+    losses, t = fit_losses(task, bright_quadrant_images(), callbacks=[ThroughputLogger(peak_flops=1e12)])
+    assert sum(losses[-5:]) / 5 < 0.75 * sum(losses[:5]) / 5  # from ln 4 = 1.39 to about 0.8
+    assert "train/samples_per_s" in t.callback_metrics and "train/tokens_per_s" not in t.callback_metrics
+
+
+def test_bf16_mixed_precision_with_gradient_clipping_and_accumulation_trains(make_model):
+    """Lightning cannot clip under AMP with the fused AdamW kernel; the task then uses the plain one."""
+    task = build_task(TaskConfig(), OptimConfig(lr=1e-2, warmup_steps=0), make_model("gpt"), max_steps=4)
+    t = trainer(
+        4, precision="bf16-mixed", gradient_clip_val=1.0, accumulate_grad_batches=2, limit_val_batches=0
+    )
+    t.fit(task, DataLoader(counting_batches(), batch_size=8))
+    assert t.global_step == 4 and not t.optimizers[0].defaults["fused"]
+
+
+def test_validate_logs_perplexity_as_exp_of_the_token_mean_loss(make_model):
+    task = build_task(TaskConfig(), OptimConfig(schedule="constant"), make_model("gpt"), max_steps=1)
+    (result,) = trainer(1).validate(task, DataLoader(counting_batches(20), batch_size=8), verbose=False)
+    assert set(result) == {"val/loss", "val/ppl"}
+    assert result["val/ppl"] == pytest.approx(math.exp(result["val/loss"]), rel=1e-5)
+
+
+def test_test_metrics_of_a_classifier(make_model):
+    task = build_task(
+        TaskConfig(name="classification"), OptimConfig(), make_model("vit", num_classes=4), max_steps=1
+    )
+    (result,) = trainer(1).test(task, DataLoader(bright_quadrant_images(16), batch_size=8), verbose=False)
+    assert set(result) == {"test/loss", "test/acc", "test/f1"}
+
+
+def family_batch(family: str) -> dict[str, torch.Tensor]:
+    ids = torch.randint(7, VOCAB, (2, 6), generator=torch.Generator().manual_seed(5))
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    if family == "gpt":
+        return {"input_ids": ids, "labels": ids.roll(-1, 1)}
+    if family == "bert":
+        labels = torch.full_like(ids, -100)
+        labels[:, 2] = ids[:, 2]
+        return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+    if family == "seq2seq":
+        return {
+            "src_ids": ids,
+            "src_mask": mask,
+            "tgt_in": ids.flip(1),
+            "tgt_mask": mask,
+            "labels": ids.flip(1),
+        }
+    return {"pixel_values": torch.randn(2, 3, 8, 8), "labels": torch.tensor([0, 1])}
+
+
+FAMILY_TASKS = [
+    ("gpt", "causal_lm", {}),
+    ("bert", "mlm", {}),
+    ("seq2seq", "seq2seq", {}),
+    ("vit", "classification", {"num_classes": 2}),
+]
+
+
+@pytest.mark.parametrize(("family", "name", "overrides"), FAMILY_TASKS)
+def test_checkpoint_round_trip_rebuilds_an_identical_model(tmp_path, make_model, family, name, overrides):
+    tokenizer = VocabTokenizer.from_texts(["abcdefghi"], "char") if family != "vit" else None
+    model = make_model(family, **overrides)
+    task = build_task(
+        TaskConfig(name=name),
+        OptimConfig(lr=1e-2, schedule="constant"),
+        model,
+        tokenizer=tokenizer,
+        max_steps=2,
+    )
+    batch = family_batch(family)
+    t = trainer(2, limit_val_batches=0)
+    t.fit(task, DataLoader([batch], batch_size=None))
+    path = tmp_path / "run.ckpt"
+    t.save_checkpoint(path)
+
+    loaded = load_task_from_checkpoint(path)
+    assert type(loaded) is type(task) and loaded.model.cfg == model.cfg
+    assert loaded.task_cfg == task.task_cfg and loaded.optim_cfg == task.optim_cfg
+    task.eval()
+    with torch.no_grad():
+        assert torch.equal(loaded.training_loss(batch), task.training_loss(batch))
+    if tokenizer is not None:
+        assert loaded.tokenizer.encode("fab") == tokenizer.encode("fab")
+        assert loaded.tokenizer.eos_id == tokenizer.eos_id
+    else:
+        assert loaded.tokenizer is None
+
+
+@pytest.fixture
+def gpt_checkpoint(tmp_path, make_model):
+    """A checkpoint of one training step of a tiny GPT, and its task module."""
+    task = build_task(TaskConfig(), OptimConfig(schedule="constant"), make_model("gpt"), max_steps=1)
+    t = trainer(1, limit_val_batches=0)
+    t.fit(task, DataLoader([family_batch("gpt")], batch_size=None))
+    t.save_checkpoint(tmp_path / "plain.ckpt")
+    return tmp_path / "plain.ckpt", task.eval()
+
+
+def test_checkpoint_of_a_compiled_model_loads(tmp_path, gpt_checkpoint):
+    """torch.compile saves weights under "_orig_mod." names; loading strips them."""
+    path, task = gpt_checkpoint
+    checkpoint = torch.load(path, weights_only=True)
+    checkpoint["state_dict"] = {
+        k.replace("model.", "model._orig_mod.", 1): v for k, v in checkpoint["state_dict"].items()
+    }
+    torch.save(checkpoint, tmp_path / "compiled.ckpt")
+    loaded = load_task_from_checkpoint(tmp_path / "compiled.ckpt")
+    ids = family_batch("gpt")["input_ids"]
+    assert torch.equal(loaded.model(ids), task.model(ids))
+
+
+def test_checkpoint_with_unknown_config_keys_or_other_weights_is_a_clear_error(tmp_path, gpt_checkpoint):
+    path, _ = gpt_checkpoint
+    checkpoint = torch.load(path, weights_only=True)
+    checkpoint["attnlab"]["model"]["n_experts"] = 8
+    torch.save(checkpoint, tmp_path / "newer.ckpt")
+    with pytest.raises(ValueError, match="holds ModelConfig keys this attnlab does not know: n_experts"):
+        load_task_from_checkpoint(tmp_path / "newer.ckpt")
+    checkpoint = torch.load(path, weights_only=True)
+    checkpoint["attnlab"]["model"]["d_ff"] = 64
+    torch.save(checkpoint, tmp_path / "other.ckpt")
+    with pytest.raises(ValueError, match="do not fit the model its config describes"):
+        load_task_from_checkpoint(tmp_path / "other.ckpt")
+
+
+def test_a_run_bounded_by_epochs_decays_over_lightnings_step_estimate(make_model):
+    task = build_task(
+        TaskConfig(), OptimConfig(schedule="cosine", warmup_steps=0), make_model("gpt"), max_steps=-1
+    )
+    t = pl.Trainer(
+        max_epochs=2,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+    )
+    t.fit(task, DataLoader(counting_batches(16), batch_size=8))  # 2 batches x 2 epochs
+    assert t.global_step == 4 and task.lr_schedulers().lr_lambdas[0].max_steps == 4
+
+
+def test_missing_checkpoint_is_a_clear_error(tmp_path):
+    path = tmp_path / "nope.ckpt"
+    with pytest.raises(FileNotFoundError, match=re.escape(f"checkpoint {str(path)!r} does not exist")):
+        load_task_from_checkpoint(path)
+
+
+def test_corrupt_checkpoint_is_a_clear_error(tmp_path, make_model):
+    garbage = tmp_path / "garbage.ckpt"
+    garbage.write_bytes(b"this is not a checkpoint")
+    with pytest.raises(ValueError, match=re.escape(f"{str(garbage)!r} is not a readable PyTorch checkpoint")):
+        load_task_from_checkpoint(garbage)
+    truncated = tmp_path / "truncated.ckpt"
+    torch.save({"state_dict": make_model("gpt").state_dict()}, truncated)
+    truncated.write_bytes(truncated.read_bytes()[:1000])
+    with pytest.raises(ValueError, match="is not a readable PyTorch checkpoint"):
+        load_task_from_checkpoint(truncated)
+
+
+def test_foreign_checkpoint_is_a_clear_error(tmp_path, make_model):
+    foreign = tmp_path / "foreign.ckpt"
+    torch.save({"state_dict": make_model("gpt").state_dict(), "epoch": 3}, foreign)
+    with pytest.raises(ValueError, match=re.escape(f"{str(foreign)!r} is not an attnlab checkpoint")):
+        load_task_from_checkpoint(foreign)

@@ -1,0 +1,252 @@
+"""Each task's training loss against a cross-entropy computed by hand, and its val/test metrics."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import sacrebleu
+import torch
+
+from attnlab.data.tokenizers import VocabTokenizer
+from attnlab.models import count_parameters
+from attnlab.tasks import OptimConfig, TaskConfig, build_task
+
+VOCAB = 16
+
+
+def nll(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean of -log softmax(logits)[label] over labels that are not -100, written out."""
+    logp = logits.double().log_softmax(-1).reshape(-1, logits.shape[-1])
+    labels = labels.reshape(-1)
+    keep = labels != -100
+    return -logp[keep].gather(1, labels[keep, None]).mean()
+
+
+def task_for(model, name: str, **task_kw):
+    return build_task(TaskConfig(name=name, **task_kw), OptimConfig(schedule="constant"), model, max_steps=10)
+
+
+def lm_batch(b: int = 3, t: int = 7) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, VOCAB, (b, t + 1), generator=g)
+    labels = ids[:, 1:].clone()
+    labels[0, :3] = -100  # a prompt the loss must skip
+    return {"input_ids": ids[:, :-1], "labels": labels}
+
+
+def test_causal_lm_loss_is_next_token_cross_entropy(make_model):
+    model = make_model("gpt")
+    batch = lm_batch()
+    loss = task_for(model, "causal_lm").training_step(batch, 0)
+    expected = nll(model(batch["input_ids"]), batch["labels"])
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def mlm_batch() -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(2)
+    ids = torch.randint(7, VOCAB, (2, 6), generator=g)
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    mask[1, 4:] = False
+    labels = torch.full_like(ids, -100)
+    labels[0, 1], labels[0, 4], labels[1, 2] = 3, 9, 12
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def test_mlm_loss_counts_only_the_predicted_positions(make_model):
+    model = make_model("bert")
+    batch = mlm_batch()
+    loss = task_for(model, "mlm").training_step(batch, 0)
+    logits = model.mlm_logits(model(batch["input_ids"], batch["attention_mask"]))
+    assert loss.item() == pytest.approx(nll(logits, batch["labels"]).item(), rel=1e-5)
+    every_position = torch.where(batch["labels"] == -100, batch["input_ids"], batch["labels"])
+    assert loss.item() != pytest.approx(nll(logits, every_position).item(), rel=1e-3)
+
+
+def test_mlm_accuracy_is_over_masked_tokens(make_model):
+    model = make_model("bert")
+    task = task_for(model, "mlm").eval()
+    batch = mlm_batch()
+    with torch.no_grad():
+        task.validation_step(batch, 0)
+        predicted = model.mlm_logits(model(batch["input_ids"], batch["attention_mask"])).argmax(-1)
+    keep = batch["labels"] != -100
+    expected = (predicted[keep] == batch["labels"][keep]).float().mean()
+    assert task.metrics["val"]["acc"].compute().item() == pytest.approx(expected.item())
+
+
+def s2s_batch() -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(3)
+    src = torch.randint(7, VOCAB, (2, 5), generator=g)
+    tgt = torch.randint(7, VOCAB, (2, 4), generator=g)
+    src_mask = torch.ones(2, 5, dtype=torch.bool)
+    src_mask[1, 3:] = False
+    tgt_in = torch.cat([torch.full((2, 1), 2), tgt], 1)  # bos + target
+    labels = torch.cat([tgt, torch.full((2, 1), 3)], 1)  # target + eos
+    labels[1, 3:] = -100
+    tgt_mask = labels != -100
+    return {"src_ids": src, "src_mask": src_mask, "tgt_in": tgt_in, "tgt_mask": tgt_mask, "labels": labels}
+
+
+def test_seq2seq_loss_is_teacher_forced_cross_entropy(make_model):
+    model = make_model("seq2seq")
+    batch = s2s_batch()
+    loss = task_for(model, "seq2seq").training_step(batch, 0)
+    logits = model(batch["src_ids"], batch["tgt_in"], batch["src_mask"], batch["tgt_mask"])
+    assert loss.item() == pytest.approx(nll(logits, batch["labels"]).item(), rel=1e-5)
+
+
+def test_label_smoothing_follows_torchs_formula(make_model):
+    model = make_model("seq2seq", init_std=0.5)  # peaked predictions, so smoothing changes the loss
+    batch, eps = s2s_batch(), 0.1
+    plain = task_for(model, "seq2seq").training_step(batch, 0)
+    smoothed = task_for(model, "seq2seq", label_smoothing=eps).training_step(batch, 0)
+    logits = model(batch["src_ids"], batch["tgt_in"], batch["src_mask"], batch["tgt_mask"]).double()
+    keep = batch["labels"] != -100
+    logp = logits.log_softmax(-1)[keep]
+    target_nll = -logp.gather(1, batch["labels"][keep][:, None]).squeeze(1)
+    uniform = -logp.mean(-1)  # cross-entropy against the uniform distribution
+    expected = ((1 - eps) * target_nll + eps * uniform).mean()
+    assert smoothed.item() == pytest.approx(expected.item(), rel=1e-5)
+    assert smoothed.item() != pytest.approx(plain.item(), rel=1e-3)
+
+
+def test_text_classification_loss(make_model):
+    model = make_model("bert", num_classes=3, pooling="mean")
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.bool)
+    batch = {
+        "input_ids": torch.tensor([[7, 8, 9, 10], [11, 12, 0, 0]]),
+        "attention_mask": mask,
+        "labels": torch.tensor([2, 0]),
+    }
+    loss = task_for(model, "classification").training_step(batch, 0)
+    logits = model.classify(model(batch["input_ids"], mask), mask)
+    assert loss.item() == pytest.approx(nll(logits, batch["labels"]).item(), rel=1e-5)
+
+
+def test_image_classification_loss_and_metrics(make_model):
+    model = make_model("vit", num_classes=3)
+    batch = {
+        "pixel_values": torch.randn(4, 3, 8, 8, generator=torch.Generator().manual_seed(4)),
+        "labels": torch.tensor([0, 1, 2, 1]),
+    }
+    task = task_for(model, "classification")
+    loss = task.training_step(batch, 0)
+    logits = model(batch["pixel_values"])
+    assert loss.item() == pytest.approx(nll(logits, batch["labels"]).item(), rel=1e-5)
+    with torch.no_grad():
+        task.eval().test_step(batch, 0)
+    hits = (logits.argmax(-1) == batch["labels"]).float().mean()
+    assert task.metrics["test"]["acc"].compute().item() == pytest.approx(hits.item())
+    assert 0.0 <= task.metrics["test"]["f1"].compute().item() <= 1.0
+
+
+def test_validation_loss_is_averaged_over_tokens_not_batches(make_model):
+    model = make_model("gpt")
+    task = task_for(model, "causal_lm").eval()
+    first, second = lm_batch(3, 7), lm_batch(1, 4)
+    second["labels"][0, :-1] = -100  # one token only: a batch mean would overweight it
+    with torch.no_grad():
+        task.validation_step(first, 0)
+        task.validation_step(second, 1)
+        logits = [model(b["input_ids"]) for b in (first, second)]
+    counts = [(b["labels"] != -100).sum() for b in (first, second)]
+    total = sum(nll(lg, b["labels"]) * n for lg, b, n in zip(logits, (first, second), counts)) / sum(counts)
+    assert task.metrics["val"]["loss"].compute().item() == pytest.approx(total.item(), rel=1e-5)
+
+
+def test_seq2seq_greedy_decode_with_cache_matches_full_recompute(make_model):
+    model = make_model("seq2seq").eval()
+    batch = s2s_batch()
+    task = task_for(model, "seq2seq")
+    cached = task._greedy_decode(batch["src_ids"], batch["src_mask"], batch["tgt_in"][:, :1], 6, eos=-1)
+    tokens = batch["tgt_in"][:, :1]
+    with torch.no_grad():
+        for _ in range(6):
+            nxt = model(batch["src_ids"], tokens, batch["src_mask"])[:, -1].argmax(-1, keepdim=True)
+            tokens = torch.cat([tokens, nxt], 1)
+    assert torch.equal(cached, tokens[:, 1:])
+
+
+def test_seq2seq_decoded_metrics_match_sacrebleu(make_model):
+    tokenizer = VocabTokenizer.from_texts(["abcdefghi"], "char")
+    eos, pad = tokenizer.eos_id, -100
+    a, b, c, d, e = (tokenizer.encode(ch)[0] for ch in "abcde")
+    model = make_model("seq2seq", vocab_size=tokenizer.vocab_size)
+    task = build_task(TaskConfig(name="seq2seq"), OptimConfig(), model, tokenizer=tokenizer, max_steps=10)
+    generated = torch.tensor([[a, b, c, eos, eos], [a, b, d, e, a], [c, c, eos, eos, eos]])
+    labels = torch.tensor([[a, b, c, eos, pad], [a, b, c, d, eos], [c, c, d, eos, pad]])
+    task.score_decoded(generated, labels, task.metrics["test"])
+    metrics = task.metrics["test"]
+    assert metrics["exact_match"].compute().item() == pytest.approx(1 / 3)
+    hyps, refs = ["abc", "abdea", "cc"], ["abc", "abcd", "ccd"]
+    assert metrics["bleu"].compute().item() == pytest.approx(
+        sacrebleu.corpus_bleu(hyps, [refs]).score, rel=1e-6
+    )
+    assert metrics["chrf"].compute().item() == pytest.approx(
+        sacrebleu.corpus_chrf(hyps, [refs]).score, rel=1e-6
+    )
+
+
+def test_seq2seq_validation_decodes_only_with_a_tokenizer(make_model):
+    tokenizer = VocabTokenizer.from_texts(["abcdefghi"], "char")
+    model = make_model("seq2seq", vocab_size=tokenizer.vocab_size)
+    without = task_for(model, "seq2seq")
+    assert set(without.metrics["val"]) == {"loss", "acc"}
+    task = build_task(
+        TaskConfig(name="seq2seq"), OptimConfig(), model, tokenizer=tokenizer, max_steps=10
+    ).eval()
+    with torch.no_grad():
+        task.validation_step(s2s_batch(), 0)
+    assert all(task.metrics["val"][name].update_called for name in ("exact_match", "bleu", "chrf"))
+
+
+def test_batch_work_uses_the_palm_flops_estimate(make_model):
+    model = make_model("gpt")
+    task = task_for(model, "causal_lm")
+    batch = lm_batch(3, 7)
+    n_params = count_parameters(model) - model.embed.pos.weight.numel()  # positions are a lookup
+    work = task.batch_work(batch)
+    assert (work.tokens, work.samples) == (21, 3)
+    assert work.flops == 21 * (6 * n_params + 12 * 2 * 7 * 16)
+
+
+@pytest.mark.parametrize(
+    ("name", "family", "model_kw", "extra", "message"),
+    [
+        (
+            "translation",
+            "gpt",
+            {},
+            {},
+            "task.name='translation' is not a task; choose one of causal_lm, mlm, seq2seq",
+        ),
+        ("mlm", "gpt", {}, {}, "task.name='mlm' cannot train model.family='gpt'; it trains bert"),
+        ("classification", "seq2seq", {}, {}, "cannot train model.family='seq2seq'; it trains bert, vit"),
+        (
+            "classification",
+            "vit",
+            {"num_classes": 3},
+            {"num_classes": 5},
+            "model.num_classes=3 does not match the data's 5 classes",
+        ),
+        (
+            "classification",
+            "bert",
+            {"num_classes": 1},
+            {},
+            "model.num_classes=1: classification needs at least 2",
+        ),
+        (
+            "mlm",
+            "bert",
+            {"mlm_head": False},
+            {},
+            "model.mlm_head=false: task.name='mlm' needs the encoder's masked-LM head",
+        ),
+    ],
+)
+def test_build_task_rejects_bad_combinations(make_model, name, family, model_kw, extra, message):
+    model = make_model(family, **model_kw)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        build_task(TaskConfig(name=name), OptimConfig(), model, max_steps=10, **extra)
