@@ -7,6 +7,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from attnlab.blocks.embedding import TokenEmbedding
 from attnlab.blocks.ffn import ffn_width
 from attnlab.blocks.layers import LayerConfig
 from attnlab.blocks.positional import PositionalEncoding, build_positional
@@ -52,7 +53,11 @@ def default_positions(input_ids: Tensor, offset: int = 0) -> Tensor:
 
 
 def init_weights(model: nn.Module, std: float, n_layers: int) -> None:
-    """GPT-2's initialisation: N(0, std) weights, zero biases, residual outputs scaled by 1/sqrt(2L)."""
+    """GPT-2's initialisation: N(0, std) weights, zero biases, residual outputs scaled by 1/sqrt(2L).
+
+    Token tables that are multiplied by sqrt(d_model) start at N(0, 1/d_model) instead, as in the
+    original Transformer, so scaled embeddings have unit variance and are not drowned by sinusoids.
+    """
     for name, module in model.named_modules():
         if isinstance(module, nn.Linear):
             scaled = name.endswith(("out_proj", "fc_out"))
@@ -64,6 +69,9 @@ def init_weights(model: nn.Module, std: float, n_layers: int) -> None:
         elif isinstance(module, nn.Conv2d):
             nn.init.normal_(module.weight, std=std)
             nn.init.zeros_(module.bias)
+    for module in model.modules():
+        if isinstance(module, TokenEmbedding) and module.scale != 1.0:
+            nn.init.normal_(module.tokens.weight, std=1.0 / module.scale)
 
 
 def check_vocab(cfg: ModelConfig) -> None:
