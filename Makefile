@@ -19,8 +19,8 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP) ## create .venv and install attnlab with the dev extra, pinned by constraints.txt
 
-train: $(STAMP) ## train the default small GPT on the embedded corpus, then print a sample
-	$(BIN)/attnlab-train
+train: $(STAMP) ## train the default small GPT on the embedded corpus, then print a sample (ARGS="model=vit ...")
+	$(BIN)/attnlab-train $(ARGS)
 
 test: $(STAMP) ## the whole test suite (slow cases included)
 	$(BIN)/pytest -q

@@ -91,7 +91,8 @@ class LearnedPositionalEncoding(PositionalEncoding):
                 f"(pos=learned was built for max_seq_len={self.max_len}); use a shorter input "
                 "or a larger model.max_seq_len"
             )
-        return x + F.embedding(_per_batch(positions), self.weight).to(x.dtype)  # embedding's backward is cheaper than indexing's
+        # a lookup rather than indexing: embedding's backward is cheaper than index_put's
+        return x + F.embedding(_per_batch(positions), self.weight).to(x.dtype)
 
 
 def rotate_half(x: Tensor) -> Tensor:

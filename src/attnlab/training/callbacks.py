@@ -1,0 +1,118 @@
+"""Callbacks of a training run: checkpoints, exact-resume bookkeeping, DDP consistency, progress."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from hydra.utils import instantiate
+from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
+from pytorch_lightning.callbacks import Callback, ModelCheckpoint, RichModelSummary, RichProgressBar
+
+from attnlab.config import RunConfig
+from attnlab.data.sampling import derive_seed
+from attnlab.tasks import ThroughputLogger
+from attnlab.training.resume import RUN_KEY
+from attnlab.training.rundir import checkpoint_dir
+
+log = logging.getLogger("attnlab")
+
+
+class StepSeeder(Callback):
+    """Seeds torch's global generator from (seed, epoch, batch, rank) before every training batch.
+
+    Dropout is then a function of the position in training alone, whatever ran before (validation,
+    checkpointing, a restart), so a resumed run draws exactly what the uninterrupted one drew. The data
+    order and per-sample randomness are seeded the same way by the data modules' ResumableSampler.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def on_train_batch_start(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        torch.manual_seed(derive_seed(self.seed, trainer.current_epoch, batch_idx, trainer.global_rank))
+
+
+class RunState(Callback):
+    """Stores the run's validated config and wandb run id in every checkpoint (``checkpoint[RUN_KEY]``),
+    so a resume can check it continues the same run and keep logging to the same wandb run."""
+
+    def __init__(self, config: dict, wandb_id: str) -> None:
+        self.config = config
+        self.wandb_id = wandb_id
+
+    def on_save_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict
+    ) -> None:
+        checkpoint[RUN_KEY] = {"config": self.config, "wandb_id": self.wandb_id}
+
+
+class RankConsistency(Callback):
+    """Under DDP, compares a digest of the weights of every rank after fit; they must be identical."""
+
+    def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.world_size < 2 or not torch.distributed.is_initialized():
+            return
+        digests: list[str | None] = [None] * trainer.world_size
+        torch.distributed.all_gather_object(digests, weights_digest(pl_module))
+        if trainer.is_global_zero:
+            log.info("weights sha256 by rank after fit: %s", " ".join(digests))
+        if len(set(digests)) != 1:
+            raise RuntimeError(f"the DDP ranks ended with different weights: sha256 by rank {digests}")
+
+
+def weights_digest(module: torch.nn.Module) -> str:
+    h = hashlib.sha256()
+    for name, tensor in sorted(module.state_dict().items()):
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Writes a checkpoint to a temporary file and renames it: a kill never leaves half a checkpoint."""
+
+    def save_checkpoint(self, checkpoint: dict, path: str | os.PathLike, storage_options: Any = None) -> None:
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        super().save_checkpoint(checkpoint, tmp, storage_options)
+        os.replace(tmp, path)
+
+
+def checkpoint_callbacks(run: RunConfig, run_dir: Path) -> list[ModelCheckpoint]:
+    """``last.ckpt`` every ``checkpoint.every_n_steps``, and the best by ``task.monitor`` at each validation."""
+    dirpath = checkpoint_dir(run_dir)
+    last = ModelCheckpoint(
+        dirpath=dirpath, save_last=True, save_top_k=0, every_n_train_steps=run.checkpoint.every_n_steps
+    )
+    best = ModelCheckpoint(
+        dirpath=dirpath,
+        monitor=run.task.monitor,
+        mode=run.task.monitor_mode,
+        save_top_k=run.checkpoint.save_top_k,
+        filename="best-step{step:06d}",
+        auto_insert_metric_name=False,
+    )
+    return [last, best]
+
+
+def build_callbacks(run: RunConfig, run_dir: Path, config: dict, wandb_id: str) -> list[Callback]:
+    callbacks: list[Callback] = [
+        StepSeeder(run.seed),
+        RunState(config, wandb_id),
+        RankConsistency(),
+        ThroughputLogger(),
+    ]
+    if not run.trainer.fast_dev_run:
+        callbacks += checkpoint_callbacks(run, run_dir)
+    if run.trainer.enable_progress_bar:
+        callbacks += [RichProgressBar(leave=True), RichModelSummary(max_depth=2)]
+    callbacks += [instantiate(c) for c in run.callbacks]
+    return callbacks

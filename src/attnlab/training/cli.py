@@ -1,0 +1,203 @@
+"""The command line around Hydra: validation before any directory exists, one-line errors for bad
+input, DDP/torchrun/SLURM ranks sharing one run directory, and a report of failed multirun jobs.
+
+Hydra is told to raise (``HYDRA_FULL_ERROR=1``) instead of printing its multi-line report, so that
+composition errors (an unknown group choice or key) end in the same ``error: key=value: ...`` line
+as the schema's. Set ``HYDRA_FULL_ERROR=1`` yourself to see full tracebacks.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import hydra
+from hydra.core.config_store import ConfigStore
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import HydraException, MissingConfigException, OverrideParseException
+from hydra.experimental.callback import Callback
+from hydra.types import RunMode
+from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
+
+from attnlab.config import ConfigError, EvalConfig, RunConfig, config_error
+from attnlab.training.rundir import external_world_size, is_rank_zero
+
+# Errors that mean bad input (config, data, checkpoint): one line, no traceback, status 2.
+USER_ERRORS = (
+    ConfigError,
+    HydraException,
+    OmegaConfBaseException,
+    ValueError,
+    FileNotFoundError,
+    NotADirectoryError,
+)
+SCHEMAS = {"train": RunConfig, "eval": EvalConfig}  # the typed schema each primary config starts from
+log = logging.getLogger("attnlab")
+failed_jobs: list[str] = []  # one line per job of this multirun that failed
+full_traceback = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for tracebacks
+
+
+def config_dir() -> Path:
+    """``conf/`` of the attnlab checkout, or ``$ATTNLAB_CONF_DIR``."""
+    return Path(os.environ.get("ATTNLAB_CONF_DIR", Path(__file__).resolve().parents[3] / "conf"))
+
+
+def register_schemas() -> None:
+    """Put the typed schemas in Hydra's config store: ``train.yaml`` and ``eval.yaml`` start from them,
+    so every key exists (and is typed) before the groups and the command line are merged in."""
+    for name, schema in SCHEMAS.items():
+        ConfigStore.instance().store(name=f"{name}_schema", node=schema)
+
+
+def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: str) -> None:
+    """Run ``task_function`` under Hydra; bad input ends the process with one ``error:`` line (status 2),
+    a run that failed after it started with one line and its traceback in the log file (status 1)."""
+    register_schemas()
+    try:
+        sys.argv = [sys.argv[0], *rewrite_argv(sys.argv[1:], config_name)]
+        os.environ["HYDRA_FULL_ERROR"] = "1"
+        main = hydra.main(config_path=str(config_dir()), config_name=config_name, version_base="1.3")
+        main(task_function)()
+    except (*USER_ERRORS, ConfigRejected) as err:
+        if full_traceback:
+            raise
+        print(f"error: {one_line(getattr(err, 'error', err), SCHEMAS.get(config_name))}", file=sys.stderr)
+        sys.exit(2)
+    if failed_jobs:
+        print(
+            f"error: {len(failed_jobs)} job(s) of the multirun failed:",
+            *failed_jobs,
+            sep="\n  ",
+            file=sys.stderr,
+        )
+        sys.exit(1)
+
+
+def rewrite_argv(args: list[str], config_name: str) -> list[str]:
+    """``run_dir=X`` also sets Hydra's run directory; ranks of an outside launcher share one directory."""
+    run_dir = next((a.split("=", 1)[1] for a in args if a.startswith("run_dir=")), None)
+    multirun = "-m" in args or "--multirun" in args
+    if run_dir and run_dir != "null" and not multirun:
+        args = [*args, f"hydra.run.dir={run_dir}"]
+    if external_world_size() > 1:
+        if not (run_dir or any(a.startswith("hydra.run.dir=") for a in args)):
+            raise ConfigError(
+                "run_dir",
+                None,
+                f"{external_world_size()} processes started by torchrun or SLURM must share one "
+                "directory: give run_dir=<dir>",
+            )
+        if not is_rank_zero():  # the other ranks write no Hydra files and log to their own file
+            rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "?"))
+            args = [*args, "hydra.output_subdir=null", f"hydra.job.name={config_name}_rank{rank}"]
+    return args
+
+
+def one_line(err: BaseException, schema: type | None = RunConfig) -> str:
+    """The message of ``err`` on one line, as ``key=value: what is allowed`` where it names a key:
+    Hydra's missing group option, and a command-line override that does not fit the schema (the
+    dataclass of the primary config, for suggestions; None where there is none)."""
+    if isinstance(err, MissingConfigException) and err.missing_cfg_file and err.options:
+        group, _, value = err.missing_cfg_file.rpartition("/")
+        return f"{group}={value}: choose one of {', '.join(sorted(err.options))}"
+    if isinstance(err, OverrideParseException):
+        return f"{err.override}: not a valid override ({str(err).splitlines()[0]})"
+    cause = err.__cause__
+    if isinstance(cause, OmegaConfBaseException) and cause.full_key:
+        override = re.search(r"override '?([^' ]+?)'?\.?$", str(err).splitlines()[0])
+        value = override.group(1).partition("=")[2] if override else "?"
+        hint = re.search(r"use \+\S+?=(\S+)", str(err))
+        return str(config_error(cause, hint.group(1) if hint else value, schema))
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith(("full_key:", "object_type=", "reference_type="))]
+    return "; ".join(lines) or type(err).__name__
+
+
+class ConfigRejected(BaseException):
+    """A bad config found by ValidateOnStart. A BaseException, because Hydra turns an Exception raised
+    in a callback into a warning and goes on to create the run directory."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class ValidateOnStart(Callback):
+    """Hydra callback: check the composed config before Hydra creates the run directory.
+
+    ``check`` is the dotted path of a function ``(config, run_dir, overrides) -> object`` that raises
+    ConfigError; ``run_dir`` is None for a multirun's base config (each job is checked again).
+    """
+
+    def __init__(self, check: str) -> None:
+        self.check = hydra.utils.get_method(check)
+
+    def on_run_start(self, config: DictConfig, **kwargs: object) -> None:
+        self._check(config, Path(config.hydra.run.dir))
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
+        self._check(config, None)
+
+    def _check(self, config: DictConfig, run_dir: Path | None) -> None:
+        try:
+            self.check(config, run_dir, list(config.hydra.overrides.task))
+        except USER_ERRORS as err:
+            raise ConfigRejected(err) from err
+
+
+def run_job(job: Callable[[], float]) -> float | None:
+    """Run one Hydra job; if it fails, its traceback goes to the run's log file and the console gets one
+    line. A single run then exits with status 1; in a multirun the job is reported and returns None (no
+    value: Optuna records the trial as failed), so the sweep goes on and the other jobs keep their results.
+    """
+    try:
+        return job()
+    except Exception as err:
+        if full_traceback:
+            raise
+        log_traceback(err)
+        hc = HydraConfig.get()
+        where = Path(hc.runtime.output_dir) / f"{hc.job.name}.log"
+        reason = one_line(err) if isinstance(err, USER_ERRORS) else f"{type(err).__name__}: {one_line(err)}"
+        if hc.mode != RunMode.MULTIRUN:
+            print(f"error: {reason} (traceback in {where})", file=sys.stderr)
+            sys.exit(1)
+        message = f"job {hc.job.num} ({' '.join(hc.overrides.task)}) failed: {reason} (traceback in {where})"
+        print(f"error: {message}", file=sys.stderr)
+        failed_jobs.append(message)
+        return None
+
+
+def log_traceback(err: BaseException) -> None:
+    """Write the traceback of ``err`` to the log files only (the console gets one line)."""
+    log_to_file(logging.ERROR, "the run failed:\n%s", "".join(traceback.format_exception(err)))
+
+
+def log_to_file(level: int, message: str, *args: object) -> None:
+    """A record for the run's log files only, where the console shows its own rendering of it."""
+    record = log.makeRecord(log.name, level, __file__, 0, message, args, None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
+
+
+def explicit_model_keys(overrides: list[str]) -> set[str]:
+    """The ModelConfig fields a user chose on the command line: ``model=X`` is ``family``,
+    ``model.a.b=v`` is ``a.b``, ``pos=X`` is ``pos.name``.
+    """
+    keys = set()
+    for override in overrides:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if key == "model":
+            keys.add("family")
+        elif key == "pos":
+            keys.add("pos.name")
+        elif key.startswith("model."):
+            keys.add(key[len("model.") :])
+    return keys

@@ -1,0 +1,38 @@
+"""What a run prints: the resolved config as a tree, and where its results went."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+from rich.syntax import Syntax
+from rich.tree import Tree
+
+ORDER = ("model", "data", "task", "optim", "trainer", "logger", "checkpoint")
+
+
+def config_tree(config: DictConfig) -> Tree:
+    """One branch per group (model, data, ...), its settings as YAML; the scalar settings last."""
+    tree = Tree("config", style="bold", guide_style="dim")
+    groups = [k for k in ORDER if k in config] + [
+        k for k in config if k not in ORDER and OmegaConf.is_dict(config[k])
+    ]
+    for key in groups:
+        yaml = OmegaConf.to_yaml(config[key], resolve=True).rstrip()
+        tree.add(key, style="bold cyan").add(Syntax(yaml, "yaml", background_color="default"))
+    scalars = {k: config[k] for k in config if not OmegaConf.is_dict(config[k])}
+    if scalars:
+        yaml = OmegaConf.to_yaml(OmegaConf.create(scalars), resolve=True).rstrip()
+        tree.add("run", style="bold cyan").add(Syntax(yaml, "yaml", background_color="default"))
+    return tree
+
+
+def print_config_tree(config: DictConfig) -> None:
+    Console().print(config_tree(config))
+
+
+def print_summary(lines: dict[str, str]) -> None:
+    """``name: value`` lines at the end of a run (sample, run directory, checkpoints, metrics)."""
+    console = Console()
+    width = max(len(k) for k in lines)
+    for name, value in lines.items():
+        console.print(f"[bold]{name:<{width}}[/bold]  {value}", highlight=False, soft_wrap=True)

@@ -1,0 +1,58 @@
+"""Resuming a run: what the checkpoint says about the run it came from, and whether this run continues it."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from attnlab.config import ConfigError, RunConfig
+
+RUN_KEY = "attnlab_run"  # the checkpoint entry written by training.callbacks.RunState
+# Settings that may change on resume without changing what is computed.
+FREE_ON_RESUME = {"data.num_workers", "data.pin_memory", "data.cache_dir"}
+COMPARED = ("model", "data", "task", "optim", "seed")
+
+
+def read_run_state(ckpt_path: str) -> dict[str, Any]:
+    """``{"config": ..., "wandb_id": ...}`` stored in an attnlab checkpoint; {} for other checkpoints."""
+    import torch
+
+    try:
+        checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception as err:  # a damaged or foreign file fails in many ways; all mean the same here
+        raise ConfigError(
+            "ckpt_path", ckpt_path, f"not a readable checkpoint ({type(err).__name__})"
+        ) from None
+    state = checkpoint.get(RUN_KEY) if isinstance(checkpoint, dict) else None
+    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
+        raise ConfigError("ckpt_path", ckpt_path, "not a Lightning checkpoint written by attnlab-train")
+    return state or {}
+
+
+def check_resume(run: RunConfig) -> None:
+    """A resumed run must compute what the checkpoint's run computed: same model, data, task, optimiser, seed."""
+    if run.ckpt_path is None:
+        return
+    saved = read_run_state(run.ckpt_path).get("config")
+    if not saved:
+        return
+    ours = asdict(run)
+    for group in COMPARED:
+        for key, theirs in _flat(saved.get(group), group).items():
+            mine = _flat(ours[group], group).get(key)
+            if key not in FREE_ON_RESUME and mine != theirs:
+                raise ConfigError(
+                    key,
+                    mine,
+                    f"the checkpoint {run.ckpt_path} was trained with {key}={theirs}; resume with "
+                    "the same settings (its run directory's config.yaml has them all)",
+                )
+
+
+def _flat(value: Any, prefix: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        return {prefix: value}
+    out: dict[str, Any] = {}
+    for k, v in value.items():
+        out.update(_flat(v, f"{prefix}.{k}"))
+    return out

@@ -1,0 +1,90 @@
+"""Run directories: which process writes, how DDP ranks find the directory, where checkpoints live.
+
+Rank 0 decides the run directory (Hydra's output directory) and writes everything into it. Lightning's
+DDP launcher starts the other ranks by re-running the command; they find the directory, and the
+validated config saved in it, through an environment variable that rank 0 sets before launching them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from attnlab.config import ConfigError
+
+RUN_DIR_ENV = "ATTNLAB_DDP_RUN_DIR"  # set by rank 0 for the DDP ranks it launches
+CONFIG_FILE = "config.yaml"  # the validated, resolved config of a run
+CHECKPOINT_DIR = "checkpoints"
+LAST = "last.ckpt"
+
+
+def is_rank_zero() -> bool:
+    """Whether this process writes (rank 0 of Lightning's, torchrun's or SLURM's ranks, or alone)."""
+    return all(
+        int(os.environ.get(name, 0)) == 0 for name in ("RANK", "SLURM_PROCID", "LOCAL_RANK", "NODE_RANK")
+    )
+
+
+def external_world_size() -> int:
+    """Processes started by an outside launcher (torchrun, SLURM) for one run; 1 when there is none."""
+    for name in ("WORLD_SIZE", "SLURM_NTASKS"):
+        if name in os.environ and RUN_DIR_ENV not in os.environ:
+            return int(os.environ[name])
+    return 1
+
+
+def ddp_child_run_dir() -> Path | None:
+    """The run directory when this process is a DDP rank > 0 that Lightning launched; else None."""
+    run_dir = os.environ.get(RUN_DIR_ENV)
+    if run_dir and int(os.environ.get("LOCAL_RANK", 0)) > 0:
+        return Path(run_dir)
+    return None
+
+
+def announce_run_dir(run_dir: Path) -> None:
+    """Tell the DDP ranks that Lightning will launch from this process where the run lives."""
+    os.environ[RUN_DIR_ENV] = str(run_dir)
+
+
+def save_config(config: DictConfig, run_dir: Path) -> Path:
+    """Write the resolved config as ``config.yaml`` (what the DDP ranks and attnlab-eval read back)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / CONFIG_FILE
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(OmegaConf.to_yaml(config, resolve=True), encoding="utf-8")
+    tmp.replace(path)
+    return path
+
+
+def load_config(run_dir: Path) -> DictConfig:
+    path = run_dir / CONFIG_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: not an attnlab run directory")
+    return OmegaConf.load(path)
+
+
+def checkpoint_dir(run_dir: Path) -> Path:
+    return run_dir / CHECKPOINT_DIR
+
+
+def resolve_ckpt_path(ckpt_path: str | None, run_dir: Path) -> str | None:
+    """``last`` -> the newest ``last*.ckpt`` of ``run_dir``; a file must exist. ConfigError otherwise."""
+    if ckpt_path is None:
+        return None
+    if ckpt_path == "last":
+        candidates = sorted(checkpoint_dir(run_dir).glob("last*.ckpt"), key=lambda p: p.stat().st_mtime)
+        if not candidates:
+            raise ConfigError(
+                "ckpt_path",
+                "last",
+                f"no {CHECKPOINT_DIR}/last.ckpt in {run_dir}; give run_dir=<the run to resume>",
+            )
+        return str(candidates[-1].resolve())
+    path = Path(ckpt_path)
+    if not path.is_file():
+        raise ConfigError(
+            "ckpt_path", ckpt_path, "no such checkpoint file (or use ckpt_path=last with run_dir=<dir>)"
+        )
+    return str(path.resolve())

@@ -1,0 +1,83 @@
+"""Bad configurations stop ``attnlab-train`` before anything starts: exit status 2, one line
+``error: key=value: what is allowed``, no traceback, and no run directory left behind."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from train_cli import cli
+
+CASES = [
+    (["pos=spiral"], "pos=spiral: choose one of alibi, learned, none, relative, rope, sinusoidal"),
+    (["model=gpt3"], "model=gpt3: choose one of"),
+    (["logger=comet"], "logger=comet: choose one of csv, many, none, tensorboard, wandb"),
+    (["trainer=tpu"], "trainer=tpu: choose one of"),
+    (["model.d_model=abc"], "model.d_model=abc: Value 'abc' of type 'str' could not be converted to Integer"),
+    (["model.n_haeds=2"], "model.n_haeds=2: not a known key; did you mean model.n_heads?"),
+    (["+model.depth=2"], "model.depth=2: not a known key"),
+    (["model.n_heads=3"], "model.d_model=128: must be divisible by model.n_heads=3"),
+    (["model.n_kv_heads=3"], "model.n_kv_heads=3: must divide model.n_heads=4"),
+    (["model.d_model=-64"], "model.d_model=-64: must be positive"),
+    (
+        ["model.pos.name=spiral"],
+        "model.pos.name=spiral: choose one of none, sinusoidal, learned, rope, alibi, relative",
+    ),
+    (["model.norm=batchnorm"], "model.norm=batchnorm: choose one of layernorm, rmsnorm"),
+    (["model.activation=tanh"], "model.activation=tanh: choose one of relu, gelu"),
+    (["model.dropout=1.5"], "model.dropout=1.5: must be in [0, 1)"),
+    (["model=vit", "data=text"], "data.kind=text: cannot be consumed by model.family='vit'"),
+    (["data.seq_len=1024"], "data.seq_len=1024: must be at most model.max_seq_len=256 with pos=learned"),
+    (
+        ["model=vit", "model.image_size=31"],
+        "model.image_size=31: must be divisible into patches of model.patch_size=2",
+    ),
+    (["data.batch_size=0"], "data.batch_size=0: must be at least 1"),
+    (
+        ["optim.schedule=step"],
+        "optim.schedule=step: is not a schedule; choose one of constant, cosine, linear, noam",
+    ),
+    (["trainer.precision=64"], "trainer.precision=64: choose one of 32, bf16-mixed, 16-mixed"),
+    (["trainer.devices=0"], "trainer.devices=0: a positive count, -1 or auto (all), or a list of device ids"),
+    (["logger.names=[comet]"], "logger.names=comet: choose one of wandb, csv, tensorboard"),
+    (["ckpt_path=last"], "ckpt_path=last: no checkpoints/last.ckpt in"),
+    (["ckpt_path=nowhere.ckpt"], "ckpt_path=nowhere.ckpt: no such checkpoint file"),
+    (
+        ["model=vit", "hparams_search=optuna"],
+        "hydra.sweeper.direction=minimize: must be maximize for task.monitor=val/acc",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), CASES, ids=[" ".join(a) for a, _ in CASES])
+def test_bad_config_is_one_line_and_leaves_no_directory(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    result = cli(args, tmp_path, timeout=120)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: {message}"), lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".wandb")) == []
+
+
+def test_eval_without_a_checkpoint_is_one_line(tmp_path: Path) -> None:
+    result = cli([], tmp_path, command="eval", timeout=120)
+    assert (result.returncode, result.stderr.strip()) == (2, "error: ckpt_path=???: a value is required")
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_validation_imports_neither_torch_nor_lightning(tmp_path: Path) -> None:
+    """Composition and validation are torch-free, so a bad config fails in a fraction of a second."""
+    command = [sys.executable, "-X", "importtime", "-m", "attnlab.train", "model.n_heads=3"]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if "|" in line}
+    assert "attnlab.config" in imported and "hydra" in imported
+    assert not imported & {"torch", "pytorch_lightning", "numpy", "wandb"}
+    assert (
+        result.stderr.strip().splitlines()[-1]
+        == "error: model.d_model=128: must be divisible by model.n_heads=3"
+    )

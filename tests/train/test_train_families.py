@@ -1,0 +1,72 @@
+"""Every family trains a few steps end to end through ``attnlab-train -m`` (one 4-job multirun) with
+wandb, CSV and TensorBoard at once; ``attnlab-eval`` reproduces the test metrics of the runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from train_cli import TINY, check, cli, csv_series, job_dirs, wandb_history, wandb_run
+
+pytestmark = pytest.mark.slow
+FAMILIES = ["gpt", "bert", "seq2seq", "vit"]
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    cwd = tmp_path_factory.mktemp("families")
+    models = ",".join(f"{f}-tiny" for f in FAMILIES)
+    check(cli(["-m", f"model={models}", "logger=many", *TINY], cwd, timeout=600))
+    return job_dirs(cwd)
+
+
+def test_each_family_writes_one_complete_run_directory(jobs: list[Path]) -> None:
+    assert len(jobs) == 4
+    for family, job in zip(FAMILIES, jobs):
+        assert (job / "config.yaml").read_text().startswith(f"model:\n  family: {family}\n")
+        assert (job / ".hydra" / "overrides.yaml").is_file()
+        assert (job / "train.log").stat().st_size > 0
+        assert (job / "checkpoints" / "last.ckpt").is_file()
+        assert len(list((job / "checkpoints").glob("best-step*.ckpt"))) == 1
+        assert (job / "csv" / "metrics.csv").is_file()
+        assert list((job / "tensorboard").glob("events.out.tfevents.*"))
+        assert len(list((job / "wandb").glob("offline-run-*/run-*.wandb"))) == 1
+        assert (job / "tokenizer.json").is_file() == (family != "vit")
+
+
+def test_last_checkpoint_holds_the_final_step_and_the_run(jobs: list[Path]) -> None:
+    for job in jobs:
+        ckpt = torch.load(job / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+        assert ckpt["global_step"] == 6
+        assert ckpt["attnlab_run"]["wandb_id"] == wandb_run(job)["run_id"]
+        assert ckpt["attnlab_run"]["config"]["trainer"]["max_steps"] == 6
+
+
+def test_wandb_offline_files_hold_the_logged_metrics(jobs: list[Path]) -> None:
+    for job in jobs:
+        from_csv = csv_series(job, "train/loss")
+        assert sorted(from_csv) == list(range(6))
+        assert wandb_history(job, "train/loss") == pytest.approx(from_csv, rel=1e-6)
+        test_metrics = json.loads((job / "test_metrics.json").read_text())["metrics"]
+        assert wandb_history(job, "test/loss") == pytest.approx({6: test_metrics["test/loss"]}, rel=1e-6)
+
+
+def test_the_jobs_of_a_multirun_share_one_wandb_group(jobs: list[Path]) -> None:
+    runs = [wandb_run(job) for job in jobs]
+    assert len({r["run_group"] for r in runs}) == 1
+    assert runs[0]["run_group"].startswith("multirun_")
+    assert len({r["run_id"] for r in runs}) == 4
+
+
+@pytest.mark.parametrize("family", ["gpt", "seq2seq", "vit"])
+def test_eval_reproduces_the_test_metrics_of_training(jobs: list[Path], family: str, tmp_path: Path) -> None:
+    job = jobs[FAMILIES.index(family)]
+    trained = json.loads((job / "test_metrics.json").read_text())
+    args = [f"ckpt_path={trained['ckpt_path']}", "logger=csv", "trainer.enable_progress_bar=false"]
+    check(cli(args, tmp_path, command="eval"))
+    (out,) = tmp_path.glob("outputs/eval/*/*")
+    evaluated = json.loads((out / "metrics.json").read_text())
+    assert evaluated["metrics"] == pytest.approx(trained["metrics"], rel=1e-6)
+    assert csv_series(out, "test/loss") == pytest.approx({0: trained["metrics"]["test/loss"]}, rel=1e-6)

@@ -1,0 +1,68 @@
+"""``model.init_from=<Hugging Face checkpoint dir>``: the run takes the checkpoint's family, sizes and
+weights, and a size that contradicts it stops the run before it starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from train_cli import TEXT, TINY, check, cli
+
+from attnlab.config import ModelConfig
+from attnlab.data import build_datamodule
+from attnlab.data.schema import DataConfig
+
+pytestmark = pytest.mark.slow
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, torch.nn.Module]:
+    """A tiny GPT-2 over the vocabulary of the default corpus' char tokenizer, and that tokenizer."""
+    root = tmp_path_factory.mktemp("hf")
+    data = build_datamodule(
+        DataConfig(kind="text"), family="gpt", task="causal_lm", seed=0, model_cfg=ModelConfig()
+    )
+    data.setup()
+    data.tokenizer.save(root / "tokenizer")
+    config = transformers.GPT2Config(
+        vocab_size=data.vocab_size, n_embd=32, n_layer=2, n_head=2, n_positions=64
+    )
+    model = transformers.GPT2LMHeadModel(config)
+    model.save_pretrained(root / "gpt2")
+    return root / "gpt2", root / "tokenizer", model
+
+
+def test_training_starts_from_the_pretrained_weights(pretrained: tuple, tmp_path: Path) -> None:
+    hf_dir, tokenizer, hf_model = pretrained
+    args = [
+        *TINY,
+        *TEXT,
+        f"model.init_from={hf_dir}",
+        f"data.tokenizer={tokenizer}",
+        "logger=csv",
+        "trainer.max_steps=1",
+        "optim.lr=1e-9",
+        "optim.warmup_steps=0",
+        "optim.schedule=constant",
+    ]
+    check(cli(args, tmp_path))
+    (run,) = tmp_path.glob("outputs/*/*")
+    state = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)["state_dict"]
+    assert state["model.embed.tokens.weight"].shape == (hf_model.config.vocab_size, 32)
+    torch.testing.assert_close(
+        state["model.embed.tokens.weight"], hf_model.transformer.wte.weight, atol=1e-6, rtol=0
+    )
+    assert "  n_layers: 2\n" in (run / "config.yaml").read_text()
+
+
+def test_a_contradicting_size_is_refused(pretrained: tuple, tmp_path: Path) -> None:
+    hf_dir, tokenizer, _ = pretrained
+    result = cli([f"model.init_from={hf_dir}", f"data.tokenizer={tokenizer}", "model.n_layers=6"], tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"error: model.n_layers=6: contradicts the checkpoint model.init_from={hf_dir}, which has n_layers=2; "
+        "leave it out to take the checkpoint's"
+    )
+    assert not (tmp_path / "outputs").exists()

@@ -1,0 +1,86 @@
+"""A run killed after a checkpoint and resumed with ``ckpt_path`` logs the same per-step losses as an
+uninterrupted run (model, optimizer, schedule, data position and dropout all continue exactly), and
+keeps logging to the same wandb run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from train_cli import TEXT, TINY, check, cli, csv_series, wandb_history, wandb_run
+
+pytestmark = pytest.mark.slow
+STEPS = 24
+ARGS = [
+    *TINY,
+    *TEXT,
+    "model=gpt-tiny",
+    "model.dropout=0.1",
+    "logger=many",
+    f"trainer.max_steps={STEPS}",
+    "trainer.val_every_n_steps=7",
+    "checkpoint.every_n_steps=5",
+    "optim.warmup_steps=5",
+    "test_after_fit=false",
+]
+
+
+def start_and_kill_after_first_checkpoint(cwd: Path, run_dir: Path) -> int:
+    """Start a run, SIGKILL it once its first last.ckpt exists; the step of the checkpoint left behind."""
+    env = {**os.environ, "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnlab.train", *ARGS, f"run_dir={run_dir}"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
+    last = run_dir / "checkpoints" / "last.ckpt"
+    deadline = time.monotonic() + 300
+    while not last.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL, "the run ended before it could be killed"
+    return torch.load(last, map_location="cpu", weights_only=True)["global_step"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path | int]:
+    cwd = tmp_path_factory.mktemp("resume")
+    check(cli([*ARGS, "run_dir=full"], cwd))
+    killed_at = start_and_kill_after_first_checkpoint(cwd, cwd / "killed")
+    check(cli([*ARGS, "run_dir=resumed", "ckpt_path=killed/checkpoints/last.ckpt"], cwd))
+    return {"full": cwd / "full", "killed": cwd / "killed", "resumed": cwd / "resumed", "step": killed_at}
+
+
+def test_resumed_losses_equal_the_uninterrupted_run(runs: dict) -> None:
+    assert 0 < runs["step"] < STEPS
+    full, resumed = csv_series(runs["full"], "train/loss"), csv_series(runs["resumed"], "train/loss")
+    assert sorted(resumed) == list(range(runs["step"], STEPS))
+    assert resumed == {step: full[step] for step in resumed}  # bit for bit
+    full_val, resumed_val = csv_series(runs["full"], "val/loss"), csv_series(runs["resumed"], "val/loss")
+    assert resumed_val == {step: full_val[step] for step in resumed_val}
+
+
+def test_resume_continues_the_same_wandb_run(runs: dict) -> None:
+    (killed,) = (runs["killed"] / "wandb").glob("offline-run-*")  # offline-run-<time>-<run id>
+    assert wandb_run(runs["resumed"])["run_id"] == killed.name.rsplit("-", 1)[1]
+    assert min(wandb_history(runs["resumed"], "train/loss")) == runs["step"]
+
+
+def test_ckpt_path_last_resumes_in_place(runs: dict) -> None:
+    """``ckpt_path=last run_dir=<run>``: the newest last.ckpt of that directory; the run continues there
+    (here for 4 more steps), and the metrics it logged before are kept."""
+    cwd, before = runs["full"].parent, csv_series(runs["full"], "train/loss")
+    check(cli([*ARGS, "run_dir=full", "ckpt_path=last", f"trainer.max_steps={STEPS + 4}"], cwd))
+    assert not (cwd / "outputs").exists()
+    assert csv_series(runs["full"], "train/loss") == before
+    continued = csv_series(runs["full"] / "csv" / "resumed-1", "train/loss")
+    assert sorted(continued) == list(range(STEPS, STEPS + 4))

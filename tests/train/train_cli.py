@@ -1,0 +1,107 @@
+"""Helpers of the training tests: run attnlab-train / attnlab-eval in a subprocess (as a user would,
+so Hydra, DDP launching and exit codes are real), and read back what the runs wrote."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+WANDB = Path(sys.executable).with_name("wandb")
+
+# A few optimizer steps of a tiny model on small data: seconds per run on a CPU.
+TINY = [
+    "trainer.max_steps=6",
+    "trainer.val_every_n_steps=3",
+    "checkpoint.every_n_steps=3",
+    "trainer.limit_val_batches=2",
+    "trainer.limit_test_batches=2",
+    "trainer.log_every_n_steps=1",
+    "trainer.enable_progress_bar=false",
+    "data.batch_size=8",
+    "data.num_train=256",
+    "data.num_val=32",
+    "data.num_test=32",
+    "sample.max_new_tokens=16",
+]
+TEXT = ["data.seq_len=32"]  # shorter windows for the text corpus
+
+
+def cli(
+    args: list[str], cwd: Path, *, command: str = "train", timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """``python -m attnlab.<command> *args`` in ``cwd``, offline, with the fault-injection helpers importable."""
+    env = dict(os.environ)
+    env.update(
+        WANDB_MODE="offline",
+        HF_HUB_OFFLINE="1",
+        TOKENIZERS_PARALLELISM="false",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")])),
+        WANDB_CONFIG_DIR=str(cwd / ".wandb-config"),
+        WANDB_CACHE_DIR=str(cwd / ".wandb-cache"),
+        WANDB_DATA_DIR=str(cwd / ".wandb-data"),
+    )
+    env.pop("HYDRA_FULL_ERROR", None)
+    return subprocess.run(
+        [sys.executable, "-m", f"attnlab.{command}", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def check(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert result.returncode == 0, (
+        f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
+    return result
+
+
+def job_dirs(cwd: Path) -> list[Path]:
+    """The job directories of the one multirun under ``cwd``, by job number."""
+    (sweep,) = cwd.glob("multirun/*/*")
+    return sorted((p for p in sweep.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+
+
+def csv_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of ``metrics.csv`` in ``path`` (a CSV logger's directory) or in ``path/csv`` (a run's)."""
+    file = path / "metrics.csv" if (path / "metrics.csv").exists() else path / "csv" / "metrics.csv"
+    with open(file, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def csv_series(path: Path, key: str) -> dict[int, float]:
+    """{step: value} of a metric in a CSV log (see ``csv_rows``)."""
+    return {int(r["step"]): float(r[key]) for r in csv_rows(path) if r.get(key)}
+
+
+def wandb_records(run_dir: Path) -> list[dict]:
+    """The records of the run's offline wandb log, read back by ``wandb leet inspect --json``."""
+    (run,) = (run_dir / "wandb").glob("offline-run-*")
+    out = subprocess.run(
+        [str(WANDB), "leet", "inspect", "--json", str(run)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=120,
+        check=True,
+    ).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def wandb_history(run_dir: Path, key: str) -> dict[int, float]:
+    """{trainer/global_step: value} of a metric logged to wandb."""
+    rows = [r["history"]["item"] for r in wandb_records(run_dir) if r["type"] == "history"]
+    return {int(r["trainer/global_step"]): float(r[key]) for r in rows if key in r}
+
+
+def wandb_run(run_dir: Path) -> dict:
+    """The run record (id, group, name) of the run's offline wandb log."""
+    return next(r["run"] for r in wandb_records(run_dir) if r["type"] == "run")
