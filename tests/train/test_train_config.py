@@ -196,3 +196,17 @@ def test_init_from_takes_family_and_sizes_from_the_checkpoint(tmp_path: Path) ->
         resolve_init_from(run_config(f"model.init_from={tmp_path}"), set())
     with pytest.raises(ConfigError, match=r"^model.init_from=.*nowhere: Hugging Face checkpoint directory"):
         resolve_init_from(run_config(f"model.init_from={tmp_path / 'nowhere'}"), set())
+
+
+def test_attention_maps_are_logged_only_when_asked(tmp_path: Path) -> None:
+    from attnlab.explain.callback import AttentionMapLogger
+    from attnlab.training.callbacks import build_callbacks
+
+    def loggers_of(*overrides: str) -> list:
+        callbacks = build_callbacks(run_config(*overrides), tmp_path, {}, "id")
+        return [c for c in callbacks if isinstance(c, AttentionMapLogger)]
+
+    assert loggers_of() == []
+    (logger,) = loggers_of("task.log_attention_every_n_epochs=2")
+    assert logger.every_n_epochs == 2
+    assert logger.save_dir == tmp_path / "attention"

@@ -114,5 +114,10 @@ def build_callbacks(run: RunConfig, run_dir: Path, config: dict, wandb_id: str) 
         callbacks += checkpoint_callbacks(run, run_dir)
     if run.trainer.enable_progress_bar:
         callbacks += [RichProgressBar(leave=True), RichModelSummary(max_depth=2)]
+    if run.task.log_attention_every_n_epochs > 0:
+        from attnlab.explain.callback import AttentionMapLogger
+
+        every = run.task.log_attention_every_n_epochs
+        callbacks.append(AttentionMapLogger(every, save_dir=run_dir / "attention"))
     callbacks += [instantiate(c) for c in run.callbacks]
     return callbacks
