@@ -86,6 +86,22 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         os.replace(tmp, path)
 
 
+class StepProgressBar(RichProgressBar):
+    """Rich progress bar that shows the optimizer step out of ``max_steps``.
+
+    Runs here are bounded by steps, so Lightning's "Epoch 3/-2" (max_epochs=-1) says nothing useful.
+    """
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        trainer = self.trainer
+        description = f"Epoch {current_epoch}"
+        if trainer.max_steps > 0:
+            description += f" · step {trainer.global_step}/{trainer.max_steps}"
+        elif trainer.max_epochs is not None and trainer.max_epochs > 0:
+            description += f"/{trainer.max_epochs - 1}"
+        return f"{description:{len(self.validation_description)}}"
+
+
 def checkpoint_callbacks(run: RunConfig, run_dir: Path) -> list[ModelCheckpoint]:
     """``last.ckpt`` every ``checkpoint.every_n_steps``, and the best by ``task.monitor`` at each validation."""
     dirpath = checkpoint_dir(run_dir)
@@ -113,7 +129,7 @@ def build_callbacks(run: RunConfig, run_dir: Path, config: dict, wandb_id: str) 
     if not run.trainer.fast_dev_run:
         callbacks += checkpoint_callbacks(run, run_dir)
     if run.trainer.enable_progress_bar:
-        callbacks += [RichProgressBar(leave=True), RichModelSummary(max_depth=2)]
+        callbacks += [StepProgressBar(leave=True), RichModelSummary(max_depth=2)]
     if run.task.log_attention_every_n_epochs > 0:
         from attnlab.explain.callback import AttentionMapLogger
 
