@@ -41,12 +41,13 @@ class TokenEmbedding(nn.Module):
 
     def forward(self, input_ids: Tensor, positions: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
         vocab = self.tokens.num_embeddings
-        if not input_ids.is_cuda and input_ids.numel() and not 0 <= int(input_ids.min()) <= int(input_ids.max()) < vocab:
-            bad = int(input_ids.min()) if int(input_ids.min()) < 0 else int(input_ids.max())
-            raise ValueError(
-                f"token id {bad} is outside the model's vocabulary of {vocab} (ids 0..{vocab - 1}; "
-                "does the tokenizer match model.vocab_size?)"
-            )
+        if not input_ids.is_cuda and input_ids.numel():  # one pass for both ends: runs every decoding step
+            low, high = (int(end) for end in torch.aminmax(input_ids))
+            if low < 0 or high >= vocab:
+                raise ValueError(
+                    f"token id {low if low < 0 else high} is outside the model's vocabulary of {vocab} "
+                    f"(ids 0..{vocab - 1}; does the tokenizer match model.vocab_size?)"
+                )
         x = self.tokens(input_ids)
         if self.scale != 1.0:  # skipping the no-op product saves a pass over (B, T, D) forward and backward
             x = x * self.scale
@@ -56,4 +57,4 @@ class TokenEmbedding(nn.Module):
         x = self.pos.embed(x, positions)
         if self.norm is not None:
             x = self.norm(x)
-        return self.dropout(x)
+        return self.dropout(x) if self.training and self.dropout.p > 0 else x

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.blocks.ffn import ACTIVATIONS
@@ -31,8 +32,8 @@ class LMHead(nn.Module):
         return self.tied_to[0].weight if self.tied_to is not None else self.proj.weight
 
     def forward(self, x: Tensor) -> Tensor:
-        logits = (x * self.scale) @ self.weight.t() if self.scale != 1.0 else x @ self.weight.t()
-        return logits + self.bias if self.bias is not None else logits
+        # F.linear is one fused product (+ bias) for any leading shape, where ``x @ w.t()`` reshapes around it
+        return F.linear(x * self.scale if self.scale != 1.0 else x, self.weight, self.bias)
 
 
 class MaskedLMHead(nn.Module):

@@ -53,8 +53,12 @@ class Residual(nn.Module):
 
     def forward(self, x: Tensor, call: Callable[[nn.Module, Tensor], Tensor]) -> Tensor:
         if self.norm_first:
-            return x + self.dropout(call(self.fn, self.norm(x)))
-        return self.norm(x + self.dropout(call(self.fn, x)))
+            return x + self._dropout(call(self.fn, self.norm(x)))
+        return self.norm(x + self._dropout(call(self.fn, x)))
+
+    def _dropout(self, y: Tensor) -> Tensor:
+        """Dropout only where it acts (training, p > 0): skipping the identity saves a call per token step."""
+        return self.dropout(y) if self.training and self.dropout.p > 0 else y
 
 
 def _attention(cfg: LayerConfig, cross: bool = False) -> MultiHeadAttention:

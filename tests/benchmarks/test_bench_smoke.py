@@ -1,0 +1,104 @@
+"""The benchmark suite at smoke-test sizes: the machinery runs and writes a well-formed table.
+
+No timing is asserted (the figures of a tiny run mean nothing); what must hold is the shape of the
+output: every row has every column, ratios are positive with min <= median <= max, plots are PNGs.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from benchmarks.common import Row, Settings, interleaved, peak_memory_mib, speedup
+from benchmarks.report import COLUMNS
+from benchmarks.run import main
+
+SECTIONS = ("train step", "generation", "attention", "mfu")
+
+
+def table_rows(markdown: str, header: str) -> list[list[str]]:
+    """The cells of the markdown table that starts with ``header``."""
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split(" | ")])
+    return rows
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("bench")
+    status = main(
+        [
+            "--tiny",
+            "--no-memory",
+            "--threads",
+            "1",
+            "--sections",
+            "train,generation,attention,mfu",
+            "--out",
+            str(out),
+        ]
+    )
+    assert status == 0
+    return out
+
+
+def test_results_table_is_well_formed(results: Path) -> None:
+    text = (results / "results.md").read_text(encoding="utf-8")
+    assert "torch.set_num_threads(1)" in text and "Machine: " in text
+    header, separator, *rows = table_rows(text, "| section |")
+    assert header == list(COLUMNS) and len(separator) == len(COLUMNS)
+    assert all(len(row) == len(COLUMNS) for row in rows)
+    assert {row[0] for row in rows} == set(SECTIONS)
+    assert all(row[8] and row[9].startswith("torch ") for row in rows)  # machine and versions on every row
+
+
+def test_ratios_are_positive_and_ordered(results: Path) -> None:
+    _, _, *rows = table_rows((results / "results.md").read_text(encoding="utf-8"), "| section |")
+    ratios = [row for row in rows if row[3].endswith("×")]
+    assert len(ratios) >= 8  # train step (5), generation (5), attention (2)
+    for row in ratios:
+        median = float(row[3].rstrip("×"))
+        assert median > 0, row
+        if row[4]:
+            low, high = (float(x.strip().rstrip("×")) for x in row[4].split("–"))
+            assert 0 < low <= median <= high, row
+
+
+def test_plots_are_png_files(results: Path) -> None:
+    plots = sorted((results / "plots").glob("*.png"))
+    assert {p.name for p in plots} == {"ratios.png", "attention_scaling.png", "generation.png"}
+    assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in plots)
+
+
+def test_interleaved_takes_turns_and_speedup_is_reference_over_ours() -> None:
+    calls: list[str] = []
+    times = interleaved({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, repeats=3, warmup=1)
+    assert calls == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-up, then the order flips every round
+    assert all(len(t) == 3 and min(t) >= 0 for t in times.values())
+    assert speedup({"ours": [1.0, 2.0, 4.0], "ref": [2.0, 3.0, 4.0]}, "ours", "ref") == (1.0, 1.5, 2.0)
+
+
+@pytest.mark.parametrize(
+    ("median", "higher", "met"),
+    [(1.4, True, True), (1.2, True, False), (2.0, False, True), (4.0, False, False)],
+)
+def test_target_direction(median: float, higher: bool, met: bool) -> None:
+    target = 1.35 if higher else 3.0
+    row = Row("s", "m", "c", median, median, median, "×", target=target, higher_is_better=higher)
+    assert row.met is met
+
+
+def test_peak_memory_grows_with_the_explicit_attention_weights() -> None:
+    """The explicit path keeps (1, 6, T, T) weights: at T=512 that is 6 MiB per copy, so peak RSS shows it."""
+    settings = Settings(size="tiny", threads=1)
+    fused = peak_memory_mib(settings, "attention", path="sdpa", seq_len=512)
+    explicit = peak_memory_mib(settings, "attention", path="explicit", seq_len=512)
+    if math.isnan(fused) or math.isnan(explicit):
+        pytest.skip("peak RSS is only measured on Linux (/proc/self/clear_refs)")
+    assert 0 < fused < explicit
