@@ -5,7 +5,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 
-def load_hf(path: str, **overrides):  # noqa: ANN201 - torch is imported lazily
+def load_hf(path: str, **overrides):
     """Load a local Hugging Face checkpoint directory into the matching attnlab model."""
     from attnlab.models.hf import load_hf as _load_hf
 

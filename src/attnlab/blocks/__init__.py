@@ -5,13 +5,35 @@ from attnlab.blocks.cache import AttentionCache, KVCache
 from attnlab.blocks.embedding import TokenEmbedding
 from attnlab.blocks.ffn import FeedForward
 from attnlab.blocks.heads import ClassificationHead, LMHead, MaskedLMHead
-from attnlab.blocks.layers import LayerConfig, TransformerLayer, TransformerStack, decoder_layer, encoder_layer
+from attnlab.blocks.layers import (
+    LayerConfig,
+    TransformerLayer,
+    TransformerStack,
+    decoder_layer,
+    encoder_layer,
+)
 from attnlab.blocks.norm import RMSNorm, build_norm
 from attnlab.blocks.positional import POSITIONAL_ENCODINGS, PositionalEncoding, build_positional
 
 __all__ = [
-    "POSITIONAL_ENCODINGS", "AttentionCache", "ClassificationHead", "FeedForward", "KVCache", "LMHead",
-    "LayerConfig", "MaskedLMHead", "MultiHeadAttention", "PositionalEncoding", "RMSNorm", "TokenEmbedding",
-    "TransformerLayer", "TransformerStack", "build_attention_mask", "build_norm", "build_positional",
-    "decoder_layer", "encoder_layer", "record_attention",
+    "POSITIONAL_ENCODINGS",
+    "AttentionCache",
+    "ClassificationHead",
+    "FeedForward",
+    "KVCache",
+    "LMHead",
+    "LayerConfig",
+    "MaskedLMHead",
+    "MultiHeadAttention",
+    "PositionalEncoding",
+    "RMSNorm",
+    "TokenEmbedding",
+    "TransformerLayer",
+    "TransformerStack",
+    "build_attention_mask",
+    "build_norm",
+    "build_positional",
+    "decoder_layer",
+    "encoder_layer",
+    "record_attention",
 ]

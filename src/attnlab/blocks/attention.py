@@ -114,7 +114,11 @@ class MultiHeadAttention(nn.Module):
         """
         if not self.cross:
             q, k, v = self.qkv_proj(x).split(self.split_sizes, dim=-1)
-            q, k, v = self._split(q, self.n_heads), self._split(k, self.n_kv_heads), self._split(v, self.n_kv_heads)
+            q, k, v = (
+                self._split(q, self.n_heads),
+                self._split(k, self.n_kv_heads),
+                self._split(v, self.n_kv_heads),
+            )
             k_pos = positions
             if pos is not None:
                 q, k = pos.rotate(q, k, positions, positions)
@@ -169,11 +173,19 @@ class MultiHeadAttention(nn.Module):
             is_causal = False
         if not self.record:
             return F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal, scale=self.scale,
+                q,
+                k,
+                v,
+                attn_mask=mask,
+                dropout_p=dropout,
+                is_causal=is_causal,
+                scale=self.scale,
                 enable_gqa=self.n_kv_heads != self.n_heads,
             )
         if is_causal:
-            mask = build_attention_mask(q_pos, k_pos, causal=True, key_padding_mask=None, bias=None, dtype=q.dtype)
+            mask = build_attention_mask(
+                q_pos, k_pos, causal=True, key_padding_mask=None, bias=None, dtype=q.dtype
+            )
         return self._explicit(q, k, v, mask, dropout)
 
     def _explicit(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout: float) -> Tensor:

@@ -18,7 +18,9 @@ FFN_ACTIVATIONS = tuple(ACTIVATIONS) + tuple(GATED)
 class FeedForward(nn.Module):
     """``fc_out(act(fc_in(x)))``, or ``fc_out(act(fc_gate(x)) * fc_in(x))`` for gated activations."""
 
-    def __init__(self, d_model: int, d_ff: int, activation: str = "gelu", bias: bool = True, dropout: float = 0.0):
+    def __init__(
+        self, d_model: int, d_ff: int, activation: str = "gelu", bias: bool = True, dropout: float = 0.0
+    ):
         super().__init__()
         if activation not in FFN_ACTIVATIONS:
             raise ValueError(
@@ -40,4 +42,4 @@ class FeedForward(nn.Module):
 
 def ffn_width(d_model: int, d_ff: int | None, ffn_mult: float) -> int:
     """``d_ff`` when given, else ``ffn_mult * d_model`` rounded to an integer."""
-    return int(d_ff) if d_ff else int(round(ffn_mult * d_model))
+    return int(d_ff) if d_ff else round(ffn_mult * d_model)

@@ -19,8 +19,15 @@ class LMHead(nn.Module):
     ``bias`` adds a logits bias (Marian's ``final_logits_bias``).
     """
 
-    def __init__(self, d_model: int, vocab_size: int, tied_to: nn.Embedding | None = None, *,
-                 bias: bool = False, scale: float = 1.0) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        vocab_size: int,
+        tied_to: nn.Embedding | None = None,
+        *,
+        bias: bool = False,
+        scale: float = 1.0,
+    ) -> None:
         super().__init__()
         self.tied_to = [tied_to] if tied_to is not None else None  # a list keeps it out of submodules
         self.proj = None if tied_to is not None else nn.Linear(d_model, vocab_size, bias=False)
@@ -39,9 +46,17 @@ class LMHead(nn.Module):
 class MaskedLMHead(nn.Module):
     """BERT's head: dense, activation, norm, then tied (or untied) projection to the vocabulary + bias."""
 
-    def __init__(self, d_model: int, vocab_size: int, tied_to: nn.Embedding | None, *,
-                 activation: str = "gelu", norm: str = "layernorm", norm_eps: float = 1e-12,
-                 norm_bias: bool = True) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        vocab_size: int,
+        tied_to: nn.Embedding | None,
+        *,
+        activation: str = "gelu",
+        norm: str = "layernorm",
+        norm_eps: float = 1e-12,
+        norm_bias: bool = True,
+    ) -> None:
         super().__init__()
         self.dense = nn.Linear(d_model, d_model)
         self.act = ACTIVATIONS[activation if activation in ACTIVATIONS else "gelu"]
@@ -69,11 +84,14 @@ def pool(hidden: Tensor, mask: Tensor | None, how: str) -> Tensor:
 class ClassificationHead(nn.Module):
     """Pool, then optionally BERT's pooler (dense + tanh), dropout and a linear classifier."""
 
-    def __init__(self, d_model: int, num_classes: int, pooling: str = "cls", hidden: bool = False,
-                 dropout: float = 0.0) -> None:
+    def __init__(
+        self, d_model: int, num_classes: int, pooling: str = "cls", hidden: bool = False, dropout: float = 0.0
+    ) -> None:
         super().__init__()
         if pooling not in POOLINGS:
-            raise ValueError(f"model.pooling={pooling!r} is not supported; choose one of {', '.join(POOLINGS)}")
+            raise ValueError(
+                f"model.pooling={pooling!r} is not supported; choose one of {', '.join(POOLINGS)}"
+            )
         self.pooling = pooling
         self.pre = nn.Sequential(nn.Linear(d_model, d_model), nn.Tanh()) if hidden else nn.Identity()
         self.dropout = nn.Dropout(dropout)

@@ -63,7 +63,12 @@ class Residual(nn.Module):
 
 def _attention(cfg: LayerConfig, cross: bool = False) -> MultiHeadAttention:
     return MultiHeadAttention(
-        cfg.d_model, cfg.n_heads, cfg.n_kv_heads, bias=cfg.bias, dropout=cfg.attn_dropout, scale=cfg.attn_scale,
+        cfg.d_model,
+        cfg.n_heads,
+        cfg.n_kv_heads,
+        bias=cfg.bias,
+        dropout=cfg.attn_dropout,
+        scale=cfg.attn_scale,
         cross=cross,
     )
 
@@ -101,8 +106,11 @@ class TransformerLayer(nn.Module):
             x = self.cross_attn(
                 x,
                 lambda attn, h: attn(
-                    h, memory, positions=positions,
-                    key_padding_mask=memory_padding_mask, cache=cross_cache,
+                    h,
+                    memory,
+                    positions=positions,
+                    key_padding_mask=memory_padding_mask,
+                    cache=cross_cache,
                 ),
             )
         return self.ffn(x, lambda ffn, h: ffn(h))
@@ -124,7 +132,9 @@ class TransformerStack(nn.Module):
     def __init__(self, cfg: LayerConfig, n_layers: int, cross_attention: bool, final_norm: bool) -> None:
         super().__init__()
         self.layers = nn.ModuleList(TransformerLayer(cfg, cross_attention) for _ in range(n_layers))
-        self.final_norm = build_norm(cfg.norm, cfg.d_model, cfg.norm_eps, cfg.norm_bias) if final_norm else None
+        self.final_norm = (
+            build_norm(cfg.norm, cfg.d_model, cfg.norm_eps, cfg.norm_bias) if final_norm else None
+        )
 
     def forward(
         self,

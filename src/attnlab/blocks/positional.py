@@ -62,7 +62,9 @@ class SinusoidalPositionalEncoding(PositionalEncoding):
     def table(self, positions: Tensor) -> Tensor:
         """Encodings for ``positions`` as a float32 tensor of shape (*positions.shape, D)."""
         # frequencies are computed here, not kept in a buffer that model.to(bfloat16) would round
-        exponents = torch.arange(0, self.d_model, 2, dtype=torch.float64, device=positions.device) / self.d_model
+        exponents = (
+            torch.arange(0, self.d_model, 2, dtype=torch.float64, device=positions.device) / self.d_model
+        )
         angles = positions.to(torch.float64).unsqueeze(-1) * self.base**-exponents
         sin, cos = angles.sin(), angles.cos()
         if self.layout == "concat":
@@ -112,7 +114,9 @@ class RotaryPositionalEncoding(PositionalEncoding):
 
     def inv_freq(self, device: torch.device) -> Tensor:
         """base^(-2i/hd) in float32, computed per call: a buffer would be rounded by model.to(bfloat16)."""
-        exponents = torch.arange(0, self.head_dim, 2, dtype=torch.int64, device=device).float() / self.head_dim
+        exponents = (
+            torch.arange(0, self.head_dim, 2, dtype=torch.int64, device=device).float() / self.head_dim
+        )
         return 1.0 / (self.base**exponents)
 
     def _cos_sin(self, positions: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
@@ -174,7 +178,9 @@ def relative_position_bucket(
 class RelativePositionBias(PositionalEncoding):
     """T5's learned bias per head and bucket of the key-minus-query offset (Raffel et al. 2020)."""
 
-    def __init__(self, n_heads: int, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True):
+    def __init__(
+        self, n_heads: int, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True
+    ):
         super().__init__()
         self.num_buckets = num_buckets
         self.max_distance = max_distance
@@ -212,4 +218,6 @@ def build_positional(
         return ALiBiPositionalEncoding(n_heads)
     if name == "relative":
         return RelativePositionBias(n_heads, num_buckets, max_distance, bidirectional=not causal)
-    raise ValueError(f"pos.name={name!r} is not a positional encoding; choose one of {', '.join(POSITIONAL_ENCODINGS)}")
+    raise ValueError(
+        f"pos.name={name!r} is not a positional encoding; choose one of {', '.join(POSITIONAL_ENCODINGS)}"
+    )

@@ -30,4 +30,12 @@ def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-__all__ = ["DecoderLM", "EncoderModel", "ModelConfig", "Seq2SeqModel", "ViT", "build_model", "count_parameters"]
+__all__ = [
+    "DecoderLM",
+    "EncoderModel",
+    "ModelConfig",
+    "Seq2SeqModel",
+    "ViT",
+    "build_model",
+    "count_parameters",
+]

@@ -38,8 +38,15 @@ def positional(cfg: ModelConfig, causal: bool, max_len: int | None = None) -> Po
     """The positional encoding named by ``cfg.pos``; ``causal`` selects T5's one-sided buckets."""
     p = cfg.pos
     return build_positional(
-        p.name, d_model=cfg.d_model, n_heads=cfg.n_heads, max_len=max_len or cfg.max_seq_len, causal=causal,
-        rope_base=p.rope_base, num_buckets=p.num_buckets, max_distance=p.max_distance, layout=p.layout,
+        p.name,
+        d_model=cfg.d_model,
+        n_heads=cfg.n_heads,
+        max_len=max_len or cfg.max_seq_len,
+        causal=causal,
+        rope_base=p.rope_base,
+        num_buckets=p.num_buckets,
+        max_distance=p.max_distance,
+        layout=p.layout,
     )
 
 

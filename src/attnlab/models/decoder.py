@@ -5,12 +5,17 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from attnlab.blocks.cache import KVCache
-from attnlab.blocks.heads import LMHead
 from attnlab.blocks.embedding import TokenEmbedding
+from attnlab.blocks.heads import LMHead
 from attnlab.blocks.layers import TransformerStack
 from attnlab.config import ModelConfig
 from attnlab.models.common import (
-    check_vocab, default_positions, has_final_norm, init_weights, layer_config, positional,
+    check_vocab,
+    default_positions,
+    has_final_norm,
+    init_weights,
+    layer_config,
+    positional,
 )
 
 
@@ -24,8 +29,13 @@ class DecoderLM(nn.Module):
         check_vocab(cfg)
         self.cfg = cfg
         self.embed = TokenEmbedding(
-            cfg.vocab_size, cfg.d_model, positional(cfg, causal=True), scale=cfg.embed_scale,
-            norm=cfg.norm if cfg.embed_norm else None, norm_eps=cfg.norm_eps, norm_bias=cfg.norm_bias,
+            cfg.vocab_size,
+            cfg.d_model,
+            positional(cfg, causal=True),
+            scale=cfg.embed_scale,
+            norm=cfg.norm if cfg.embed_norm else None,
+            norm_eps=cfg.norm_eps,
+            norm_bias=cfg.norm_bias,
             dropout=cfg.dropout,
         )
         self.stack = TransformerStack(layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg))
@@ -52,6 +62,7 @@ class DecoderLM(nn.Module):
         if positions is None:
             positions = default_positions(input_ids, cache.offset if cache is not None else 0)
         x = self.embed(input_ids, positions)
-        x = self.stack(x, positions=positions, pos=self.embed.pos, causal=True, padding_mask=attention_mask,
-                       cache=cache)
+        x = self.stack(
+            x, positions=positions, pos=self.embed.pos, causal=True, padding_mask=attention_mask, cache=cache
+        )
         return self.lm_head(x)

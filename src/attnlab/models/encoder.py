@@ -9,7 +9,12 @@ from attnlab.blocks.heads import ClassificationHead, MaskedLMHead
 from attnlab.blocks.layers import TransformerStack
 from attnlab.config import ModelConfig
 from attnlab.models.common import (
-    check_vocab, default_positions, has_final_norm, init_weights, layer_config, positional,
+    check_vocab,
+    default_positions,
+    has_final_norm,
+    init_weights,
+    layer_config,
+    positional,
 )
 
 
@@ -23,20 +28,35 @@ class EncoderModel(nn.Module):
         check_vocab(cfg)
         self.cfg = cfg
         self.embed = TokenEmbedding(
-            cfg.vocab_size, cfg.d_model, positional(cfg, causal=False), type_vocab_size=cfg.type_vocab_size,
-            scale=cfg.embed_scale, norm=cfg.norm if cfg.embed_norm else None, norm_eps=cfg.norm_eps,
-            norm_bias=cfg.norm_bias, dropout=cfg.dropout,
+            cfg.vocab_size,
+            cfg.d_model,
+            positional(cfg, causal=False),
+            type_vocab_size=cfg.type_vocab_size,
+            scale=cfg.embed_scale,
+            norm=cfg.norm if cfg.embed_norm else None,
+            norm_eps=cfg.norm_eps,
+            norm_bias=cfg.norm_bias,
+            dropout=cfg.dropout,
         )
         self.stack = TransformerStack(layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg))
         tied = self.embed.tokens if cfg.tie_embeddings else None
         self.mlm_head = (
-            MaskedLMHead(cfg.d_model, cfg.vocab_size, tied, activation=cfg.activation, norm=cfg.norm,
-                         norm_eps=cfg.norm_eps, norm_bias=cfg.norm_bias)
-            if cfg.mlm_head else None
+            MaskedLMHead(
+                cfg.d_model,
+                cfg.vocab_size,
+                tied,
+                activation=cfg.activation,
+                norm=cfg.norm,
+                norm_eps=cfg.norm_eps,
+                norm_bias=cfg.norm_bias,
+            )
+            if cfg.mlm_head
+            else None
         )
         self.cls_head = (
             ClassificationHead(cfg.d_model, cfg.num_classes, cfg.pooling, cfg.classifier_hidden, cfg.dropout)
-            if cfg.num_classes > 0 else None
+            if cfg.num_classes > 0
+            else None
         )
         init_weights(self, cfg.init_std, cfg.n_layers)
 

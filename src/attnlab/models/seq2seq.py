@@ -10,7 +10,12 @@ from attnlab.blocks.heads import LMHead
 from attnlab.blocks.layers import TransformerStack
 from attnlab.config import ModelConfig
 from attnlab.models.common import (
-    check_vocab, default_positions, has_final_norm, init_weights, layer_config, positional,
+    check_vocab,
+    default_positions,
+    has_final_norm,
+    init_weights,
+    layer_config,
+    positional,
 )
 
 
@@ -28,8 +33,13 @@ class Seq2SeqModel(nn.Module):
 
         def embedding(causal: bool) -> TokenEmbedding:
             return TokenEmbedding(
-                cfg.vocab_size, cfg.d_model, positional(cfg, causal=causal), scale=cfg.embed_scale,
-                norm=cfg.norm if cfg.embed_norm else None, norm_eps=cfg.norm_eps, norm_bias=cfg.norm_bias,
+                cfg.vocab_size,
+                cfg.d_model,
+                positional(cfg, causal=causal),
+                scale=cfg.embed_scale,
+                norm=cfg.norm if cfg.embed_norm else None,
+                norm_eps=cfg.norm_eps,
+                norm_bias=cfg.norm_bias,
                 dropout=cfg.dropout,
             )
 
@@ -69,8 +79,14 @@ class Seq2SeqModel(nn.Module):
         positions = default_positions(tgt_ids, cache.offset if cache is not None else 0)
         x = self.tgt_embed(tgt_ids, positions)
         x = self.decoder(
-            x, positions=positions, pos=self.tgt_embed.pos, causal=True, padding_mask=tgt_mask,
-            memory=memory, memory_padding_mask=src_mask, cache=cache,
+            x,
+            positions=positions,
+            pos=self.tgt_embed.pos,
+            causal=True,
+            padding_mask=tgt_mask,
+            memory=memory,
+            memory_padding_mask=src_mask,
+            cache=cache,
         )
         return self.lm_head(x)
 
