@@ -31,8 +31,22 @@ ARGS = [
 ]
 
 
+def wait_until_group_is_gone(pgid: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+
+
 def start_and_kill_after_first_checkpoint(cwd: Path, run_dir: Path) -> int:
-    """Start a run, SIGKILL it once its first last.ckpt exists; the step of the checkpoint left behind."""
+    """Start a run, SIGKILL it once its first last.ckpt exists; the step of the checkpoint left behind.
+
+    The whole process group is killed, as a scheduler or Ctrl-C would: a lone SIGKILL leaves wandb's
+    service process behind, holding the run id for a while, and the resume would find it "in use".
+    """
     env = {**os.environ, "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "attnlab.train", *ARGS, f"run_dir={run_dir}"],
@@ -41,13 +55,15 @@ def start_and_kill_after_first_checkpoint(cwd: Path, run_dir: Path) -> int:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
+        start_new_session=True,
     )
     last = run_dir / "checkpoints" / "last.ckpt"
     deadline = time.monotonic() + 300
     while not last.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
-    os.kill(proc.pid, signal.SIGKILL)
+    os.killpg(proc.pid, signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL, "the run ended before it could be killed"
+    wait_until_group_is_gone(proc.pid)
     return torch.load(last, map_location="cpu", weights_only=True)["global_step"]
 
 
