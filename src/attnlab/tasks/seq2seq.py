@@ -1,7 +1,7 @@
 """Sequence to sequence: teacher-forced cross-entropy; greedy-decoded exact match, BLEU and chrF.
 
 Training and the val/test losses use teacher forcing. At val/test, when a tokenizer is given
-and ``task.eval_decode`` is on, each batch is also decoded greedily with the KV cache and
+and ``task.eval_decode`` is on, each batch is also decoded greedily (``attnlab.generate.greedy_decode``) and
 scored against its references: exact match, and sacrebleu's corpus BLEU and chrF (0-100),
 whose sufficient statistics are summed in torchmetrics states so that they add up across processes.
 """
@@ -15,6 +15,7 @@ import torch
 from torch import Tensor, nn
 from torchmetrics import MeanMetric, Metric
 
+from attnlab.generate.seq2seq import greedy_decode
 from attnlab.tasks.base import TaskModule, Work, count_labels, token_hits
 from attnlab.tasks.callbacks import flops_per_token
 
@@ -51,40 +52,27 @@ class Seq2SeqTask(TaskModule):
         metrics["acc"].update(token_hits(logits, labels))
         if self.decodes:
             max_new = min(labels.shape[1] + 16, self.model.cfg.max_seq_len)
-            start = batch["tgt_in"][:, :1]
-            generated = self._greedy_decode(
-                batch["src_ids"], batch.get("src_mask"), start, max_new, self.tokenizer.eos_id
+            tok = self.tokenizer
+            hyps = greedy_decode(
+                self.model,
+                batch["src_ids"],
+                src_mask=batch.get("src_mask"),
+                bos_id=tok.bos_id,
+                eos_id=tok.eos_id,
+                max_new_tokens=max_new,
+                pad_id=tok.pad_id,
             )
-            self.score_decoded(generated, labels, metrics)
+            self.score_decoded(hyps, labels, metrics)
 
-    def score_decoded(self, generated: Tensor, labels: Tensor, metrics: nn.ModuleDict) -> None:
-        """Exact match of token sequences up to eos; BLEU and chrF of their decoded texts."""
+    def score_decoded(self, hyps: list[list[int]], labels: Tensor, metrics: nn.ModuleDict) -> None:
+        """Exact match of token sequences (each without its eos); BLEU and chrF of their decoded texts."""
         eos = self.tokenizer.eos_id
-        hyps = [_until(row, eos) for row in generated.tolist()]
         refs = [[t for t in _until(row, eos) if t != -100] for row in labels.tolist()]
         metrics["exact_match"].update(torch.tensor([float(h == r) for h, r in zip(hyps, refs)]))
         hyp_text = [self.tokenizer.decode(h) for h in hyps]
         ref_text = [self.tokenizer.decode(r) for r in refs]
         metrics["bleu"].update(hyp_text, ref_text)
         metrics["chrf"].update(hyp_text, ref_text)
-
-    @torch.no_grad()
-    def _greedy_decode(
-        self, src_ids: Tensor, src_mask: Tensor | None, start: Tensor, max_new: int, eos: int
-    ) -> Tensor:
-        """Greedy tokens (B, <= max_new) after ``start`` (B, 1); rows that ended repeat ``eos``."""
-        cache = self.model.new_cache()
-        memory = self.model.encode(src_ids, src_mask)
-        tokens, out = start, []
-        done = torch.zeros(start.shape[0], dtype=torch.bool, device=start.device)
-        for _ in range(max_new):
-            tokens = self.model.decode(tokens, memory, src_mask, cache=cache)[:, -1].argmax(-1, keepdim=True)
-            tokens = tokens.masked_fill(done.unsqueeze(1), eos)
-            out.append(tokens)
-            done |= tokens.squeeze(1) == eos
-            if bool(done.all()):
-                break
-        return torch.cat(out, dim=1)
 
     def batch_work(self, batch: dict[str, Tensor]) -> Work:
         """Encoder FLOPs over source tokens plus decoder FLOPs (self- and cross-attention) over target tokens."""
