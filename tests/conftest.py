@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -23,3 +24,10 @@ torch.set_num_threads(1)
 def seeded() -> None:
     """Seed torch before every test, so random models and inputs are the same on every run and in any order."""
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def no_inherited_wandb_service() -> Iterator[None]:
+    """An in-process wandb run exports WANDB_SERVICE; commands started by later tests must not share it."""
+    yield
+    os.environ.pop("WANDB_SERVICE", None)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from train_cli import TEXT, TINY, check, cli, csv_series, wandb_history, wandb_run
+from train_cli import TEXT, TINY, check, cli, cli_env, csv_series, wandb_history, wandb_run
 
 pytestmark = pytest.mark.slow
 STEPS = 24
@@ -47,7 +47,7 @@ def start_and_kill_after_first_checkpoint(cwd: Path, run_dir: Path) -> int:
     The whole process group is killed, as a scheduler or Ctrl-C would: a lone SIGKILL leaves wandb's
     service process behind, holding the run id for a while, and the resume would find it "in use".
     """
-    env = {**os.environ, "WANDB_MODE": "offline", "HF_HUB_OFFLINE": "1"}
+    env = cli_env(cwd)
     proc = subprocess.Popen(
         [sys.executable, "-m", "attnlab.train", *ARGS, f"run_dir={run_dir}"],
         cwd=cwd,

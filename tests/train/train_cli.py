@@ -31,10 +31,12 @@ TINY = [
 TEXT = ["data.seq_len=32"]  # shorter windows for the text corpus
 
 
-def cli(
-    args: list[str], cwd: Path, *, command: str = "train", timeout: float = 300
-) -> subprocess.CompletedProcess:
-    """``python -m attnlab.<command> *args`` in ``cwd``, offline, with the fault-injection helpers importable."""
+def cli_env(cwd: Path) -> dict[str, str]:
+    """The environment of a command run by a test: offline, its own wandb dirs, no inherited wandb service.
+
+    An in-process wandb run elsewhere in the session exports WANDB_SERVICE; a child that reused that
+    service would share its table of active run ids, so a killed run's id would stay "in use".
+    """
     env = dict(os.environ)
     env.update(
         WANDB_MODE="offline",
@@ -46,6 +48,15 @@ def cli(
         WANDB_DATA_DIR=str(cwd / ".wandb-data"),
     )
     env.pop("HYDRA_FULL_ERROR", None)
+    env.pop("WANDB_SERVICE", None)
+    return env
+
+
+def cli(
+    args: list[str], cwd: Path, *, command: str = "train", timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """``python -m attnlab.<command> *args`` in ``cwd``, offline, with the fault-injection helpers importable."""
+    env = cli_env(cwd)
     return subprocess.run(
         [sys.executable, "-m", f"attnlab.{command}", *args],
         cwd=cwd,
