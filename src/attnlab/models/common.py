@@ -50,6 +50,21 @@ def positional(cfg: ModelConfig, causal: bool, max_len: int | None = None) -> Po
     )
 
 
+def token_embedding(cfg: ModelConfig, causal: bool, type_vocab_size: int = 0) -> TokenEmbedding:
+    """Token embeddings with the configured positional encoding, scale, norm and dropout."""
+    return TokenEmbedding(
+        cfg.vocab_size,
+        cfg.d_model,
+        positional(cfg, causal=causal),
+        type_vocab_size=type_vocab_size,
+        scale=cfg.embed_scale,
+        norm=cfg.norm if cfg.embed_norm else None,
+        norm_eps=cfg.norm_eps,
+        norm_bias=cfg.norm_bias,
+        dropout=cfg.dropout,
+    )
+
+
 def has_final_norm(cfg: ModelConfig) -> bool:
     return cfg.norm_first if cfg.final_norm is None else cfg.final_norm
 

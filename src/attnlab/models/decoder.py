@@ -5,7 +5,6 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from attnlab.blocks.cache import KVCache
-from attnlab.blocks.embedding import TokenEmbedding
 from attnlab.blocks.heads import LMHead
 from attnlab.blocks.layers import TransformerStack
 from attnlab.config import ModelConfig
@@ -15,7 +14,7 @@ from attnlab.models.common import (
     has_final_norm,
     init_weights,
     layer_config,
-    positional,
+    token_embedding,
 )
 
 
@@ -28,16 +27,7 @@ class DecoderLM(nn.Module):
         super().__init__()
         check_vocab(cfg)
         self.cfg = cfg
-        self.embed = TokenEmbedding(
-            cfg.vocab_size,
-            cfg.d_model,
-            positional(cfg, causal=True),
-            scale=cfg.embed_scale,
-            norm=cfg.norm if cfg.embed_norm else None,
-            norm_eps=cfg.norm_eps,
-            norm_bias=cfg.norm_bias,
-            dropout=cfg.dropout,
-        )
+        self.embed = token_embedding(cfg, causal=True)
         self.stack = TransformerStack(layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg))
         tied = self.embed.tokens if cfg.tie_embeddings else None
         self.lm_head = LMHead(cfg.d_model, cfg.vocab_size, tied, bias=cfg.lm_head_bias)

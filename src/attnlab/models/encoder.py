@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from attnlab.blocks.embedding import TokenEmbedding
 from attnlab.blocks.heads import ClassificationHead, MaskedLMHead
 from attnlab.blocks.layers import TransformerStack
 from attnlab.config import ModelConfig
@@ -14,7 +13,7 @@ from attnlab.models.common import (
     has_final_norm,
     init_weights,
     layer_config,
-    positional,
+    token_embedding,
 )
 
 
@@ -27,17 +26,7 @@ class EncoderModel(nn.Module):
         super().__init__()
         check_vocab(cfg)
         self.cfg = cfg
-        self.embed = TokenEmbedding(
-            cfg.vocab_size,
-            cfg.d_model,
-            positional(cfg, causal=False),
-            type_vocab_size=cfg.type_vocab_size,
-            scale=cfg.embed_scale,
-            norm=cfg.norm if cfg.embed_norm else None,
-            norm_eps=cfg.norm_eps,
-            norm_bias=cfg.norm_bias,
-            dropout=cfg.dropout,
-        )
+        self.embed = token_embedding(cfg, causal=False, type_vocab_size=cfg.type_vocab_size)
         self.stack = TransformerStack(layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg))
         tied = self.embed.tokens if cfg.tie_embeddings else None
         self.mlm_head = (

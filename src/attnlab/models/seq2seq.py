@@ -5,7 +5,6 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from attnlab.blocks.cache import KVCache
-from attnlab.blocks.embedding import TokenEmbedding
 from attnlab.blocks.heads import LMHead
 from attnlab.blocks.layers import TransformerStack
 from attnlab.config import ModelConfig
@@ -15,7 +14,7 @@ from attnlab.models.common import (
     has_final_norm,
     init_weights,
     layer_config,
-    positional,
+    token_embedding,
 )
 
 
@@ -31,20 +30,8 @@ class Seq2SeqModel(nn.Module):
         layer = layer_config(cfg)
         n_dec = cfg.n_decoder_layers or cfg.n_layers
 
-        def embedding(causal: bool) -> TokenEmbedding:
-            return TokenEmbedding(
-                cfg.vocab_size,
-                cfg.d_model,
-                positional(cfg, causal=causal),
-                scale=cfg.embed_scale,
-                norm=cfg.norm if cfg.embed_norm else None,
-                norm_eps=cfg.norm_eps,
-                norm_bias=cfg.norm_bias,
-                dropout=cfg.dropout,
-            )
-
-        self.src_embed = embedding(causal=False)
-        self.tgt_embed = embedding(causal=True)
+        self.src_embed = token_embedding(cfg, causal=False)
+        self.tgt_embed = token_embedding(cfg, causal=True)
         if cfg.share_embeddings:
             self.tgt_embed.tokens = self.src_embed.tokens
         self.encoder = TransformerStack(layer, cfg.n_layers, False, has_final_norm(cfg))
