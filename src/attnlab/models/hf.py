@@ -253,11 +253,9 @@ def gpt2_weights(cfg: ModelConfig) -> Table:
     }
 
 
-def bert_config(c: dict, cls: str) -> ModelConfig:
-    _require(c, position_embedding_type="absolute", is_decoder=False, add_cross_attention=False)
-    return ModelConfig(
-        family="bert",
-        vocab_size=c["vocab_size"],
+def _bert_like_sizes(c: dict) -> dict[str, Any]:
+    """The fields BERT and ViT configs spell the same way: sizes, activation, LayerNorm, dropout."""
+    return dict(
         d_model=c["hidden_size"],
         n_layers=c["num_hidden_layers"],
         n_heads=c["num_attention_heads"],
@@ -265,10 +263,19 @@ def bert_config(c: dict, cls: str) -> ModelConfig:
         activation=_activation(c["hidden_act"]),
         norm="layernorm",
         norm_eps=c["layer_norm_eps"],
-        norm_first=False,
-        embed_norm=True,
         dropout=c["hidden_dropout_prob"],
         attn_dropout=c["attention_probs_dropout_prob"],
+    )
+
+
+def bert_config(c: dict, cls: str) -> ModelConfig:
+    _require(c, position_embedding_type="absolute", is_decoder=False, add_cross_attention=False)
+    return ModelConfig(
+        family="bert",
+        vocab_size=c["vocab_size"],
+        **_bert_like_sizes(c),
+        norm_first=False,
+        embed_norm=True,
         max_seq_len=c["max_position_embeddings"],
         tie_embeddings=c.get("tie_word_embeddings", True),
         type_vocab_size=c["type_vocab_size"],
@@ -327,16 +334,8 @@ def vit_config(c: dict, cls: str) -> ModelConfig:
         raise ValueError(f"image_size={image_size}, patch_size={patch_size}: attnlab's ViT takes square ints")
     return ModelConfig(
         family="vit",
-        d_model=c["hidden_size"],
-        n_layers=c["num_hidden_layers"],
-        n_heads=c["num_attention_heads"],
-        d_ff=c["intermediate_size"],
-        activation=_activation(c["hidden_act"]),
-        norm="layernorm",
-        norm_eps=c["layer_norm_eps"],
+        **_bert_like_sizes(c),
         norm_first=True,
-        dropout=c["hidden_dropout_prob"],
-        attn_dropout=c["attention_probs_dropout_prob"],
         image_size=image_size,
         patch_size=patch_size,
         channels=c["num_channels"],
