@@ -1,0 +1,92 @@
+"""Hugging Face checkpoints as attnlab models: GPT-2, BERT, ViT, Marian, T5, Llama and BLOOM.
+
+Each architecture is one module here with two small functions and a ``register`` call: one function
+reads its ``config.json`` into a ``ModelConfig``, one is a table saying where every attnlab module
+finds its tensors in the checkpoint. Tables use the checkpoint's on-disk names, which are stable
+across ``transformers`` versions. The machinery they share:
+
+    spec.py         how a table entry reads tensors (Same, Transposed, Fused, Tied, ...), table helpers
+    config_keys.py  helpers for reading config.json keys and refusing options attnlab cannot reproduce
+    convert.py      the registry, config lookup by ``model_type``, applying a table, the exactness checks
+    io.py           config.json and weight files (safetensors / .bin, single or sharded)
+
+Adding an architecture means one new module (its config function, its table, ``register(...)``)
+and its name in ``ARCHITECTURE_MODULES`` below, the one place that lists the modules. An explicit
+list rather than discovery with ``pkgutil``: the list's order is the order in which ``SUPPORTED``
+and every "unsupported architecture" message name the classes (GPT-2 first, as in docs/parity.md),
+where discovery would make it alphabetical; and a module missing from it is caught by a test.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from torch import nn
+
+from attnlab.config import ModelConfig
+from attnlab.models.hf.convert import (
+    ARCHITECTURES,
+    Architecture,
+    build,
+    convert_checkpoint,
+    hf_model_config,
+    register,
+    supported_classes,
+)
+from attnlab.models.hf.io import read_config, read_weights
+
+ARCHITECTURE_MODULES = ("gpt2", "bert", "vit", "marian", "t5", "llama", "bloom")
+for _name in ARCHITECTURE_MODULES:
+    importlib.import_module(f"{__name__}.{_name}")  # each architecture module registers itself
+
+SUPPORTED = supported_classes()
+
+
+def model_config_from_hf(path: str | Path, **overrides: Any) -> ModelConfig:
+    """The attnlab ModelConfig (family, sizes, options) of a local checkpoint; reads config.json only."""
+    path = Path(path)
+    return hf_model_config(read_config(path), where=str(path), **overrides)
+
+
+def load_hf(path: str | Path, **overrides: Any) -> nn.Module:
+    """Load a local Hugging Face checkpoint directory into the matching attnlab model, in eval mode.
+
+    ``overrides`` replace ModelConfig fields (e.g. ``dropout=0.0``, or ``num_classes=5`` to put a fresh
+    classifier on a pretrained encoder).
+    """
+    path = Path(path)
+    hf_config = read_config(path)
+    cfg, state = convert_checkpoint(hf_config, read_weights(path), where=str(path), **overrides)
+    return build(cfg, state)
+
+
+def from_transformers(hf_model: nn.Module, **overrides: Any) -> nn.Module:
+    """The attnlab twin of an in-memory ``transformers`` model (its weights copied), in eval mode."""
+    tensors = hf_model.state_dict()
+    try:  # transformers 5 renames some modules in memory; saving reverts that, and so do we
+        from transformers.core_model_loading import revert_weight_conversion
+    except ImportError:
+        pass
+    else:
+        tensors = revert_weight_conversion(hf_model, tensors)
+    name = type(hf_model).__name__
+    hf_config = {**hf_model.config.to_dict(), "architectures": [name]}
+    cfg, state = convert_checkpoint(hf_config, tensors, where=name, **overrides)
+    return build(cfg, state)
+
+
+__all__ = [
+    "ARCHITECTURES",
+    "ARCHITECTURE_MODULES",
+    "SUPPORTED",
+    "Architecture",
+    "convert_checkpoint",
+    "from_transformers",
+    "hf_model_config",
+    "load_hf",
+    "model_config_from_hf",
+    "read_weights",
+    "register",
+]

@@ -1,0 +1,100 @@
+"""BERT (``BertForMaskedLM``, ``BertModel``, ``BertForSequenceClassification``): a post-norm encoder.
+
+Token types, an embedding LayerNorm, an MLM head tied to the embeddings, a pooler before the
+classifier. ``bert_like_sizes`` and ``bert_layer`` serve ViT too, which spells them the same way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attnlab.config import ModelConfig, PosConfig
+from attnlab.models.hf.config_keys import activation, num_labels, require
+from attnlab.models.hf.convert import Architecture, register
+from attnlab.models.hf.spec import Raw, Table, Tied, attention, ffn, layers
+
+
+def bert_like_sizes(c: dict) -> dict[str, Any]:
+    """The fields BERT and ViT configs spell the same way: sizes, activation, LayerNorm, dropout."""
+    return dict(
+        d_model=c["hidden_size"],
+        n_layers=c["num_hidden_layers"],
+        n_heads=c["num_attention_heads"],
+        d_ff=c["intermediate_size"],
+        activation=activation(c["hidden_act"]),
+        norm="layernorm",
+        norm_eps=c["layer_norm_eps"],
+        dropout=c["hidden_dropout_prob"],
+        attn_dropout=c["attention_probs_dropout_prob"],
+    )
+
+
+def bert_config(c: dict, cls: str) -> ModelConfig:
+    require(c, position_embedding_type="absolute", is_decoder=False, add_cross_attention=False)
+    return ModelConfig(
+        family="bert",
+        vocab_size=c["vocab_size"],
+        **bert_like_sizes(c),
+        norm_first=False,
+        embed_norm=True,
+        max_seq_len=c["max_position_embeddings"],
+        tie_embeddings=c.get("tie_word_embeddings", True),
+        type_vocab_size=c["type_vocab_size"],
+        mlm_head=cls == "BertForMaskedLM",
+        num_classes=num_labels(c) if cls == "BertForSequenceClassification" else 0,
+        pooling="cls",
+        classifier_hidden=True,
+        pos=PosConfig("learned"),
+    )
+
+
+def bert_layer(i: int, attention_prefix: str) -> Table:
+    """A BERT-style layer (BERT, ViT): query/key/value under ``attention_prefix``, dense layers by role."""
+    p = f"encoder.layer.{i}."
+    return {
+        **attention(
+            "self_attn",
+            p,
+            f"{attention_prefix}.query",
+            f"{attention_prefix}.key",
+            f"{attention_prefix}.value",
+            "attention.output.dense",
+            p + "attention.output.LayerNorm",
+        ),
+        **ffn(p + "intermediate.dense", p + "output.dense", p + "output.LayerNorm"),
+    }
+
+
+def bert_weights(cfg: ModelConfig) -> Table:
+    table: Table = {
+        "embed.tokens": "embeddings.word_embeddings",
+        "embed.pos": "embeddings.position_embeddings",
+        "embed.segments": "embeddings.token_type_embeddings",
+        "embed.norm": "embeddings.LayerNorm",
+        **layers("stack.layers", cfg.n_layers, lambda i: bert_layer(i, "attention.self")),
+    }
+    if cfg.mlm_head:
+        table |= {
+            "mlm_head.dense": "cls.predictions.transform.dense",
+            "mlm_head.norm": "cls.predictions.transform.LayerNorm",
+            "mlm_head.decoder.bias": Raw("cls.predictions.bias"),
+        }
+        if cfg.tie_embeddings:
+            table["embed.tokens"] = Tied(("embeddings.word_embeddings", "cls.predictions.decoder"))
+        else:
+            table["mlm_head.decoder.proj.weight"] = Raw("cls.predictions.decoder.weight")
+    if cfg.num_classes:
+        table |= {"cls_head.pre.0": "pooler.dense", "cls_head.classifier": "classifier"}
+    return table
+
+
+register(
+    Architecture(
+        model_type="bert",
+        classes=("BertForMaskedLM", "BertModel", "BertForSequenceClassification"),
+        prefix="bert.",
+        config=bert_config,
+        weights=bert_weights,
+        ignore=(r"position_ids$", r"^pooler\.", r"^cls\.", r"^classifier\."),  # heads the config leaves out
+    )
+)

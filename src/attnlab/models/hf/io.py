@@ -1,0 +1,64 @@
+"""Reading a local Hugging Face checkpoint directory: its ``config.json`` and its weight files.
+
+Weights come as safetensors or a ``.bin`` (read with ``weights_only``, so a pickle cannot run code),
+in one file or sharded with an ``*.index.json``. Every failure names the file at fault.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+WEIGHT_FILES = (  # looked for in this order
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
+
+
+def read_config(path: Path) -> dict:
+    """The ``config.json`` of checkpoint directory ``path`` as a dict."""
+    if not path.is_dir():
+        raise FileNotFoundError(f"Hugging Face checkpoint directory {path} does not exist")
+    file = path / "config.json"
+    if not file.is_file():
+        raise FileNotFoundError(
+            f"{file} not found: a Hugging Face checkpoint directory needs its config.json"
+        )
+    try:
+        return json.loads(file.read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{file} is not valid JSON ({e})") from None
+
+
+def _read_file(file: Path) -> dict[str, Tensor]:
+    try:
+        if file.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            return load_file(file)
+        return torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as e:  # corrupt or foreign files: say which one
+        raise ValueError(f"{file}: cannot read weights ({e})") from e
+
+
+def read_weights(path: Path) -> dict[str, Tensor]:
+    """The tensors of a checkpoint directory: safetensors or ``.bin``, single file or sharded with an index."""
+    for name in WEIGHT_FILES:
+        file = path / name
+        if not file.is_file():
+            continue
+        if not name.endswith(".index.json"):
+            return _read_file(file)
+        shards = sorted(set(json.loads(file.read_text())["weight_map"].values()))
+        tensors: dict[str, Tensor] = {}
+        for shard in shards:
+            if not (path / shard).is_file():
+                raise FileNotFoundError(f"{path / shard} not found (listed in {file})")
+            tensors |= _read_file(path / shard)
+        return tensors
+    raise FileNotFoundError(f"no weights in {path}: expected one of {', '.join(WEIGHT_FILES)}")

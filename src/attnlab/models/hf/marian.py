@@ -1,0 +1,84 @@
+"""Marian (``MarianMTModel``): a post-norm encoder-decoder with concatenated sinusoidal positions.
+
+The encoder and decoder must agree on heads and FFN width (attnlab's seq2seq has one value of each);
+embeddings are shared between source and target unless the config says otherwise.
+"""
+
+from __future__ import annotations
+
+from attnlab.config import ModelConfig, PosConfig
+from attnlab.models.hf.config_keys import activation, require
+from attnlab.models.hf.convert import Architecture, register
+from attnlab.models.hf.spec import Raw, Table, Tied, attention, ffn, layers
+
+
+def marian_config(c: dict, cls: str) -> ModelConfig:
+    for enc, dec in (
+        ("encoder_attention_heads", "decoder_attention_heads"),
+        ("encoder_ffn_dim", "decoder_ffn_dim"),
+    ):
+        if c[enc] != c[dec]:
+            raise ValueError(f"{enc}={c[enc]} differs from {dec}={c[dec]}; attnlab's seq2seq uses one value")
+    require(c, decoder_vocab_size=c["vocab_size"])
+    return ModelConfig(
+        family="seq2seq",
+        vocab_size=c["vocab_size"],
+        d_model=c["d_model"],
+        n_layers=c["encoder_layers"],
+        n_decoder_layers=c["decoder_layers"],
+        n_heads=c["encoder_attention_heads"],
+        d_ff=c["encoder_ffn_dim"],
+        activation=activation(c["activation_function"]),
+        norm="layernorm",
+        norm_eps=1e-5,
+        norm_first=False,
+        dropout=c["dropout"],
+        attn_dropout=c["attention_dropout"],
+        ffn_dropout=c["activation_dropout"],
+        max_seq_len=c["max_position_embeddings"],
+        tie_embeddings=c.get("tie_word_embeddings", True),
+        embed_scale=c["scale_embedding"],
+        share_embeddings=c.get("share_encoder_decoder_embeddings", True),
+        lm_head_bias=True,
+        pos=PosConfig("sinusoidal", layout="concat"),
+    )
+
+
+def marian_weights(cfg: ModelConfig) -> Table:
+    def layer(stack: str, i: int) -> Table:
+        p = f"{stack}.layers.{i}."
+        names = ("q_proj", "k_proj", "v_proj", "out_proj")
+        cross = attention("cross_attn", p + "encoder_attn.", *names, p + "encoder_attn_layer_norm")
+        return {
+            **attention("self_attn", p + "self_attn.", *names, p + "self_attn_layer_norm"),
+            **(cross if stack == "decoder" else {}),
+            **ffn(p + "fc1", p + "fc2", p + "final_layer_norm"),
+        }
+
+    if cfg.share_embeddings:
+        src = tgt = ("shared", "encoder.embed_tokens", "decoder.embed_tokens")
+    else:
+        src, tgt = ("encoder.embed_tokens",), ("decoder.embed_tokens",)
+    head = {"lm_head.proj": "lm_head"}
+    if cfg.tie_embeddings:
+        tgt, head = (*tgt, "lm_head"), {}
+    return {
+        "src_embed.tokens": Tied(src),
+        "tgt_embed.tokens": Tied(tgt),
+        **head,
+        "lm_head.bias": Raw("final_logits_bias", squeeze=True),
+        **layers("encoder.layers", cfg.n_layers, lambda i: layer("encoder", i)),
+        **layers("decoder.layers", cfg.n_decoder_layers or cfg.n_layers, lambda i: layer("decoder", i)),
+    }
+
+
+register(
+    Architecture(
+        model_type="marian",
+        classes=("MarianMTModel",),
+        prefix="model.",
+        config=marian_config,
+        weights=marian_weights,
+        ignore=(r"embed_positions\.weight$",),  # fixed sinusoids: attnlab computes them
+    )
+)

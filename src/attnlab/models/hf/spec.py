@@ -1,0 +1,158 @@
+"""Weight tables: where each attnlab module finds its tensors in a Hugging Face checkpoint.
+
+A table maps an attnlab module name (or, for ``Raw``, a parameter name) to a spec. A plain string
+means "stored with our layout under this name"; the classes below say how to read anything else
+(transposed, fused, tied, per-head interleaved, a bare tensor). The helpers at the end build the
+pieces every architecture repeats: one entry per layer, an attention sublayer, a feed-forward one,
+token embeddings with their LM head.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from attnlab.config import ModelConfig
+
+
+class Checkpoint:
+    """A checkpoint's tensors by name, without the base-model prefix; remembers which were read."""
+
+    def __init__(self, tensors: Mapping[str, Tensor], prefix: str = "") -> None:
+        legacy = {".gamma": ".weight", ".beta": ".bias"}  # names of old TF-converted checkpoints
+        self.tensors = {}
+        for name, t in tensors.items():
+            name = name.removeprefix(prefix)
+            for old, new in legacy.items():
+                name = name[: -len(old)] + new if name.endswith(old) else name
+            self.tensors[name] = t
+        self.used: set[str] = set()
+
+    def tensor(self, name: str) -> Tensor | None:
+        self.used.add(name)
+        return self.tensors.get(name)
+
+    def module(self, name: str) -> dict[str, Tensor]:
+        """The ``weight`` and ``bias`` stored under ``name`` (those present)."""
+        found = {s: self.tensor(f"{name}.{s}") for s in ("weight", "bias")}
+        return {s: t for s, t in found.items() if t is not None}
+
+    def unused(self, ignore: tuple[str, ...]) -> list[str]:
+        """Tensors nothing read, bar those matching one of the ``ignore`` regexes."""
+        return sorted(
+            k for k in self.tensors if k not in self.used and not any(re.search(p, k) for p in ignore)
+        )
+
+
+@dataclass(frozen=True)
+class Same:
+    """A module stored with our layout (a plain string in a table means this)."""
+
+    name: str
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.name,)
+
+    def read(self, ckpt: Checkpoint) -> dict[str, Tensor]:
+        return ckpt.module(self.name)
+
+
+@dataclass(frozen=True)
+class Transposed(Same):
+    """GPT-2's Conv1D stores its weight as (in, out); ``nn.Linear`` wants (out, in)."""
+
+    def read(self, ckpt: Checkpoint) -> dict[str, Tensor]:
+        return {s: t.t() if s == "weight" else t for s, t in ckpt.module(self.name).items()}
+
+
+@dataclass(frozen=True)
+class PerHeadQKV(Same):
+    """BLOOM's fused rows are laid out (head, q/k/v, head_dim); ours are (q/k/v, head, head_dim)."""
+
+    n_heads: int = 1
+
+    def read(self, ckpt: Checkpoint) -> dict[str, Tensor]:
+        out = ckpt.module(self.name)
+        if any(t.shape[0] % (3 * self.n_heads) for t in out.values()):
+            return out  # cannot be split into heads: the shape check reports it
+        return {
+            s: t.unflatten(0, (self.n_heads, 3, -1)).transpose(0, 1).flatten(0, 2) for s, t in out.items()
+        }
+
+
+@dataclass(frozen=True)
+class Raw(Same):
+    """One bare tensor by its full name; ``squeeze`` drops a leading dimension of size 1."""
+
+    squeeze: bool = False
+
+    def read(self, ckpt: Checkpoint) -> dict[str, Tensor]:
+        t = ckpt.tensor(self.name)
+        if t is None:
+            return {}
+        return {"": t[0] if self.squeeze and t.dim() > 1 and t.shape[0] == 1 else t}
+
+
+@dataclass(frozen=True)
+class Fused:
+    """Separate projections stacked into one of ours (q, k, v -> qkv_proj; k, v -> kv_proj)."""
+
+    names: tuple[str, ...]
+
+    def read(self, ckpt: Checkpoint) -> dict[str, Tensor]:
+        parts = [ckpt.module(n) for n in self.names]
+        return {s: torch.cat([p[s] for p in parts]) for s in ("weight", "bias") if all(s in p for p in parts)}
+
+
+@dataclass(frozen=True)
+class Tied:
+    """A matrix stored under any of several tied names (checkpoints keep one); the rest are duplicates."""
+
+    names: tuple[str, ...]
+
+    def read(self, ckpt: Checkpoint) -> dict[str, Tensor]:
+        found = [ckpt.module(n) for n in self.names]  # reads all, so the duplicates count as used
+        return next(({"weight": f["weight"]} for f in found if "weight" in f), {})
+
+
+Spec = str | Same | Fused | Tied
+Table = dict[str, Spec]  # attnlab module (or, for Raw, parameter) name -> where it comes from
+
+
+def as_spec(spec: Spec) -> Same | Fused | Tied:
+    """A table entry as a spec object: a plain string is ``Same``."""
+    return Same(spec) if isinstance(spec, str) else spec
+
+
+# Table helpers: the pieces every architecture's table repeats
+
+
+def layers(ours: str, n: int, layer: Callable[[int], Table]) -> Table:
+    """The table of ``n`` layers, layer ``i`` under ``{ours}.{i}.``."""
+    return {f"{ours}.{i}.{k}": v for i in range(n) for k, v in layer(i).items()}
+
+
+def attention(sub: str, prefix: str, q: str, k: str, v: str, o: str, norm: str | None = None) -> Table:
+    """A self- (``sub="self_attn"``) or cross-attention sublayer from separate q, k, v, o projections."""
+    q, k, v, o = (prefix + n for n in (q, k, v, o))
+    proj = {"qkv_proj": Fused((q, k, v))} if sub == "self_attn" else {"q_proj": q, "kv_proj": Fused((k, v))}
+    table: Table = {f"{sub}.fn.{n}": s for n, s in {**proj, "out_proj": o}.items()}
+    return {**table, f"{sub}.norm": norm} if norm else table
+
+
+def ffn(fc_in: Spec, fc_out: Spec, norm: str, fc_gate: str | None = None) -> Table:
+    """A feed-forward sublayer: input, output and (for gated activations) gate projections, its norm."""
+    table: Table = {"ffn.fn.fc_in": fc_in, "ffn.fn.fc_out": fc_out, "ffn.norm": norm}
+    return {**table, "ffn.fn.fc_gate": fc_gate} if fc_gate else table
+
+
+def tokens_and_head(cfg: ModelConfig, ours: str, theirs: str, head: str = "lm_head") -> Table:
+    """Token embeddings and the LM head: one tied matrix, or two."""
+    if cfg.tie_embeddings:
+        return {ours: Tied((theirs, head))}
+    return {ours: theirs, "lm_head.proj": head}

@@ -1,0 +1,60 @@
+"""ViT (``ViTForImageClassification``, ``ViTModel``): a pre-norm encoder over image patches.
+
+Its config and layers are BERT's, spelled the same way (``bert.bert_like_sizes``, ``bert.bert_layer``),
+with the norms placed before each sublayer and a classifier on the class token.
+"""
+
+from __future__ import annotations
+
+from attnlab.config import ModelConfig, PosConfig
+from attnlab.models.hf.bert import bert_layer, bert_like_sizes
+from attnlab.models.hf.config_keys import num_labels, require
+from attnlab.models.hf.convert import Architecture, register
+from attnlab.models.hf.spec import Raw, Table, layers
+
+
+def vit_config(c: dict, cls: str) -> ModelConfig:
+    require(c, qkv_bias=True)
+    image_size, patch_size = c["image_size"], c["patch_size"]
+    if isinstance(image_size, list | tuple) or isinstance(patch_size, list | tuple):
+        raise ValueError(f"image_size={image_size}, patch_size={patch_size}: attnlab's ViT takes square ints")
+    return ModelConfig(
+        family="vit",
+        **bert_like_sizes(c),
+        norm_first=True,
+        image_size=image_size,
+        patch_size=patch_size,
+        channels=c["num_channels"],
+        num_classes=num_labels(c),
+        pooling="cls",
+        classifier_hidden=False,
+        pos=PosConfig("learned"),
+    )
+
+
+def vit_weights(cfg: ModelConfig) -> Table:
+    def layer(i: int) -> Table:
+        p = f"encoder.layer.{i}."
+        norms = {"self_attn.norm": p + "layernorm_before", "ffn.norm": p + "layernorm_after"}
+        return {**bert_layer(i, "attention.attention"), **norms}
+
+    return {
+        "patches.proj": "embeddings.patch_embeddings.projection",
+        "cls_token": Raw("embeddings.cls_token"),
+        "pos.weight": Raw("embeddings.position_embeddings", squeeze=True),
+        **layers("stack.layers", cfg.n_layers, layer),
+        "stack.final_norm": "layernorm",
+        "head.classifier": "classifier",
+    }
+
+
+register(
+    Architecture(
+        model_type="vit",
+        classes=("ViTForImageClassification", "ViTModel"),
+        prefix="vit.",
+        config=vit_config,
+        weights=vit_weights,
+        ignore=(r"^pooler\.",),
+    )
+)
