@@ -234,3 +234,16 @@ def test_heads_left_out_by_overrides(tmp_path: Path) -> None:
     save(CASES["BERT (masked LM)"][0](), tmp_path, "safetensors")
     model = attnlab.load_hf(tmp_path, mlm_head=False, num_classes=2)
     assert model.mlm_head is None and model.cls_head is not None
+
+
+def test_malformed_index_or_config_names_the_file(tmp_path: Path) -> None:
+    save(CASES["GPT-2"][0](), tmp_path, "sharded")
+    index = tmp_path / "model.safetensors.index.json"
+    for text, error in (("{broken", "JSONDecodeError"), ('{"metadata": {}}', "KeyError: 'weight_map'")):
+        index.write_text(text)
+        with pytest.raises(ValueError, match=rf"index\.json is not a weight index, .*\({error}"):
+            attnlab.load_hf(tmp_path)
+    (tmp_path / "config.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"config\.json must hold a JSON object, not a list$"):
+        model_config_from_hf(tmp_path)
+

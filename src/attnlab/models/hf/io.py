@@ -30,9 +30,24 @@ def read_config(path: Path) -> dict:
             f"{file} not found: a Hugging Face checkpoint directory needs its config.json"
         )
     try:
-        return json.loads(file.read_text())
+        config = json.loads(file.read_text())
     except json.JSONDecodeError as e:
         raise ValueError(f"{file} is not valid JSON ({e})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{file} must hold a JSON object, not a {type(config).__name__}")
+    return config
+
+
+def _shards(index: Path) -> list[str]:
+    """The weight files an ``*.index.json`` lists under ``weight_map`` (tensor name -> file)."""
+    try:
+        weight_map = json.loads(index.read_text())["weight_map"]
+        return sorted(set(weight_map.values()))
+    except (ValueError, LookupError, TypeError, AttributeError) as e:  # not JSON, or not an index
+        raise ValueError(
+            f"{index} is not a weight index, a JSON object whose 'weight_map' maps tensor names to "
+            f"files ({type(e).__name__}: {e})"
+        ) from None
 
 
 def _read_file(file: Path) -> dict[str, Tensor]:
@@ -54,9 +69,8 @@ def read_weights(path: Path) -> dict[str, Tensor]:
             continue
         if not name.endswith(".index.json"):
             return _read_file(file)
-        shards = sorted(set(json.loads(file.read_text())["weight_map"].values()))
         tensors: dict[str, Tensor] = {}
-        for shard in shards:
+        for shard in _shards(file):
             if not (path / shard).is_file():
                 raise FileNotFoundError(f"{path / shard} not found (listed in {file})")
             tensors |= _read_file(path / shard)
