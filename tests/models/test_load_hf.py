@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
+import pkgutil
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +16,8 @@ from safetensors.torch import load_file, save_file
 from test_hf_parity import CASES, TOL, diff, reference, transformers
 
 import attnlab
+import attnlab.models.hf as attnlab_hf
+import attnlab.models.hf.convert as hf_convert
 from attnlab.models.hf import model_config_from_hf
 
 
@@ -247,3 +251,28 @@ def test_malformed_index_or_config_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"config\.json must hold a JSON object, not a list$"):
         model_config_from_hf(tmp_path)
 
+
+def test_every_architecture_module_is_listed() -> None:
+    """A module missing from ARCHITECTURE_MODULES would never be imported, so never registered."""
+    machinery = {"config_keys", "convert", "io", "spec"}
+    modules = {m.name for m in pkgutil.iter_modules(attnlab_hf.__path__)}
+    assert modules - machinery == set(attnlab_hf.ARCHITECTURE_MODULES)
+
+
+@torch.no_grad()
+def test_a_registered_architecture_loads(gpt2_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adding an architecture is one register() call: lookup, loading and the error message follow."""
+    monkeypatch.setattr(hf_convert, "ARCHITECTURES", dict(hf_convert.ARCHITECTURES))
+    gpt2 = attnlab.load_hf(gpt2_dir)
+    copy = dataclasses.replace(attnlab_hf.ARCHITECTURES["gpt2"], model_type="gpt2-copy", classes=("CopyLM",))
+    attnlab_hf.register(copy)
+    edit_config(gpt2_dir, model_type="gpt2-copy", architectures=["CopyLM"])
+    model = attnlab.load_hf(gpt2_dir)
+    assert model.cfg == gpt2.cfg
+    ours, theirs = model.state_dict(), gpt2.state_dict()
+    assert ours.keys() == theirs.keys() and all(torch.equal(t, theirs[k]) for k, t in ours.items())
+    with pytest.raises(ValueError, match="model_type 'gpt2-copy' is registered twice"):
+        attnlab_hf.register(copy)
+    edit_config(gpt2_dir, model_type="gpt3", architectures=["GPT3"])
+    with pytest.raises(ValueError, match=r"attnlab loads GPT2LMHeadModel, .*, BloomModel, CopyLM$"):
+        attnlab.load_hf(gpt2_dir)
