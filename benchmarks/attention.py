@@ -35,8 +35,7 @@ def attention_step(module: MultiHeadAttention, seq_len: int) -> Callable[[], Non
 def memory_step(path: str, seq_len: int) -> Callable[[], None]:
     """One path alone, for ``benchmarks.memprobe``: ``sdpa`` or ``explicit``."""
     module = MultiHeadAttention(D_MODEL, N_HEADS)
-    if path == "explicit":
-        module.record = True  # what record_attention switches on, without its hooks
+    module.path = path  # "explicit" is what record_attention switches on, without its hooks
     return attention_step(module, seq_len)
 
 

@@ -22,11 +22,12 @@ import torch.nn.functional as F
 from hydra import compose, initialize_config_dir
 from pytorch_lightning.callbacks import ModelCheckpoint
 
-from attnlab.config import RunConfig, validate
+from attnlab.cli.app import config_dir, register_schemas
+from attnlab.schema.checks import validate
+from attnlab.schema.run import RunConfig
 from attnlab.tasks import build_task
 from attnlab.tasks.optim import configure_optimizers
 from attnlab.training.callbacks import build_callbacks
-from attnlab.training.cli import config_dir, register_schemas
 from attnlab.training.trainer import build_trainer
 from benchmarks import models
 from benchmarks.common import ROOT, Row, Settings

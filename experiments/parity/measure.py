@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "models")
 
 import test_hf_parity as parity
 
-from attnlab.config import ModelConfig
+from attnlab.schema.model import ModelConfig
 
 
 def describe(cfg: ModelConfig) -> str:

@@ -11,8 +11,8 @@ from torch import nn
 from attnlab.blocks.ffn import FeedForward, ffn_width
 from attnlab.blocks.layers import LayerConfig, Residual, TransformerLayer
 from attnlab.blocks.norm import RMSNorm, build_norm
-from attnlab.config import ModelConfig
 from attnlab.models.common import layer_config
+from attnlab.schema.model import ModelConfig
 
 ATOL = 1e-5
 

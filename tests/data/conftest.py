@@ -10,8 +10,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import pytest
 
-from attnlab.config import ModelConfig
-from attnlab.data import DataConfig, build_datamodule
+from attnlab.data import build_datamodule
+from attnlab.schema.data import DataConfig
+from attnlab.schema.model import ModelConfig
 
 FAMILY_TASK = {
     "text": ("gpt", "causal_lm"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from attnlab.config import ModelConfig
 from attnlab.models import build_model
+from attnlab.schema.model import ModelConfig
 
 TINY = {"d_model": 32, "n_layers": 1, "n_heads": 2, "max_seq_len": 64, "dropout": 0.0}
 

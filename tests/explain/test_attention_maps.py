@@ -68,7 +68,7 @@ def test_rollout_of_a_model_whose_attention_is_the_identity_is_the_identity(make
     """ALiBi with huge slopes puts -inf-like biases off the diagonal: every head attends to itself."""
     model = make_model("bert", "alibi")
     for layer in model.stack.layers:
-        assert layer.self_attn.fn.head_gate is None
+        assert layer.self_attn.fn.path == "sdpa"
     model.embed.pos.slopes.fill_(1e4)
     maps = attention_maps(model, {"input_ids": IDS[:1]})
     for weights in maps.values():

@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnlab.blocks.attention import MultiHeadAttention, record_attention
-from attnlab.config import FAMILIES, POSITIONAL_ENCODINGS, ModelConfig, PosConfig
 from attnlab.models import build_model
+from attnlab.schema.model import FAMILIES, POSITIONAL_ENCODINGS, ModelConfig, PosConfig
 
 VOCAB = 23
 TINY = ModelConfig(

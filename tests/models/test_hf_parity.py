@@ -15,8 +15,8 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from attnlab.config import ModelConfig
 from attnlab.models.hf import from_transformers
+from attnlab.schema.model import ModelConfig
 
 transformers = pytest.importorskip("transformers")
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from torch import nn
 
 from attnlab.blocks.heads import POOLINGS, pool
-from attnlab.config import POSITIONAL_ENCODINGS, ModelConfig, PosConfig
 from attnlab.models import build_model
+from attnlab.schema.model import POSITIONAL_ENCODINGS, ModelConfig, PosConfig
 
 ATOL = 1e-5
 VOCAB = 31

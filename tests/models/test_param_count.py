@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from attnlab.config import ModelConfig, PosConfig
 from attnlab.models import build_model, count_parameters
+from attnlab.schema.model import ModelConfig, PosConfig
 
 GATED = ("swiglu", "geglu", "geglu_tanh")  # two input projections each
 

@@ -6,8 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from attnlab.config import ModelConfig
 from attnlab.models import build_model
+from attnlab.schema.model import ModelConfig
 
 VOCAB = 16
 

@@ -12,9 +12,12 @@ import torch
 from pytorch_lightning.loggers import CSVLogger
 from torch.utils.data import DataLoader
 
+from attnlab.cli.checkpoint import load_task_from_checkpoint
 from attnlab.data.tokenizers import VocabTokenizer
-from attnlab.tasks import OptimConfig, TaskConfig, ThroughputLogger, build_task, load_task_from_checkpoint
-from attnlab.tasks.callbacks import measure_peak_flops, precision_dtype
+from attnlab.schema.task import OptimConfig, TaskConfig
+from attnlab.tasks import build_task
+from attnlab.training.callbacks import ThroughputLogger
+from attnlab.training.callbacks.throughput import measure_peak_flops, precision_dtype
 
 VOCAB = 16
 

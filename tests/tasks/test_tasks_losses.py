@@ -10,7 +10,8 @@ import torch
 
 from attnlab.data.tokenizers import VocabTokenizer
 from attnlab.models import count_parameters
-from attnlab.tasks import OptimConfig, TaskConfig, build_task
+from attnlab.schema.task import OptimConfig, TaskConfig
+from attnlab.tasks import build_task
 
 VOCAB = 16
 

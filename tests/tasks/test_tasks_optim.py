@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from attnlab.blocks.positional import LearnedPositionalEncoding, RelativePositionBias
-from attnlab.config import ModelConfig, PosConfig
-from attnlab.tasks import OptimConfig
+from attnlab.schema.model import ModelConfig, PosConfig
+from attnlab.schema.task import OptimConfig
 from attnlab.tasks.optim import configure_optimizers, param_groups
 
 FAMILY_SETUPS = [

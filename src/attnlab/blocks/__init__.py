@@ -1,6 +1,13 @@
 """Shared Transformer blocks: every model family is composed from these and nothing else."""
 
-from attnlab.blocks.attention import MultiHeadAttention, build_attention_mask, record_attention
+from attnlab.blocks.attention import (
+    ATTENTION_PATHS,
+    MultiHeadAttention,
+    attention_modules,
+    build_attention_mask,
+    record_attention,
+    use_attention_path,
+)
 from attnlab.blocks.cache import AttentionCache, KVCache
 from attnlab.blocks.embedding import TokenEmbedding
 from attnlab.blocks.ffn import FeedForward
@@ -16,6 +23,7 @@ from attnlab.blocks.norm import RMSNorm, build_norm
 from attnlab.blocks.positional import POSITIONAL_ENCODINGS, PositionalEncoding, build_positional
 
 __all__ = [
+    "ATTENTION_PATHS",
     "POSITIONAL_ENCODINGS",
     "AttentionCache",
     "ClassificationHead",
@@ -30,10 +38,12 @@ __all__ = [
     "TokenEmbedding",
     "TransformerLayer",
     "TransformerStack",
+    "attention_modules",
     "build_attention_mask",
     "build_norm",
     "build_positional",
     "decoder_layer",
     "encoder_layer",
     "record_attention",
+    "use_attention_path",
 ]

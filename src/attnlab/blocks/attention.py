@@ -1,8 +1,9 @@
 """Multi-head attention for self- and cross-attention, with one fused and one explicit path.
 
-The fused path calls ``scaled_dot_product_attention`` so PyTorch's flash/memory-efficient
-kernels run; the explicit path computes the softmax itself and is used when attention weights
-are asked for (``record_attention``), since the fused kernels do not return them.
+The fused path (``"sdpa"``, the default) calls ``scaled_dot_product_attention`` so PyTorch's
+flash/memory-efficient kernels run. The explicit path computes the softmax itself and passes the
+weights through a probe submodule (an identity), whose forward hooks can read them; the fused
+kernels do not return weights, so ``record_attention`` switches to it while it records.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from torch import Tensor, nn
 
 from attnlab.blocks.cache import AttentionCache
 from attnlab.blocks.positional import PositionalEncoding
+
+ATTENTION_PATHS = ("sdpa", "explicit")  # fused kernels; the softmax written out (its weights are probed)
 
 
 def build_attention_mask(
@@ -87,10 +90,9 @@ class MultiHeadAttention(nn.Module):
             self.kv_proj = nn.Linear(d_context or d_model, 2 * kv_dim, bias=bias)
         else:  # one matrix product for queries, keys and values
             self.qkv_proj = nn.Linear(d_model, q_dim + 2 * kv_dim, bias=bias)
-        self.out_proj = nn.Linear(n_heads * self.head_dim, d_model, bias=bias)
-        self.record = False  # set by record_attention(); then weights land in last_weights
-        self.last_weights: Tensor | None = None
-        self.head_gate: Tensor | None = None  # (n_heads,) multiplier per head, for head importance
+        self.out_proj = nn.Linear(n_heads * self.head_dim, d_model, bias=bias)  # input: heads concatenated
+        self.path = "sdpa"  # one of ATTENTION_PATHS; set for a whole model with use_attention_path()
+        self.weights_probe = nn.Identity()  # the explicit path passes its weights (B, H, Tq, Tk) through it
 
     def _split(self, x: Tensor, n: int) -> Tensor:
         b, t, _ = x.shape
@@ -144,8 +146,6 @@ class MultiHeadAttention(nn.Module):
                 f"({q.shape[0]}, {k.shape[2]}), one entry per cached and new token"
             )
         y = self._attend(q, k, v, positions, k_pos, causal, key_padding_mask, bias)
-        if self.head_gate is not None:
-            y = y * self.head_gate.view(1, -1, 1, 1).to(y.dtype)
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
         return self.out_proj(y)
 
@@ -171,7 +171,7 @@ class MultiHeadAttention(nn.Module):
                 q_pos, k_pos, causal=causal, key_padding_mask=key_padding_mask, bias=bias, dtype=q.dtype
             )
             is_causal = False
-        if not self.record:
+        if self.path == "sdpa":
             return F.scaled_dot_product_attention(
                 q,
                 k,
@@ -189,16 +189,36 @@ class MultiHeadAttention(nn.Module):
         return self._explicit(q, k, v, mask, dropout)
 
     def _explicit(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout: float) -> Tensor:
-        """Softmax attention written out, keeping the weights (B, H, Tq, Tk) in ``last_weights``."""
+        """Softmax attention written out; the weights (B, H, Tq, Tk) pass through ``weights_probe``."""
         groups = self.n_heads // self.n_kv_heads
         if groups > 1:
             k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
         scores = (q @ k.transpose(-2, -1)) * self.scale
         if mask is not None:
             scores = scores + mask
-        weights = scores.float().softmax(dim=-1).to(q.dtype)
-        self.last_weights = weights
+        weights = self.weights_probe(scores.float().softmax(dim=-1).to(q.dtype))
         return F.dropout(weights, p=dropout, training=dropout > 0) @ v
+
+
+def attention_modules(model: nn.Module) -> dict[str, MultiHeadAttention]:
+    """Every attention module of ``model`` by name, in the order the model runs them."""
+    return {name: m for name, m in model.named_modules() if isinstance(m, MultiHeadAttention)}
+
+
+@contextmanager
+def use_attention_path(model: nn.Module, path: str) -> Iterator[None]:
+    """Run every attention module of ``model`` on ``path`` (one of ATTENTION_PATHS) while the block runs."""
+    if path not in ATTENTION_PATHS:
+        raise ValueError(f"attention path {path!r} is not one of {', '.join(ATTENTION_PATHS)}")
+    modules = list(attention_modules(model).values())
+    previous = [m.path for m in modules]
+    for m in modules:
+        m.path = path
+    try:
+        yield
+    finally:
+        for m, p in zip(modules, previous):
+            m.path = p
 
 
 @contextmanager
@@ -209,18 +229,16 @@ def record_attention(model: nn.Module) -> Iterator[dict[str, Tensor]]:
     style, as in ``model.named_modules()``) to its weights (B, H, Tq, Tk). The explicit path runs
     while recording, so use it for inspection, not for speed.
     """
-    modules = {n: m for n, m in model.named_modules() if isinstance(m, MultiHeadAttention)}
     maps: dict[str, Tensor] = {}
 
     def keep(name: str):
-        return lambda mod, _inputs, _output: maps.__setitem__(name, mod.last_weights)
+        return lambda _probe, _inputs, weights: maps.__setitem__(name, weights)
 
-    hooks = [m.register_forward_hook(keep(n)) for n, m in modules.items()]
-    for m in modules.values():
-        m.record = True
+    modules = attention_modules(model)
+    hooks = [m.weights_probe.register_forward_hook(keep(n)) for n, m in modules.items()]
     try:
-        yield maps
+        with use_attention_path(model, "explicit"):
+            yield maps
     finally:
-        for m, h in zip(modules.values(), hooks):
-            m.record, m.last_weights = False, None
-            h.remove()
+        for hook in hooks:
+            hook.remove()

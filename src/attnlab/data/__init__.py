@@ -1,25 +1,18 @@
 """Data: tokenizers, loaders and Lightning DataModules, chosen by the ``data`` config group.
 
-Importing this package does not import torch: the schema and the compatibility table are needed
-for validation before anything heavy is loaded; ``build_datamodule`` imports the rest lazily.
+Importing this package does not import torch; ``build_datamodule`` imports the module of the chosen
+kind on use. The schema of the group and the family/task/kind table are in ``attnlab.schema.data``.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
-from attnlab.data.schema import (
-    ACCEPTED_KINDS,
-    DATA_KINDS,
-    DataConfig,
-    check_compatible,
-    compatible,
-    default_kind,
-    validate_data_config,
-)
+from attnlab.schema.data import DataConfig, check_compatible, validate_data_config
+from attnlab.schema.model import ModelConfig
 
 if TYPE_CHECKING:
-    from attnlab.config import ModelConfig
     from attnlab.data.module import AttnlabDataModule
 
 MODULES = {  # data.kind -> "module:class", imported on use
@@ -44,8 +37,6 @@ def build_datamodule(
     ``num_classes`` and ``pad_id`` (e.g. to size the model); the Trainer's own ``setup`` call is
     then a no-op. Build the Trainer with ``use_distributed_sampler=False``: the module shards ranks.
     """
-    import importlib
-
     validate_data_config(cfg)
     check_compatible(family, task, cfg.kind)
     module_name, class_name = MODULES[cfg.kind].split(":")
@@ -60,15 +51,4 @@ def load_tokenizer(path: str):
     return _load(path)
 
 
-__all__ = [
-    "ACCEPTED_KINDS",
-    "DATA_KINDS",
-    "MODULES",
-    "DataConfig",
-    "build_datamodule",
-    "check_compatible",
-    "compatible",
-    "default_kind",
-    "load_tokenizer",
-    "validate_data_config",
-]
+__all__ = ["MODULES", "build_datamodule", "load_tokenizer"]

@@ -18,11 +18,12 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
-from attnlab.config import ModelConfig
 from attnlab.data.sampling import ResumableSampler, seed_worker
-from attnlab.data.schema import DataConfig
 from attnlab.data.sources import load_hf
 from attnlab.data.tokenizers import Tokenizer
+from attnlab.schema.data import DataConfig
+from attnlab.schema.model import ModelConfig
+from attnlab.schema.rundir import LABELS_FILE
 
 
 class AttnlabDataModule(pl.LightningDataModule):
@@ -201,7 +202,7 @@ class AttnlabDataModule(pl.LightningDataModule):
             written.append(self.tokenizer.save(run_dir))
         if self.label_names is not None:
             run_dir.mkdir(parents=True, exist_ok=True)
-            path = run_dir / "labels.json"
+            path = run_dir / LABELS_FILE
             path.write_text(json.dumps(self.label_names, ensure_ascii=False, indent=1), encoding="utf-8")
             written.append(path)
         return written

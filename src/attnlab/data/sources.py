@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from attnlab.data.schema import DataConfig
+from attnlab.schema.data import DataConfig
 
 SPLITS = ("train", "val", "test")
 SPLIT_NAMES = {"train": ("train",), "val": ("val", "valid", "validation", "dev"), "test": ("test",)}

@@ -12,6 +12,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from pathlib import Path
 
+from attnlab.schema.rundir import TOKENIZER_FILE
+
 # name -> token text; trained tokenizers give them ids 0..6 in this order.
 SPECIAL_TOKENS: dict[str, str] = {
     "pad": "<pad>",
@@ -32,7 +34,7 @@ SPECIAL_ALIASES: dict[str, tuple[str, ...]] = {
     "cls": ("[CLS]", "<s>"),
     "sep": ("[SEP]", "</s>"),
 }
-FILE_NAME = "tokenizer.json"
+FILE_NAME = TOKENIZER_FILE
 VOCAB_FORMAT = "attnlab-vocab"
 
 

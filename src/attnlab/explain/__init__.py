@@ -1,35 +1,35 @@
 """Explaining model decisions: attention maps, rollout, gradient × input, head importance, pictures.
 
-The library functions take a model and a batch in the data layout; ``attnlab-explain`` (``main``,
-in ``attnlab.explain.cli``) runs them on a checkpoint and one input.
+A library: functions take a model and a batch in the data layout, and ask the model (its
+``logits``, ``input_embedding``, ``readout_positions``) what differs between families. No Lightning,
+no Hydra; matplotlib loads only when something is drawn. ``attnlab-explain`` (``attnlab.cli.explain``)
+runs them on a checkpoint and one input; the Lightning callback that logs attention maps during
+training is ``attnlab.training.callbacks.AttentionMapLogger``.
 """
 
-from attnlab.explain.attention import attention_maps, attention_rollout, map_label, self_attention_layers
+from attnlab.explain.attention import (
+    attention_maps,
+    attention_rollout,
+    map_label,
+    select_layers,
+    self_attention_layers,
+)
 from attnlab.explain.attribution import gradient_x_input, token_attribution
-from attnlab.explain.callback import AttentionMapLogger
-from attnlab.explain.head_importance import HeadImportance, head_gates, head_importance
+from attnlab.explain.head_importance import HeadImportance, example_losses, head_gates, head_importance
 from attnlab.explain.pipeline import Example, explain_to_folder
 
-
-def main() -> None:
-    """The ``attnlab-explain`` command (Hydra is imported only here)."""
-    from attnlab.explain.cli import main as cli_main
-
-    cli_main()
-
-
 __all__ = [
-    "AttentionMapLogger",
     "Example",
     "HeadImportance",
     "attention_maps",
     "attention_rollout",
+    "example_losses",
     "explain_to_folder",
     "gradient_x_input",
     "head_gates",
     "head_importance",
-    "main",
     "map_label",
+    "select_layers",
     "self_attention_layers",
     "token_attribution",
 ]

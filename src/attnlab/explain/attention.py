@@ -8,8 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.blocks.attention import record_attention
-from attnlab.explain.inputs import run_model
-from attnlab.generate.common import eval_mode
+from attnlab.models.common import eval_mode
 
 
 @torch.no_grad()
@@ -21,7 +20,7 @@ def attention_maps(model: nn.Module, batch: dict[str, Tensor]) -> dict[str, Tens
     return no weights.
     """
     with eval_mode(model), record_attention(model) as maps:
-        run_model(model, batch)
+        model.logits(batch)
     return {name: weights.float() for name, weights in maps.items()}
 
 
@@ -34,6 +33,19 @@ def map_label(name: str) -> str:
     stack = parts[i - 1] if i > 0 and parts[i - 1] != "stack" else ""
     kind = parts[i + 2].removesuffix("_attn") if len(parts) > i + 2 else ""
     return " ".join(p for p in (stack, "layer", parts[i + 1], kind) if p)
+
+
+def select_layers(names: list[str], layers: Sequence[int]) -> list[str]:
+    """The attention modules of the chosen layer indices (negative counts from the end) of each stack."""
+    by_stack: dict[str, list[str]] = {}
+    for name in names:
+        stack = name.split(".layers.")[0] + "|" + name.rsplit(".", 2)[-2]  # e.g. "decoder|cross_attn"
+        by_stack.setdefault(stack, []).append(name)
+    chosen = []
+    for group in by_stack.values():
+        wanted = {i % len(group) for i in layers if -len(group) <= i < len(group)}
+        chosen += [n for i, n in enumerate(group) if i in wanted]
+    return chosen
 
 
 def self_attention_layers(maps: dict[str, Tensor], stack: str = "stack") -> list[Tensor]:

@@ -12,8 +12,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor, nn
 
-from attnlab.explain.inputs import family, input_embedding, run_model
-from attnlab.generate.common import eval_mode
+from attnlab.models.common import eval_mode
 
 
 def gradient_x_input(score_fn: Callable[[], Tensor], embedding: nn.Module) -> Tensor:
@@ -41,39 +40,39 @@ def gradient_x_input(score_fn: Callable[[], Tensor], embedding: nn.Module) -> Te
     return (grad * captured[0]).sum(dim=-1).detach()
 
 
-def _last_positions(batch: dict[str, Tensor]) -> Tensor:
-    ids = batch["input_ids"]
-    mask = batch.get("attention_mask")
-    if mask is None:
-        return torch.full((ids.shape[0],), ids.shape[1] - 1, device=ids.device)
-    return mask.long().sum(dim=1) - 1  # right padding: the last real token
-
-
 def attribution_score(
     model: nn.Module, batch: dict[str, Tensor], target: Tensor | None, position: Tensor | None
 ) -> Tensor:
-    """The scores (B,) that attribution explains, family by family.
+    """The scores (B,) that attribution explains, read from the model's ``logits(batch)``.
 
-    gpt: the logit of ``target`` (default: the predicted token) after the last token; bert with a
-    classifier, and vit: the logit of class ``target`` (default: the predicted class); bert MLM: the
-    logit of ``target`` at ``position`` (B,); seq2seq: the log-likelihood of ``labels`` given the source.
+    Per-example logits (classifiers, ViT): the logit of class ``target`` (default: the predicted
+    class). Per-position logits: at ``position`` (B,), else at the model's readout position (gpt:
+    the last real token), the logit of ``target`` (default: the predicted token); where the model
+    has no readout position and none is given, the log-likelihood of ``labels`` (seq2seq: the
+    target given the source).
     """
-    logits = run_model(model, batch)
-    kind = family(model)
+    logits = model.logits(batch)
     rows = torch.arange(logits.shape[0], device=logits.device)
-    if kind == "seq2seq":
-        labels = batch["labels"]
-        logp = logits.float().log_softmax(dim=-1).gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-        return (logp * (labels != -100)).sum(dim=1)
-    if logits.dim() == 3:  # per-token logits: gpt, or bert's masked-LM head
-        if kind == "gpt":
-            position = _last_positions(batch)
-        elif position is None:
-            raise ValueError("masked-LM attribution needs the position (B,) of the token to explain")
+    if logits.dim() == 3:
+        position = position if position is not None else model.readout_positions(batch)
+        if position is None:
+            return _log_likelihood(logits, batch)
         logits = logits[rows, position]
     if target is None:
         target = logits.argmax(dim=-1)
     return logits[rows, target]
+
+
+def _log_likelihood(logits: Tensor, batch: dict[str, Tensor]) -> Tensor:
+    """Sum over positions of log p(label) (B,); labels of -100 are left out."""
+    labels = batch.get("labels")
+    if labels is None:
+        raise ValueError(
+            "masked-LM attribution needs the position (B,) of the token to explain; "
+            "a sequence output needs its labels (B, T)"
+        )
+    logp = logits.float().log_softmax(dim=-1).gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+    return (logp * (labels != -100)).sum(dim=1)
 
 
 def token_attribution(
@@ -89,5 +88,5 @@ def token_attribution(
     """
     with eval_mode(model):
         return gradient_x_input(
-            lambda: attribution_score(model, batch, target, position), input_embedding(model)
+            lambda: attribution_score(model, batch, target, position), model.input_embedding()
         )

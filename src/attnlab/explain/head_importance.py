@@ -1,9 +1,14 @@
 """Head importance (Michel et al. 2019, "Are Sixteen Heads Really Better than One?").
 
-Every head h gets a gate xi_h = 1 multiplying its output; its importance is the expected
-sensitivity of the loss to the gate, ``E_x |dL/d xi_h|``, estimated over batches of a validation
-set. A head whose output cannot reach the loss scores exactly 0. Scores can be normalised per
-layer (L2 over the heads of each module), as the paper does before comparing heads across layers.
+Every head h of every example b gets a gate xi_{b,h} = 1 multiplying its output; the head's
+importance is the expected sensitivity of an example's loss to its gate, ``E_x |dL_x/d xi_h|``,
+estimated over the examples of a validation set. The gates are not part of the attention block: a
+forward pre-hook on each attention's ``out_proj`` scales the head slices of its input (the heads'
+outputs concatenated, (B, T, H * head_dim)), so ``dL/d xi_{b,h} = sum_{t,d} x_{b,t,h,d} g_{b,t,h,d}``
+with ``g`` the gradient at that input. With the loss a sum over examples of each example's own loss,
+one backward pass gives every example's gate gradients exactly. A head whose output cannot reach the
+loss scores exactly 0. Scores can be normalised per layer (L2 over the heads of each module), as
+the paper does before comparing heads across layers.
 """
 
 from __future__ import annotations
@@ -13,11 +18,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.blocks.attention import MultiHeadAttention, attention_modules
 from attnlab.explain.attention import map_label
-from attnlab.explain.inputs import attention_modules, batch_loss
-from attnlab.generate.common import eval_mode, model_device
+from attnlab.models.common import eval_mode, model_device, need
 
 
 @dataclass
@@ -41,20 +47,54 @@ class HeadImportance:
         return "\n".join(lines)
 
 
+def _gate_hook(attn: MultiHeadAttention, scale: Tensor | None, gates: dict[str, Tensor], name: str):
+    """A pre-hook for ``attn.out_proj``: head h's slice of the input times ``scale[h]`` (if given) and
+    times a fresh gate of ones (B, H), kept in ``gates[name]``, that requires grad."""
+
+    def hook(_out_proj: nn.Module, args: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        x, *rest = args
+        b, t, _ = x.shape
+        heads = x.view(b, t, attn.n_heads, attn.head_dim)
+        gate = torch.ones(b, attn.n_heads, device=x.device, dtype=x.dtype, requires_grad=True)
+        gates[name] = gate
+        factor = gate if scale is None else gate * scale.to(x.dtype)
+        return ((heads * factor[:, None, :, None]).reshape(b, t, -1), *rest)
+
+    return hook
+
+
 @contextmanager
-def head_gates(model: nn.Module) -> Iterator[dict[str, Tensor]]:
-    """Give every attention module a gate of ones (requiring grad) while the block runs."""
-    modules = attention_modules(model)
-    device = model_device(model)
-    gates = {n: torch.ones(m.n_heads, device=device, requires_grad=True) for n, m in modules.items()}
-    previous = {n: m.head_gate for n, m in modules.items()}
-    for n, m in modules.items():
-        m.head_gate = gates[n]
+def head_gates(model: nn.Module, scales: dict[str, Tensor] | None = None) -> Iterator[dict[str, Tensor]]:
+    """Gate the heads of every attention module of ``model`` while the block runs.
+
+    Yields a dict that each forward pass fills with the gates (B, H) of ones of every module that
+    ran, by module name; ``torch.autograd.grad`` of a loss with respect to them gives each example's
+    gate gradients. ``scales`` ({module name: (H,)}) multiplies head outputs as well, e.g. 0 to mask a
+    head. The hooks are removed afterwards; the model keeps no state.
+    """
+    scales = scales or {}
+    gates: dict[str, Tensor] = {}
+    handles = [
+        attn.out_proj.register_forward_pre_hook(_gate_hook(attn, scales.get(name), gates, name))
+        for name, attn in attention_modules(model).items()
+    ]
     try:
         yield gates
     finally:
-        for n, m in modules.items():
-            m.head_gate = previous[n]
+        for handle in handles:
+            handle.remove()
+
+
+def example_losses(model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
+    """Each example's mean cross-entropy (B,) of the model's ``logits(batch)`` against ``batch["labels"]``
+    (-100 ignored): per token for per-position logits, per example for class logits."""
+    need(batch, "labels")
+    logits, labels = model.logits(batch), batch["labels"]
+    losses = F.cross_entropy(logits.transpose(1, -1), labels, ignore_index=-100, reduction="none")
+    if losses.dim() == 1:
+        return losses
+    counts = (labels != -100).sum(dim=1).clamp(min=1)
+    return losses.sum(dim=1) / counts
 
 
 def head_importance(
@@ -65,30 +105,39 @@ def head_importance(
     max_batches: int | None = None,
     normalize: bool = True,
 ) -> HeadImportance:
-    """Mean over batches of ``|dL/d gate|`` for every head; ``loss_fn(batch)`` defaults to cross-entropy.
+    """Mean over examples of ``|dL_x/d gate|`` for every head; ``loss_fn(batch)`` gives each example's
+    loss (B,), by default its mean token cross-entropy (``example_losses``).
 
     ``normalize`` divides each module's row by its L2 norm. Parameters get no gradients.
     """
-    loss_fn = loss_fn or (lambda batch: batch_loss(model, batch))
+    loss_fn = loss_fn or (lambda batch: example_losses(model, batch))
     device = model_device(model)
-    total, seen = None, 0
+    modules = attention_modules(model)
+    if not modules:
+        raise ValueError(f"{type(model).__name__} has no attention modules to score")
+    totals = {name: torch.zeros(m.n_heads, dtype=torch.float64) for name, m in modules.items()}
+    examples = seen = 0
     with eval_mode(model), head_gates(model) as gates, torch.enable_grad():
-        names = list(gates)
-        if not names:
-            raise ValueError(f"{type(model).__name__} has no attention modules to score")
         for batch in batches:
             if max_batches is not None and seen >= max_batches:
                 break
             batch = {k: v.to(device) if isinstance(v, Tensor) else v for k, v in batch.items()}
-            grads = torch.autograd.grad(loss_fn(batch), [gates[n] for n in names], allow_unused=True)
-            scores = torch.stack(
-                [g.abs() if g is not None else torch.zeros_like(gates[n]) for g, n in zip(grads, names)]
-            )
-            total = scores if total is None else total + scores
+            gates.clear()
+            losses = loss_fn(batch)
+            if losses.dim() != 1:
+                raise ValueError(
+                    f"loss_fn must give one loss per example (B,), got shape {tuple(losses.shape)}"
+                )
+            ran = [name for name in modules if name in gates]
+            grads = torch.autograd.grad(losses.sum(), [gates[n] for n in ran], allow_unused=True)
+            for name, grad in zip(ran, grads):
+                if grad is not None:  # None: no head of the module reaches the loss
+                    totals[name] += grad.detach().abs().sum(dim=0).double().cpu()
+            examples += losses.shape[0]
             seen += 1
-    if total is None:
+    if seen == 0:
         raise ValueError("head_importance got no batches: give at least one validation batch")
-    scores = total / seen
+    scores = (torch.stack(list(totals.values())) / examples).float()
     if normalize:
         scores = scores / scores.norm(dim=1, keepdim=True).clamp(min=1e-20)
-    return HeadImportance(names, scores.detach().cpu())
+    return HeadImportance(list(modules), scores)

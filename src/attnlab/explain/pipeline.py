@@ -2,6 +2,7 @@
 
 ``explain_to_folder`` takes a model and one prepared ``Example`` (the batch in the data layout plus
 what is needed to label the pictures) and writes PNGs and the page that shows them together.
+matplotlib is imported by the functions that draw, so importing ``attnlab.explain`` does not load it.
 """
 
 from __future__ import annotations
@@ -16,18 +17,15 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from attnlab.explain.attention import attention_maps, attention_rollout, map_label, self_attention_layers
-from attnlab.explain.attribution import token_attribution
-from attnlab.explain.callback import select_layers
-from attnlab.explain.head_importance import HeadImportance, head_importance
-from attnlab.explain.inputs import family
-from attnlab.explain.plots import (
-    attention_figure,
-    head_importance_figure,
-    image_overlay_figure,
-    save_figure,
-    token_scores_figure,
+from attnlab.explain.attention import (
+    attention_maps,
+    attention_rollout,
+    map_label,
+    select_layers,
+    self_attention_layers,
 )
+from attnlab.explain.attribution import token_attribution
+from attnlab.explain.head_importance import HeadImportance, head_importance
 from attnlab.explain.report import Section, scored_tokens_html, table_html, write_report
 
 
@@ -49,20 +47,17 @@ class Example:
     description: str = ""
 
 
-def focus_row(model: nn.Module, rollout: Tensor, focus: int | None) -> Tensor:
+def focus_row(model: nn.Module, example: Example, rollout: Tensor) -> Tensor:
     """The rollout row (T,) of the position whose output is explained.
 
-    gpt: the last token; MLM: ``focus``; a classifier (bert, vit) pooling ``cls``: the first token,
-    other poolings and the seq2seq encoder: the mean over positions.
+    ``example.focus`` (a masked position), else the model's readout position (gpt: the last token; a
+    classifier pooling ``cls``: the first), else the mean over positions (other poolings, the seq2seq
+    encoder).
     """
-    kind, cfg = family(model), model.cfg
-    if focus is not None:
-        return rollout[focus]
-    if kind == "gpt":
-        return rollout[-1]
-    if kind in ("bert", "vit") and cfg.pooling == "cls":
-        return rollout[0]
-    return rollout.mean(dim=0)
+    if example.focus is not None:
+        return rollout[example.focus]
+    readout = model.readout_positions(example.batch)
+    return rollout[int(readout[0])] if readout is not None else rollout.mean(dim=0)
 
 
 def _axis_labels(name: str, example: Example) -> tuple[list[str] | None, list[str] | None]:
@@ -86,6 +81,8 @@ def write_attention_maps(
     heads: Sequence[int] | None,
 ) -> list[str]:
     """One PNG per selected attention module (all heads, or ``heads``); returns their relative paths."""
+    from attnlab.explain.plots import attention_figure, save_figure
+
     written = []
     for name in select_layers(list(maps), layers):
         weights = maps[name][0]
@@ -112,6 +109,8 @@ def write_attention_maps(
 
 def write_head_importance(result: HeadImportance, folder: Path) -> Section:
     """``head_importance.png`` and ``head_importance.csv``, and the page section showing them."""
+    from attnlab.explain.plots import head_importance_figure, save_figure
+
     save_figure(head_importance_figure(result.scores, result.labels), folder / "head_importance.png")
     header = ["module", *[f"head {h}" for h in range(result.scores.shape[1])]]
     rows = [[label, *[f"{v:.4f}" for v in row]] for label, row in zip(result.labels, result.scores.tolist())]
@@ -133,6 +132,8 @@ def image_section(
     model: nn.Module, example: Example, row: Tensor, attribution: Tensor, folder: Path
 ) -> Section:
     """``image.png``: the ViT input with rollout and attribution laid over its patches."""
+    from attnlab.explain.plots import image_overlay_figure, save_figure
+
     image = example.image if example.image is not None else example.batch["pixel_values"][0]
     grids = {
         "attention rollout": _patch_grid(row, model),
@@ -146,6 +147,8 @@ def token_sections(
     example: Example, rollout: Tensor, row: Tensor, attribution: Tensor, folder: Path
 ) -> list[Section]:
     """``tokens.png`` (rollout and attribution over the input tokens) and ``rollout.png`` (the matrix)."""
+    from attnlab.explain.plots import attention_figure, save_figure, token_scores_figure
+
     tokens = example.tokens or [str(i) for i in range(rollout.shape[0])]
     save_figure(
         token_scores_figure(tokens, {"rollout": row, "grad × input": attribution}), folder / "tokens.png"
@@ -181,16 +184,15 @@ def explain_to_folder(
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    kind = family(model)
     sections = [Section("Prediction", example.description)] if example.description else []
 
     maps = attention_maps(model, example.batch)
     np.savez_compressed(folder / "attention_weights.npz", **{n: w[0].cpu().numpy() for n, w in maps.items()})
-    rollout = attention_rollout(self_attention_layers(maps, "encoder" if kind == "seq2seq" else "stack"))[0]
-    row = focus_row(model, rollout, example.focus)
+    rollout = attention_rollout(self_attention_layers(maps, model.input_stack))[0]
+    row = focus_row(model, example, rollout)
     position = torch.tensor([example.focus]) if example.focus is not None else None
     attribution = token_attribution(model, example.batch, position=position)[0].cpu()
-    if kind == "vit":
+    if model.input_kind == "images":
         sections.append(image_section(model, example, row, attribution, folder))
     else:
         sections += token_sections(example, rollout, row, attribution, folder)

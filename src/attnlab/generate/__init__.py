@@ -3,13 +3,7 @@ greedy and beam search (encoder-decoder), fill-mask and class probabilities (enc
 
 from attnlab.generate.common import pad_batch
 from attnlab.generate.decoder import generate
-from attnlab.generate.encoder import (
-    MaskFill,
-    class_probabilities,
-    fill_mask,
-    image_probabilities,
-    load_images,
-)
+from attnlab.generate.encoder import MaskFill, class_probabilities, fill_mask, image_probabilities
 from attnlab.generate.seq2seq import Hypothesis, beam_search, greedy_decode
 
 __all__ = [
@@ -21,6 +15,5 @@ __all__ = [
     "generate",
     "greedy_decode",
     "image_probabilities",
-    "load_images",
     "pad_batch",
 ]

@@ -1,27 +1,11 @@
-"""Small helpers shared by the generation functions: padding lists of ids, eval mode, device."""
+"""Padding lists of token ids into a batch: what the generation functions share."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 import torch
-from torch import Tensor, nn
-
-
-def model_device(model: nn.Module) -> torch.device:
-    return next(model.parameters()).device
-
-
-@contextmanager
-def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
-    """Run with dropout off, then restore the model's training flag."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield model
-    finally:
-        model.train(was_training)
+from torch import Tensor
 
 
 def _check_nonempty(seqs: Sequence[Sequence[int]], what: str) -> None:

@@ -12,8 +12,10 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from attnlab.generate.common import eval_mode, model_device, pad_batch
+from attnlab.generate.common import pad_batch
 from attnlab.generate.sampling import check_sampling_args, next_token, penalize_repetition
+from attnlab.models.common import eval_mode, model_device
+from attnlab.models.decoder import DecoderLM
 
 Prompts = Tensor | Sequence[Sequence[int]]
 
@@ -42,15 +44,15 @@ def _as_batch(
 
 
 def _check_model(model: nn.Module, prompt_len: int, max_new_tokens: int) -> None:
-    cfg = getattr(model, "cfg", None)
-    if cfg is None or cfg.family != "gpt":
-        family = getattr(cfg, "family", type(model).__name__)
+    if not isinstance(getattr(model, "_orig_mod", model), DecoderLM):  # torch.compile wraps it
+        family = getattr(model, "family", type(model).__name__)
         raise ValueError(
             f"generate() needs a decoder-only model (family 'gpt'), got {family!r}; "
             "for family 'seq2seq' use attnlab.generate.greedy_decode or beam_search"
         )
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens={max_new_tokens} must be at least 1")
+    cfg = model.cfg
     if cfg.pos.name == "learned" and prompt_len + max_new_tokens > cfg.max_seq_len:
         raise ValueError(
             f"prompt length {prompt_len} + max_new_tokens={max_new_tokens} exceeds model.max_seq_len="

@@ -15,7 +15,9 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.blocks.cache import KVCache
-from attnlab.generate.common import eval_mode, model_device, pad_batch
+from attnlab.generate.common import pad_batch
+from attnlab.models.common import eval_mode, model_device
+from attnlab.models.seq2seq import greedy_tokens, next_log_probs
 
 Sources = Tensor | Sequence[Sequence[int]]
 
@@ -31,9 +33,8 @@ class Hypothesis:
 def _sources(
     model: nn.Module, src: Sources, src_mask: Tensor | None, pad_id: int
 ) -> tuple[Tensor, Tensor | None]:
-    cfg = getattr(model, "cfg", None)
-    if cfg is None or cfg.family != "seq2seq":
-        family = getattr(cfg, "family", type(model).__name__)
+    if not all(hasattr(model, name) for name in ("encode", "decode", "new_cache")):
+        family = getattr(model, "family", type(model).__name__)
         raise ValueError(
             f"greedy_decode/beam_search need an encoder-decoder (family 'seq2seq'), got {family!r}"
         )
@@ -55,11 +56,7 @@ def _step(
     model: nn.Module, tokens: Tensor, t: int, memory: Tensor, src_mask: Tensor | None, cache: KVCache | None
 ) -> Tensor:
     """Log-probabilities (B, V) of the token after ``tokens[:, :t]``."""
-    if cache is not None:
-        logits = model.decode(tokens[:, t - 1 : t], memory, src_mask, cache=cache)
-    else:
-        logits = model.decode(tokens[:, :t], memory, src_mask)
-    return logits[:, -1].float().log_softmax(dim=-1)
+    return next_log_probs(model, tokens[:, :t], memory, src_mask, cache)
 
 
 @torch.inference_mode()
@@ -78,20 +75,16 @@ def greedy_decode(
     _check(max_new_tokens)
     src_ids, src_mask = _sources(model, src, src_mask, pad_id)
     with eval_mode(model):
-        memory = model.encode(src_ids, src_mask)
-        batch = src_ids.shape[0]
-        tokens = torch.full((batch, max_new_tokens + 1), pad_id, dtype=torch.long, device=src_ids.device)
-        tokens[:, 0] = bos_id
-        finished = torch.zeros(batch, dtype=torch.bool, device=src_ids.device)
-        cache = model.new_cache() if use_cache else None
-        for t in range(1, max_new_tokens + 1):
-            token = _step(model, tokens, t, memory, src_mask, cache).argmax(dim=-1)
-            tokens[:, t] = token.masked_fill(finished, pad_id)
-            finished |= token == eos_id
-            if bool(finished.all()):
-                break
-    rows = tokens[:, 1:].tolist()
-    return [row[: row.index(eos_id)] if eos_id in row else row for row in rows]
+        return greedy_tokens(
+            model,
+            src_ids,
+            src_mask,
+            bos_id=bos_id,
+            eos_id=eos_id,
+            max_new_tokens=max_new_tokens,
+            pad_id=pad_id,
+            use_cache=use_cache,
+        )
 
 
 class _Finished:

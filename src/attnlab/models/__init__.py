@@ -1,24 +1,22 @@
-"""Model families: builders that compose the shared blocks."""
+"""Model families: builders that compose the shared blocks, and the table from family name to model class."""
 
 from __future__ import annotations
 
 from torch import nn
 
-from attnlab.config import FAMILIES, ModelConfig
+from attnlab.models.common import FamilyModel
 from attnlab.models.decoder import DecoderLM
 from attnlab.models.encoder import EncoderModel
 from attnlab.models.seq2seq import Seq2SeqModel
 from attnlab.models.vit import ViT
+from attnlab.schema.model import FAMILIES, ModelConfig
 
-MODEL_CLASSES: dict[str, type[nn.Module]] = {
-    "gpt": DecoderLM,
-    "bert": EncoderModel,
-    "seq2seq": Seq2SeqModel,
-    "vit": ViT,
+MODEL_CLASSES: dict[str, type[FamilyModel]] = {
+    cls.family: cls for cls in (DecoderLM, EncoderModel, Seq2SeqModel, ViT)
 }
 
 
-def build_model(cfg: ModelConfig) -> nn.Module:
+def build_model(cfg: ModelConfig) -> FamilyModel:
     """The model of family ``cfg.family`` built from the shared blocks."""
     if cfg.family not in MODEL_CLASSES:
         raise ValueError(f"model.family={cfg.family!r} is not a family; choose one of {', '.join(FAMILIES)}")
@@ -31,8 +29,10 @@ def count_parameters(model: nn.Module) -> int:
 
 
 __all__ = [
+    "MODEL_CLASSES",
     "DecoderLM",
     "EncoderModel",
+    "FamilyModel",
     "ModelConfig",
     "Seq2SeqModel",
     "ViT",

@@ -1,8 +1,11 @@
-"""What every family builder shares: layer settings, positional encodings, initialisation."""
+"""What every family shares: the interface its callers use, layer settings, positions, initialisation."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -11,7 +14,58 @@ from attnlab.blocks.embedding import TokenEmbedding
 from attnlab.blocks.ffn import ffn_width
 from attnlab.blocks.layers import LayerConfig
 from attnlab.blocks.positional import PositionalEncoding, build_positional
-from attnlab.config import ModelConfig
+from attnlab.schema.model import ModelConfig
+
+
+class FamilyModel(nn.Module):
+    """What tasks, generation and explanations may ask of a model, so that none of them needs to
+    know the families apart. Batches are dicts of tensors in the layout of the data modules."""
+
+    family: ClassVar[str]  # the family's name in ``model.family`` and the builder table
+    input_kind: ClassVar[str] = "tokens"  # what an example is made of: "tokens" or "images"
+    input_stack: ClassVar[str] = "stack"  # the stack that reads the input (its maps give attention rollout)
+    cfg: ModelConfig
+
+    def logits(self, batch: dict[str, Tensor]) -> Tensor:
+        """The family's output for a batch: per-position logits (B, T, V) or per-example logits (B, C)."""
+        raise NotImplementedError
+
+    def input_embedding(self) -> nn.Module:
+        """The module whose output (B, T, D) is the input of the first layer (for gradient × input)."""
+        raise NotImplementedError
+
+    def batch_shape(self, batch: dict[str, Tensor]) -> tuple[int, int]:
+        """(examples, positions each example runs through the input stack), from shapes alone."""
+        need(batch, "input_ids")
+        b, t = batch["input_ids"].shape
+        return b, t
+
+    def readout_positions(self, batch: dict[str, Tensor]) -> Tensor | None:
+        """The position (B,) of each example whose output is its prediction; None where there is no one
+        such position (pooling over positions, a whole target sequence, or a mask chosen by the caller)."""
+        return None
+
+
+def need(batch: dict[str, Tensor], *keys: str) -> None:
+    """A ValueError naming the keys a batch lacks (instead of a KeyError deep in a forward pass)."""
+    missing = [k for k in keys if k not in batch]
+    if missing:
+        raise ValueError(f"the batch lacks {', '.join(missing)} (it has {', '.join(sorted(batch))})")
+
+
+def model_device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+@contextmanager
+def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
+    """Run with dropout off, then restore the model's training flag."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield model
+    finally:
+        model.train(was_training)
 
 
 def layer_config(cfg: ModelConfig) -> LayerConfig:

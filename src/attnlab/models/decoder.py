@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from attnlab.blocks.cache import KVCache
 from attnlab.blocks.heads import LMHead
 from attnlab.blocks.layers import TransformerStack
-from attnlab.config import ModelConfig
 from attnlab.models.common import (
+    FamilyModel,
     check_vocab,
     default_positions,
     has_final_norm,
     init_weights,
     layer_config,
+    need,
     token_embedding,
 )
+from attnlab.schema.model import ModelConfig
 
 
-class DecoderLM(nn.Module):
+class DecoderLM(FamilyModel):
     """GPT-2, Llama and BLOOM are configurations of this one model."""
 
+    family = "gpt"
     causal = True
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -56,3 +60,18 @@ class DecoderLM(nn.Module):
             x, positions=positions, pos=self.embed.pos, causal=True, padding_mask=attention_mask, cache=cache
         )
         return self.lm_head(x)
+
+    def logits(self, batch: dict[str, Tensor]) -> Tensor:
+        """Next-token logits (B, T, V) of ``input_ids`` (B, T)."""
+        need(batch, "input_ids")
+        return self(batch["input_ids"], attention_mask=batch.get("attention_mask"))
+
+    def input_embedding(self) -> nn.Module:
+        return self.embed
+
+    def readout_positions(self, batch: dict[str, Tensor]) -> Tensor:
+        """The last real token of each (right-padded) row: its logits predict the next token."""
+        ids, mask = batch["input_ids"], batch.get("attention_mask")
+        if mask is None:
+            return torch.full((ids.shape[0],), ids.shape[1] - 1, device=ids.device)
+        return mask.long().sum(dim=1) - 1

@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from attnlab.blocks.heads import ClassificationHead, MaskedLMHead
 from attnlab.blocks.layers import TransformerStack
-from attnlab.config import ModelConfig
 from attnlab.models.common import (
+    FamilyModel,
     check_vocab,
     default_positions,
     has_final_norm,
     init_weights,
     layer_config,
+    need,
     token_embedding,
 )
+from attnlab.schema.model import ModelConfig
 
 
-class EncoderModel(nn.Module):
+class EncoderModel(FamilyModel):
     """``forward`` gives hidden states; ``mlm_logits`` and ``classify`` apply the heads."""
 
+    family = "bert"
     causal = False
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -66,3 +70,26 @@ class EncoderModel(nn.Module):
         if self.cls_head is None:
             raise ValueError("this encoder was built without a classifier (model.num_classes=0)")
         return self.cls_head(hidden, attention_mask)
+
+    def classifies(self, batch: dict[str, Tensor]) -> bool:
+        """Whether ``logits(batch)`` are class logits: with a classifier, unless the batch holds
+        masked-LM labels (one per token) for a model that also has the masked-LM head."""
+        labels = batch.get("labels")
+        return self.cls_head is not None and (self.mlm_head is None or labels is None or labels.dim() == 1)
+
+    def logits(self, batch: dict[str, Tensor]) -> Tensor:
+        """Class logits (B, C), or masked-LM logits (B, T, V) at every position (see ``classifies``)."""
+        need(batch, "input_ids")
+        mask = batch.get("attention_mask")
+        hidden = self(batch["input_ids"], mask, batch.get("token_type_ids"))
+        return self.classify(hidden, mask) if self.classifies(batch) else self.mlm_logits(hidden)
+
+    def input_embedding(self) -> nn.Module:
+        return self.embed
+
+    def readout_positions(self, batch: dict[str, Tensor]) -> Tensor | None:
+        """The first (CLS) token of a classifier that pools it; else None (a masked-LM position is the
+        caller's choice)."""
+        if not self.classifies(batch) or self.cfg.pooling != "cls":
+            return None
+        return torch.zeros(batch["input_ids"].shape[0], dtype=torch.long, device=batch["input_ids"].device)

@@ -7,8 +7,8 @@ from torch import Tensor, nn
 
 from attnlab.blocks.heads import ClassificationHead
 from attnlab.blocks.layers import TransformerStack
-from attnlab.config import ModelConfig
-from attnlab.models.common import has_final_norm, init_weights, layer_config, positional
+from attnlab.models.common import FamilyModel, has_final_norm, init_weights, layer_config, need, positional
+from attnlab.schema.model import ModelConfig
 
 
 def num_patches(cfg: ModelConfig) -> int:
@@ -30,9 +30,11 @@ class PatchEmbedding(nn.Module):
         return self.proj(images).flatten(2).transpose(1, 2)  # (B, N, D)
 
 
-class ViT(nn.Module):
+class ViT(FamilyModel):
     """Patches, an optional CLS token, positions, an encoder stack, and a classification head."""
 
+    family = "vit"
+    input_kind = "images"
     causal = False
 
     def __init__(self, cfg: ModelConfig) -> None:
@@ -41,10 +43,10 @@ class ViT(nn.Module):
             raise ValueError(f"model.num_classes={cfg.num_classes}: a ViT needs at least one class")
         self.cfg = cfg
         self.use_cls = cfg.pooling == "cls"
-        n_tokens = num_patches(cfg) + int(self.use_cls)
+        self.n_tokens = num_patches(cfg) + int(self.use_cls)  # positions through the stack
         self.patches = PatchEmbedding(cfg.channels, cfg.d_model, cfg.patch_size)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.d_model)) if self.use_cls else None
-        self.pos = positional(cfg, causal=False, max_len=n_tokens)
+        self.pos = positional(cfg, causal=False, max_len=self.n_tokens)
         self.dropout = nn.Dropout(cfg.dropout)
         self.stack = TransformerStack(layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg))
         self.head = ClassificationHead(cfg.d_model, cfg.num_classes, cfg.pooling, cfg.classifier_hidden)
@@ -68,3 +70,22 @@ class ViT(nn.Module):
     def forward(self, images: Tensor) -> Tensor:
         """Class logits (B, num_classes)."""
         return self.head(self.features(images))
+
+    def logits(self, batch: dict[str, Tensor]) -> Tensor:
+        """Class logits (B, num_classes) of ``pixel_values`` (B, C, H, W)."""
+        need(batch, "pixel_values")
+        return self(batch["pixel_values"])
+
+    def input_embedding(self) -> nn.Module:
+        return self.patches
+
+    def batch_shape(self, batch: dict[str, Tensor]) -> tuple[int, int]:
+        need(batch, "pixel_values")
+        return batch["pixel_values"].shape[0], self.n_tokens
+
+    def readout_positions(self, batch: dict[str, Tensor]) -> Tensor | None:
+        """The CLS token, when the classifier pools it."""
+        if not self.use_cls:
+            return None
+        images = batch["pixel_values"]
+        return torch.zeros(images.shape[0], dtype=torch.long, device=images.device)

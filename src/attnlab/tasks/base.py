@@ -19,9 +19,8 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric, Metric
 
 from attnlab.blocks.positional import PositionalEncoding
-from attnlab.tasks.callbacks import flops_per_token
+from attnlab.schema.task import OptimConfig, TaskConfig
 from attnlab.tasks.optim import configure_optimizers
-from attnlab.tasks.schema import OptimConfig, TaskConfig
 
 STAGES = ("val", "test")
 CHECKPOINT_KEY = "attnlab"  # the entry of a Lightning checkpoint that marks it as ours
@@ -35,6 +34,13 @@ class Work:
     tokens: int
     samples: int
     flops: float
+
+
+def flops_per_token(n_params: int, n_layers: int, seq_len: int, d_model: int) -> float:
+    """Training FLOPs per token after PaLM (Chowdhery et al. 2022, appendix B), as nanoGPT counts them:
+    ``6 * N`` for the matrix products of the forward and backward passes over ``N`` parameters, plus
+    ``12 * L * T * d`` for attention over ``T`` positions in ``L`` layers of width ``d``."""
+    return 6.0 * n_params + 12.0 * n_layers * seq_len * d_model
 
 
 def matmul_params(module: nn.Module) -> int:
@@ -95,8 +101,8 @@ class TaskModule(pl.LightningModule):
         raise NotImplementedError
 
     def batch_work(self, batch: dict[str, Tensor]) -> Work:
-        """Tokens, samples and FLOPs of a single-stream batch ``input_ids`` (B, T)."""
-        b, t = batch["input_ids"].shape
+        """Tokens, samples and FLOPs of a batch whose B examples each run T positions through one stack."""
+        b, t = self.model.batch_shape(batch)
         cfg = self.model.cfg
         return Work(b * t, b, b * t * flops_per_token(self.n_matmul_params, cfg.n_layers, t, cfg.d_model))
 

@@ -7,13 +7,13 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric, Metric
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
-from attnlab.tasks.base import TaskModule, Work
-from attnlab.tasks.callbacks import flops_per_token
+from attnlab.tasks.base import TaskModule
 
 
 class ClassificationTask(TaskModule):
-    """Batches hold ``labels`` (B,) and either ``pixel_values`` (B, C, H, W) for a ViT or
-    ``input_ids`` and ``attention_mask`` (B, T) (and optionally ``token_type_ids``) for an encoder."""
+    """Batches hold ``labels`` (B,) and the model's input: ``pixel_values`` (B, C, H, W) for a ViT,
+    ``input_ids`` and ``attention_mask`` (B, T) (and optionally ``token_type_ids``) for an encoder;
+    the model's ``logits(batch)`` reads them."""
 
     def build_metrics(self) -> dict[str, Metric]:
         n = self.model.cfg.num_classes
@@ -24,11 +24,7 @@ class ClassificationTask(TaskModule):
         }
 
     def logits(self, batch: dict[str, Tensor]) -> Tensor:
-        if "pixel_values" in batch:
-            return self.model(batch["pixel_values"])
-        mask = batch.get("attention_mask")
-        hidden = self.model(batch["input_ids"], mask, batch.get("token_type_ids"))
-        return self.model.classify(hidden, mask)
+        return self.model.logits(batch)
 
     def training_loss(self, batch: dict[str, Tensor]) -> Tensor:
         return F.cross_entropy(
@@ -40,13 +36,3 @@ class ClassificationTask(TaskModule):
         metrics["loss"].update(F.cross_entropy(logits, labels), weight=labels.shape[0])
         metrics["acc"].update(logits, labels)
         metrics["f1"].update(logits, labels)
-
-    def batch_work(self, batch: dict[str, Tensor]) -> Work:
-        if "pixel_values" not in batch:
-            return super().batch_work(batch)
-        cfg = self.model.cfg
-        b, t = (
-            batch["pixel_values"].shape[0],
-            (cfg.image_size // cfg.patch_size) ** 2 + int(cfg.pooling == "cls"),
-        )
-        return Work(b * t, b, b * t * flops_per_token(self.n_matmul_params, cfg.n_layers, t, cfg.d_model))

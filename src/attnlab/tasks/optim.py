@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from attnlab.tasks.schema import OptimConfig, validate_optim_config
+from attnlab.schema.task import OptimConfig, validate_optim_config
 
 DECAYED_MODULES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 

@@ -1,7 +1,8 @@
 """Sequence to sequence: teacher-forced cross-entropy; greedy-decoded exact match, BLEU and chrF.
 
 Training and the val/test losses use teacher forcing. At val/test, when a tokenizer is given
-and ``task.eval_decode`` is on, each batch is also decoded greedily (``attnlab.generate.greedy_decode``) and
+and ``task.eval_decode`` is on, each batch is also decoded greedily (the cached loop of
+``attnlab.models.seq2seq.greedy_tokens``, which ``attnlab.generate.greedy_decode`` runs too) and
 scored against its references: exact match, and sacrebleu's corpus BLEU and chrF (0-100),
 whose sufficient statistics are summed in torchmetrics states so that they add up across processes.
 """
@@ -15,9 +16,8 @@ import torch
 from torch import Tensor, nn
 from torchmetrics import MeanMetric, Metric
 
-from attnlab.generate.seq2seq import greedy_decode
-from attnlab.tasks.base import TaskModule, Work, count_labels, token_hits
-from attnlab.tasks.callbacks import flops_per_token
+from attnlab.models.seq2seq import greedy_tokens
+from attnlab.tasks.base import TaskModule, Work, count_labels, flops_per_token, token_hits
 
 
 class Seq2SeqTask(TaskModule):
@@ -53,10 +53,10 @@ class Seq2SeqTask(TaskModule):
         if self.decodes:
             max_new = min(labels.shape[1] + 16, self.model.cfg.max_seq_len)
             tok = self.tokenizer
-            hyps = greedy_decode(
+            hyps = greedy_tokens(
                 self.model,
                 batch["src_ids"],
-                src_mask=batch.get("src_mask"),
+                batch.get("src_mask"),
                 bos_id=tok.bos_id,
                 eos_id=tok.eos_id,
                 max_new_tokens=max_new,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
 
-from attnlab.config import LoggerConfig
+from attnlab.schema.run import LoggerConfig
 
 
 def wandb_mode(cfg: LoggerConfig) -> str:

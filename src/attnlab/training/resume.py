@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from attnlab.config import ConfigError, RunConfig
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.run import RunConfig
 
 RUN_KEY = "attnlab_run"  # the checkpoint entry written by training.callbacks.RunState
 # Settings that may change on resume without changing what is computed.

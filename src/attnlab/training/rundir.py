@@ -12,12 +12,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from attnlab.config import ConfigError
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.rundir import CHECKPOINT_DIR, CONFIG_FILE, checkpoint_dir
 
 RUN_DIR_ENV = "ATTNLAB_DDP_RUN_DIR"  # set by rank 0 for the DDP ranks it launches
-CONFIG_FILE = "config.yaml"  # the validated, resolved config of a run
-CHECKPOINT_DIR = "checkpoints"
-LAST = "last.ckpt"
 
 
 def is_rank_zero() -> bool:
@@ -63,10 +61,6 @@ def load_config(run_dir: Path) -> DictConfig:
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist: not an attnlab run directory")
     return OmegaConf.load(path)
-
-
-def checkpoint_dir(run_dir: Path) -> Path:
-    return run_dir / CHECKPOINT_DIR
 
 
 def resolve_ckpt_path(ckpt_path: str | None, run_dir: Path) -> str | None:

@@ -11,7 +11,7 @@ from pytorch_lightning.profilers import AdvancedProfiler, PyTorchProfiler, Simpl
 from pytorch_lightning.strategies import DDPStrategy, FSDPStrategy, Strategy
 
 from attnlab.blocks.layers import TransformerLayer
-from attnlab.config import RunConfig, TrainerConfig
+from attnlab.schema.run import RunConfig, TrainerConfig
 from attnlab.training.callbacks import AtomicCheckpointIO
 
 PROFILERS = {"simple": SimpleProfiler, "advanced": AdvancedProfiler, "pytorch": PyTorchProfiler}

@@ -25,7 +25,6 @@ from typing import Any
 
 from torch import nn
 
-from attnlab.config import ModelConfig
 from attnlab.models.hf.convert import (
     ARCHITECTURES,
     Architecture,
@@ -36,6 +35,7 @@ from attnlab.models.hf.convert import (
     supported_classes,
 )
 from attnlab.models.hf.io import read_config, read_weights
+from attnlab.schema.model import ModelConfig
 
 ARCHITECTURE_MODULES = ("gpt2", "bert", "vit", "marian", "t5", "llama", "bloom")
 for _name in ARCHITECTURE_MODULES:

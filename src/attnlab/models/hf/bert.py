@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from attnlab.config import ModelConfig, PosConfig
 from attnlab.models.hf.config_keys import activation, num_labels, require
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Raw, Table, Tied, attention, ffn, layers
+from attnlab.schema.model import ModelConfig, PosConfig
 
 
 def bert_like_sizes(c: dict) -> dict[str, Any]:

@@ -6,10 +6,10 @@ Its fused q/k/v rows are interleaved per head (``PerHeadQKV``); older configs sp
 
 from __future__ import annotations
 
-from attnlab.config import ModelConfig, PosConfig
 from attnlab.models.hf.config_keys import get, require
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import PerHeadQKV, Table, ffn, layers, tokens_and_head
+from attnlab.schema.model import ModelConfig, PosConfig
 
 
 def bloom_config(c: dict, cls: str) -> ModelConfig:

@@ -16,9 +16,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from attnlab.config import ModelConfig
 from attnlab.models import build_model
 from attnlab.models.hf.spec import Checkpoint, Table, as_spec
+from attnlab.schema.model import ModelConfig
 
 log = logging.getLogger(__name__)
 

@@ -5,10 +5,10 @@ Its Conv1D layers store weights transposed, and q, k, v already fused in one ``c
 
 from __future__ import annotations
 
-from attnlab.config import ModelConfig, PosConfig
 from attnlab.models.hf.config_keys import activation, require
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Table, Transposed, ffn, layers, tokens_and_head
+from attnlab.schema.model import ModelConfig, PosConfig
 
 
 def gpt2_config(c: dict, cls: str) -> ModelConfig:

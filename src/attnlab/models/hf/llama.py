@@ -7,10 +7,10 @@ MLP bias that differs from the attention bias (attnlab has one ``bias`` switch).
 
 from __future__ import annotations
 
-from attnlab.config import ModelConfig, PosConfig
 from attnlab.models.hf.config_keys import require
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Table, attention, ffn, layers, tokens_and_head
+from attnlab.schema.model import ModelConfig, PosConfig
 
 
 def llama_config(c: dict, cls: str) -> ModelConfig:

@@ -6,10 +6,10 @@ embeddings are shared between source and target unless the config says otherwise
 
 from __future__ import annotations
 
-from attnlab.config import ModelConfig, PosConfig
 from attnlab.models.hf.config_keys import activation, require
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Raw, Table, Tied, attention, ffn, layers
+from attnlab.schema.model import ModelConfig, PosConfig
 
 
 def marian_config(c: dict, cls: str) -> ModelConfig:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from attnlab.config import ModelConfig
+from attnlab.schema.model import ModelConfig
 
 
 class Checkpoint:

@@ -6,9 +6,9 @@ stack; ``feed_forward_proj`` picks a plain or gated FFN.
 
 from __future__ import annotations
 
-from attnlab.config import ModelConfig, PosConfig
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Table, Tied, attention, ffn, layers
+from attnlab.schema.model import ModelConfig, PosConfig
 
 
 def t5_activation(feed_forward_proj: str) -> str:

@@ -6,11 +6,11 @@ with the norms placed before each sublayer and a classifier on the class token.
 
 from __future__ import annotations
 
-from attnlab.config import ModelConfig, PosConfig
 from attnlab.models.hf.bert import bert_layer, bert_like_sizes
 from attnlab.models.hf.config_keys import num_labels, require
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Raw, Table, layers
+from attnlab.schema.model import ModelConfig, PosConfig
 
 
 def vit_config(c: dict, cls: str) -> ModelConfig:

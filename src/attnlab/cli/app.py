@@ -13,7 +13,8 @@ import os
 import re
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import hydra
@@ -25,7 +26,9 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from attnlab.config import ConfigError, EvalConfig, RunConfig, config_error
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.run import EvalConfig, RunConfig
+from attnlab.schema.typed import config_error
 from attnlab.training.rundir import external_world_size, is_rank_zero
 
 # Errors that mean bad input (config, data, checkpoint): one line, no traceback, status 2.
@@ -151,6 +154,16 @@ class ValidateOnStart(Callback):
             raise ConfigRejected(err) from err
 
 
+@contextmanager
+def user_errors_as_one_line() -> Iterator[None]:
+    """Bad input (config, checkpoint, image) exits with status 2 and one ``error:`` line, no traceback."""
+    try:
+        yield
+    except USER_ERRORS as err:
+        print(f"error: {one_line(err)}", file=sys.stderr)
+        sys.exit(2)
+
+
 def run_job(job: Callable[[], float]) -> float | None:
     """Run one Hydra job; if it fails, its traceback goes to the run's log file and the console gets one
     line. A single run then exits with status 1; in a multirun the job is reported and returns None (no
@@ -185,19 +198,3 @@ def log_to_file(level: int, message: str, *args: object) -> None:
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.FileHandler):
             handler.handle(record)
-
-
-def explicit_model_keys(overrides: list[str]) -> set[str]:
-    """The ModelConfig fields a user chose on the command line: ``model=X`` is ``family``,
-    ``model.a.b=v`` is ``a.b``, ``pos=X`` is ``pos.name``.
-    """
-    keys = set()
-    for override in overrides:
-        key = override.split("=", 1)[0].lstrip("+~")
-        if key == "model":
-            keys.add("family")
-        elif key == "pos":
-            keys.add("pos.name")
-        elif key.startswith("model."):
-            keys.add(key[len("model.") :])
-    return keys

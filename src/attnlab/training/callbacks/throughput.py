@@ -1,10 +1,8 @@
 """Throughput and model-FLOPs utilisation (MFU), logged every few optimizer steps.
 
-The FLOPs of a training step follow PaLM (Chowdhery et al. 2022, appendix B) as nanoGPT does:
-``6 * N`` per token for the matrix products of forward and backward passes over ``N`` parameters,
-plus ``12 * L * T * d`` per token for attention over ``T`` positions in ``L`` layers of width ``d``.
-The task module counts tokens and FLOPs of a batch from its shapes (``TaskModule.batch_work``),
-so the callback never touches tensor values and adds no device synchronisation but one per log.
+The task module counts tokens and FLOPs of a batch from its shapes (``TaskModule.batch_work``, after
+PaLM's ``6 * N + 12 * L * T * d`` per token), so the callback never touches tensor values and adds no
+device synchronisation but one per log. Image models report samples/s, text models tokens/s.
 """
 
 from __future__ import annotations
@@ -15,11 +13,6 @@ import pytorch_lightning as pl
 import torch
 
 _PEAK_FLOPS: dict[tuple[str, torch.dtype], float] = {}  # measured once per process
-
-
-def flops_per_token(n_params: int, n_layers: int, seq_len: int, d_model: int) -> float:
-    """Training FLOPs per token: ``6 * N + 12 * L * T * d``."""
-    return 6.0 * n_params + 12.0 * n_layers * seq_len * d_model
 
 
 def precision_dtype(precision: str | int | None) -> torch.dtype:
@@ -103,10 +96,11 @@ class ThroughputLogger(pl.Callback):
         _synchronize(pl_module.device)
         elapsed = max(time.perf_counter() - self.start, 1e-9)
         world = trainer.world_size
-        images = "pixel_values" in batch
-        rate_name = "train/samples_per_s" if images else "train/tokens_per_s"
-        rate = (self.samples if images else self.tokens) * world / elapsed
-        pl_module.log(rate_name, rate, on_step=True, on_epoch=False, prog_bar=True)
+        unit = "samples" if pl_module.model.input_kind == "images" else "tokens"
+        count = self.samples if unit == "samples" else self.tokens
+        pl_module.log(
+            f"train/{unit}_per_s", count * world / elapsed, on_step=True, on_epoch=False, prog_bar=True
+        )
         pl_module.log("train/mfu", self.flops / elapsed / self.peak_flops, on_step=True, on_epoch=False)
         self.tokens = self.samples = 0
         self.flops = 0.0

@@ -75,7 +75,7 @@ def test_validation_imports_neither_torch_nor_lightning(tmp_path: Path) -> None:
     command = [sys.executable, "-X", "importtime", "-m", "attnlab.train", "model.n_heads=3"]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if "|" in line}
-    assert "attnlab.config" in imported and "hydra" in imported
+    assert "attnlab.schema" in imported and "hydra" in imported
     assert not imported & {"torch", "pytorch_lightning", "numpy", "wandb"}
     assert (
         result.stderr.strip().splitlines()[-1]

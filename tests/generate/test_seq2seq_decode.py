@@ -10,8 +10,8 @@ from torch import Tensor, nn
 
 from attnlab.blocks.cache import KVCache
 from attnlab.blocks.positional import POSITIONAL_ENCODINGS
-from attnlab.config import ModelConfig
 from attnlab.generate import beam_search, greedy_decode
+from attnlab.schema.model import ModelConfig
 
 BOS, EOS, PAD = 1, 2, 0
 SOURCES = [[5, 9, 12, 7, 30, 3], [4, 6], [8, 8, 3, 21]]

@@ -9,9 +9,9 @@ import pytest
 import torch
 from train_cli import TEXT, TINY, check, cli
 
-from attnlab.config import ModelConfig
 from attnlab.data import build_datamodule
-from attnlab.data.schema import DataConfig
+from attnlab.schema.data import DataConfig
+from attnlab.schema.model import ModelConfig
 
 pytestmark = pytest.mark.slow
 transformers = pytest.importorskip("transformers")

@@ -1,4 +1,5 @@
-"""Callbacks of a training run: checkpoints, exact-resume bookkeeping, DDP consistency, progress."""
+"""What makes a run exact and consistent: per-step seeds, the run's state in every checkpoint, equal
+weights on every DDP rank, and checkpoints that a kill never leaves half-written."""
 
 from __future__ import annotations
 
@@ -10,15 +11,11 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from hydra.utils import instantiate
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
-from pytorch_lightning.callbacks import Callback, ModelCheckpoint, RichModelSummary, RichProgressBar
+from pytorch_lightning.callbacks import Callback
 
-from attnlab.config import RunConfig
 from attnlab.data.sampling import derive_seed
-from attnlab.tasks import ThroughputLogger
 from attnlab.training.resume import RUN_KEY
-from attnlab.training.rundir import checkpoint_dir
 
 log = logging.getLogger("attnlab")
 
@@ -89,56 +86,3 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         tmp = path.with_name(path.name + ".tmp")
         super().save_checkpoint(checkpoint, tmp, storage_options)
         os.replace(tmp, path)
-
-
-class StepProgressBar(RichProgressBar):
-    """Rich progress bar that shows the optimizer step out of ``max_steps``.
-
-    Runs here are bounded by steps, so Lightning's "Epoch 3/-2" (max_epochs=-1) says nothing useful.
-    """
-
-    def _get_train_description(self, current_epoch: int) -> str:
-        trainer = self.trainer
-        description = f"Epoch {current_epoch}"
-        if trainer.max_steps > 0:
-            description += f" · step {trainer.global_step}/{trainer.max_steps}"
-        elif trainer.max_epochs is not None and trainer.max_epochs > 0:
-            description += f"/{trainer.max_epochs - 1}"
-        return f"{description:{len(self.validation_description)}}"
-
-
-def checkpoint_callbacks(run: RunConfig, run_dir: Path) -> list[ModelCheckpoint]:
-    """``last.ckpt`` every ``checkpoint.every_n_steps``, and the best by ``task.monitor`` at each validation."""
-    dirpath = checkpoint_dir(run_dir)
-    last = ModelCheckpoint(
-        dirpath=dirpath, save_last=True, save_top_k=0, every_n_train_steps=run.checkpoint.every_n_steps
-    )
-    best = ModelCheckpoint(
-        dirpath=dirpath,
-        monitor=run.task.monitor,
-        mode=run.task.monitor_mode,
-        save_top_k=run.checkpoint.save_top_k,
-        filename="best-step{step:06d}",
-        auto_insert_metric_name=False,
-    )
-    return [last, best]
-
-
-def build_callbacks(run: RunConfig, run_dir: Path, config: dict, wandb_id: str) -> list[Callback]:
-    callbacks: list[Callback] = [
-        StepSeeder(run.seed),
-        RunState(config, wandb_id),
-        RankConsistency(),
-        ThroughputLogger(),
-    ]
-    if not run.trainer.fast_dev_run:
-        callbacks += checkpoint_callbacks(run, run_dir)
-    if run.trainer.enable_progress_bar:
-        callbacks += [StepProgressBar(leave=True), RichModelSummary(max_depth=2)]
-    if run.task.log_attention_every_n_epochs > 0:
-        from attnlab.explain.callback import AttentionMapLogger
-
-        every = run.task.log_attention_every_n_epochs
-        callbacks.append(AttentionMapLogger(every, save_dir=run_dir / "attention"))
-    callbacks += [instantiate(c) for c in run.callbacks]
-    return callbacks

@@ -10,8 +10,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attnlab.data import ACCEPTED_KINDS, DATA_KINDS, DataConfig, check_compatible, compatible, default_kind
-from attnlab.data import validate_data_config as validate
+from attnlab.schema.data import (
+    ACCEPTED_KINDS,
+    DATA_KINDS,
+    DataConfig,
+    check_compatible,
+    compatible,
+    default_kind,
+)
+from attnlab.schema.data import validate_data_config as validate
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "data"
 

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 import pytest
 import torch
 
-from attnlab.config import ModelConfig, PosConfig
 from attnlab.models import build_model
+from attnlab.schema.model import ModelConfig, PosConfig
 
 VOCAB = 41
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 from PIL import Image
 
-from attnlab.generate import class_probabilities, fill_mask, image_probabilities, load_images
+from attnlab.data.image_loading import load_images
+from attnlab.generate import class_probabilities, fill_mask, image_probabilities
 
 MASK = 4
 

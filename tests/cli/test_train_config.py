@@ -11,8 +11,12 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import DictConfig
 
-from attnlab.config import ACTIVATIONS, NORMS, POOLINGS, ConfigError, RunConfig, resolve_init_from, validate
-from attnlab.training.cli import config_dir, explicit_model_keys, one_line, register_schemas
+from attnlab.cli.app import config_dir, one_line, register_schemas
+from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
+from attnlab.schema.checks import validate
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.model import ACTIVATIONS, NORMS, POOLINGS
+from attnlab.schema.run import RunConfig
 from attnlab.training.rundir import resolve_ckpt_path
 
 
@@ -199,8 +203,7 @@ def test_init_from_takes_family_and_sizes_from_the_checkpoint(tmp_path: Path) ->
 
 
 def test_attention_maps_are_logged_only_when_asked(tmp_path: Path) -> None:
-    from attnlab.explain.callback import AttentionMapLogger
-    from attnlab.training.callbacks import build_callbacks
+    from attnlab.training.callbacks import AttentionMapLogger, build_callbacks
 
     def loggers_of(*overrides: str) -> list:
         callbacks = build_callbacks(run_config(*overrides), tmp_path, {}, "id")

@@ -17,8 +17,7 @@ import pytorch_lightning as pl
 from pytorch_lightning.loggers import Logger, TensorBoardLogger, WandbLogger
 from torch import Tensor
 
-from attnlab.explain.attention import attention_maps, map_label
-from attnlab.explain.plots import attention_figure, figure_to_array
+from attnlab.explain.attention import attention_maps, map_label, select_layers
 
 SEQUENCE_KEYS = ("input_ids", "attention_mask", "token_type_ids", "src_ids", "src_mask", "tgt_in", "tgt_mask")
 
@@ -31,19 +30,6 @@ def first_example(batch: dict[str, Any], max_tokens: int) -> dict[str, Tensor]:
             example[key] = example[key][:, :max_tokens]
     example.pop("labels", None)
     return example
-
-
-def select_layers(names: list[str], layers: Sequence[int]) -> list[str]:
-    """The attention modules of the chosen layer indices (negative counts from the end) of each stack."""
-    by_stack: dict[str, list[str]] = {}
-    for name in names:
-        stack = name.split(".layers.")[0] + "|" + name.rsplit(".", 2)[-2]  # e.g. "decoder|cross_attn"
-        by_stack.setdefault(stack, []).append(name)
-    chosen = []
-    for group in by_stack.values():
-        wanted = {i % len(group) for i in layers if -len(group) <= i < len(group)}
-        chosen += [n for i, n in enumerate(group) if i in wanted]
-    return chosen
 
 
 def log_images(loggers: Sequence[Logger], images: dict[str, np.ndarray], step: int) -> int:
@@ -114,6 +100,8 @@ class AttentionMapLogger(pl.Callback):
 
     def render(self, model: Any, example: dict[str, Tensor], epoch: int) -> dict[str, np.ndarray]:
         """One image per selected attention module, keyed ``attention/<layer label>``."""
+        from attnlab.explain.plots import attention_figure, figure_to_array  # matplotlib: only when drawing
+
         maps = attention_maps(model, example)
         images = {}
         for name in select_layers(list(maps), self.layers):

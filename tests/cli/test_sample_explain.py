@@ -55,9 +55,9 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path
     """``checkpoint(name)``: the last.ckpt of a tiny run of that default experiment, trained on first use."""
     from hydra import compose, initialize_config_dir
 
-    from attnlab.config import validate
-    from attnlab.train import train
-    from attnlab.training.cli import config_dir, register_schemas
+    from attnlab.cli.app import config_dir, register_schemas
+    from attnlab.cli.train import train
+    from attnlab.schema.checks import validate
 
     register_schemas()
     made: dict[str, Path] = {}
@@ -97,7 +97,7 @@ def run_command(main: Callable[[], None], args: list[str], monkeypatch: pytest.M
 
 
 def test_sample_prints_continuations_of_each_prompt(checkpoint, monkeypatch, capsys) -> None:
-    from attnlab.sample import main
+    from attnlab.cli.sample import main
 
     args = [
         f"ckpt_path={checkpoint('gpt')}",
@@ -123,7 +123,7 @@ def test_sample_prints_continuations_of_each_prompt(checkpoint, monkeypatch, cap
     ],
 )
 def test_sample_serves_every_text_family(checkpoint, monkeypatch, capsys, name, args, expected) -> None:
-    from attnlab.sample import main
+    from attnlab.cli.sample import main
 
     assert run_command(main, [f"ckpt_path={checkpoint(name)}", *args], monkeypatch, capsys) == 0
     out = capsys.readouterr().out
@@ -135,7 +135,7 @@ def test_sample_serves_every_text_family(checkpoint, monkeypatch, capsys, name, 
 
 
 def test_sample_classifies_images_with_a_vit(checkpoint, digit, monkeypatch, capsys) -> None:
-    from attnlab.sample import main
+    from attnlab.cli.sample import main
 
     assert run_command(main, [f"ckpt_path={checkpoint('vit')}", f"image={digit}"], monkeypatch, capsys) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -155,7 +155,7 @@ def test_sample_classifies_images_with_a_vit(checkpoint, digit, monkeypatch, cap
     ],
 )
 def test_sample_bad_input_is_one_line(checkpoint, monkeypatch, capsys, name, args, message) -> None:
-    from attnlab.sample import main
+    from attnlab.cli.sample import main
 
     ckpt = [] if any(a.startswith("ckpt_path=") for a in args) else [f"ckpt_path={checkpoint(name)}"]
     assert run_command(main, [*ckpt, *args], monkeypatch, capsys) == 2
@@ -197,7 +197,7 @@ EXPLAIN_INPUTS = {
 def test_explain_writes_pngs_and_an_index_page(
     checkpoint, digit, tmp_path, monkeypatch, capsys, name
 ) -> None:
-    from attnlab.explain import main
+    from attnlab.cli.explain import main
 
     given, pictures = EXPLAIN_INPUTS[name]
     args = [
@@ -232,7 +232,7 @@ def test_explain_writes_pngs_and_an_index_page(
     ],
 )
 def test_explain_bad_input_is_one_line(checkpoint, tmp_path, monkeypatch, capsys, args, message) -> None:
-    from attnlab.explain import main
+    from attnlab.cli.explain import main
 
     out_dir = tmp_path / "out"
     ckpt = [] if any(a.startswith("ckpt_path=") for a in args) else [f"ckpt_path={checkpoint('gpt')}"]

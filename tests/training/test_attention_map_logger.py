@@ -11,8 +11,9 @@ import torch
 from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from torch.utils.data import DataLoader
 
-from attnlab.explain import AttentionMapLogger
-from attnlab.explain.callback import first_example, log_images, select_layers
+from attnlab.explain.attention import select_layers
+from attnlab.training.callbacks import AttentionMapLogger
+from attnlab.training.callbacks.attention_maps import first_example, log_images
 
 
 class TinyTask(pl.LightningModule):

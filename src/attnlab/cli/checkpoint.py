@@ -1,0 +1,178 @@
+"""What the commands need from a checkpoint: the task module and model, its tokenizer, its run's data.
+
+A checkpoint of ``attnlab-train`` holds the model and task configs, the tokenizer, and the run's
+whole config (data included); it lives in ``<run>/checkpoints/``, next to the run's
+``tokenizer.json`` and, for string labels, ``labels.json`` (``attnlab.schema.rundir``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.data import build_datamodule
+from attnlab.data.tokenizers import load_tokenizer
+from attnlab.models import build_model
+from attnlab.schema.checks import validate
+from attnlab.schema.model import ModelConfig, PosConfig
+from attnlab.schema.rundir import LABELS_FILE, TOKENIZER_FILE, run_dir_of
+from attnlab.schema.task import OptimConfig, TaskConfig
+from attnlab.tasks import TaskModule, build_task
+from attnlab.tasks.base import CHECKPOINT_KEY
+from attnlab.training.resume import read_run_state
+
+
+@dataclass
+class Loaded:
+    """A checkpoint ready for inference."""
+
+    path: Path
+    task: Any  # the task module (attnlab.tasks.TaskModule), in eval mode
+    model: nn.Module
+    tokenizer: Any  # attnlab.data.tokenizers.Tokenizer, or None for images
+    label_names: list[str] | None
+
+    @property
+    def family(self) -> str:
+        return self.model.family
+
+    @property
+    def run_dir(self) -> Path:
+        return run_dir_of(self.path)
+
+    def class_name(self, index: int) -> str:
+        names = self.label_names
+        return names[index] if names is not None and index < len(names) else f"class {index}"
+
+
+def load_checkpoint(ckpt_path: str | Path, device: str = "cpu") -> Loaded:
+    """The task module, model and tokenizer of an attnlab checkpoint (FileNotFoundError/ValueError if bad)."""
+    path = Path(ckpt_path)
+    task = load_task_from_checkpoint(path, map_location=device)
+    tokenizer = task.tokenizer
+    run_dir = run_dir_of(path)
+    reads_text = task.model.input_kind == "tokens"
+    if tokenizer is None and reads_text and (run_dir / TOKENIZER_FILE).is_file():
+        tokenizer = load_tokenizer(run_dir)
+    if tokenizer is None and reads_text:
+        raise ValueError(f"{str(path)!r} has no tokenizer, and none is saved in its run directory {run_dir}")
+    labels = run_dir / LABELS_FILE
+    names = json.loads(labels.read_text(encoding="utf-8")) if labels.is_file() else None
+    return Loaded(path, task, task.model, tokenizer, names)
+
+
+def run_datamodule(loaded: Loaded) -> Any:
+    """The data module of the checkpoint's run (same data config and seed), set up.
+
+    Used for validation batches (head importance) and the image normalisation of a ViT.
+    """
+    state = read_run_state(str(loaded.path))
+    if "config" not in state:
+        raise ValueError(f"{str(loaded.path)!r} holds no run config, so its data cannot be rebuilt")
+    run = validate(state["config"])
+    datamodule = build_datamodule(
+        run.data, family=loaded.family, task=run.task.name, seed=run.seed, model_cfg=loaded.model.cfg
+    )
+    datamodule.setup("fit")
+    return datamodule
+
+
+def image_normalisation(datamodule: Any) -> tuple[Tensor, Tensor]:
+    """Mean and std (C, 1, 1) with which the run normalised its images."""
+    dataset = datamodule.datasets.get("val")
+    if dataset is None or not hasattr(dataset, "mean"):
+        raise ValueError("the checkpoint's data module has no image normalisation (is it an image run?)")
+    return dataset.mean, dataset.std
+
+
+def load_task_from_checkpoint(
+    path: str | os.PathLike, map_location: str | torch.device = "cpu"
+) -> TaskModule:
+    """The task module saved in an attnlab Lightning checkpoint, in eval mode.
+
+    The model is rebuilt from the saved ModelConfig (``attnlab.models.build_model``) and its
+    weights loaded; the tokenizer saved with it, if any, is restored as ``task.tokenizer``.
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"checkpoint {path!r} does not exist")
+    checkpoint = _read(path, map_location)
+    saved = checkpoint.get(CHECKPOINT_KEY) if isinstance(checkpoint, dict) else None
+    if not isinstance(saved, dict) or "state_dict" not in checkpoint:
+        found = sorted(checkpoint)[:8] if isinstance(checkpoint, dict) else type(checkpoint).__name__
+        raise ValueError(
+            f"{path!r} is not an attnlab checkpoint: it has no {CHECKPOINT_KEY!r} entry and state_dict "
+            f"(found {found}); attnlab-train writes them"
+        )
+    model_cfg = _dataclass(ModelConfig, saved["model"], path)
+    model = build_model(model_cfg)
+    task = build_task(
+        _dataclass(TaskConfig, saved["task"], path),
+        _dataclass(OptimConfig, saved["optim"], path),
+        model,
+        tokenizer=_restore_tokenizer(saved.get("tokenizer")),
+        max_steps=saved["max_steps"],
+    )
+    # A model trained under torch.compile saved its weights under "_orig_mod." names.
+    state = {key.replace("_orig_mod.", ""): value for key, value in checkpoint["state_dict"].items()}
+    try:
+        task.load_state_dict(state)
+    except RuntimeError as err:  # torch lists every mismatch; the first two say enough
+        details = "; ".join(line.strip() for line in str(err).split("\n")[1:3])
+        raise ValueError(
+            f"the weights in {path!r} do not fit the model its config describes: {details}"
+        ) from None
+    return task.to(map_location).eval()
+
+
+def _read(path: str, map_location: str | torch.device) -> object:
+    """``torch.load`` of plain data (no pickled code), with failures turned into one clear error."""
+    if not zipfile.is_zipfile(path):  # what torch.save writes; a damaged or truncated file is not one
+        raise ValueError(
+            f"{path!r} is not a readable PyTorch checkpoint: not a zip archive (damaged or truncated?)"
+        )
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:  # zip, pickle and EOF errors all mean the same to the user
+        first_line = str(err).split("\n")[0]
+        raise ValueError(
+            f"{path!r} is not a readable PyTorch checkpoint ({type(err).__name__}: {first_line})"
+        ) from None
+
+
+def _dataclass(cls: type, values: dict, path: str) -> object:
+    """``cls(**values)``, with PosConfig nested in ModelConfig; unknown keys are a clear error."""
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(
+            f"{path!r} holds {cls.__name__} keys this attnlab does not know: {', '.join(unknown)}"
+        )
+    values = dict(values)
+    if cls is ModelConfig and isinstance(values.get("pos"), dict):
+        values["pos"] = _dataclass(PosConfig, values["pos"], path)
+    return cls(**values)
+
+
+def _restore_tokenizer(files: dict[str, str] | None) -> object:
+    """The tokenizer written back from the files embedded by ``TaskModule.on_save_checkpoint``."""
+    if not files:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in files.items():
+            with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
+                f.write(text)
+        return load_tokenizer(tmp)
+
+
+def token_strings(tokenizer: Any, ids: list[int]) -> list[str]:
+    """Each id decoded alone, special tokens included: labels for the axes of a picture."""
+    return [tokenizer.decode([i], skip_special=False) for i in ids]

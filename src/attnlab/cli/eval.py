@@ -1,0 +1,140 @@
+"""``attnlab-eval``: the metrics of a checkpoint on the split its run used, logged under the same names.
+
+    attnlab-eval ckpt_path=outputs/2024-05-01/12-00-00/checkpoints/best-step001000.ckpt
+    attnlab-eval ckpt_path=... split=val logger=csv
+
+The run's config travels in the checkpoint (data, seed and tokenizer included), so the test split and
+its metrics are exactly those ``attnlab-train`` reported at the end of training (``test_metrics.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import replace
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from attnlab.cli.app import log_to_file, run_hydra, run_job
+from attnlab.schema.checks import check_logger, check_trainer, validate
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.run import EvalConfig
+from attnlab.schema.rundir import EVAL_METRICS_FILE
+from attnlab.schema.typed import typed
+from attnlab.training.rundir import save_config
+
+log = logging.getLogger("attnlab.eval")
+SPLITS = ("test", "val")
+
+
+def main() -> None:
+    """Console script ``attnlab-eval`` (also ``python -m attnlab.eval``)."""
+    run_hydra(eval_job, "eval")
+
+
+def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> EvalConfig:
+    """The eval config, checked before the output directory exists."""
+    ev = typed(config, EvalConfig)
+    if ev.split not in SPLITS:
+        raise ConfigError("split", ev.split, f"choose one of {', '.join(SPLITS)}")
+    if not Path(ev.ckpt_path).is_file():
+        raise ConfigError("ckpt_path", ev.ckpt_path, "no such checkpoint file")
+    if ev.batch_size is not None and ev.batch_size < 1:
+        raise ConfigError("batch_size", ev.batch_size, "must be positive (or null: the run's)")
+    if ev.limit_batches is not None and (
+        not isinstance(ev.limit_batches, int | float) or ev.limit_batches < 0
+    ):
+        raise ConfigError(
+            "limit_batches", ev.limit_batches, "a fraction in [0.0, 1.0], a count of batches, or null"
+        )
+    check_trainer(ev.trainer)
+    check_logger(ev.logger)
+    return ev
+
+
+def eval_job(config: DictConfig) -> float | None:
+    """The Hydra task; returns the split's value of the run's monitored metric."""
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+
+    def job() -> float:
+        ev = check_eval_job(config, out_dir, [])
+        save_config(OmegaConf.structured(ev), out_dir)
+        metrics, monitor = evaluate(ev, out_dir)
+        return metrics.get(monitor, math.nan)
+
+    return run_job(job)
+
+
+def evaluate(ev: EvalConfig, out_dir: Path) -> tuple[dict[str, float], str]:
+    """Metrics of ``ev.ckpt_path`` on ``ev.split``, written to ``metrics.json``; and the monitored key."""
+    import pytorch_lightning as pl
+    from pytorch_lightning.callbacks import RichProgressBar
+
+    from attnlab.cli.checkpoint import load_task_from_checkpoint
+    from attnlab.data import build_datamodule
+    from attnlab.training.console import print_summary
+    from attnlab.training.loggers import build_loggers, finish_wandb, new_wandb_id
+    from attnlab.training.resume import read_run_state
+
+    saved = read_run_state(ev.ckpt_path).get("config")
+    if not saved:
+        raise ConfigError(
+            "ckpt_path", ev.ckpt_path, "holds no attnlab run config: evaluate a checkpoint of attnlab-train"
+        )
+    run = validate(saved)
+    task = load_task_from_checkpoint(ev.ckpt_path)
+    data = replace(run.data, batch_size=ev.batch_size or run.data.batch_size)
+    if task.tokenizer is not None:  # the very tokenizer the model was trained with
+        data = replace(data, tokenizer=str(task.tokenizer.save(out_dir)))
+    datamodule = build_datamodule(
+        data, family=run.model.family, task=run.task.name, seed=run.seed, model_cfg=task.model.cfg
+    )
+    pl.seed_everything(run.seed, verbose=False)
+    name = f"eval-{Path(ev.ckpt_path).resolve().parent.parent.name}"
+    loggers = build_loggers(
+        replace(ev.logger, run_name=ev.logger.run_name or name),
+        out_dir,
+        group="eval",
+        wandb_id=new_wandb_id(),
+        config=OmegaConf.to_container(OmegaConf.structured(ev)),
+    )
+    limit = (
+        ev.limit_batches
+        if ev.limit_batches is not None
+        else getattr(run.trainer, f"limit_{ev.split}_batches")
+    )
+    trainer = pl.Trainer(
+        accelerator=ev.trainer.accelerator,
+        devices=1,
+        precision=ev.trainer.precision,
+        logger=loggers or False,
+        limit_test_batches=limit,
+        limit_val_batches=limit,
+        enable_progress_bar=ev.trainer.enable_progress_bar,
+        use_distributed_sampler=False,
+        callbacks=[RichProgressBar()] if ev.trainer.enable_progress_bar else [],
+        default_root_dir=out_dir,
+    )
+    results = None
+    try:
+        run_stage = trainer.test if ev.split == "test" else trainer.validate
+        results = run_stage(task, datamodule=datamodule, verbose=False)
+    finally:
+        finish_wandb(failed=results is None)
+    metrics = {k: float(v) for k, v in results[0].items()}
+    text = json.dumps(
+        {"ckpt_path": str(Path(ev.ckpt_path).resolve()), "split": ev.split, "metrics": metrics}, indent=1
+    )
+    (out_dir / EVAL_METRICS_FILE).write_text(text + "\n", encoding="utf-8")
+    lines = {ev.split: "  ".join(f"{k}={v:.6g}" for k, v in sorted(metrics.items())), "output": str(out_dir)}
+    for key, value in lines.items():
+        log_to_file(logging.INFO, "%s: %s", key, value)
+    print_summary(lines)
+    return metrics, f"{ev.split}/{run.task.monitor.split('/', 1)[-1]}"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""``attnlab-explain``: explain one input of a checkpoint into a folder of PNGs and an index.html.
+
+attnlab-explain ckpt_path=outputs/.../checkpoints/last.ckpt input="To be, or not"
+attnlab-explain ckpt_path=<bert mlm run> input="the <mask> sat" layers=[0,1,2] heads=[0]
+attnlab-explain ckpt_path=<seq2seq run> input="march 3, 2021" out_dir=explained/
+attnlab-explain ckpt_path=<vit run> input=digit.png head_importance=false
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from attnlab.cli.app import run_hydra, user_errors_as_one_line
+from attnlab.schema.commands import ExplainCommand
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.typed import typed
+
+
+def main() -> None:
+    """Console script ``attnlab-explain`` (also ``python -m attnlab.cli.explain``)."""
+    run_hydra(explain_job, "explain")
+
+
+def explain_job(config: DictConfig) -> None:
+    """The Hydra task: write the explanation and print where its page is."""
+    from hydra.core.hydra_config import HydraConfig
+
+    folder = Path(HydraConfig.get().runtime.output_dir)  # out_dir, or its job folder under -m
+    with user_errors_as_one_line(), removed_if_unwritten(folder):
+        cmd = typed(config, ExplainCommand)
+        if cmd.importance_batches < 1:
+            raise ConfigError("importance_batches", cmd.importance_batches, "must be at least 1")
+        print(explain_checkpoint(cmd, folder))
+
+
+@contextmanager
+def removed_if_unwritten(folder: Path) -> Iterator[None]:
+    """On an error before the page is written, take away what Hydra put into ``folder`` (and it, if empty)."""
+    try:
+        yield
+    except BaseException:
+        if not (folder / "index.html").exists():
+            shutil.rmtree(folder / ".hydra", ignore_errors=True)
+            (folder / "explain.log").unlink(missing_ok=True)
+            with suppress(OSError):
+                folder.rmdir()
+        raise
+
+
+def check_selection(cmd: ExplainCommand, model_cfg: object) -> None:
+    """``layers`` and ``heads`` must exist in the model (checked before anything is written)."""
+    n_layers = min(model_cfg.n_layers, model_cfg.n_decoder_layers or model_cfg.n_layers)
+    if not cmd.layers or any(not -n_layers <= i < n_layers for i in cmd.layers):
+        raise ConfigError(
+            "layers",
+            cmd.layers,
+            f"the model's stacks have {n_layers} layers: indices -{n_layers}..{n_layers - 1}",
+        )
+    n_heads = model_cfg.n_heads
+    if cmd.heads is not None and (not cmd.heads or any(not -n_heads <= h < n_heads for h in cmd.heads)):
+        raise ConfigError(
+            "heads", cmd.heads, f"the model has {n_heads} heads: indices 0..{n_heads - 1}, or null for all"
+        )
+
+
+def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
+    """Load the checkpoint, prepare the input, write everything into ``folder``; returns index.html."""
+    from attnlab.cli.checkpoint import load_checkpoint, run_datamodule
+    from attnlab.cli.families import FAMILY_COMMANDS
+    from attnlab.explain import explain_to_folder
+
+    loaded = load_checkpoint(cmd.ckpt_path, cmd.device)
+    check_selection(cmd, loaded.model.cfg)
+    family = FAMILY_COMMANDS[loaded.family]
+    datamodule = run_datamodule(loaded) if family.needs_data(cmd) else None
+    return explain_to_folder(
+        loaded.model,
+        family.explain_example(loaded, cmd, datamodule),
+        folder,
+        layers=cmd.layers,
+        heads=cmd.heads,
+        importance_batches=datamodule.val_dataloader() if cmd.head_importance else None,
+        max_batches=cmd.importance_batches,
+        title=f"attnlab explain: {loaded.path}",
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+"""What the commands do differently for each model family, in one registry (``FAMILY_COMMANDS``).
+
+How a prompt is encoded, what ``attnlab-sample`` prints, which example ``attnlab-explain`` explains
+and which model fields the task decides: the only place outside the builder table that tells the
+families apart by name. Everything below the commands asks the model itself (``FamilyModel``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from attnlab.cli.checkpoint import Loaded, image_normalisation, run_datamodule, token_strings
+from attnlab.data.image_loading import load_images
+from attnlab.explain import Example
+from attnlab.generate import (
+    beam_search,
+    class_probabilities,
+    fill_mask,
+    generate,
+    greedy_decode,
+    image_probabilities,
+)
+from attnlab.models.common import model_device
+from attnlab.schema.commands import ExplainCommand, SampleCommand
+from attnlab.schema.errors import ConfigError
+
+
+def top_line(probs: Tensor, name: Callable[[int], str]) -> str:
+    """The five most likely outcomes with their probabilities, on one line."""
+    top = probs.topk(min(5, probs.numel()))
+    return ", ".join(f"{name(i)} {p:.3f}" for p, i in zip(top.values.tolist(), top.indices.tolist()))
+
+
+def top_lines(probs: Tensor, loaded: Loaded, n: int) -> list[str]:
+    """The ``n`` most likely classes, one indented line each."""
+    top = probs.topk(min(n, probs.numel()))
+    return [f"  {loaded.class_name(c)}: {p:.4f}" for p, c in zip(top.values.tolist(), top.indices.tolist())]
+
+
+def texts(cmd: SampleCommand) -> list[str]:
+    return list(cmd.prompts) or [cmd.prompt]
+
+
+def stop_ids(loaded: Loaded, cmd: SampleCommand) -> list[int]:
+    """The ids of the stop strings (each must be one token), plus eos when asked."""
+    tok, ids = loaded.tokenizer, []
+    for text in cmd.stop:
+        encoded = tok.encode(text)
+        if len(encoded) != 1:
+            raise ConfigError(
+                "stop", cmd.stop, f"{text!r} is {len(encoded)} tokens; each stop string must be one token"
+            )
+        ids += encoded
+    return [*ids, tok.eos_id] if cmd.stop_at_eos else ids
+
+
+def next_prediction(loaded: Loaded, ids: list[int]) -> tuple[dict[str, Tensor], Tensor]:
+    """The batch of one text and the model's output for it (its first row)."""
+    batch = {"input_ids": torch.tensor([ids], device=model_device(loaded.model))}
+    with torch.no_grad():
+        return batch, loaded.model.logits(batch)[0].float()
+
+
+class FamilyCommands:
+    """A family's behaviour in the commands; the defaults suit a family that reads text."""
+
+    def model_updates(self, task: str) -> dict[str, Any]:
+        """Model fields that the task decides (which heads to build)."""
+        return {}
+
+    def encode(self, loaded: Loaded, text: str, mask_token: str = "<mask>") -> list[int]:
+        """Token ids of ``text`` laid out as the run's data laid out its inputs."""
+        return loaded.tokenizer.encode(text)
+
+    def sample(self, loaded: Loaded, cmd: SampleCommand) -> str:
+        """What ``attnlab-sample`` prints for the command's prompts (or images)."""
+        raise NotImplementedError
+
+    def needs_data(self, cmd: ExplainCommand) -> bool:
+        """Whether the explanation needs the run's data module (validation batches, image statistics)."""
+        return cmd.head_importance
+
+    def explain_example(self, loaded: Loaded, cmd: ExplainCommand, datamodule: Any) -> Example:
+        """The input as a batch of one, labelled, with a line saying what the model predicts."""
+        raise NotImplementedError
+
+
+class DecoderCommands(FamilyCommands):
+    """gpt: sampled continuations; the next token explained."""
+
+    def encode(self, loaded: Loaded, text: str, mask_token: str = "<mask>") -> list[int]:
+        return loaded.tokenizer.encode(text) or [loaded.tokenizer.bos_id]  # an empty prompt starts from bos
+
+    def sample(self, loaded: Loaded, cmd: SampleCommand) -> str:
+        prompts = [self.encode(loaded, text) for text in texts(cmd)]
+        outputs = generate(
+            loaded.model,
+            prompts,
+            max_new_tokens=cmd.max_new_tokens,
+            temperature=cmd.temperature,
+            top_k=cmd.top_k,
+            top_p=cmd.top_p,
+            repetition_penalty=cmd.repetition_penalty,
+            stop_tokens=stop_ids(loaded, cmd),
+            num_samples=cmd.num_samples,
+            seed=cmd.seed,
+            use_cache=cmd.use_cache,
+            pad_id=loaded.tokenizer.pad_id,
+        )
+        blocks = []
+        for i, new in enumerate(outputs):
+            prompt = prompts[i // cmd.num_samples]
+            header = f"--- prompt {i // cmd.num_samples}, sample {i % cmd.num_samples} ---"
+            blocks.append(header + "\n" + loaded.tokenizer.decode(prompt + new))
+        return "\n".join(blocks)
+
+    def explain_example(self, loaded: Loaded, cmd: ExplainCommand, datamodule: Any) -> Example:
+        tok = loaded.tokenizer
+        ids = self.encode(loaded, cmd.input)
+        batch, out = next_prediction(loaded, ids)
+        token = lambda i: repr(tok.decode([i]))  # noqa: E731
+        description = f"next token: {top_line(out[-1].softmax(-1), token)}"
+        return Example(batch, tokens=token_strings(tok, ids), description=description)
+
+
+class EncoderCommands(FamilyCommands):
+    """bert: fill-mask for a masked-LM checkpoint, class probabilities for a classifier."""
+
+    def model_updates(self, task: str) -> dict[str, Any]:
+        return {"mlm_head": task == "mlm"}  # the masked-LM head only where it is trained
+
+    def encode(self, loaded: Loaded, text: str, mask_token: str = "<mask>") -> list[int]:
+        """A classifier's input starts with cls; in a masked-LM input ``mask_token`` becomes the mask id."""
+        tok = loaded.tokenizer
+        if loaded.model.cls_head is not None:
+            return [tok.cls_id, *tok.encode(text)]
+        pieces = text.split(mask_token)
+        ids = tok.encode(pieces[0])
+        for piece in pieces[1:]:
+            ids += [tok.mask_id, *tok.encode(piece)]
+        return ids
+
+    def sample(self, loaded: Loaded, cmd: SampleCommand) -> str:
+        tok, lines = loaded.tokenizer, []
+        for text in texts(cmd):
+            ids = torch.tensor([self.encode(loaded, text, cmd.mask_token)])
+            lines.append(text)
+            if loaded.model.cls_head is not None:
+                lines += top_lines(class_probabilities(loaded.model, ids)[0], loaded, cmd.num_predictions)
+                continue
+            if cmd.mask_token not in text:
+                raise ConfigError(
+                    "prompt", text, f"a masked-LM checkpoint fills {cmd.mask_token!r}: put it in the prompt"
+                )
+            for fill in fill_mask(loaded.model, ids, mask_id=tok.mask_id, top_k=cmd.num_predictions):
+                guesses = "  ".join(
+                    f"{tok.decode([t], skip_special=False)!r} {p:.3f}"
+                    for t, p in zip(fill.token_ids, fill.probs)
+                )
+                lines.append(f"  position {fill.position}: {guesses}")
+        return "\n".join(lines)
+
+    def explain_example(self, loaded: Loaded, cmd: ExplainCommand, datamodule: Any) -> Example:
+        """A masked-LM checkpoint explains its prediction at the mask; a classifier its classes."""
+        tok = loaded.tokenizer
+        ids = self.encode(loaded, cmd.input, cmd.mask_token)
+        focus = None
+        if loaded.model.cls_head is None:
+            if tok.mask_id not in ids:
+                raise ConfigError(
+                    "input", cmd.input, f"a masked-LM checkpoint explains a {cmd.mask_token!r}: put one in"
+                )
+            focus = ids.index(tok.mask_id)
+        batch, out = next_prediction(loaded, ids)
+        if focus is not None:
+            token = lambda i: repr(tok.decode([i]))  # noqa: E731
+            description = f"position {focus}: {top_line(out[focus].softmax(-1), token)}"
+        else:
+            description = f"classes: {top_line(out.softmax(-1), loaded.class_name)}"
+        return Example(batch, tokens=token_strings(tok, ids), focus=focus, description=description)
+
+
+class Seq2SeqCommands(FamilyCommands):
+    """seq2seq: greedy or beam-search outputs; the output (given or greedy) explained, teacher-forced."""
+
+    def sample(self, loaded: Loaded, cmd: SampleCommand) -> str:
+        tok = loaded.tokenizer
+        sources = [self.encode(loaded, text) for text in texts(cmd)]
+        results = beam_search(
+            loaded.model,
+            sources,
+            bos_id=tok.bos_id,
+            eos_id=tok.eos_id,
+            num_beams=cmd.num_beams,
+            max_new_tokens=cmd.max_new_tokens,
+            length_penalty=cmd.length_penalty,
+            early_stopping=cmd.early_stopping,
+            n_best=cmd.n_best,
+            pad_id=tok.pad_id,
+            use_cache=cmd.use_cache,
+        )
+        lines = []
+        for text, hyps in zip(texts(cmd), results):
+            lines.append(f"{text}")
+            lines += [f"  -> {tok.decode(h.tokens)}    (score {h.score:.4f})" for h in hyps]
+        return "\n".join(lines)
+
+    def explain_example(self, loaded: Loaded, cmd: ExplainCommand, datamodule: Any) -> Example:
+        tok = loaded.tokenizer
+        src = self.encode(loaded, cmd.input)
+        if not src:
+            raise ConfigError("input", cmd.input, "the source encodes to no tokens")
+        if cmd.target is not None:
+            target = tok.encode(cmd.target)
+        else:
+            target = greedy_decode(
+                loaded.model,
+                [src],
+                bos_id=tok.bos_id,
+                eos_id=tok.eos_id,
+                max_new_tokens=cmd.max_new_tokens,
+                pad_id=tok.pad_id,
+            )[0]
+        tgt_in = [tok.bos_id, *target]
+        device = model_device(loaded.model)
+        batch = {
+            "src_ids": torch.tensor([src], device=device),
+            "tgt_in": torch.tensor([tgt_in], device=device),
+            "labels": torch.tensor([[*target, tok.eos_id]], device=device),
+        }
+        which = "given target" if cmd.target is not None else "greedy output"
+        return Example(
+            batch,
+            tokens=token_strings(tok, src),
+            target_tokens=token_strings(tok, tgt_in),
+            description=f"{which}: {tok.decode(target)!r}",
+        )
+
+
+class ImageCommands(FamilyCommands):
+    """vit: class probabilities of image files, normalised as the run normalised its images."""
+
+    def sample(self, loaded: Loaded, cmd: SampleCommand) -> str:
+        paths = list(cmd.images) or ([cmd.image] if cmd.image else [])
+        if not paths:
+            raise ConfigError(
+                "image", None, "a ViT checkpoint classifies images: give image=<file> or images=[...]"
+            )
+        mean, std = image_normalisation(run_datamodule(loaded))
+        cfg = loaded.model.cfg
+        images = load_images(paths, image_size=cfg.image_size, channels=cfg.channels, mean=mean, std=std)
+        lines = []
+        for path, row in zip(paths, image_probabilities(loaded.model, images)):
+            lines += [path, *top_lines(row, loaded, cmd.num_predictions)]
+        return "\n".join(lines)
+
+    def needs_data(self, cmd: ExplainCommand) -> bool:
+        return True  # the image normalisation of the run
+
+    def explain_example(self, loaded: Loaded, cmd: ExplainCommand, datamodule: Any) -> Example:
+        cfg = loaded.model.cfg
+        image = load_images([cmd.input], image_size=cfg.image_size, channels=cfg.channels)[0]
+        mean, std = image_normalisation(datamodule)
+        pixels = ((image - mean) / std).unsqueeze(0).to(model_device(loaded.model))
+        probs = image_probabilities(loaded.model, pixels)[0]
+        description = f"classes: {top_line(probs, loaded.class_name)}"
+        return Example({"pixel_values": pixels}, image=image, description=description)
+
+
+FAMILY_COMMANDS: dict[str, FamilyCommands] = {
+    "gpt": DecoderCommands(),
+    "bert": EncoderCommands(),
+    "seq2seq": Seq2SeqCommands(),
+    "vit": ImageCommands(),
+}

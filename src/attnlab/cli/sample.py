@@ -1,0 +1,40 @@
+"""``attnlab-sample``: predictions of a trained checkpoint from the command line.
+
+    attnlab-sample ckpt_path=outputs/.../checkpoints/last.ckpt prompt="ROMEO:" num_samples=3 top_k=40
+    attnlab-sample ckpt_path=... prompts='[To be, Friends]' temperature=0    # a batch, greedy
+    attnlab-sample ckpt_path=<seq2seq run> prompt="march 3, 2021" num_beams=4 n_best=2
+    attnlab-sample ckpt_path=<bert mlm run> prompt="'the <mask> sat'"      # fill-mask
+    attnlab-sample ckpt_path=<vit run> image=digit.png
+
+The family of the checkpoint decides what is done (``attnlab.cli.families``, conf/sample.yaml); the tokenizer is the one
+saved with the checkpoint. Hydra's override grammar wants text with commas, brackets or ``<>``
+quoted inside the shell's quotes: ``prompt="'To be, or not'"``.
+"""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from attnlab.cli.app import run_hydra, user_errors_as_one_line
+from attnlab.schema.commands import SampleCommand
+from attnlab.schema.typed import typed
+
+
+def main() -> None:
+    """Console script ``attnlab-sample`` (also ``python -m attnlab.sample``)."""
+    run_hydra(sample_job, "sample")
+
+
+def sample_job(config: DictConfig) -> None:
+    """The Hydra task: print the checkpoint's predictions; bad input ends with one ``error:`` line."""
+    with user_errors_as_one_line():
+        cmd = typed(config, SampleCommand)
+        from attnlab.cli.checkpoint import load_checkpoint  # torch: only once the command line is valid
+        from attnlab.cli.families import FAMILY_COMMANDS
+
+        loaded = load_checkpoint(cmd.ckpt_path, cmd.device)
+        print(FAMILY_COMMANDS[loaded.family].sample(loaded, cmd))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,293 @@
+"""``attnlab-train``: compose the config with Hydra, validate it, build data, model and task, and fit.
+
+    attnlab-train                                  # the default small GPT, char-level, on CPU
+    attnlab-train model=vit pos=rope trainer.max_steps=500
+    attnlab-train -m pos=sinusoidal,rope,alibi model.n_layers=2,4
+    attnlab-train run_dir=outputs/2024-05-01/12-00-00 ckpt_path=last      # resume exactly, in place
+
+Nothing heavy is imported, and no directory is created, until the whole config has been validated.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import warnings
+from contextlib import contextmanager
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from attnlab.cli.app import log_to_file, run_hydra, run_job
+from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
+from attnlab.schema.checks import validate
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.run import RunConfig
+from attnlab.schema.rundir import LAST, TEST_METRICS_FILE, checkpoint_dir
+from attnlab.training.rundir import (
+    announce_run_dir,
+    ddp_child_run_dir,
+    is_rank_zero,
+    load_config,
+    resolve_ckpt_path,
+    save_config,
+)
+
+if TYPE_CHECKING:
+    import pytorch_lightning as pl
+    from torch import nn
+
+log = logging.getLogger("attnlab.train")
+
+
+def main() -> None:
+    """Console script ``attnlab-train`` (also ``python -m attnlab.train``)."""
+    child_dir = ddp_child_run_dir()
+    if child_dir is not None:  # a DDP rank that Lightning launched: rank 0 chose the run and its config
+        train(validate(load_config(child_dir)), child_dir)
+        return
+    run_hydra(train_job, "train")
+
+
+def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> RunConfig:
+    """All that can be checked before the run directory exists: types, rules between fields, the
+    pretrained checkpoint of ``model.init_from``, and the checkpoint to resume from."""
+    run = resolve_init_from(validate(config), explicit_model_keys(overrides))
+    check_sweeper(config, run)
+    if run_dir is None:  # a multirun's base config: every job is checked again
+        if run.run_dir is not None:
+            raise ConfigError(
+                "run_dir", run.run_dir, "a multirun writes one directory per job: set hydra.sweep.dir"
+            )
+        return run
+    run = replace(run, ckpt_path=resolve_ckpt_path(run.ckpt_path, run_dir))
+    from attnlab.training.resume import check_resume
+
+    check_resume(run)
+    return run
+
+
+def check_sweeper(config: DictConfig, run: RunConfig) -> None:
+    """An Optuna search must optimise ``task.monitor`` in the direction of ``task.monitor_mode``."""
+    direction = OmegaConf.select(config, "hydra.sweeper.direction", default=None)
+    wanted = {"min": "minimize", "max": "maximize"}[run.task.monitor_mode]
+    if isinstance(direction, str) and direction != wanted:
+        raise ConfigError(
+            "hydra.sweeper.direction",
+            direction,
+            f"must be {wanted} for task.monitor={run.task.monitor} "
+            f"(task.monitor_mode={run.task.monitor_mode})",
+        )
+
+
+def train_job(config: DictConfig) -> float | None:
+    """The Hydra task: one run (or one job of a multirun); returns the best value of ``task.monitor``."""
+    hc = HydraConfig.get()
+    run_dir = Path(hc.runtime.output_dir)
+    multirun = hc.mode == RunMode.MULTIRUN
+    group = Path(hc.sweep.dir).as_posix().replace("/", "_") if multirun else None
+
+    def job() -> float:
+        run = check_job(config, run_dir, list(hc.overrides.task))
+        return train(run, run_dir, group=group)
+
+    return run_job(job)
+
+
+def train(run: RunConfig, run_dir: Path, *, group: str | None = None) -> float:
+    """Fit ``run``, writing into ``run_dir``; returns the best ``task.monitor`` (NaN if never validated)."""
+    config = OmegaConf.structured(run)
+    if is_rank_zero():
+        from attnlab.training.console import print_config_tree
+
+        print_config_tree(config)
+        save_config(config, run_dir)
+        log.info("run directory: %s", run_dir)
+    with _job_environment(run_dir):
+        return _fit(run, run_dir, OmegaConf.to_container(config), group)
+
+
+@contextmanager
+def _job_environment(run_dir: Path):
+    """Variables set for (and by) Lightning's DDP launcher are undone after the job, the process group
+    is destroyed, and wandb is finished even on failure, so the next job of a multirun starts clean."""
+    saved = dict(os.environ)
+    announce_run_dir(run_dir)
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        from attnlab.training.loggers import finish_wandb
+
+        finish_wandb(failed)
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _fit(run: RunConfig, run_dir: Path, config: dict, group: str | None) -> float:
+    import pytorch_lightning as pl
+
+    from attnlab.data import build_datamodule
+    from attnlab.tasks import build_task
+    from attnlab.training.callbacks import build_callbacks
+    from attnlab.training.loggers import build_loggers, new_wandb_id
+    from attnlab.training.resume import read_run_state
+    from attnlab.training.trainer import build_trainer
+
+    warnings.filterwarnings("ignore", ".*does not have many workers.*")  # workers are data.num_workers
+    warnings.filterwarnings("ignore", ".*LeafSpec.*is deprecated.*")  # Lightning's, on recent torch
+    pl.seed_everything(run.seed, workers=True, verbose=False)
+    datamodule = build_datamodule(
+        run.data, family=run.model.family, task=run.task.name, seed=run.seed, model_cfg=run.model
+    )
+    datamodule.setup("fit")
+    model = build_model_for(run, datamodule)
+    task = build_task(
+        run.task,
+        run.optim,
+        model,
+        tokenizer=datamodule.tokenizer,
+        num_classes=datamodule.num_classes,
+        max_steps=run.trainer.max_steps,
+    )
+    resumed = read_run_state(run.ckpt_path) if run.ckpt_path else {}
+    wandb_id = resumed.get("wandb_id") or new_wandb_id()
+    loggers = build_loggers(run.logger, run_dir, group=group, wandb_id=wandb_id, config=config)
+    trainer = build_trainer(run, run_dir, loggers, build_callbacks(run, run_dir, config, wandb_id))
+    if trainer.is_global_zero:
+        datamodule.save_tokenizer(run_dir)
+    trainer.fit(task, datamodule=datamodule, ckpt_path=run.ckpt_path)
+    if not run.trainer.fast_dev_run:
+        trainer.save_checkpoint(checkpoint_dir(run_dir) / LAST)  # the final state (Lightning's may be older)
+    score = best_score(trainer, run.task.monitor)
+    metrics = test(trainer, task, datamodule, run_dir) if run.test_after_fit else {}
+    if trainer.is_global_zero:
+        report(run, run_dir, trainer, task, metrics)
+    return score
+
+
+def build_model_for(run: RunConfig, datamodule: Any) -> nn.Module:
+    """The model of ``run.model`` completed from the data and the task: the vocabulary size, the
+    number of classes, and only the heads the task trains (a masked-LM head only for ``mlm``)."""
+    from attnlab.cli.families import FAMILY_COMMANDS
+    from attnlab.models import MODEL_CLASSES, build_model
+    from attnlab.models.hf import load_hf
+
+    cfg = run.model
+    updates: dict[str, Any] = FAMILY_COMMANDS[cfg.family].model_updates(run.task.name)
+    if MODEL_CLASSES[cfg.family].input_kind == "tokens" and cfg.vocab_size == 0:
+        updates["vocab_size"] = datamodule.vocab_size
+    if run.task.name == "classification" and cfg.num_classes == 0:
+        updates["num_classes"] = datamodule.num_classes
+    if cfg.init_from:
+        free = {k: v for k, v in asdict(cfg).items() if k in ("dropout", "attn_dropout", "ffn_dropout")}
+        model = load_hf(cfg.init_from, **free, **updates)
+    else:
+        model = build_model(replace(cfg, **updates))
+    if run.compile:
+        model.compile()
+    return model
+
+
+def best_score(trainer: pl.Trainer, monitor: str) -> float:
+    """The best value of ``monitor`` seen by the best-checkpoint callback (else its last value, else NaN)."""
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    for callback in trainer.callbacks:
+        if (
+            isinstance(callback, ModelCheckpoint)
+            and callback.monitor == monitor
+            and callback.best_model_score is not None
+        ):
+            return float(callback.best_model_score)
+    value = trainer.callback_metrics.get(monitor)
+    return float(value) if value is not None else math.nan
+
+
+def best_checkpoint(trainer: pl.Trainer) -> str | None:
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    paths = [c.best_model_path for c in trainer.callbacks if isinstance(c, ModelCheckpoint) and c.monitor]
+    return next((p for p in paths if p), None)
+
+
+def test(trainer: pl.Trainer, task: pl.LightningModule, datamodule: Any, run_dir: Path) -> dict[str, float]:
+    """Test metrics of the best checkpoint (the current weights if there is none), also written to
+    ``test_metrics.json``: what ``attnlab-eval`` reproduces."""
+    import json
+
+    ckpt = best_checkpoint(trainer)
+    results = trainer.test(task, datamodule=datamodule, ckpt_path=ckpt, verbose=False)
+    metrics = {k: float(v) for k, v in (results[0] if results else {}).items()}
+    if trainer.is_global_zero:
+        text = json.dumps({"ckpt_path": ckpt, "metrics": metrics}, indent=1)
+        (run_dir / TEST_METRICS_FILE).write_text(text + "\n", encoding="utf-8")
+    return metrics
+
+
+def sample_text(run: RunConfig, task: pl.LightningModule) -> str | None:
+    """A sample from a trained causal LM, or None for the other tasks.
+
+    KV-cached sampling within the context length the model was trained on (``data.seq_len``):
+    positions beyond it were never trained. A longer sample continues from the last half window.
+    """
+    s = run.sample
+    tokenizer = getattr(task, "tokenizer", None)
+    if run.task.name != "causal_lm" or tokenizer is None or s.max_new_tokens == 0:
+        return None
+    import torch
+
+    from attnlab.generate import generate
+
+    window = min(run.data.seq_len, task.model.cfg.max_seq_len)
+    ids = (tokenizer.encode(s.prompt) or [tokenizer.bos_id])[-(window // 2) :]
+    start = len(ids)
+    generator = torch.Generator(next(task.model.parameters()).device).manual_seed(run.seed)
+    while len(ids) - start < s.max_new_tokens:
+        context = ids[-(window // 2) :]
+        n = min(window - len(context), s.max_new_tokens - (len(ids) - start))
+        new = generate(
+            task.model, [context], max_new_tokens=n, temperature=s.temperature, top_k=s.top_k, seed=generator
+        )[0]
+        if not new:
+            break
+        ids += new
+    return tokenizer.decode(ids)
+
+
+def report(
+    run: RunConfig, run_dir: Path, trainer: pl.Trainer, task: pl.LightningModule, metrics: dict[str, float]
+) -> None:
+    """Print (and log) the sample, the test metrics and where the run's files are."""
+    from attnlab.training.console import print_summary
+
+    lines = {}
+    sample = sample_text(run, task)
+    if sample is not None:
+        lines["sample"] = "\n" + sample.strip("\n") + "\n"
+    if metrics:
+        lines["test"] = "  ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items()))
+    lines["run"] = str(run_dir)
+    last = checkpoint_dir(run_dir) / LAST
+    if last.is_file():
+        lines["last checkpoint"] = str(last)
+    best = best_checkpoint(trainer)
+    if best:
+        lines["best checkpoint"] = best
+    for name, value in lines.items():
+        log_to_file(logging.INFO, "%s: %s", name, value)
+    print_summary(lines)
+
+
+if __name__ == "__main__":
+    main()
