@@ -28,9 +28,10 @@ test: $(STAMP) ## the whole test suite (slow cases included)
 test-fast: $(STAMP) ## the suite without the slow end-to-end cases
 	$(BIN)/pytest -q -m "not slow"
 
-lint: $(STAMP)
+lint: $(STAMP) ## ruff, then the import contracts of docs/architecture.md (pyproject.toml [tool.importlinter])
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .
