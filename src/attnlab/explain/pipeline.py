@@ -118,7 +118,7 @@ def write_head_importance(result: HeadImportance, folder: Path) -> Section:
         csv.writer(f).writerows([header, *rows])
     return Section(
         "Head importance (Michel et al. 2019)",
-        "Mean |dL/d gate| per head over validation batches, normalised per module (L2). "
+        "Mean over validation examples of |dL/d gate| per head, normalised per module (L2). "
         "Also in head_importance.csv.",
         ["head_importance.png"],
         table_html(header, rows),
