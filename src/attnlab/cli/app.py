@@ -8,6 +8,7 @@ as the schema's. Set ``HYDRA_FULL_ERROR=1`` yourself to see full tracebacks.
 
 from __future__ import annotations
 
+import importlib.resources
 import logging
 import os
 import re
@@ -47,8 +48,9 @@ full_traceback = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for
 
 
 def config_dir() -> Path:
-    """``conf/`` of the attnlab checkout, or ``$ATTNLAB_CONF_DIR``."""
-    return Path(os.environ.get("ATTNLAB_CONF_DIR", Path(__file__).resolve().parents[3] / "conf"))
+    """The Hydra configs, installed with attnlab as the package ``attnlab.conf`` (``conf/`` of the
+    repository), so the commands find them from any directory and in any kind of install."""
+    return Path(str(importlib.resources.files("attnlab.conf")))
 
 
 def register_schemas() -> None:

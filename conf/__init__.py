@@ -1,0 +1,1 @@
+"""attnlab's Hydra configs, installed as the package ``attnlab.conf`` (see pyproject.toml)."""
