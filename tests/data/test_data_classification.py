@@ -41,7 +41,7 @@ def test_generator_is_seeded_bounded_and_labelled_by_the_evaluator():
 
 def test_listops_module_batches(make_dm):
     dm = make_dm("listops", num_train=64, num_val=16, num_test=16, seq_len=48, batch_size=8)
-    assert dm.num_classes == 10 and dm.vocab_size == 7 + 15
+    assert dm.num_classes == 10 and dm.vocab_size == 2 + 15  # pad and cls, then the 15 words
     batch = next(iter(dm.train_dataloader()))
     assert set(batch) == {"input_ids", "attention_mask", "labels"}
     assert batch["input_ids"].shape[1] <= 48 and batch["labels"].shape == (8,)
@@ -125,8 +125,16 @@ def test_classification_bad_inputs(make_dm, tmp_path):
     with pytest.raises(ValueError, match=r"header.csv has a header row but no data rows"):
         make_dm("text_classification", path=str(tmp_path / "header.csv"))
     (tmp_path / "gap.jsonl").write_text('{"text": "a", "label": 1}\n{"text": "b"}\n')
-    with pytest.raises(ValueError, match=r"record 2 has no value in column 'label'"):
-        make_dm("text_classification", path=str(tmp_path / "gap.jsonl"), val_fraction=0, test_fraction=0)
+    with pytest.raises(ValueError, match=r"gap.jsonl:2: no value in column 'label'"):
+        make_dm("text_classification", path=str(tmp_path / "gap.jsonl"))
+    (tmp_path / "blank.csv").write_text(csv_rows(30).replace("awful bad poor 7,neg", "awful bad poor 7,"))
+    with pytest.raises(
+        ValueError, match=r"blank.csv:9: no value in column 'label'"
+    ):  # issue 14: not a class ""
+        make_dm("text_classification", path=str(tmp_path / "blank.csv"))
+    (tmp_path / "wide.csv").write_text(csv_rows(30).replace("okay so so 5,meh", "okay, so so 5,meh"))
+    with pytest.raises(ValueError, match=r"wide.csv:7: 3 field\(s\) where the header has 2"):
+        make_dm("text_classification", path=str(tmp_path / "wide.csv"))
 
 
 def test_labels_that_do_not_fit_the_head(make_dm, tmp_path):

@@ -144,5 +144,16 @@ def test_pairs_bad_inputs(make_dm, tmp_path):
     ):
         make_dm("pairs", path=str(tmp_path / "folder"))
     (tmp_path / "ragged.tsv").write_text("source\ttarget\na\tb\tc\n")
-    with pytest.raises(ValueError, match=r"ragged.tsv: row 2 has more fields than the header"):
+    with pytest.raises(ValueError, match=r"ragged.tsv:2: 3 field\(s\) where the header has 2"):
         make_dm("pairs", path=str(tmp_path / "ragged.tsv"))
+
+
+def test_a_tsv_line_without_a_tab_is_named_by_file_and_line(make_dm, tmp_path):
+    """Issue 14: reported as "(val split): record 7" before, which names neither file nor line."""
+    rows = [f"hello {i}\tbonjour {i}" for i in range(20)]
+    rows[11] = "hello 11 bonjour 11"  # line 13, counting the header
+    (tmp_path / "p.tsv").write_text("source\ttarget\n" + "\n".join(rows) + "\n")
+    with pytest.raises(
+        ValueError, match=r"p.tsv:13: 1 field\(s\) where the header has 2 \(fields are separated by a tab\)"
+    ):
+        make_dm("pairs", path=str(tmp_path / "p.tsv"))

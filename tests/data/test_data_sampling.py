@@ -1,84 +1,107 @@
-"""Resumable, DDP-aware sample order, and exact resume through a real Lightning Trainer."""
+"""The training stream (endless, a pure function of seed and position, sharded over ranks, resumed
+through a real Lightning Trainer) and evaluation shards that score every sample exactly once."""
 
 from __future__ import annotations
+
+import pickle
 
 import pytest
 import pytorch_lightning as pl
 import torch
 from torch import nn
+from torch.utils.data import default_collate
 
-from attnlab.data.sampling import ResumableSampler, derive_seed, split_key
-
-
-def test_order_is_a_pure_function_of_seed_and_epoch():
-    a, b = ResumableSampler(50, seed=3), ResumableSampler(50, seed=3)
-    assert list(a) == list(b)
-    assert sorted(a) == list(range(50))
-    first = list(a)
-    a.set_epoch(1)
-    assert list(a) != first and sorted(a) == list(range(50))
-    assert list(ResumableSampler(50, seed=4)) != first
-    assert list(ResumableSampler(5, seed=3, shuffle=False)) == [0, 1, 2, 3, 4]
+from attnlab.data.sampling import ResumableLoader, SampleBatches, derive_seed, split_key
 
 
-def test_keys_carry_the_epoch():
-    s = ResumableSampler(4, seed=0, with_epoch=True)
-    s.set_epoch(7)
-    assert {split_key(k)[0] for k in s} == {7}
-    assert sorted(split_key(k)[1] for k in s) == [0, 1, 2, 3]
-    assert split_key(5) == (0, 5)
-    assert derive_seed(1, 2, 3) == derive_seed(1, 2, 3) != derive_seed(1, 3, 2)
+class Keys(torch.utils.data.Dataset):
+    """Samples that are their own keys: (epoch, index)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, key):
+        return torch.tensor(split_key(key))
 
 
-def test_ranks_partition_the_epoch():
-    shards = [list(ResumableSampler(10, seed=1, rank=r, world_size=3)) for r in range(3)]
-    assert [len(s) for s in shards] == [4, 4, 4]
-    assert len(ResumableSampler(10, seed=1, rank=0, world_size=3)) == 4
-    covered = sorted(i for s in shards for i in s)
-    assert set(covered) == set(range(10)) and len(covered) == 12  # two padded by wrapping around
+def keys(n=10, batch_size=4, world_size=1, rank=0, seed=3) -> SampleBatches:
+    return SampleBatches(
+        Keys(n), default_collate, seed=seed, batch_size=batch_size, rank=rank, world_size=world_size
+    )
 
 
-def test_resume_yields_exactly_the_rest_of_the_epoch():
-    full = ResumableSampler(20, seed=5)
-    full.set_epoch(2)
-    order = list(full)
-    resumed = ResumableSampler(20, seed=5)
-    resumed.load_state_dict({"epoch": 2, "consumed": 8, "seed": 5, "num_samples": 20})
-    resumed.set_epoch(2)  # Lightning sets the same epoch again: the position must survive
-    assert list(resumed) == order[8:]
-    assert list(resumed) == order  # later iterations start the epoch from the beginning
-    assert len(resumed) == 20
+def test_every_epoch_is_a_seeded_permutation_and_batches_run_on_across_epochs():
+    stream = keys(n=10, batch_size=4)
+    drawn = torch.cat([stream[p] for p in range(0, 40, 4)])  # 10 batches = 4 epochs of 10
+    assert drawn[:, 0].tolist() == [e for e in range(4) for _ in range(10)]
+    epochs = [drawn[drawn[:, 0] == e, 1].tolist() for e in range(4)]
+    assert all(sorted(order) == list(range(10)) for order in epochs)
+    assert len({tuple(order) for order in epochs}) == 4  # another epoch, another order
+    assert torch.equal(stream[8], keys(n=10, batch_size=4)[8])  # a pure function of (seed, position)
+    assert not torch.equal(stream[8], keys(n=10, batch_size=4, seed=4)[8])
+    assert split_key(5) == (0, 5) and derive_seed(1, 2, 3) == derive_seed(1, 2, 3) != derive_seed(1, 3, 2)
 
 
-def test_resume_on_another_number_of_ranks_covers_the_rest_once():
-    order = ResumableSampler(24, seed=9).order(0)
-    state = {"epoch": 0, "consumed": 6, "seed": 9, "num_samples": 24}  # 2 ranks x 3 samples
-    rest = []
-    for rank in range(3):
-        s = ResumableSampler(24, seed=9, rank=rank, world_size=3)
-        s.load_state_dict(state)
-        rest += list(s)
-    assert sorted(rest) == sorted(order[6:])
+def test_ranks_draw_the_rows_of_one_process_with_the_doubled_batch():
+    one = keys(n=13, batch_size=6)
+    ranks = [keys(n=13, batch_size=3, world_size=2, rank=r) for r in (0, 1)]
+    for position in (0, 6, 12, 60):
+        assert torch.equal(one[position], torch.cat([ranks[0][position], ranks[1][position]]))
+    with pytest.raises(ValueError, match=r"rank=2 is not in \[0, world_size=2\)"):
+        keys(rank=2, world_size=2)
 
 
-def test_state_of_a_finished_epoch_points_at_the_next():
-    s = ResumableSampler(6, seed=0)
-    s.set_epoch(3)
-    list(s)
-    assert s.state_dict() == {"epoch": 4, "consumed": 0, "seed": 0, "num_samples": 6}
-    assert s.state_dict(consumed=2) == {"epoch": 3, "consumed": 2, "seed": 0, "num_samples": 6}
+def test_the_loader_resumes_at_its_saved_position():
+    loader = ResumableLoader(keys(n=10, batch_size=4))
+    it = iter(loader)
+    first = [next(it) for _ in range(5)]
+    state = loader.state_dict()
+    assert state == {"position": 20, "seed": 3, "samples": 10}
+    rest = [next(it) for _ in range(3)]
+    resumed = ResumableLoader(keys(n=10, batch_size=4))
+    resumed.load_state_dict(state)
+    again = iter(resumed)
+    assert all(torch.equal(a, next(again)) for a in rest)
+    assert not torch.equal(first[0], rest[0])
+    with pytest.raises(ValueError, match=r"cannot resume the training data: the checkpoint's stream was "):
+        ResumableLoader(keys(n=11, batch_size=4)).load_state_dict(state)
 
 
-def test_resuming_other_data_is_an_error():
-    s = ResumableSampler(6, seed=0)
-    with pytest.raises(
-        ValueError, match=r"cannot resume the data order: the checkpoint's was seed=1 over 6 samples"
-    ):
-        s.load_state_dict({"epoch": 0, "consumed": 2, "seed": 1, "num_samples": 6})
+def test_a_repeating_loader_starts_over_on_every_pass():
+    """Lightning's overfit_batches: the same batches every epoch."""
+    loader = ResumableLoader(keys(), repeat=True)
+    a, b = next(iter(loader)), next(iter(loader))
+    assert torch.equal(a, b) and loader.state_dict()["position"] == 0
+
+
+def val_sources(dm) -> list[tuple[int, ...]]:
+    """The source rows of the validation loader without their padding (batches pad to their own longest)."""
+    return [
+        tuple(ids[mask].tolist())
+        for batch in dm.val_dataloader()
+        for ids, mask in zip(batch["src_ids"], batch["src_mask"], strict=True)
+    ]
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+def test_evaluation_scores_every_sample_exactly_once(make_dm, monkeypatch, world_size):
+    """No padded duplicates (a split of 23 is not a multiple of 2 or 3): the shards differ by one at most."""
+    dm = make_dm("reverse", num_train=40, num_val=23, num_test=5, batch_size=4)
+    everything = val_sources(dm)
+    seen = []
+    for rank in range(world_size):
+        monkeypatch.setattr(dm, "_ranks", lambda rank=rank: (rank, world_size))
+        shard = val_sources(dm)
+        assert len(shard) in (23 // world_size, 23 // world_size + 1)
+        seen += shard
+    assert len(everything) == 23 and sorted(seen) == sorted(everything)
 
 
 class Recorder(pl.LightningModule):
-    """Trains a linear layer and records the first input ids of every training batch."""
+    """Trains an embedding and records the first (source) token of every row of every training batch."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -86,8 +109,9 @@ class Recorder(pl.LightningModule):
         self.seen: list[list[int]] = []
 
     def training_step(self, batch, batch_idx):
-        self.seen.append(batch["input_ids"][:, 0].tolist())
-        return self.layer(batch["input_ids"]).mean()
+        ids = batch["input_ids"] if "input_ids" in batch else batch["src_ids"]
+        self.seen.append(ids[:, 0].tolist())
+        return self.layer(ids).mean()
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.1)
@@ -101,6 +125,7 @@ def fit(dm, root, max_steps, ckpt_path=None, every=None):
     )
     trainer = pl.Trainer(
         max_steps=max_steps,
+        max_epochs=-1,
         accelerator="cpu",
         devices=1,
         logger=False,
@@ -114,20 +139,23 @@ def fit(dm, root, max_steps, ckpt_path=None, every=None):
     )
     model = Recorder()
     trainer.fit(model, datamodule=dm, ckpt_path=ckpt_path)
+    assert trainer.fit_loop.epoch_progress.current.started == 1, trainer.fit_loop.epoch_progress  # no restart
     return model.seen
 
 
-@pytest.mark.parametrize("workers", [0, 1])
-def test_lightning_resume_continues_with_the_very_next_batch(make_dm, tmp_path, workers):
+@pytest.mark.parametrize(("kind", "workers"), [("text", 0), ("text", 1), ("reverse", 0)])
+def test_lightning_resume_continues_with_the_very_next_batch(make_dm, tmp_path, kind, workers):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(chr(97 + (i * 7) % 26) for i in range(3000)))
-    fields = {"path": str(corpus), "seq_len": 16, "batch_size": 8, "num_workers": workers}
-    # 3000 chars -> ~170 windows -> 22 batches per epoch: 30 steps cross an epoch boundary
-    reference = fit(make_dm("text", **fields), tmp_path / "a", max_steps=30)
-    first = fit(make_dm("text", **fields), tmp_path / "b", max_steps=13, every=13)
+    if kind == "text":  # ~190 windows of 16: 30 steps of 8 would cross an epoch boundary of old
+        fields = {"path": str(corpus), "seq_len": 16, "batch_size": 8, "num_workers": workers}
+    else:  # 64 samples: 8 batches a permutation, so 30 steps read 4 of them
+        fields = {"num_train": 64, "num_val": 8, "num_test": 8, "batch_size": 8}
+    reference = fit(make_dm(kind, **fields), tmp_path / "a", max_steps=30)
+    first = fit(make_dm(kind, **fields), tmp_path / "b", max_steps=13, every=13)
     assert first == reference[:13]
     resumed = fit(
-        make_dm("text", **fields),
+        make_dm(kind, **fields),
         tmp_path / "c",
         max_steps=30,
         ckpt_path=str(tmp_path / "b" / "epoch=0-step=13.ckpt"),
@@ -135,23 +163,32 @@ def test_lightning_resume_continues_with_the_very_next_batch(make_dm, tmp_path, 
     assert resumed == reference[13:]
 
 
+def test_a_checkpoint_of_the_former_sampler_is_refused(make_dm):
+    dm = make_dm("reverse", num_train=20, num_val=5, num_test=5)
+    with pytest.raises(ValueError, match=r"written by an earlier attnlab whose training data order differs"):
+        dm.load_state_dict({"sampler": {"epoch": 0, "consumed": 8, "seed": 0, "num_samples": 20}})
+
+
 @pytest.mark.parametrize(
     ("kind", "fields"),
     [
         ("text", {"task": "mlm", "seq_len": 32}),
+        ("text", {"seq_len": 32}),
         ("listops", {"num_train": 20, "num_val": 5, "num_test": 5}),
         ("reverse", {"num_train": 20, "num_val": 5, "num_test": 5}),
         ("digits", {"model": {"image_size": 8, "patch_size": 2, "channels": 1}}),
     ],
 )
-def test_datasets_and_collate_survive_pickling(make_dm, kind, fields):
-    """Worker processes started with 'spawn' (macOS, Windows) receive the dataset and collate_fn pickled."""
-    import pickle
-
+def test_batches_survive_pickling(make_dm, kind, fields):
+    """Worker processes started with 'spawn' (macOS, Windows) receive the batches and collate_fn pickled."""
     dm = make_dm(kind, **fields)
-    dataset = pickle.loads(pickle.dumps(dm.datasets["train"]))
+    batches = dm.train_dataloader().batches
+    copy = pickle.loads(pickle.dumps(batches))
+    assert all(torch.equal(copy[64][k], batches[64][k]) for k in batches[64])
+    dataset = pickle.loads(pickle.dumps(dm.datasets["val"]))
     collate = pickle.loads(pickle.dumps(dm.collate_fn()))
-    batch = collate([dataset[(1, 0)], dataset[(1, 1)]])
-    expected = collate([dm.datasets["train"][(1, 0)], dm.datasets["train"][(1, 1)]])
-    assert batch.keys() == expected.keys()
-    assert all(torch.equal(batch[k], expected[k]) for k in batch)
+    batch, expected = (
+        collate([dataset[0], dataset[1]]),
+        dm.collate_fn()([dm.datasets["val"][0], dm.datasets["val"][1]]),
+    )
+    assert batch.keys() == expected.keys() and all(torch.equal(batch[k], expected[k]) for k in batch)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnlab.data.text import Windows, default_corpus, mask_tokens, unigram_entropy
+from attnlab.data.text import Masking, WindowBatches, default_corpus, unigram_entropy
 
 SHAKESPEARE = Path(__file__).resolve().parents[3] / "shared" / "data" / "tinyshakespeare.txt"
 
@@ -28,7 +28,7 @@ def test_default_corpus_is_the_pydoc_topics_in_sorted_order():
 
 def test_default_text_module_causal_batches(make_dm):
     dm = make_dm("text", seq_len=64, batch_size=4)
-    assert dm.vocab_size == len(dm.tokenizer.tokens) and 80 < dm.vocab_size < 200
+    assert dm.vocab_size == len(set(default_corpus()))  # the corpus's characters, no specials
     batch = next(iter(dm.train_dataloader()))
     assert batch["input_ids"].shape == batch["labels"].shape == (4, 64)
     assert batch["input_ids"].dtype == batch["labels"].dtype == torch.long
@@ -45,14 +45,36 @@ def test_default_text_module_causal_batches(make_dm):
     assert 2.5 < dm.unigram_entropy("val") < 3.6  # nats per character
 
 
-def test_random_windows_depend_on_seed_epoch_and_index_only():
-    w = Windows(torch.arange(1000, dtype=torch.int32), span=11, stride=10, random=True, seed=1)
-    assert len(w) == 99
-    assert torch.equal(w[(0, 5)], w[(0, 5)])
-    starts = {w.start((e, 5)) for e in range(20)}
-    assert len(starts) > 15  # another epoch, another offset
-    assert all(0 <= s <= 989 for s in starts)
-    assert torch.equal(w[(3, 4)], w[(3, 4)][0] + torch.arange(11))
+def batches(tokens, span=11, batch_size=4, world_size=1, rank=0, masking=None, seed=1):
+    return WindowBatches(
+        tokens, span, masking, seed=seed, batch_size=batch_size, rank=rank, world_size=world_size
+    )
+
+
+def test_random_windows_are_a_pure_function_of_seed_and_position():
+    stream = torch.arange(1000, dtype=torch.int32)
+    a, b = batches(stream), batches(stream)
+    assert torch.equal(a[40]["input_ids"], b[40]["input_ids"])
+    assert not torch.equal(a[40]["input_ids"], a[44]["input_ids"])
+    assert not torch.equal(a[40]["input_ids"], batches(stream, seed=2)[40]["input_ids"])
+    starts = torch.cat([a[p]["input_ids"][:, 0] for p in range(0, 400, 4)])
+    assert starts.min() >= 0 and starts.max() <= 989 and len(set(starts.tolist())) > 80
+    batch = a[8]
+    windows = torch.cat([batch["input_ids"], batch["labels"][:, -1:]], 1)
+    assert torch.equal(windows, windows[:, :1] + torch.arange(11))  # contiguous slices of the stream
+    assert torch.equal(batch["labels"], batch["input_ids"] + 1) and batch["input_ids"].dtype == torch.long
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_ranks_draw_the_rows_of_one_process_with_the_doubled_batch(masked):
+    tokens = torch.randint(5, 40, (5000,), dtype=torch.int32)
+    masking = Masking(0.3, 1, torch.tensor([0, 1]), torch.arange(5, 40)) if masked else None
+    one = batches(tokens, span=16, batch_size=8, masking=masking)
+    ranks = [batches(tokens, span=16, batch_size=4, world_size=2, rank=r, masking=masking) for r in (0, 1)]
+    for position in (0, 8, 800):
+        joined = [ranks[0][position], ranks[1][position]]
+        for key, value in one[position].items():
+            assert torch.equal(value, torch.cat([j[key] for j in joined])), (position, key)
 
 
 def test_local_file_folder_and_split_files(make_dm, tmp_path):
@@ -62,7 +84,7 @@ def test_local_file_folder_and_split_files(make_dm, tmp_path):
     text = "".join(
         dm.tokenizer.decode(dm.datasets[s].windows.tokens.tolist()) for s in ("train", "val", "test")
     )
-    assert text == lines(200)
+    assert text == lines(200) and dm.vocab_size == len(set(lines(200)))
     assert len(dm.datasets["val"].windows.tokens) == int(len(lines(200)) * 0.1)
 
     folder = tmp_path / "books"
@@ -92,10 +114,10 @@ def test_hf_text_loader_offline(make_dm, tmp_path):
     assert (tmp_path / "hf_cache").is_dir()
     dm.setup("fit")
     assert 263 < dm.vocab_size <= 300
-    joined = "\n".join(
+    joined = "".join(
         dm.tokenizer.decode(dm.datasets[s].windows.tokens.tolist()) for s in ("train", "val", "test")
     )
-    assert joined + "\n" == lines(300)  # rows carved in order, rejoined by newlines
+    assert joined + "\n" == lines(300)  # rows joined by newlines, then carved like a local file
     # nothing written beside the data
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "hf_cache"]
 
@@ -103,21 +125,19 @@ def test_hf_text_loader_offline(make_dm, tmp_path):
 @pytest.mark.skipif(not SHAKESPEARE.exists(), reason="tinyshakespeare.txt is not in ../shared/data")
 def test_tiny_shakespeare_char_vocabulary(make_dm):
     dm = make_dm("text", path=str(SHAKESPEARE), val_fraction=0.1, test_fraction=0.0, seq_len=32)
-    assert dm.vocab_size == 65 + 7  # nanoGPT's 65 characters plus the specials
+    assert dm.vocab_size == 65  # nanoGPT's 65 characters: a causal LM needs no special token
+    assert (
+        dm.tokenizer.decode(range(65)) == "\n !$&',-.3:;?ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    )
 
 
 def test_mlm_masking_is_80_10_10_and_never_touches_specials():
     g = torch.Generator().manual_seed(0)
     ids = torch.randint(7, 50, (200_000,))
     ids[::10] = 5  # a special (cls) every 10 tokens
-    inputs, labels = mask_tokens(
-        ids,
-        probability=0.15,
-        mask_id=4,
-        special_ids=torch.arange(7),
-        ordinary_ids=torch.arange(7, 50),
-        generator=g,
-    )
+    masking = Masking(0.15, 4, torch.arange(7), torch.arange(7, 50))
+    batch = masking.apply(ids, masking.noise(ids.shape, g))
+    inputs, labels = batch["input_ids"], batch["labels"]
     chosen = labels != -100
     assert not chosen[::10].any()
     assert torch.equal(labels[chosen], ids[chosen])
@@ -129,16 +149,22 @@ def test_mlm_masking_is_80_10_10_and_never_touches_specials():
     assert abs(kept.sum().item() / chosen.sum().item() - (0.1 + 0.1 / 43)) < 0.01
     assert torch.equal(inputs[~chosen], ids[~chosen])
     assert inputs[chosen & ~masked].min() >= 7  # random replacements are ordinary tokens
+    assert batch["attention_mask"].all()
 
 
 def test_mlm_module_batches_are_reproducible(make_dm, tmp_path):
     file = tmp_path / "c.txt"
     file.write_text(lines(300))
     dm = make_dm("text", task="mlm", path=str(file), seq_len=32, batch_size=8)
-    train = dm.datasets["train"]
-    a, b = train[(2, 3)], train[(2, 3)]
+    assert dm.tokenizer.special_ids == {"mask": 0}  # masked LM needs the mask token only
+    train = dm.train_dataloader().batches
+    a, b = train[16], train[16]
     assert torch.equal(a["input_ids"], b["input_ids"]) and torch.equal(a["labels"], b["labels"])
-    assert not torch.equal(train[(2, 3)]["labels"], train[(3, 3)]["labels"])
+    assert not torch.equal(train[16]["labels"], train[24]["labels"])
+    val = dm.datasets["val"]
+    assert torch.equal(val[3]["input_ids"], val[3]["input_ids"]) and not torch.equal(
+        val[3]["labels"], val[4]["labels"]
+    )
     batch = next(iter(dm.val_dataloader()))
     assert batch["attention_mask"].dtype == torch.bool and batch["attention_mask"].all()
     assert set(batch) == {"input_ids", "attention_mask", "labels"}
@@ -153,15 +179,38 @@ def test_unigram_entropy():
 def test_missing_empty_and_binary_files(make_dm, tmp_path):
     with pytest.raises(FileNotFoundError, match=r"data.path='.*missing.txt': no such file or folder"):
         make_dm("text", path=str(tmp_path / "missing.txt"))
+    with pytest.raises(ValueError, match=r"data.path='/dev/null': neither a regular file nor a folder"):
+        make_dm("text", path="/dev/null")
     (tmp_path / "empty.txt").write_text("  \n")
     with pytest.raises(ValueError, match=r"empty.txt is empty"):
         make_dm("text", path=str(tmp_path / "empty.txt"))
-    (tmp_path / "bin.txt").write_bytes(b"\xff\xfe\x00abc")
-    with pytest.raises(ValueError, match=r"bin.txt is not UTF-8 text"):
-        make_dm("text", path=str(tmp_path / "bin.txt"))
+    (tmp_path / "latin1.txt").write_bytes(lines(30).encode() + "café\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1.txt:31: not UTF-8 text \(invalid continuation byte"):
+        make_dm("text", path=str(tmp_path / "latin1.txt"))
+    (tmp_path / "zeros.bin").write_bytes(bytes(200_000))  # issue 14: trained as text before
+    with pytest.raises(ValueError, match=r"zeros.bin:1: not a text file \(it holds NUL bytes\)"):
+        make_dm("text", path=str(tmp_path / "zeros.bin"))
+    (tmp_path / "controls.txt").write_bytes(bytes(range(1, 32)) * 100)
+    with pytest.raises(
+        ValueError, match=r"controls.txt: not a text file \(2600 of its 3100 characters are control"
+    ):
+        make_dm("text", path=str(tmp_path / "controls.txt"))
     (tmp_path / "nothing").mkdir()
     with pytest.raises(ValueError, match=r"data.path='.*nothing' is a folder without any files"):
         make_dm("text", path=str(tmp_path / "nothing"))
+
+
+def test_text_a_saved_tokenizer_cannot_encode_names_the_split_and_characters(make_dm, tmp_path):
+    (tmp_path / "a.txt").write_text(lines(100))
+    dm = make_dm("text", path=str(tmp_path / "a.txt"), seq_len=16)
+    dm.save_tokenizer(tmp_path / "run")
+    (tmp_path / "b.txt").write_text(lines(100) + "Zoë\n")
+    with pytest.raises(
+        ValueError,
+        match=r"the test split of data.path='.*b.txt': the text has 2 character\(s\) the tokenizer cannot "
+        r"encode: 'Z', 'ë' \(its",
+    ):
+        make_dm("text", path=str(tmp_path / "b.txt"), seq_len=16, tokenizer=str(tmp_path / "run"))
 
 
 def test_text_shorter_than_a_window(make_dm, tmp_path):
@@ -192,4 +241,4 @@ def test_tokenizer_that_does_not_fit_the_model(make_dm, tmp_path):
     restored = make_dm(
         "text", seq_len=32, tokenizer=str(tmp_path / "run"), model={"vocab_size": dm.vocab_size}
     )
-    assert restored.tokenizer.tokens == dm.tokenizer.tokens
+    assert restored.tokenizer.vocab == dm.tokenizer.vocab

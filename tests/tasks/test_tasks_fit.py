@@ -13,7 +13,7 @@ from pytorch_lightning.loggers import CSVLogger
 from torch.utils.data import DataLoader
 
 from attnlab.cli.checkpoint import load_task_from_checkpoint
-from attnlab.data.tokenizers import VocabTokenizer
+from attnlab.data.tokenizers import SPECIAL_TOKENS, char_tokenizer
 from attnlab.schema.task import OptimConfig, TaskConfig
 from attnlab.tasks import build_task
 from attnlab.training.callbacks import ThroughputLogger
@@ -187,7 +187,7 @@ FAMILY_TASKS = [
 
 @pytest.mark.parametrize(("family", "name", "overrides"), FAMILY_TASKS)
 def test_checkpoint_round_trip_rebuilds_an_identical_model(tmp_path, make_model, family, name, overrides):
-    tokenizer = VocabTokenizer.from_texts(["abcdefghi"], "char") if family != "vit" else None
+    tokenizer = char_tokenizer(["abcdefghi"], roles=SPECIAL_TOKENS) if family != "vit" else None
     model = make_model(family, **overrides)
     task = build_task(
         TaskConfig(name=name),

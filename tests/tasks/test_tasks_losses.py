@@ -8,7 +8,7 @@ import pytest
 import sacrebleu
 import torch
 
-from attnlab.data.tokenizers import VocabTokenizer
+from attnlab.data.tokenizers import SPECIAL_TOKENS, char_tokenizer
 from attnlab.models import count_parameters
 from attnlab.schema.task import OptimConfig, TaskConfig
 from attnlab.tasks import build_task
@@ -157,7 +157,7 @@ def test_validation_loss_is_averaged_over_tokens_not_batches(make_model):
 
 
 def test_seq2seq_decoded_metrics_match_sacrebleu(make_model):
-    tokenizer = VocabTokenizer.from_texts(["abcdefghi"], "char")
+    tokenizer = char_tokenizer(["abcdefghi"], roles=SPECIAL_TOKENS)
     eos, pad = tokenizer.eos_id, -100
     a, b, c, d, e = (tokenizer.encode(ch)[0] for ch in "abcde")
     model = make_model("seq2seq", vocab_size=tokenizer.vocab_size)
@@ -177,7 +177,7 @@ def test_seq2seq_decoded_metrics_match_sacrebleu(make_model):
 
 
 def test_seq2seq_validation_decodes_only_with_a_tokenizer(make_model):
-    tokenizer = VocabTokenizer.from_texts(["abcdefghi"], "char")
+    tokenizer = char_tokenizer(["abcdefghi"], roles=SPECIAL_TOKENS)
     model = make_model("seq2seq", vocab_size=tokenizer.vocab_size)
     without = task_for(model, "seq2seq")
     assert set(without.metrics["val"]) == {"loss", "acc"}

@@ -55,7 +55,7 @@ def stop_ids(loaded: Loaded, cmd: SampleCommand) -> list[int]:
                 "stop", cmd.stop, f"{text!r} is {len(encoded)} tokens; each stop string must be one token"
             )
         ids += encoded
-    return [*ids, tok.eos_id] if cmd.stop_at_eos else ids
+    return [*ids, tok.eos_id] if cmd.stop_at_eos and tok.eos_id is not None else ids
 
 
 def next_prediction(loaded: Loaded, ids: list[int]) -> tuple[dict[str, Tensor], Tensor]:
@@ -93,7 +93,7 @@ class DecoderCommands(FamilyCommands):
     """gpt: sampled continuations; the next token explained."""
 
     def encode(self, loaded: Loaded, text: str, mask_token: str = "<mask>") -> list[int]:
-        return loaded.tokenizer.encode(text) or [loaded.tokenizer.bos_id]  # an empty prompt starts from bos
+        return loaded.tokenizer.encode(text) or loaded.tokenizer.start_ids()  # <bos>, else a newline
 
     def sample(self, loaded: Loaded, cmd: SampleCommand) -> str:
         prompts = [self.encode(loaded, text) for text in texts(cmd)]
@@ -109,7 +109,7 @@ class DecoderCommands(FamilyCommands):
             num_samples=cmd.num_samples,
             seed=cmd.seed,
             use_cache=cmd.use_cache,
-            pad_id=loaded.tokenizer.pad_id,
+            pad_id=loaded.tokenizer.pad_id or 0,  # a char model has no <pad>: padding is masked anyway
         )
         blocks = []
         for i, new in enumerate(outputs):

@@ -51,4 +51,12 @@ def load_tokenizer(path: str):
     return _load(path)
 
 
-__all__ = ["MODULES", "build_datamodule", "load_tokenizer"]
+def check_source(cfg: DataConfig, model_cfg: ModelConfig | None = None) -> None:
+    """The cheap checks of the data a run names, for the commands' validation (before a run directory
+    exists): see ``attnlab.data.checks.check_source``. Imports neither torch nor ``datasets``."""
+    from attnlab.data.checks import check_source as _check
+
+    _check(cfg, model_cfg)
+
+
+__all__ = ["MODULES", "build_datamodule", "check_source", "load_tokenizer"]

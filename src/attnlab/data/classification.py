@@ -12,24 +12,22 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Dataset
 
 from attnlab.data import listops
+from attnlab.data.checks import wanted_columns
 from attnlab.data.module import AttnlabDataModule
 from attnlab.data.sampling import Key, split_key
 from attnlab.data.sources import column_splits
-from attnlab.data.tokenizers import Tokenizer, VocabTokenizer, build_tokenizer
+from attnlab.data.tokenizers import Tokenizer, build_tokenizer, word_level
 
 
 def pad_ids(rows: list[Tensor], pad_value: int) -> tuple[Tensor, Tensor]:
     """Right-pad 1-D id tensors to (B, T) and the mask (B, T) that is True at real tokens."""
-    length = max(len(r) for r in rows)
-    ids = torch.full((len(rows), length), pad_value, dtype=torch.long)
-    mask = torch.zeros((len(rows), length), dtype=torch.bool)
-    for i, r in enumerate(rows):
-        ids[i, : len(r)] = r
-        mask[i, : len(r)] = True
-    return ids, mask
+    ids = pad_sequence(rows, batch_first=True, padding_value=pad_value)
+    lengths = torch.tensor([len(r) for r in rows])
+    return ids, torch.arange(ids.shape[1]) < lengths[:, None]
 
 
 def collate_labelled(samples: list[dict[str, Any]], pad_id: int) -> dict[str, Tensor]:
@@ -67,7 +65,7 @@ class ListOpsDataModule(ClassificationDataModule):
 
     def build(self) -> dict[str, Dataset]:
         cfg = self.cfg
-        self.tokenizer = VocabTokenizer.from_texts([" ".join(listops.VOCABULARY)], split="space")
+        self.tokenizer = word_level(listops.VOCABULARY, "space", self.special_roles)
         self.num_classes = listops.NUM_CLASSES
         sizes = {"train": cfg.num_train, "val": cfg.num_val, "test": cfg.num_test}
         datasets = {}
@@ -117,8 +115,7 @@ class TextClassificationDataModule(ClassificationDataModule):
 
     def build(self) -> dict[str, Dataset]:
         cfg = self.cfg
-        wanted = {"data.text_column": cfg.text_column, "data.label_column": cfg.label_column}
-        columns, where = column_splits(cfg, wanted, self.seed)
+        columns, where = column_splits(cfg, wanted_columns(cfg), self.seed)
         texts = {split: [str(t) for t in cols[cfg.text_column]] for split, cols in columns.items()}
         labels, self.label_names = label_ids(
             {split: [_as_label(y) for y in cols[cfg.label_column]] for split, cols in columns.items()}, where
@@ -128,7 +125,9 @@ class TextClassificationDataModule(ClassificationDataModule):
             if self.label_names
             else max(max(ys, default=0) for ys in labels.values()) + 1
         )
-        self.tokenizer = build_tokenizer(cfg.tokenizer, texts["train"], cfg.bpe_vocab_size)
+        self.tokenizer = build_tokenizer(
+            cfg.tokenizer, texts, roles=self.special_roles, bpe_vocab_size=cfg.bpe_vocab_size
+        )
         return {
             split: LabelledTexts(texts[split], labels[split], self.tokenizer, cfg.seq_len) for split in texts
         }

@@ -8,7 +8,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from attnlab.data.images import match_channels, pil_to_tensor, resize
+from attnlab.data.image_sources import pil_to_tensor
+from attnlab.data.images import match_channels, resize
 
 
 def load_images(

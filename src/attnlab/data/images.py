@@ -1,10 +1,13 @@
 """Images for the ViT: scikit-learn's digits (offline default), a folder of class folders, Hugging
 Face image datasets, and torchvision datasets when the optional ``vision`` extra is installed.
 
-Every image is brought to the model: ``model.channels`` (grey <-> RGB), ``model.image_size``
-(bilinear resize), then optional augmentation (random crop with zero padding, horizontal flip;
-seeded by (seed, epoch, index)) and normalisation by ``data.mean``/``data.std``. Batches hold
-``pixel_values`` (B, C, H, W) float and ``labels`` (B,).
+Every image is brought to the model: its channels (grey <-> RGB), ``model.image_size`` (bilinear
+resize), then optional augmentation (random crop with zero padding, horizontal flip; seeded by
+(seed, epoch, index)) and normalisation by ``data.mean``/``data.std``. What is not given is taken
+from the data: ``model.channels=0`` becomes 1 when every training image is grey, else 3; an empty
+``data.mean`` becomes the training images' own per-channel mean and std. A resize that would shrink
+the images by more than 2x is refused, naming the sizes to set. Batches hold ``pixel_values``
+(B, C, H, W) float and ``labels`` (B,).
 """
 
 from __future__ import annotations
@@ -12,82 +15,29 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 from torch.utils.data import Dataset
 
+from attnlab.data.checks import check_columns, check_shrink, class_folders, existing, image_split_folders
 from attnlab.data.classification import label_ids
+from attnlab.data.image_sources import (
+    FileImages,
+    HFImages,
+    IndexedImages,
+    Scan,
+    TensorImages,
+    folder_images,
+    sample_indices,
+    scan_folder,
+)
 from attnlab.data.module import AttnlabDataModule
 from attnlab.data.sampling import Key, split_key, torch_generator
-from attnlab.data.sources import (
-    SPLIT_NAMES,
-    carve_indices,
-    check_columns,
-    complete_splits,
-    existing,
-    hf_splits,
-)
+from attnlab.data.sources import carve_indices, complete_splits, hf_splits
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 GREY_WEIGHTS = torch.tensor([0.299, 0.587, 0.114]).view(3, 1, 1)  # ITU-R BT.601 luma
-
-
-# -- sources: ``load(i)`` gives a (C, H, W) float tensor in [0, 1] at the stored size ---------------
-
-
-class TensorImages:
-    """Images already in memory, e.g. the digits."""
-
-    def __init__(self, images: Tensor, labels: list[int]) -> None:
-        self.images, self.labels = images, labels
-
-    def load(self, index: int) -> Tensor:
-        return self.images[index]
-
-
-def pil_to_tensor(image: Any, channels: int) -> Tensor:
-    """A PIL image as a (C, H, W) float tensor in [0, 1], converted to grey or RGB."""
-    array = np.asarray(image.convert("L" if channels == 1 else "RGB"), dtype=np.float32) / 255.0
-    tensor = torch.from_numpy(array.copy())
-    return tensor.unsqueeze(0) if channels == 1 else tensor.permute(2, 0, 1)
-
-
-class FileImages:
-    """Image files read with PIL when needed."""
-
-    def __init__(self, files: list[Path], labels: list[int], channels: int) -> None:
-        self.files, self.labels, self.channels = files, labels, channels
-
-    def load(self, index: int) -> Tensor:
-        from PIL import Image
-
-        with Image.open(self.files[index]) as image:
-            return pil_to_tensor(image, self.channels)
-
-
-class HFImages:
-    """A Hugging Face split whose ``column`` decodes to PIL images."""
-
-    def __init__(self, dataset: Any, column: str, labels: list[int], channels: int) -> None:
-        self.dataset, self.column, self.labels, self.channels = dataset, column, labels, channels
-
-    def load(self, index: int) -> Tensor:
-        return pil_to_tensor(self.dataset[index][self.column], self.channels)
-
-
-class IndexedImages:
-    """A subset of a dataset that returns (PIL image, label) pairs, e.g. a torchvision dataset."""
-
-    def __init__(self, dataset: Any, indices: list[int], labels: list[int], channels: int) -> None:
-        self.dataset, self.indices, self.labels, self.channels = dataset, indices, labels, channels
-
-    def load(self, index: int) -> Tensor:
-        return pil_to_tensor(self.dataset[self.indices[index]][0], self.channels)
-
-
-# -- bringing an image to the model -------------------------------------------------------------
+STATS_IMAGES = 1000  # HF and torchvision sets: the mean/std of this many training images
 
 
 def match_channels(image: Tensor, channels: int) -> Tensor:
@@ -154,29 +104,28 @@ class ImageDataset(Dataset):
         return {"pixel_values": (image - self.mean) / self.std, "labels": self.source.labels[index]}
 
 
-# -- the data module ------------------------------------------------------------------------------
-
-
 class ImageDataModule(AttnlabDataModule):
     """``data.kind=digits`` or ``data.kind=images`` (``data.path``, ``data.hf_name`` or ``data.torchvision``)."""
 
+    channels = 0  # after setup: the channels of the model's input (model.channels, or inferred)
+
     def build(self) -> dict[str, Dataset]:
-        cfg, channels = self.cfg, self.model_cfg.channels
+        cfg = self.cfg
+        self.channels = self.model_cfg.channels
         if cfg.kind == "digits":
-            sources = self.digits()
+            sources, stats = self.digits(), None
         elif cfg.torchvision:
-            sources = self.torchvision_sources(channels)
+            sources, stats = self.sampled(self.torchvision_sources())
         elif cfg.hf_name:
-            sources = self.hf_sources(channels)
+            sources, stats = self.sampled(self.hf_sources())
         else:
-            sources = self.folder_sources(channels)
-        size = self.model_cfg.image_size
-        mean, std = self.normalisation(sources["train"], channels)
+            sources, stats = self.folder_sources()
+        mean, std = self.normalisation(sources["train"], stats)
         return {
             split: ImageDataset(
                 source,
-                size=size,
-                channels=channels,
+                size=self.model_cfg.image_size,
+                channels=self.channels,
                 mean=mean,
                 std=std,
                 augment=cfg.augment and split == "train",
@@ -194,12 +143,16 @@ class ImageDataModule(AttnlabDataModule):
                 f"data.image_size={self.cfg.image_size} does not match model.image_size={model.image_size}; "
                 "leave data.image_size null to resize the images to the model"
             )
-        if model.channels not in (1, 3):
-            raise ValueError(f"model.channels={model.channels}: images are loaded as grey (1) or RGB (3)")
+        if self.channels not in (1, 3):
+            raise ValueError(
+                f"model.channels={self.channels}: images are loaded as grey (1) or RGB (3), or 0 to take "
+                "them from the data"
+            )
         super().check_model()
 
-    def normalisation(self, train: Any, channels: int) -> tuple[Tensor, Tensor]:
-        """``data.mean``/``data.std``; if empty, the digits' own statistics (at the model's size), else 0.5/0.5."""
+    def normalisation(self, train: Any, stats: tuple[Tensor, Tensor] | None) -> tuple[Tensor, Tensor]:
+        """``data.mean``/``data.std`` when given; else the digits' one statistic at the model's size, or
+        the training images' per-channel mean and std."""
         if self.cfg.mean:
             mean, std = torch.tensor(self.cfg.mean), torch.tensor(self.cfg.std)
         elif isinstance(
@@ -208,10 +161,12 @@ class ImageDataModule(AttnlabDataModule):
             images = resize(train.images, self.model_cfg.image_size)
             mean, std = images.mean().reshape(1), images.std().reshape(1)
         else:
-            mean, std = torch.full((channels,), 0.5), torch.full((channels,), 0.5)
-        if len(mean) not in (1, channels):
+            mean, std = stats
+        if len(mean) not in (1, self.channels):
             raise ValueError(
-                f"data.mean={list(self.cfg.mean)} has {len(mean)} values for model.channels={channels}"
+                f"data.mean={list(self.cfg.mean)} has {len(mean)} values for {self.channels}-channel images "
+                "(model.channels); give 1 or one per channel, or leave data.mean and data.std empty to "
+                "measure them on the training images"
             )
         return mean.float().view(-1, 1, 1), std.float().view(-1, 1, 1)
 
@@ -222,37 +177,54 @@ class ImageDataModule(AttnlabDataModule):
         bunch = load_digits()
         images = torch.tensor(bunch.images, dtype=torch.float32).unsqueeze(1) / 16.0
         labels = [int(y) for y in bunch.target]
-        self.num_classes = 10
+        self.num_classes, self.channels = 10, self.channels or 1
         parts = carve_indices(
             len(labels), self.cfg.val_fraction, self.cfg.test_fraction, self.seed, shuffle=True
         )
         return {split: TensorImages(images[idx], [labels[i] for i in idx]) for split, idx in parts.items()}
 
-    def folder_sources(self, channels: int) -> dict[str, FileImages]:
-        """``data.path``/<class>/<image>, or ``data.path``/{train,val,test}/<class>/<image>."""
+    def folder_sources(self) -> tuple[dict[str, FileImages], tuple[Tensor, Tensor]]:
+        """``data.path``/<class>/<image>, or ``data.path``/{train,val,test}/<class>/<image>; every file is
+        decoded once here, and the training images measured."""
         root = existing(self.cfg.path)
         if not root.is_dir():
             raise ValueError(
                 f"data.path={self.cfg.path!r} is a file; data.kind=images needs a folder of class folders"
             )
-        split_dirs = {}
-        for split, names in SPLIT_NAMES.items():
-            folder = next((root / n for n in names if (root / n).is_dir()), None)
-            if folder is not None:
-                split_dirs[split] = folder
-        if "train" not in split_dirs:  # no split folders: the classes are right under data.path
-            split_dirs = {"train": root}
+        split_dirs = image_split_folders(root)
         classes = class_folders(split_dirs["train"])
         self.label_names, self.num_classes = classes, len(classes)
-        found = {split: image_files(folder, classes) for split, folder in split_dirs.items()}
+        found = {split: folder_images(folder, classes) for split, folder in split_dirs.items()}
+        scan = scan_folder([f for f, _ in found["train"]], Scan())
+        for split in set(found) - {"train"}:
+            scan_folder([f for f, _ in found[split]])
+        width, height = scan.typical_size()
+        check_shrink(width, height, found["train"][0][0], self.model_cfg)
+        self.channels = self.channels or (1 if scan.grey else 3)
         found = complete_splits(
             found, self.cfg, self.seed, shuffle=True, take=lambda fl, idx: [fl[i] for i in idx]
         )
-        return {
-            split: FileImages([f for f, _ in fl], [y for _, y in fl], channels) for split, fl in found.items()
+        sources = {
+            split: FileImages([f for f, _ in fl], [y for _, y in fl], self.channels)
+            for split, fl in found.items()
         }
+        return sources, scan.mean_std(self.channels)
 
-    def hf_sources(self, channels: int) -> dict[str, HFImages]:
+    def sampled(self, sources: dict[str, Any]) -> tuple[dict[str, Any], tuple[Tensor, Tensor] | None]:
+        """Channels and statistics of a large set, where not given, from a sample of its training images."""
+        if self.channels and self.cfg.mean:
+            return sources, None
+        train = sources["train"]
+        scan = Scan()
+        for i in sample_indices(len(train.labels), STATS_IMAGES):
+            scan.add(train.image(i))
+        if not self.channels:
+            self.channels = 1 if scan.grey else 3
+            for source in sources.values():
+                source.channels = self.channels
+        return sources, scan.mean_std(self.channels)
+
+    def hf_sources(self) -> dict[str, HFImages]:
         cfg = self.cfg
         wanted = {"data.image_column": cfg.image_column, "data.label_column": cfg.label_column}
         splits = hf_splits(cfg, self.seed, shuffle=True)
@@ -265,9 +237,9 @@ class ImageDataModule(AttnlabDataModule):
         names = names or getattr(feature, "names", None)
         self.label_names = names
         self.num_classes = len(names) if names else max(max(ys, default=0) for ys in labels.values()) + 1
-        return {s: HFImages(ds, cfg.image_column, labels[s], channels) for s, ds in splits.items()}
+        return {s: HFImages(ds, cfg.image_column, labels[s], self.channels) for s, ds in splits.items()}
 
-    def torchvision_sources(self, channels: int) -> dict[str, IndexedImages]:
+    def torchvision_sources(self) -> dict[str, IndexedImages]:
         """A ``torchvision.datasets`` class, downloaded into ``data.cache_dir`` (default ./data_cache/torchvision)."""
         datasets = import_torchvision().datasets
         name = self.cfg.torchvision
@@ -276,60 +248,20 @@ class ImageDataModule(AttnlabDataModule):
             raise ValueError(f"data.torchvision={name!r} is not a dataset class of torchvision.datasets")
         root = str(Path(self.cfg.cache_dir or "data_cache") / "torchvision")
         train, test = (torchvision_split(cls, root, split) for split in ("train", "test"))
-        full = {"train": train, "test": test}
-        labels = {s: dataset_labels(ds) for s, ds in full.items()}
+        labels = {"train": dataset_labels(train), "test": dataset_labels(test)}
         names = list(getattr(train, "classes", []) or [])
         self.label_names = names or None
         self.num_classes = len(names) if names else max(max(ys) for ys in labels.values()) + 1
         parts = carve_indices(len(train), self.cfg.val_fraction, 0.0, self.seed, shuffle=True)
         return {
             "train": IndexedImages(
-                train, parts["train"], [labels["train"][i] for i in parts["train"]], channels
+                train, parts["train"], [labels["train"][i] for i in parts["train"]], self.channels
             ),
-            "val": IndexedImages(train, parts["val"], [labels["train"][i] for i in parts["val"]], channels),
-            "test": IndexedImages(test, list(range(len(test))), labels["test"], channels),
+            "val": IndexedImages(
+                train, parts["val"], [labels["train"][i] for i in parts["val"]], self.channels
+            ),
+            "test": IndexedImages(test, list(range(len(test))), labels["test"], self.channels),
         }
-
-
-def class_folders(folder: Path) -> list[str]:
-    classes = sorted(d.name for d in folder.iterdir() if d.is_dir() and not d.name.startswith("."))
-    if not classes:
-        raise ValueError(
-            f"{folder} has no class folders; data.kind=images expects <data.path>/<class>/<image files>"
-        )
-    return classes
-
-
-def image_files(folder: Path, classes: list[str]) -> list[tuple[Path, int]]:
-    """(file, class id) of the images in ``folder``/<class>/; each file's header is checked now, so an
-    unreadable one is named here rather than failing in a loader worker.
-    """
-    from PIL import Image, UnidentifiedImageError
-
-    extra = sorted(
-        d.name
-        for d in folder.iterdir()
-        if d.is_dir() and not d.name.startswith(".") and d.name not in classes
-    )
-    if extra:
-        raise ValueError(
-            f"{folder} has class folders that training lacks: {', '.join(extra)}; training classes: "
-            f"{', '.join(classes)}"
-        )
-    items = []
-    for label, name in enumerate(classes):
-        for file in sorted((folder / name).glob("*")) if (folder / name).is_dir() else []:
-            if file.suffix.lower() not in IMAGE_SUFFIXES:
-                continue
-            try:
-                with Image.open(file):
-                    pass
-            except (UnidentifiedImageError, OSError) as err:
-                raise ValueError(f"{file} is not a readable image ({type(err).__name__})") from None
-            items.append((file, label))
-    if not items:
-        raise ValueError(f"{folder} holds no images ({', '.join(IMAGE_SUFFIXES)}) in its class folders")
-    return items
 
 
 def import_torchvision():

@@ -1,10 +1,10 @@
-"""The Lightning DataModule every data kind builds on: loaders, DDP sharding, exact resume.
+"""The Lightning DataModule every data kind builds on: the endless training stream, evaluation shards.
 
-A subclass implements ``build()`` (the three datasets, and the tokenizer or number of classes)
-and ``collate_fn()`` (samples -> a batch of the data<->task contract). Ranks are sharded by
-``ResumableSampler``, so the Trainer must be built with ``use_distributed_sampler=False``.
-The sampler position is saved with the checkpoint through ``state_dict()`` (Lightning calls it
-on the data module), so ``ckpt_path=`` resumes with the very next batch.
+A subclass implements ``build()`` (the three datasets, and the tokenizer or number of classes) and
+``collate_fn()`` (samples -> a batch of the data<->task contract); one whose training batches are
+drawn whole (LM windows) also overrides ``train_batches``. Ranks are sharded here, so the Trainer
+must be built with ``use_distributed_sampler=False`` (Lightning would otherwise shard the evaluation
+shards again). The training loader's position travels in every checkpoint (``sampling.py``).
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from torch.utils.data import DataLoader, Dataset, default_collate
+from torch.utils.data import DataLoader, Dataset, Subset, default_collate
 
-from attnlab.data.sampling import ResumableSampler, seed_worker
+from attnlab.data.sampling import ResumableLoader, SampleBatches, ShardedBatches
 from attnlab.data.sources import load_hf
-from attnlab.data.tokenizers import Tokenizer
+from attnlab.data.tokenizers import TASK_SPECIALS, Tokenizer
 from attnlab.schema.data import DataConfig
 from attnlab.schema.model import ModelConfig
 from attnlab.schema.rundir import LABELS_FILE
@@ -41,8 +41,6 @@ class AttnlabDataModule(pl.LightningDataModule):
         self.num_classes = 0
         self.label_names: list[str] | None = None
         self.datasets: dict[str, Dataset] = {}
-        self._train_sampler: ResumableSampler | None = None
-        self._sampler_state: dict[str, int] | None = None
 
     # -- what subclasses provide -----------------------------------------------------------
 
@@ -54,7 +52,16 @@ class AttnlabDataModule(pl.LightningDataModule):
         """Samples -> batch; a module-level function (or a partial of one), so worker processes can pickle it."""
         return default_collate
 
+    def train_batches(self, **shard: int) -> ShardedBatches:
+        """This rank's training batch at each stream position (``shard``: seed, batch_size, rank, world_size)."""
+        return SampleBatches(self.datasets["train"], self.collate_fn(), **shard)
+
     # -- setup -----------------------------------------------------------------------------
+
+    @property
+    def special_roles(self) -> tuple[str, ...]:
+        """The special tokens the task puts into batches (attnlab.data.tokenizers.TASK_SPECIALS)."""
+        return TASK_SPECIALS[self.task]
 
     @property
     def vocab_size(self) -> int:
@@ -62,7 +69,9 @@ class AttnlabDataModule(pl.LightningDataModule):
 
     @property
     def pad_id(self) -> int:
-        return self.tokenizer.pad_id if self.tokenizer is not None else 0
+        """The padding id of batches; 0 where nothing is padded (windows, images)."""
+        pad = self.tokenizer.pad_id if self.tokenizer is not None else None
+        return pad if pad is not None else 0
 
     def prepare_data(self) -> None:
         """Download a Hugging Face dataset into its cache once (Lightning calls this on one process)."""
@@ -81,9 +90,10 @@ class AttnlabDataModule(pl.LightningDataModule):
             datasets["test"] = datasets["val"]  # no test data asked for: test on the validation split
         for split, dataset in datasets.items():
             if len(dataset) == 0:
+                key = "data.val_fraction" if split == "val" else "data.test_fraction"
                 raise ValueError(
-                    f"the {split} split of data.kind={self.cfg.kind!r} is empty; "
-                    "check data.val_fraction / data.test_fraction or the split files"
+                    f"the {split} split of data.kind={self.cfg.kind!r} is empty; raise {key} or give "
+                    f"the source a {split} split"
                 )
         self.check_model()
         self.datasets = datasets
@@ -119,47 +129,38 @@ class AttnlabDataModule(pl.LightningDataModule):
             return torch.distributed.get_rank(), torch.distributed.get_world_size()
         return 0, 1
 
-    def _loader(self, split: str, sampler: ResumableSampler) -> DataLoader:
-        rank = sampler.rank
-        return DataLoader(
-            self.datasets[split],
-            batch_size=self.cfg.batch_size,
-            sampler=sampler,
-            num_workers=self.cfg.num_workers,
-            pin_memory=self.cfg.pin_memory,
-            persistent_workers=self.cfg.num_workers > 0,
-            worker_init_fn=seed_worker,
-            generator=torch.Generator().manual_seed(self.seed + 1000 * rank),
-            collate_fn=self.collate_fn(),
-        )
-
-    def train_dataloader(self) -> DataLoader:
-        rank, world_size = self._ranks()
+    @property
+    def pin_memory(self) -> bool:
+        """``data.pin_memory``; unset, pinned exactly when the Trainer runs on CUDA (Lightning then copies
+        batches to the GPU with ``non_blocking=True``)."""
+        if self.cfg.pin_memory is not None:
+            return self.cfg.pin_memory
         trainer = self.trainer
-        if (
-            world_size > 1
-            and trainer is not None
-            and getattr(trainer._accelerator_connector, "use_distributed_sampler", False)
-        ):
-            raise ValueError(
-                "attnlab's data modules shard the data over ranks themselves: "
-                "build the Trainer with use_distributed_sampler=False"
-            )
-        sampler = ResumableSampler(
-            len(self.datasets["train"]), seed=self.seed, rank=rank, world_size=world_size, with_epoch=True
+        return trainer is not None and trainer.strategy.root_device.type == "cuda"
+
+    def train_dataloader(self) -> ResumableLoader:
+        rank, world_size = self._ranks()
+        batches = self.train_batches(
+            seed=self.seed, batch_size=self.cfg.batch_size, rank=rank, world_size=world_size
         )
-        if self._sampler_state is not None:
-            sampler.load_state_dict(self._sampler_state)
-            self._sampler_state = None
-        self._train_sampler = sampler
-        return self._loader("train", sampler)
+        repeat = self.trainer is not None and self.trainer.overfit_batches > 0
+        return ResumableLoader(
+            batches, num_workers=self.cfg.num_workers, pin_memory=self.pin_memory, repeat=repeat
+        )
 
     def _eval_loader(self, split: str) -> DataLoader:
+        """Every sample of the split exactly once over all ranks: rank r reads samples r, r + W, ...
+        (shards differ by at most one sample; nothing is repeated to even them out)."""
         rank, world_size = self._ranks()
-        sampler = ResumableSampler(
-            len(self.datasets[split]), seed=self.seed, shuffle=False, rank=rank, world_size=world_size
+        dataset = self.datasets[split]
+        return DataLoader(
+            Subset(dataset, range(rank, len(dataset), world_size)),
+            batch_size=self.cfg.batch_size,
+            num_workers=self.cfg.num_workers,
+            pin_memory=self.pin_memory,
+            persistent_workers=self.cfg.num_workers > 0,
+            collate_fn=self.collate_fn(),
         )
-        return self._loader(split, sampler)
 
     def val_dataloader(self) -> DataLoader:
         return self._eval_loader("val")
@@ -167,30 +168,15 @@ class AttnlabDataModule(pl.LightningDataModule):
     def test_dataloader(self) -> DataLoader:
         return self._eval_loader("test")
 
-    # -- resume ----------------------------------------------------------------------------
-
-    def state_dict(self) -> dict[str, Any]:
-        """The training order's position: taken from the Trainer's count of finished batches (the
-        sampler's own count runs ahead by what the loader prefetched).
-        """
-        sampler = self._train_sampler
-        if sampler is None:
-            return {}
-        trainer = self.trainer
-        consumed = None
-        if trainer is not None:
-            batches = trainer.fit_loop.epoch_loop.batch_progress.current.processed
-            consumed = batches * self.cfg.batch_size * sampler.world_size
-        return {"sampler": sampler.state_dict(consumed)}
-
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore the position; the next ``train_dataloader()`` continues from it."""
-        if "sampler" not in state:
-            return
-        if self._train_sampler is not None:
-            self._train_sampler.load_state_dict(state["sampler"])
-        else:
-            self._sampler_state = dict(state["sampler"])
+        """Checkpoints keep the data position in the training loader's state; one that kept it here was
+        written by an attnlab whose data order differs, so it cannot be resumed exactly."""
+        if "sampler" in state:
+            raise ValueError(
+                "the checkpoint was written by an earlier attnlab whose training data order differs from "
+                "this version's, so the run cannot be resumed exactly; evaluate or sample from it, or "
+                "train a new run"
+            )
 
     # -- files -----------------------------------------------------------------------------
 

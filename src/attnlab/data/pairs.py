@@ -17,10 +17,11 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from attnlab.data import generated
+from attnlab.data.checks import check_columns, wanted_columns
 from attnlab.data.classification import pad_ids
 from attnlab.data.module import AttnlabDataModule
 from attnlab.data.sampling import Key, split_key
-from attnlab.data.sources import check_columns, column_splits
+from attnlab.data.sources import column_splits
 from attnlab.data.tokenizers import Tokenizer, build_tokenizer
 
 
@@ -71,9 +72,11 @@ class PairsDataModule(AttnlabDataModule):
     def build(self) -> dict[str, Dataset]:
         cfg = self.cfg
         splits = self.generated_pairs() if cfg.kind in GENERATED else self.user_pairs()
-        train = splits["train"]
         self.tokenizer = build_tokenizer(
-            cfg.tokenizer, [s for s, _ in train] + [t for _, t in train], cfg.bpe_vocab_size
+            cfg.tokenizer,
+            {split: [text for pair in pairs for text in pair] for split, pairs in splits.items()},
+            roles=self.special_roles,
+            bpe_vocab_size=cfg.bpe_vocab_size,
         )
         datasets = {split: Pairs(pairs, self.tokenizer, cfg.seq_len) for split, pairs in splits.items()}
         longest = max(d.longest for d in datasets.values())
@@ -96,11 +99,7 @@ class PairsDataModule(AttnlabDataModule):
 
     def user_pairs(self) -> dict[str, list[tuple[str, str]]]:
         cfg = self.cfg
-        if cfg.source_lang is not None:
-            wanted = {"data.translation_column": cfg.translation_column}
-        else:
-            wanted = {"data.source_column": cfg.source_column, "data.target_column": cfg.target_column}
-        columns, where = column_splits(cfg, wanted, self.seed)
+        columns, where = column_splits(cfg, wanted_columns(cfg), self.seed)
         if cfg.source_lang is not None:
             return {split: translation_pairs(cols, cfg, where) for split, cols in columns.items()}
         return {

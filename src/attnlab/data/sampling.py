@@ -1,32 +1,43 @@
-"""Deterministic, resumable sample order: a pure function of (seed, epoch, position).
+"""The training stream: endless, a pure function of (seed, position), sharded over ranks, resumable.
 
-The training order of an epoch is a permutation seeded by (seed, epoch). ``ResumableSampler``
-records how far into it training got, so a restored run continues with exactly the samples it
-had not seen, and shards it over DDP ranks itself. Randomness inside a sample (an LM window's
-offset, BERT's masking, augmentation) comes from a generator seeded by (seed, epoch, index):
-the sampler hands the dataset ``(epoch, index)`` keys, so that works in any worker process.
+``position`` counts the samples that all ranks together have drawn. The batch at a position holds
+the next G = batch_size * world_size samples; rank r takes rows [r * batch_size, (r + 1) * batch_size).
+So two ranks draw, step by step, exactly what one process with the doubled batch draws, and a
+resumed run continues at the saved position with the very batch the interrupted run would have drawn.
+There are no epochs to restart: random LM windows need none, and a data set of samples is read in
+one seeded permutation after another, a batch running on from the end of one into the next.
+
+``ResumableLoader`` is what the data modules return for training: Lightning saves its ``state_dict()``
+with every checkpoint and restores it before the first batch of a resumed fit (nothing of
+Lightning's internals is read). Evaluation loaders are plain DataLoaders over each rank's shard.
 """
 
 from __future__ import annotations
 
-import math
-import random
-from collections.abc import Iterator
+import itertools
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import Sampler
+from lightning_fabric.utilities.seed import pl_worker_init_function
+from torch.utils.data import DataLoader, Dataset
 
-Key = int | tuple[int, int]  # a dataset index, or (epoch, index) from a ResumableSampler
+Key = int | tuple[int, int]  # a dataset index, or (epoch, index) while training
+# The length the training loader reports. Lightning reads no batch ahead of a loader that has a
+# length (it does for one without, which would put the saved position a batch ahead), and a run
+# never reaches it, so its one "epoch" lasts the whole run.
+ENDLESS = 2**62
 
 
 def split_key(key: Key) -> tuple[int, int]:
-    """(epoch, index) of a sample key; a plain index (from any other sampler) counts as epoch 0."""
+    """(epoch, index) of a sample key; a plain index (evaluation) counts as epoch 0."""
     return (0, int(key)) if isinstance(key, int | np.integer) else (int(key[0]), int(key[1]))
 
 
 def derive_seed(*parts: int) -> int:
-    """A well-mixed 63-bit seed from non-negative integers, e.g. (seed, epoch, index)."""
+    """A well-mixed 63-bit seed from non-negative integers, e.g. (seed, position)."""
     return int(np.random.SeedSequence([int(p) for p in parts]).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
@@ -34,90 +45,96 @@ def torch_generator(*parts: int) -> torch.Generator:
     return torch.Generator().manual_seed(derive_seed(*parts))
 
 
-def seed_worker(worker_id: int) -> None:
-    """DataLoader ``worker_init_fn``: seed Python's and NumPy's global RNGs from the worker's torch seed
-    (itself derived from the loader's seeded generator), so code using them is reproducible per worker.
-    """
-    seed = torch.initial_seed() % 2**32
-    random.seed(seed)
-    np.random.seed(seed)
+class ShardedBatches(Dataset):
+    """This rank's batch at each position of the stream (``self[position]``); subclasses draw it."""
+
+    def __init__(self, *, seed: int, batch_size: int, rank: int, world_size: int) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank={rank} is not in [0, world_size={world_size})")
+        self.seed, self.batch_size, self.rank, self.world_size = seed, batch_size, rank, world_size
+        self.global_batch = batch_size * world_size
+        self.rows = slice(rank * batch_size, (rank + 1) * batch_size)
+
+    def fingerprint(self) -> dict[str, int]:
+        """What the stream depends on besides the position: a resume must find the same."""
+        raise NotImplementedError
+
+    def __getitem__(self, position: int) -> dict[str, Any]:
+        raise NotImplementedError
 
 
-class ResumableSampler(Sampler):
-    """Sample keys of one epoch: a seeded permutation (or 0..n-1 when not shuffling), padded by
-    wrapping around to a multiple of ``world_size`` and dealt round-robin to the ranks.
+class SampleBatches(ShardedBatches):
+    """Batches of a data set of samples: stream position p is sample ``order(epoch)[p % n]`` of epoch
+    ``p // n``, each epoch's order a permutation seeded by (seed, epoch). Samples get the key
+    (epoch, index), which seeds their own randomness (augmentation)."""
 
-    ``state_dict()`` holds the epoch and the number of samples consumed by all ranks together;
-    after ``load_state_dict`` the next iteration yields only the rest of that epoch, dealt over
-    the current ranks (so a run may resume on another number of processes). ``len()`` is always
-    the full per-rank epoch, as Lightning expects of a resumable loader.
+    def __init__(self, dataset: Dataset, collate: Callable[[list[Any]], Any], **shard: int) -> None:
+        super().__init__(**shard)
+        self.dataset, self.collate, self.size = dataset, collate, len(dataset)
+        if self.size < 1:
+            raise ValueError("the training split is empty")
+        self._epoch, self._order = -1, []
+
+    def fingerprint(self) -> dict[str, int]:
+        return {"seed": self.seed, "samples": self.size}
+
+    def order(self, epoch: int) -> list[int]:
+        """The order of one epoch (the last one asked for is kept: batches ask in increasing epochs)."""
+        if epoch != self._epoch:
+            self._order = torch.randperm(self.size, generator=torch_generator(self.seed, epoch)).tolist()
+            self._epoch = epoch
+        return self._order
+
+    def __getitem__(self, position: int) -> Any:
+        mine = range(position + self.rows.start, position + self.rows.stop)
+        keys = [(p // self.size, self.order(p // self.size)[p % self.size]) for p in mine]
+        return self.collate([self.dataset[key] for key in keys])
+
+
+class ResumableLoader:
+    """The training batches of one rank from the saved position on, through a DataLoader (workers,
+    pinned memory); ``state_dict()`` is the position after the batches handed out so far.
+
+    With ``repeat`` (Lightning's ``overfit_batches``) every pass starts again at position 0.
     """
 
     def __init__(
-        self,
-        num_samples: int,
-        *,
-        seed: int,
-        shuffle: bool = True,
-        rank: int = 0,
-        world_size: int = 1,
-        with_epoch: bool = False,
+        self, batches: ShardedBatches, *, num_workers: int = 0, pin_memory: bool = False, repeat: bool = False
     ) -> None:
-        if num_samples < 1:
-            raise ValueError(f"a sampler needs at least one sample, got num_samples={num_samples}")
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank={rank} is not in [0, world_size={world_size})")
-        self.num_samples = num_samples
-        self.seed = seed
-        self.shuffle = shuffle
-        self.rank = rank
-        self.world_size = world_size
-        self.with_epoch = with_epoch
-        self.epoch = 0
-        self.consumed = 0  # samples of this epoch handed out, summed over ranks
-        self._resume_at = 0
+        self.batches, self.num_workers, self.pin_memory, self.repeat = (
+            batches,
+            num_workers,
+            pin_memory,
+            repeat,
+        )
+        self.position = 0
 
     def __len__(self) -> int:
-        return math.ceil(self.num_samples / self.world_size)
+        return ENDLESS
 
-    def set_epoch(self, epoch: int) -> None:
-        if epoch != self.epoch:
-            self.epoch = epoch
-            self._resume_at = 0
+    def __iter__(self) -> Iterator[Any]:
+        step, start = self.batches.global_batch, 0 if self.repeat else self.position
+        loader = DataLoader(
+            self.batches,
+            batch_size=None,  # each item is a whole batch
+            sampler=itertools.count(start, step),
+            num_workers=self.num_workers,
+            pin_memory=self.pin_memory,
+            worker_init_fn=partial(pl_worker_init_function, rank=self.batches.rank),
+        )
+        for batch in loader:
+            if not self.repeat:
+                self.position += step
+            yield batch
 
-    def order(self, epoch: int) -> list[int]:
-        """The global order of an epoch, before sharding."""
-        if not self.shuffle:
-            return list(range(self.num_samples))
-        return torch.randperm(self.num_samples, generator=torch_generator(self.seed, epoch)).tolist()
-
-    def __iter__(self) -> Iterator[Key]:
-        epoch, start = self.epoch, self._resume_at
-        self._resume_at = 0
-        rest = self.order(epoch)[start:]
-        total = math.ceil(len(rest) / self.world_size) * self.world_size
-        rest = (rest * math.ceil(total / max(len(rest), 1)))[:total] if rest else []
-        self.consumed = start
-        for index in rest[self.rank :: self.world_size]:
-            self.consumed = min(self.consumed + self.world_size, self.num_samples)
-            yield (epoch, index) if self.with_epoch else index
-
-    def state_dict(self, consumed: int | None = None) -> dict[str, int]:
-        """Where the order stands. ``consumed`` (all ranks) overrides the sampler's own count, which runs
-        ahead of training by whatever the loader prefetched.
-        """
-        done = self.consumed if consumed is None else min(consumed, self.num_samples)
-        epoch = self.epoch
-        if done >= self.num_samples:  # a finished epoch resumes at the start of the next
-            epoch, done = epoch + 1, 0
-        return {"epoch": epoch, "consumed": done, "seed": self.seed, "num_samples": self.num_samples}
+    def state_dict(self) -> dict[str, int]:
+        return {"position": self.position, **self.batches.fingerprint()}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        if (state["seed"], state["num_samples"]) != (self.seed, self.num_samples):
+        saved = {k: v for k, v in state.items() if k != "position"}
+        if saved != self.batches.fingerprint():
             raise ValueError(
-                f"cannot resume the data order: the checkpoint's was seed={state['seed']} over "
-                f"{state['num_samples']} samples, this run's is seed={self.seed} over {self.num_samples} "
-                "(the data, data.seed or data.seq_len changed)"
+                f"cannot resume the training data: the checkpoint's stream was {saved}, this run's is "
+                f"{self.batches.fingerprint()} (the data, data.seed or data.seq_len changed)"
             )
-        self.epoch = int(state["epoch"])
-        self.consumed = self._resume_at = int(state["consumed"])
+        self.position = int(state["position"])

@@ -1,26 +1,30 @@
-"""Text for language models: the corpus, contiguous windows over its token stream, BERT's masking.
+"""Text for language models: the corpus, windows over its token stream, BERT's masking.
 
 Sources (``data.kind=text``): the default corpus (the English prose of the Python documentation
 shipped with every Python, in ``pydoc_data``), a local file or folder (``data.path``), or a
-Hugging Face dataset (``data.hf_name``). Causal LM trains on windows at random offsets and
-evaluates on fixed non-overlapping windows; MLM masks the same windows (80/10/10).
+Hugging Face dataset (``data.hf_name``). Training draws windows at random offsets, a whole batch at
+once: the offsets of the step's G windows from a generator seeded by (seed, position), one gather
+from the token tensor. Evaluation reads the fixed non-overlapping windows. MLM masks the same
+windows (80/10/10), its randomness drawn for the global batch too, so any number of ranks agrees.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import Tensor
 from torch.utils.data import Dataset
 
+from attnlab.data.checks import text_files
 from attnlab.data.module import AttnlabDataModule
-from attnlab.data.sampling import Key, derive_seed, split_key, torch_generator
-from attnlab.data.sources import carve_text, existing, files_in, hf_columns, hf_splits, read_text, split_files
-from attnlab.data.tokenizers import build_tokenizer
+from attnlab.data.sampling import Key, ShardedBatches, derive_seed, split_key, torch_generator
+from attnlab.data.sources import carve_text, hf_columns, hf_splits, read_text_files
+from attnlab.data.tokenizers import Tokenizer, build_tokenizer
+from attnlab.schema.data import DataConfig
 
 
 def default_corpus() -> str:
@@ -32,6 +36,22 @@ def default_corpus() -> str:
     return "\n\n".join(topics[key].strip("\n") for key in sorted(topics)) + "\n"
 
 
+def text_splits(cfg: DataConfig, seed: int) -> dict[str, str]:
+    """The train/val/test text of ``data.kind=text``: the default corpus, the files of ``data.path``, or
+    the rows of a Hugging Face dataset joined by newlines. A split the source lacks is carved from the
+    end of the training text (contiguous characters: validation, then test)."""
+    if cfg.hf_name:
+        texts = {}
+        for split, dataset in hf_splits(cfg, seed, shuffle=False, carve=False).items():
+            rows = hf_columns(dataset, {"data.text_column": cfg.text_column}, cfg)[cfg.text_column]
+            texts[split] = "\n".join(str(row).rstrip("\n") for row in rows)
+    elif cfg.path is not None:
+        texts = {split: read_text_files(files) for split, files in text_files(cfg.path).items()}
+    else:
+        texts = {"train": default_corpus()}
+    return carve_text(texts, cfg.val_fraction, cfg.test_fraction)
+
+
 def unigram_entropy(ids: Iterable[int]) -> float:
     """Entropy in nats of the token frequencies: the loss of the best model that ignores context."""
     counts = np.array(list(Counter(ids).values()), dtype=np.float64)
@@ -39,159 +59,158 @@ def unigram_entropy(ids: Iterable[int]) -> float:
     return float(-(p * np.log(p)).sum())
 
 
-def text_splits(cfg: Any, seed: int) -> dict[str, str]:
-    """The train/val/test text of ``data.kind=text``, from whichever source the config names."""
-    if cfg.hf_name:
-        texts = {}
-        for split, dataset in hf_splits(cfg, seed, shuffle=False).items():
-            rows = hf_columns(dataset, {"data.text_column": cfg.text_column}, cfg)[cfg.text_column]
-            texts[split] = "\n".join(str(row).rstrip("\n") for row in rows)
-        return texts
-    if cfg.path is None:
-        return carve_text(default_corpus(), cfg.val_fraction, cfg.test_fraction)
-    path = existing(cfg.path)
-    if path.is_file():
-        return carve_text(read_text(path), cfg.val_fraction, cfg.test_fraction)
-    found = split_files(path)
-    if "train" in found:  # e.g. wikitext's train/valid/test.txt; a missing split is cut from train's end
-        texts = carve_text(
-            read_text(found["train"]),
-            0.0 if "val" in found else cfg.val_fraction,
-            0.0 if "test" in found else cfg.test_fraction,
-        )
-        return texts | {split: read_text(f) for split, f in found.items() if split != "train"}
-    return carve_text("\n".join(read_text(f) for f in files_in(path)), cfg.val_fraction, cfg.test_fraction)
+def window_view(tokens: Tensor, span: int) -> Tensor:
+    """Every window of ``span`` tokens as rows of a view (no copy): row i starts at token i."""
+    return tokens.unfold(0, span, 1)
 
 
 class Windows(Dataset):
-    """Windows of ``span`` tokens over a token stream: at a random offset per (seed, epoch, index)
-    when ``random``, else the fixed non-overlapping windows starting at 0, stride, 2*stride, ...
+    """The fixed, non-overlapping windows of ``span`` tokens starting at 0, stride, 2 * stride, ...
 
     A causal LM uses span = seq_len + 1 (inputs and shifted labels), stride = seq_len.
     """
 
-    def __init__(self, tokens: Tensor, span: int, stride: int, *, random: bool, seed: int) -> None:
-        self.tokens, self.span, self.stride, self.random, self.seed = tokens, span, stride, random, seed
+    def __init__(self, tokens: Tensor, span: int, stride: int) -> None:
+        self.tokens, self.span, self.stride = tokens, span, stride
         self.count = (len(tokens) - span) // stride + 1 if len(tokens) >= span else 0
 
     def __len__(self) -> int:
         return self.count
 
-    def start(self, key: Key) -> int:
-        epoch, index = split_key(key)
-        if not self.random:
-            return index * self.stride
-        rng = np.random.default_rng([self.seed, epoch, index])
-        return int(rng.integers(0, len(self.tokens) - self.span + 1))
-
     def __getitem__(self, key: Key) -> Tensor:
-        start = self.start(key)
+        start = split_key(key)[1] * self.stride
         return self.tokens[start : start + self.span].long()
 
 
-class CausalLMWindows(Dataset):
-    """Samples ``input_ids`` and next-token ``labels`` of ``seq_len`` tokens."""
+@dataclass
+class Masking:
+    """BERT's masking of a tokenizer's ids: ``probability`` of choosing a token that is not special; of
+    the chosen, 80% become ``mask_id``, 10% a random ordinary token, 10% stay."""
 
-    def __init__(self, windows: Windows) -> None:
-        self.windows = windows
+    probability: float
+    mask_id: int
+    special_ids: Tensor
+    ordinary_ids: Tensor
 
-    def __len__(self) -> int:
-        return len(self.windows)
+    @classmethod
+    def of(cls, tokenizer: Tokenizer, probability: float) -> Masking:
+        specials = sorted(tokenizer.all_special_ids)
+        ordinary = sorted(set(range(tokenizer.vocab_size)) - set(specials))
+        return cls(probability, tokenizer.mask_id, torch.tensor(specials), torch.tensor(ordinary))
 
-    def __getitem__(self, key: Key) -> dict[str, Tensor]:
-        w = self.windows[key]
-        return {"input_ids": w[:-1], "labels": w[1:]}
+    def noise(self, shape: tuple[int, ...], generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+        """The random draws of ``shape`` tokens: whether chosen, how replaced, by which ordinary token."""
+        choose, kind = torch.rand(shape, generator=generator), torch.rand(shape, generator=generator)
+        return choose, kind, torch.randint(len(self.ordinary_ids), shape, generator=generator)
 
-
-def mask_tokens(
-    ids: Tensor,
-    *,
-    probability: float,
-    mask_id: int,
-    special_ids: Tensor,
-    ordinary_ids: Tensor,
-    generator: torch.Generator,
-) -> tuple[Tensor, Tensor]:
-    """BERT's masking: choose each non-special token with ``probability``; of those, 80% become
-    ``mask_id``, 10% a random ordinary token, 10% stay. Labels are the original ids at chosen
-    positions and -100 elsewhere.
-    """
-    prob = torch.full(ids.shape, probability)
-    prob[torch.isin(ids, special_ids)] = 0.0
-    chosen = torch.bernoulli(prob, generator=generator).bool()
-    labels = torch.where(chosen, ids, torch.full_like(ids, -100))
-    to_mask = chosen & torch.bernoulli(torch.full(ids.shape, 0.8), generator=generator).bool()
-    to_random = chosen & ~to_mask & torch.bernoulli(torch.full(ids.shape, 0.5), generator=generator).bool()
-    random_ids = ordinary_ids[torch.randint(len(ordinary_ids), ids.shape, generator=generator)]
-    inputs = torch.where(to_mask, torch.full_like(ids, mask_id), ids)
-    inputs = torch.where(to_random, random_ids, inputs)
-    return inputs, labels
-
-
-class MaskedLMWindows(Dataset):
-    """Windows masked BERT-style. The masking happens here rather than in a collator so that its
-    randomness is seeded by (seed, epoch, index): a resumed run masks exactly as before, in any
-    worker; evaluation windows get the same masks every time.
-    """
-
-    def __init__(self, windows: Windows, tokenizer: Any, probability: float, seed: int) -> None:
-        self.windows, self.probability, self.seed = windows, probability, seed
-        self.mask_id = tokenizer.mask_id
-        specials = sorted(set(tokenizer.special_ids.values()))
-        self.special_ids = torch.tensor(specials)
-        self.ordinary_ids = torch.tensor([i for i in range(tokenizer.vocab_size) if i not in set(specials)])
-
-    def __len__(self) -> int:
-        return len(self.windows)
-
-    def __getitem__(self, key: Key) -> dict[str, Tensor]:
-        ids = self.windows[key]
-        epoch, index = split_key(key)
-        inputs, labels = mask_tokens(
-            ids,
-            probability=self.probability,
-            mask_id=self.mask_id,
-            special_ids=self.special_ids,
-            ordinary_ids=self.ordinary_ids,
-            generator=torch_generator(self.seed, epoch, index, 1),
-        )
+    def apply(self, ids: Tensor, noise: tuple[Tensor, Tensor, Tensor]) -> dict[str, Tensor]:
+        """``input_ids`` masked, ``labels`` (the original ids at chosen positions, -100 elsewhere) and an
+        all-true ``attention_mask``."""
+        choose, kind, replacement = noise
+        chosen = (choose < self.probability) & ~torch.isin(ids, self.special_ids)
+        inputs = torch.where(chosen & (kind < 0.8), self.mask_id, ids)
+        inputs = torch.where(chosen & (kind >= 0.8) & (kind < 0.9), self.ordinary_ids[replacement], inputs)
         return {
             "input_ids": inputs,
             "attention_mask": torch.ones_like(ids, dtype=torch.bool),
-            "labels": labels,
+            "labels": torch.where(chosen, ids, -100),
         }
+
+
+def causal_lm_sample(window: Tensor) -> dict[str, Tensor]:
+    """``input_ids`` and the next tokens as ``labels``, from windows of seq_len + 1 tokens (..., T + 1)."""
+    return {"input_ids": window[..., :-1], "labels": window[..., 1:]}
+
+
+class EvalWindows(Dataset):
+    """Evaluation samples: the fixed windows, as causal-LM pairs or masked by (seed, window index)."""
+
+    def __init__(self, windows: Windows, masking: Masking | None, seed: int) -> None:
+        self.windows, self.masking, self.seed = windows, masking, seed
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def __getitem__(self, key: Key) -> dict[str, Tensor]:
+        window, index = self.windows[key], split_key(key)[1]
+        if self.masking is None:
+            return causal_lm_sample(window)
+        return self.masking.apply(window, self.masking.noise(window.shape, torch_generator(self.seed, index)))
+
+
+class WindowBatches(ShardedBatches):
+    """Training batches of windows at random offsets: the G offsets of a stream position are drawn at
+    once from a generator seeded by (seed, position), this rank's rows gathered in one ``index_select``
+    from the view of all windows (16 us for 64 windows of 257 tokens; see benchmarks/data.py)."""
+
+    def __init__(self, tokens: Tensor, span: int, masking: Masking | None, **shard: int) -> None:
+        super().__init__(**shard)
+        if len(tokens) < span:
+            raise ValueError(f"a stream of {len(tokens)} tokens holds no window of {span}")
+        self.tokens, self.span, self.masking = tokens, span, masking
+
+    def fingerprint(self) -> dict[str, int]:
+        return {"seed": self.seed, "tokens": len(self.tokens), "span": self.span}
+
+    def __getitem__(self, position: int) -> dict[str, Tensor]:
+        generator = torch_generator(self.seed, position)
+        starts = len(self.tokens) - self.span + 1
+        offsets = torch.randint(starts, (self.global_batch,), generator=generator)[self.rows]
+        windows = torch.index_select(window_view(self.tokens, self.span), 0, offsets).long()
+        if self.masking is None:
+            return causal_lm_sample(windows)
+        noise = self.masking.noise((self.global_batch, self.span), generator)
+        return self.masking.apply(windows, tuple(n[self.rows] for n in noise))
 
 
 class TextDataModule(AttnlabDataModule):
     """``data.kind=text`` for ``task=causal_lm`` (GPT) and ``task=mlm`` (BERT)."""
 
+    masking: Masking | None = None
+
     def build(self) -> dict[str, Dataset]:
         cfg = self.cfg
         texts = text_splits(cfg, self.seed)
-        self.tokenizer = build_tokenizer(cfg.tokenizer, [texts["train"]], cfg.bpe_vocab_size)
-        causal = self.task == "causal_lm"
-        span = cfg.seq_len + 1 if causal else cfg.seq_len
+        self.tokenizer = build_tokenizer(
+            cfg.tokenizer,
+            {split: [text] for split, text in texts.items()},
+            roles=self.special_roles,
+            bpe_vocab_size=cfg.bpe_vocab_size,
+        )
+        self.masking = Masking.of(self.tokenizer, cfg.mlm_probability) if self.task == "mlm" else None
+        span = cfg.seq_len + 1 if self.masking is None else cfg.seq_len
         datasets = {}
         for split, text in texts.items():
             if not text and split == "test" and cfg.test_fraction == 0:
                 continue
-            tokens = torch.tensor(self.tokenizer.encode_corpus(text), dtype=torch.int32)
-            if len(tokens) < span:
-                raise ValueError(
-                    f"the {split} split has {len(tokens)} tokens, fewer than one window of {span} "
-                    f"(data.seq_len={cfg.seq_len}); lower data.seq_len or give it more text"
-                )
-            windows = Windows(
-                tokens, span, cfg.seq_len, random=split == "train", seed=derive_seed(self.seed, 3)
-            )
-            datasets[split] = (
-                CausalLMWindows(windows)
-                if causal
-                else MaskedLMWindows(windows, self.tokenizer, cfg.mlm_probability, derive_seed(self.seed, 4))
-            )
+            windows = Windows(self.encode(text, split, span), span, cfg.seq_len)
+            datasets[split] = EvalWindows(windows, self.masking, derive_seed(self.seed, 4))
         return datasets
+
+    def encode(self, text: str, split: str, span: int) -> Tensor:
+        """The token stream of one split; text the tokenizer cannot encode is an error naming the split."""
+        try:
+            tokens = torch.tensor(self.tokenizer.encode_corpus(text), dtype=torch.int32)
+        except ValueError as err:
+            raise ValueError(f"the {split} split of {self.source_name()}: {err}") from None
+        if len(tokens) < span:
+            raise ValueError(
+                f"the {split} split has {len(tokens)} tokens, fewer than one window of {span} "
+                f"(data.seq_len={self.cfg.seq_len}); lower data.seq_len or give it more text"
+            )
+        return tokens
+
+    def source_name(self) -> str:
+        cfg = self.cfg
+        if cfg.hf_name:
+            return f"data.hf_name={cfg.hf_name!r}"
+        return f"data.path={cfg.path!r}" if cfg.path else "the default corpus"
+
+    def train_batches(self, **shard: int) -> WindowBatches:
+        windows = self.datasets["train"].windows
+        shard["seed"] = derive_seed(shard["seed"], 3)
+        return WindowBatches(windows.tokens, windows.span, self.masking, **shard)
 
     def unigram_entropy(self, split: str = "val") -> float:
         """Entropy (nats per token) of a split's token frequencies: a loss any context-aware LM must beat."""
-        tokens = self.datasets[split].windows.tokens
-        return unigram_entropy(tokens.tolist())
+        return unigram_entropy(self.datasets[split].windows.tokens.tolist())
