@@ -128,3 +128,14 @@ def test_bad_prompts_and_models_are_named(make_model) -> None:
         generate(gpt, torch.tensor([[1, 2]]), attention_mask=torch.tensor([[1, 0]]))
     with pytest.raises(ValueError, match=r"needs a decoder-only model .*got 'seq2seq'"):
         generate(make_model("seq2seq"), [[1, 2]])
+
+
+def test_prompts_are_padded_on_the_left_and_sources_on_the_right():
+    from attnlab.generate import pad_batch
+
+    ids, mask = pad_batch([[5, 6, 7], [8]], 0, left=True)
+    assert ids.tolist() == [[5, 6, 7], [0, 0, 8]] and mask.tolist() == [[1, 1, 1], [0, 0, 1]]
+    ids, mask = pad_batch([[5, 6, 7], [8]], 9, left=False)
+    assert ids.tolist() == [[5, 6, 7], [8, 9, 9]] and mask.tolist() == [[1, 1, 1], [1, 0, 0]]
+    with pytest.raises(ValueError, match="prompt 1 is empty: it needs at least one token"):
+        pad_batch([[1], []], 0, left=True, what="prompt")

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import torch
 from torch import Tensor
+from torch.nn.utils.rnn import pad_sequence
 
 
 def _check_nonempty(seqs: Sequence[Sequence[int]], what: str) -> None:
@@ -26,11 +27,9 @@ def pad_batch(
 ) -> tuple[Tensor, Tensor]:
     """Token ids (B, T) padded on the left or right with ``pad_id``, and the mask (B, T), True at real tokens."""
     _check_nonempty(seqs, what)
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.bool)
-    for i, s in enumerate(seqs):
-        cols = slice(width - len(s), width) if left else slice(0, len(s))
-        ids[i, cols] = torch.as_tensor(list(s), dtype=torch.long)
-        mask[i, cols] = True
+    rows = [torch.as_tensor(list(s), dtype=torch.long) for s in seqs]
+    side = "left" if left else "right"
+    ids = pad_sequence(rows, batch_first=True, padding_value=pad_id, padding_side=side)
+    ones = [torch.ones(len(r), dtype=torch.bool) for r in rows]
+    mask = pad_sequence(ones, batch_first=True, padding_value=False, padding_side=side)
     return ids.to(device), mask.to(device)
