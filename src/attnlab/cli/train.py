@@ -56,9 +56,13 @@ def main() -> None:
 
 def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> RunConfig:
     """All that can be checked before the run directory exists: types, rules between fields, the
-    pretrained checkpoint of ``model.init_from``, and the checkpoint to resume from."""
+    pretrained checkpoint of ``model.init_from``, the data's files (their heads), and the checkpoint
+    to resume from."""
+    from attnlab.data import check_source
+
     run = resolve_init_from(validate(config), explicit_model_keys(overrides))
     check_sweeper(config, run)
+    check_source(run.data, run.model)
     if run_dir is None:  # a multirun's base config: every job is checked again
         if run.run_dir is not None:
             raise ConfigError(

@@ -1,0 +1,76 @@
+"""Bad data stops ``attnlab-train`` with one line naming the key, or the file and line (issue 14).
+
+What is cheap to check (the path, a file's first bytes and header, the tokenizer, the keys) fails
+before the run directory exists, with exit status 2; what needs the whole data set fails when the data
+is built, still before the first step, naming the file and line (exit status 1)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from train_cli import TINY, cli
+
+
+def write_data(root: Path) -> None:
+    """The small bad files the cases below point at."""
+    (root / "empty.txt").write_text("")
+    (root / "zeros.txt").write_bytes(b"\0" * 200_000)
+    (root / "latin1.txt").write_bytes(b"ok\n" * 4 + "caf\xe9\n".encode("latin-1"))
+    rows = "".join(f"text {i},{'pos' if i % 2 else 'neg'}\n" for i in range(40))
+    (root / "reviews.csv").write_text("review,sentiment\n" + rows)
+    (root / "unlabelled.csv").write_text("text,label\n" + rows.replace("text 6,neg", "text 6,"))
+    pairs = "".join(f"src {i}\ttgt {i}\n" for i in range(40))
+    (root / "pairs.tsv").write_text("source\ttarget\n" + pairs.replace("src 11\t", "src 11 "))
+
+
+CHEAP = [
+    (["data.path=/dev/null"], "error: data.path='/dev/null': neither a regular file nor a folder"),
+    (["data.path=missing.txt"], "error: data.path='missing.txt': no such file or folder"),
+    (["data.path=empty.txt"], "error: empty.txt is empty"),
+    (["data.path=zeros.txt"], "error: zeros.txt:1: not a text file (it holds NUL bytes)"),
+    (["data.path=latin1.txt"], "error: latin1.txt:5: not UTF-8 text (invalid continuation byte at byte 15)"),
+    (["data.tokenizer=bogus"], "error: data.tokenizer=bogus: choose char, bpe, or a tokenizer.json"),
+    (["data.seed=-5"], "error: data.seed=-5: must be 0 or more, or null for the run's seed"),
+    (["data.val_fraction=0.0"], "error: data.val_fraction=0.0: the validation split is carved from"),
+    (
+        ["model=bert", "data=textcls_csv", "data.path=reviews.csv", "data.text_column=review"],
+        "error: data.label_column='label' is not a column of data.path='reviews.csv' (reviews.csv); "
+        "available: review, sentiment",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), CHEAP, ids=[" ".join(a) for a, _ in CHEAP])
+def test_cheap_data_checks_fail_before_the_run_directory(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    write_data(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = cli([*TINY, *args], tmp_path, timeout=120)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".wandb")) == before
+
+
+WHOLE_FILE = [
+    (
+        ["model=bert", "data=textcls_csv", "data.path=unlabelled.csv"],
+        "unlabelled.csv:8: no value in column 'label'",
+    ),
+    (
+        ["model=seq2seq-tiny", "data=pairs_tsv", "data.path=pairs.tsv"],
+        "pairs.tsv:13: 1 field(s) where the header has 2 (fields are separated by a tab)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), WHOLE_FILE, ids=[" ".join(a) for a, _ in WHOLE_FILE])
+def test_whole_file_checks_name_the_file_and_line(tmp_path: Path, args: list[str], message: str) -> None:
+    write_data(tmp_path)
+    result = cli([*TINY, *args, "run_dir=run"], tmp_path, timeout=300)
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], result.stderr
+    assert not (tmp_path / "run" / "checkpoints").exists()
