@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import attention, compiled, generation, mfu, overhead, startup, train_step
+from benchmarks import attention, compiled, data, generation, mfu, overhead, startup, train_step
 from benchmarks.common import BENCH_DIR, Row, Settings
 from benchmarks.report import plot, write_results
 
@@ -29,6 +29,7 @@ SECTIONS = {
     "compile": compiled,
     "mfu": mfu,
     "startup": startup,
+    "data": data,
 }
 
 
