@@ -15,7 +15,7 @@ import statistics
 import torch
 from torch.utils.data import default_collate
 
-from attnlab.data.sampling import torch_generator
+from attnlab.data.sampling import batch_generator
 from attnlab.data.text import WindowBatches, causal_lm_sample
 from benchmarks.common import ROOT, Row, Settings, interleaved, speedup
 
@@ -37,7 +37,7 @@ def token_stream() -> tuple[torch.Tensor, str]:
 def per_window_batch(tokens: torch.Tensor, seed: int, position: int) -> dict[str, torch.Tensor]:
     """The reference: the same offsets, but one slice and one sample per window, then default_collate."""
     starts = len(tokens) - SPAN + 1
-    offsets = torch.randint(starts, (BATCH,), generator=torch_generator(seed, position)).tolist()
+    offsets = torch.randint(starts, (BATCH,), generator=batch_generator(seed, position)).tolist()
     return default_collate([causal_lm_sample(tokens[o : o + SPAN].long()) for o in offsets])
 
 

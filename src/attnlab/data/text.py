@@ -21,7 +21,14 @@ from torch.utils.data import Dataset
 
 from attnlab.data.checks import text_files
 from attnlab.data.module import AttnlabDataModule
-from attnlab.data.sampling import Key, ShardedBatches, derive_seed, split_key, torch_generator
+from attnlab.data.sampling import (
+    Key,
+    ShardedBatches,
+    batch_generator,
+    derive_seed,
+    split_key,
+    torch_generator,
+)
 from attnlab.data.sources import carve_text, hf_columns, hf_splits, read_text_files
 from attnlab.data.tokenizers import Tokenizer, build_tokenizer
 from attnlab.schema.data import DataConfig
@@ -141,7 +148,7 @@ class EvalWindows(Dataset):
 class WindowBatches(ShardedBatches):
     """Training batches of windows at random offsets: the G offsets of a stream position are drawn at
     once from a generator seeded by (seed, position), this rank's rows gathered in one ``index_select``
-    from the view of all windows (16 us for 64 windows of 257 tokens; see benchmarks/data.py)."""
+    from the view of all windows (see benchmarks/data.py for its cost)."""
 
     def __init__(self, tokens: Tensor, span: int, masking: Masking | None, **shard: int) -> None:
         super().__init__(**shard)
@@ -153,7 +160,7 @@ class WindowBatches(ShardedBatches):
         return {"seed": self.seed, "tokens": len(self.tokens), "span": self.span}
 
     def __getitem__(self, position: int) -> dict[str, Tensor]:
-        generator = torch_generator(self.seed, position)
+        generator = batch_generator(self.seed, position)
         starts = len(self.tokens) - self.span + 1
         offsets = torch.randint(starts, (self.global_batch,), generator=generator)[self.rows]
         windows = torch.index_select(window_view(self.tokens, self.span), 0, offsets).long()
