@@ -184,3 +184,53 @@ def test_image_bad_inputs(make_dm, tmp_path):
     Image.new("L", (4, 4)).save(tmp_path / "flat" / "x.png")
     with pytest.raises(ValueError, match=r"flat has no class folders; data.kind=images expects"):
         make_dm("images", path=str(tmp_path / "flat"), model=VIT)
+
+
+def grey_folder(root, size=(12, 12), per_class=3):
+    """Two classes of grey images: class 0 dark (value 50), class 1 bright (value 200)."""
+    for c, value in enumerate((50, 200)):
+        (root / f"c{c}").mkdir(parents=True)
+        for i in range(per_class):
+            Image.new("L", size, value).save(root / f"c{c}" / f"{i}.png")
+    return root
+
+
+def test_channels_and_normalisation_are_taken_from_grey_images(make_dm, tmp_path):
+    """model.channels=0 and an empty data.mean: one grey channel, normalised by the training pixels' own
+    mean and std (half the pixels at 50/255, half at 200/255 -> mean 125/255, std 75/255)."""
+    root = grey_folder(tmp_path / "grey", per_class=10)
+    dm = make_dm("images", path=str(root), model={**VIT, "channels": 0}, val_fraction=0.2, test_fraction=0.0)
+    assert dm.channels == 1
+    train = dm.datasets["train"]
+    assert train.mean.flatten().tolist() == pytest.approx([125 / 255], abs=0.05)
+    pixels = torch.stack([train[i]["pixel_values"] for i in range(len(train))])
+    assert pixels.shape[1:] == (1, 16, 16)
+    assert pixels.mean().item() == pytest.approx(0.0, abs=0.2) and pixels.std().item() == pytest.approx(
+        1.0, abs=0.2
+    )
+
+
+def test_given_channels_are_kept_and_colour_images_give_three(make_dm, tmp_path):
+    grey = grey_folder(tmp_path / "grey", per_class=10)
+    dm = make_dm("images", path=str(grey), model=VIT, val_fraction=0.2)
+    assert dm.channels == 3 and dm.datasets["train"][0]["pixel_values"].shape == (3, 16, 16)  # grey to RGB
+    colour = make_folder(tmp_path / "pets", per_class=10)
+    assert make_dm("images", path=str(colour), model={**VIT, "channels": 0}, val_fraction=0.2).channels == 3
+
+
+def test_a_resize_that_destroys_the_images_is_refused(make_dm, tmp_path):
+    root = grey_folder(tmp_path / "big", size=(64, 48))
+    with pytest.raises(
+        ValueError,
+        match=r"model.image_size=16: the images are 64x48 .* shrinks them 3x .* set model.image_size=48 "
+        r"model.patch_size=12",
+    ):
+        make_dm("images", path=str(root), model=VIT)
+
+
+def test_a_truncated_image_is_named_when_the_data_set_is_built(make_dm, tmp_path):
+    root = make_folder(tmp_path / "pets")
+    whole = (root / "dog" / "1.png").read_bytes()
+    (root / "dog" / "1.png").write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(ValueError, match=r"dog/1.png is not a readable image"):
+        make_dm("images", path=str(root), model=VIT)
