@@ -192,3 +192,16 @@ def test_batches_survive_pickling(make_dm, kind, fields):
         dm.collate_fn()([dm.datasets["val"][0], dm.datasets["val"][1]]),
     )
     assert batch.keys() == expected.keys() and all(torch.equal(batch[k], expected[k]) for k in batch)
+
+
+@pytest.mark.parametrize(
+    ("setting", "device", "pinned"), [(None, "cuda", True), (None, "cpu", False), (False, "cuda", False)]
+)
+def test_pinned_memory_follows_the_accelerator_unless_set(make_dm, setting, device, pinned):
+    from types import SimpleNamespace
+
+    dm = make_dm("reverse", num_train=20, num_val=5, num_test=5, pin_memory=setting)
+    dm.trainer = SimpleNamespace(
+        strategy=SimpleNamespace(root_device=torch.device(device)), global_rank=0, world_size=1
+    )
+    assert dm.pin_memory is pinned and dm.val_dataloader().pin_memory is pinned

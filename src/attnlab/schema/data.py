@@ -60,7 +60,7 @@ class DataConfig:
     seq_len: int = 128  # block size for language models, max length for the others
     batch_size: int = 32
     num_workers: int = 0
-    pin_memory: bool = False
+    pin_memory: bool | None = None  # None: pinned exactly when the trainer runs on CUDA
     val_fraction: float = 0.05  # carved from the training data where the source has no such split
     test_fraction: float = 0.05
     num_train: int = 20000  # size of generated sets
