@@ -74,3 +74,29 @@ def test_whole_file_checks_name_the_file_and_line(tmp_path: Path, args: list[str
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.stderr
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_own_grey_images_the_readme_example(tmp_path: Path) -> None:
+    """README's worked example: a folder of 28x28 grey images with the ViT preset (8x8 inputs) is refused
+    naming the sizes to set; with them, the model gets one channel and the images' own mean/std."""
+    from PIL import Image
+
+    for c, name in enumerate(("circle", "square")):
+        (tmp_path / "imgs" / name).mkdir(parents=True)
+        for i in range(12):
+            Image.new("L", (28, 28), 40 + 150 * c + i).save(tmp_path / "imgs" / name / f"{i}.png")
+    args = [*TINY, "model=vit", "data=image_folder", "data.path=imgs", "logger=none"]
+    result = cli(args, tmp_path, timeout=120)
+    assert result.returncode == 2 and result.stderr.strip() == (
+        "error: model.image_size=8: the images are 28x28 (e.g. imgs/circle/0.png), so resizing them to 8x8 "
+        "shrinks them 4x and loses their detail; set model.image_size=28 model.patch_size=7 (or any size "
+        "within 2x of the images)"
+    )
+    sized = [*args, "model.image_size=28", "model.patch_size=7", "data.val_fraction=0.25", "run_dir=run"]
+    result = cli(sized, tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr
+    import torch
+
+    state = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    patches = next(v for k, v in state["state_dict"].items() if k.endswith("patches.proj.weight"))
+    assert patches.shape[1] == 1  # one input channel, inferred from the grey images

@@ -193,6 +193,8 @@ def build_model_for(run: RunConfig, datamodule: Any) -> nn.Module:
         updates["vocab_size"] = datamodule.vocab_size
     if run.task.name == "classification" and cfg.num_classes == 0:
         updates["num_classes"] = datamodule.num_classes
+    if cfg.family == "vit" and cfg.channels == 0:
+        updates["channels"] = datamodule.channels
     if cfg.init_from:
         free = {k: v for k, v in asdict(cfg).items() if k in ("dropout", "attn_dropout", "ffn_dropout")}
         model = load_hf(cfg.init_from, **free, **updates)

@@ -76,8 +76,10 @@ def check_model(m: ModelConfig) -> None:
     _choice("model.pooling", m.pooling, POOLINGS)
     check_pos(m)
     if m.family == "vit":
-        for name in ("image_size", "patch_size", "channels"):
+        for name in ("image_size", "patch_size"):
             _positive(f"model.{name}", getattr(m, name))
+        if m.channels not in (0, 1, 3):
+            raise ConfigError("model.channels", m.channels, "choose 1 (grey), 3 (RGB) or 0 (from the data)")
         if m.image_size % m.patch_size:
             raise ConfigError(
                 "model.image_size",

@@ -61,7 +61,7 @@ class ModelConfig:
     classifier_hidden: bool = False  # BERT's pooler (dense + tanh) before the classifier
     image_size: int = 32
     patch_size: int = 4
-    channels: int = 3
+    channels: int = 3  # 0: from the data (1 when every training image is grey, else 3)
     init_std: float = 0.02
     init_from: str | None = None  # a local Hugging Face checkpoint directory
     pos: PosConfig = field(default_factory=PosConfig)
