@@ -38,7 +38,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("wheel")
     source = tmp / "source"  # a copy, so the build leaves no build/ or egg-info in the checkout
     for part in ("src", "conf"):
-        shutil.copytree(ROOT / part, source / part, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            ROOT / part, source / part, symlinks=True, ignore=shutil.ignore_patterns("__pycache__")
+        )
     for part in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / part, source / part)
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp, source])
