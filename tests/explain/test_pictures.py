@@ -15,7 +15,7 @@ from attnlab.explain.plots import (
     display_token,
     figure_to_array,
     head_importance_figure,
-    image_overlay_figure,
+    image_patches_figure,
     save_figure,
     token_scores_figure,
 )
@@ -34,7 +34,7 @@ def test_figures_are_written_as_png_and_rendered_as_rgb(tmp_path: Path) -> None:
         "heads.png": attention_figure(weights, query_labels=list("abcdef"), key_labels=list("abcdef")),
         "one.png": attention_figure(weights[0]),
         "tokens.png": token_scores_figure(list("abc"), {"x": torch.tensor([1.0, -2.0, 0.5])}),
-        "image.png": image_overlay_figure(torch.rand(3, 8, 8), {"rollout": torch.rand(4, 4)}),
+        "image.png": image_patches_figure(torch.rand(3, 8, 8), {"rollout": torch.rand(4, 4)}),
         "importance.png": head_importance_figure(torch.rand(2, 4), ["layer 0 self", "layer 1 self"]),
     }
     for name, fig in figures.items():

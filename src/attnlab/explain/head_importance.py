@@ -28,10 +28,12 @@ from attnlab.models.common import eval_mode, model_device, need
 
 @dataclass
 class HeadImportance:
-    """Scores (modules, heads): one row per attention module, labelled by ``names``."""
+    """Scores (modules, heads): one row per attention module, labelled by ``names``; ``examples`` is
+    the number of examples they average over."""
 
     names: list[str]
     scores: Tensor
+    examples: int = 0
 
     @property
     def labels(self) -> list[str]:
@@ -140,4 +142,4 @@ def head_importance(
     scores = (torch.stack(list(totals.values())) / examples).float()
     if normalize:
         scores = scores / scores.norm(dim=1, keepdim=True).clamp(min=1e-20)
-    return HeadImportance(list(modules), scores)
+    return HeadImportance(list(modules), scores, examples)

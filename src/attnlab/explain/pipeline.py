@@ -8,9 +8,8 @@ matplotlib is imported by the functions that draw, so importing ``attnlab.explai
 from __future__ import annotations
 
 import csv
-import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -33,10 +32,11 @@ from attnlab.explain.report import Section, scored_tokens_html, table_html, writ
 class Example:
     """One input (batch of size 1, in the data layout) and how to label it.
 
-    ``tokens`` label the input positions (the source for seq2seq), ``target_tokens`` the decoder
-    positions (seq2seq), ``image`` is the ViT input before normalisation (C, H, W), ``focus`` the
-    position whose prediction is explained (a masked position for MLM), ``description`` a line
-    stating the model's prediction.
+    ``tokens`` label the input positions (the source for seq2seq; a ViT's are ``patch_labels``),
+    ``target_tokens`` the decoder positions (seq2seq), ``image`` is the ViT input before
+    normalisation (C, H, W), ``focus`` the position whose prediction is explained (a masked position
+    for MLM), ``prediction`` a short line naming the prediction and its probability (the title of
+    every picture, e.g. "predicted class 7 (p=0.93)"), ``description`` a longer line for the page.
     """
 
     batch: dict[str, Tensor]
@@ -44,20 +44,56 @@ class Example:
     target_tokens: list[str] | None = None
     image: Tensor | None = None
     focus: int | None = None
+    prediction: str = ""
     description: str = ""
 
 
-def focus_row(model: nn.Module, example: Example, rollout: Tensor) -> Tensor:
-    """The rollout row (T,) of the position whose output is explained.
-
-    ``example.focus`` (a masked position), else the model's readout position (gpt: the last token; a
-    classifier pooling ``cls``: the first), else the mean over positions (other poolings, the seq2seq
-    encoder).
-    """
+def focus_position(model: nn.Module, example: Example) -> int | None:
+    """The position whose output is explained: ``example.focus`` (a masked position), else the model's
+    readout position (gpt: the last token; a classifier pooling ``cls``: the first), else None (other
+    poolings, the seq2seq encoder: every position counts)."""
     if example.focus is not None:
-        return rollout[example.focus]
+        return example.focus
     readout = model.readout_positions(example.batch)
-    return rollout[int(readout[0])] if readout is not None else rollout.mean(dim=0)
+    return int(readout[0]) if readout is not None else None
+
+
+def focus_row(model: nn.Module, example: Example, rollout: Tensor) -> Tensor:
+    """The rollout row (T,) of the explained position (``focus_position``), else the mean of the rows."""
+    position = focus_position(model, example)
+    return rollout[position] if position is not None else rollout.mean(dim=0)
+
+
+def rollout_name(model: nn.Module, example: Example, tokens: Sequence[str]) -> str:
+    """What the rollout row shows, e.g. "rollout into CLS" or "rollout, mean over positions"."""
+    position = focus_position(model, example)
+    if position is None:
+        return "rollout, mean over positions"
+    return f"rollout into {display_label(tokens[position])}"
+
+
+def display_label(token: str) -> str:
+    """A token as a title shows it: quoted, unless it is a position label such as CLS or p(0,1)."""
+    return token if token == "CLS" or token.startswith("p(") else repr(token)
+
+
+def patch_labels(model: nn.Module) -> list[str]:
+    """Labels of a ViT's positions: ``CLS`` (when it has one), then ``p(row,col)`` of each patch."""
+    side = model.cfg.image_size // model.cfg.patch_size
+    patches = [f"p({r},{c})" for r in range(side) for c in range(side)]
+    return ["CLS", *patches] if model.cfg.pooling == "cls" else patches
+
+
+def _patch_grid(scores: Tensor, model: nn.Module) -> Tensor:
+    """Scores of a ViT's patches as the (n, n) grid of the image.
+
+    The patches are the last n * n entries: a rollout row has the CLS entry first, gradient × input
+    (taken at the patch embedding, before CLS is prepended) has none.
+    """
+    side = model.cfg.image_size // model.cfg.patch_size
+    if scores.shape[0] < side * side:
+        raise ValueError(f"{scores.shape[0]} scores cannot cover the {side}x{side} patches of the image")
+    return scores[-side * side :].reshape(side, side)
 
 
 def _axis_labels(name: str, example: Example) -> tuple[list[str] | None, list[str] | None]:
@@ -66,11 +102,16 @@ def _axis_labels(name: str, example: Example) -> tuple[list[str] | None, list[st
     return example.tokens, example.tokens
 
 
-def _patch_grid(scores: Tensor, model: nn.Module) -> Tensor:
-    """Per-token scores of a ViT as an (n, n) grid over the patches (the CLS entry dropped)."""
-    patches = scores[1:] if model.cfg.pooling == "cls" and scores.shape[0] > 1 else scores
-    n = math.isqrt(patches.shape[0])
-    return patches[-n * n :].reshape(n, n)
+def _axis_names(name: str) -> tuple[str, str]:
+    """The titles of the query axis and the key axis of an attention module's map."""
+    if ".cross_attn." in name:
+        return "query (output token)", "key (source token)"
+    return "query", "key"
+
+
+def titled(what: str, example: Example) -> str:
+    """A figure title: what it shows, then the prediction it explains."""
+    return f"{what}\n{example.prediction}" if example.prediction else what
 
 
 def write_attention_maps(
@@ -93,13 +134,16 @@ def write_attention_maps(
                 f"heads={list(heads)}: the model has {weights.shape[0]} heads (0..{weights.shape[0] - 1})"
             )
         q_labels, k_labels = _axis_labels(name, example)
+        q_axis, k_axis = _axis_names(name)
         label = map_label(name)
         fig = attention_figure(
             weights[chosen],
             query_labels=q_labels,
             key_labels=k_labels,
-            title=label,
+            title=titled(f"{label}-attention", example),
             head_names=[f"head {h % weights.shape[0]}" for h in chosen],
+            query_axis=q_axis,
+            key_axis=k_axis,
         )
         relative = f"attention/{label.replace(' ', '_')}.png"
         save_figure(fig, folder / relative)
@@ -111,14 +155,22 @@ def write_head_importance(result: HeadImportance, folder: Path) -> Section:
     """``head_importance.png`` and ``head_importance.csv``, and the page section showing them."""
     from attnlab.explain.plots import head_importance_figure, save_figure
 
-    save_figure(head_importance_figure(result.scores, result.labels), folder / "head_importance.png")
+    over = f"{result.examples} validation examples" if result.examples else "the validation examples"
+    what = f"mean over {over} of |dL/d gate|, L2-normalised per module"
+    figure = head_importance_figure(
+        result.scores,
+        result.labels,
+        title=f"head importance (Michel et al. 2019)\n{what}",
+        value_label="importance",
+    )
+    save_figure(figure, folder / "head_importance.png")
     header = ["module", *[f"head {h}" for h in range(result.scores.shape[1])]]
     rows = [[label, *[f"{v:.4f}" for v in row]] for label, row in zip(result.labels, result.scores.tolist())]
     with open(folder / "head_importance.csv", "w", newline="", encoding="utf-8") as f:
         csv.writer(f).writerows([header, *rows])
     return Section(
         "Head importance (Michel et al. 2019)",
-        "Mean over validation examples of |dL/d gate| per head, normalised per module (L2). "
+        f"For each head, the {what} (an example's loss L, the head's gate fixed at 1). "
         "Also in head_importance.csv.",
         ["head_importance.png"],
         table_html(header, rows),
@@ -126,39 +178,54 @@ def write_head_importance(result: HeadImportance, folder: Path) -> Section:
 
 
 ROLLOUT_TEXT = "Attention rollout (Abnar & Zuidema 2020): head-averaged attention plus identity, multiplied through the layers."
+ATTRIBUTION = "gradient × input"
 
 
 def image_section(
     model: nn.Module, example: Example, row: Tensor, attribution: Tensor, folder: Path
 ) -> Section:
-    """``image.png``: the ViT input with rollout and attribution laid over its patches."""
-    from attnlab.explain.plots import image_overlay_figure, save_figure
+    """``image.png``: the ViT input, and beside it rollout and attribution over its patches."""
+    from attnlab.explain.plots import image_patches_figure, save_figure
 
     image = example.image if example.image is not None else example.batch["pixel_values"][0]
-    grids = {
-        "attention rollout": _patch_grid(row, model),
-        "gradient × input": _patch_grid(attribution, model),
-    }
-    save_figure(image_overlay_figure(image, grids), folder / "image.png")
-    return Section("Rollout and attribution over the image", ROLLOUT_TEXT, ["image.png"])
+    name = rollout_name(model, example, example.tokens or patch_labels(model))
+    extra = row.shape[0] - _patch_grid(row, model).numel()
+    if extra:  # the CLS entry of the row is not a patch: say how much of the flow it keeps
+        name += f"\n(CLS keeps {float(row[:extra].sum()):.2f})"
+    grids = {name: _patch_grid(row, model), ATTRIBUTION: _patch_grid(attribution, model)}
+    figure = image_patches_figure(image, grids, signed={ATTRIBUTION}, title=example.prediction)
+    save_figure(figure, folder / "image.png")
+    text = (
+        f"{ROLLOUT_TEXT} Gradient × input per patch: red raises the explained class's logit, blue "
+        "lowers it; white is zero."
+    )
+    return Section("Rollout and attribution over the image", text, ["image.png"])
 
 
 def token_sections(
-    example: Example, rollout: Tensor, row: Tensor, attribution: Tensor, folder: Path
+    model: nn.Module, example: Example, rollout: Tensor, row: Tensor, attribution: Tensor, folder: Path
 ) -> list[Section]:
     """``tokens.png`` (rollout and attribution over the input tokens) and ``rollout.png`` (the matrix)."""
     from attnlab.explain.plots import attention_figure, save_figure, token_scores_figure
 
     tokens = example.tokens or [str(i) for i in range(rollout.shape[0])]
-    save_figure(
-        token_scores_figure(tokens, {"rollout": row, "grad × input": attribution}), folder / "tokens.png"
+    scores = {rollout_name(model, example, tokens): row, ATTRIBUTION: attribution}
+    strips = token_scores_figure(tokens, scores, signed={ATTRIBUTION}, title=example.prediction)
+    save_figure(strips, folder / "tokens.png")
+    matrix = attention_figure(
+        rollout,
+        query_labels=tokens,
+        key_labels=tokens,
+        title=titled("attention rollout", example),
+        query_axis="position (top of the stack)",
+        key_axis="input token",
+        value_label="share of the input",
     )
-    matrix = attention_figure(rollout, query_labels=tokens, key_labels=tokens, title="attention rollout")
     save_figure(matrix, folder / "rollout.png")
     return [
         Section(
             "Gradient × input",
-            "Red raises the explained output, blue lowers it (hover for values).",
+            "Red raises the explained output, blue lowers it, white is zero (hover for values).",
             ["tokens.png"],
             scored_tokens_html(tokens, attribution),
         ),
@@ -184,7 +251,10 @@ def explain_to_folder(
     """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    sections = [Section("Prediction", example.description)] if example.description else []
+    if model.input_kind == "images" and example.tokens is None:
+        example = replace(example, tokens=patch_labels(model))
+    stated = "; ".join(line for line in (example.prediction, example.description) if line)
+    sections = [Section("Prediction", stated)] if stated else []
 
     maps = attention_maps(model, example.batch)
     np.savez_compressed(folder / "attention_weights.npz", **{n: w[0].cpu().numpy() for n, w in maps.items()})
@@ -195,7 +265,7 @@ def explain_to_folder(
     if model.input_kind == "images":
         sections.append(image_section(model, example, row, attribution, folder))
     else:
-        sections += token_sections(example, rollout, row, attribution, folder)
+        sections += token_sections(model, example, rollout, row, attribution, folder)
 
     pictures = write_attention_maps(maps, example, folder, layers, heads)
     text = "Weights of the chosen layers and heads (rows: queries); all of them in attention_weights.npz."

@@ -1,23 +1,31 @@
-"""Figures of attention maps, token scores, image overlays and head importance (matplotlib, no pyplot).
+"""Figures of attention maps, token scores, image patches and head importance (matplotlib, no pyplot).
 
-Figures are built with ``matplotlib.figure.Figure`` and drawn by the Agg canvas, so nothing here
-touches pyplot's global state or needs a display; ``save_figure`` writes a PNG and
+Every heat map is meant to be read without the text around it: it has a colour bar with its value
+range, a perceptually uniform colormap (viridis) starting at zero for non-negative maps and a
+diverging one (RdBu_r) centred at zero for signed maps, cells drawn blocky (``nearest``), axes that
+say what they hold ("query", "key", "patch row"), and the prediction in the title when the caller
+gives it. Figures are built with ``matplotlib.figure.Figure`` and drawn by the Agg canvas, so nothing
+here touches pyplot's global state or needs a display; ``save_figure`` writes a PNG and
 ``figure_to_array`` gives the RGB pixels that loggers take.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from torch import Tensor
 
-MAX_TICKS = 48  # label at most this many tokens on an axis; longer inputs get every k-th label
+SEQUENTIAL = "viridis"  # non-negative maps: perceptually uniform, dark at zero
+DIVERGING = "RdBu_r"  # signed maps: blue below zero, white at zero, red above
+MAX_TICKS = 48  # label at most this many positions on an axis; longer inputs get every k-th label
 
 
 def display_token(token: str) -> str:
@@ -25,13 +33,22 @@ def display_token(token: str) -> str:
     return token.replace("\n", "⏎").replace("\t", "⇥").replace(" ", "␣") or "∅"
 
 
+def colour_scale(values: np.ndarray, signed: bool) -> dict[str, Any]:
+    """``imshow``'s colormap and norm: from 0 to the maximum for a non-negative map, and symmetric
+    around 0 (``vmin = -vmax``, white at zero) for a signed one, so the colour of zero never moves."""
+    bound = float(np.abs(values).max()) if values.size else 0.0
+    bound = bound if bound > 0 else 1.0
+    if signed:
+        return {"cmap": DIVERGING, "norm": Normalize(vmin=-bound, vmax=bound)}
+    return {"cmap": SEQUENTIAL, "norm": Normalize(vmin=0.0, vmax=bound)}
+
+
 def _ticks(ax: Axes, labels: Sequence[str] | None, axis: str, n: int) -> None:
-    """Token labels on one axis (every k-th when there are many); numbers stay when there are none."""
-    if labels is None:
-        return
+    """Labels at the integer positions of one axis (every k-th when there are many); without labels,
+    the positions' indices, so a cell never sits between two ticks."""
     step = max(1, math.ceil(n / MAX_TICKS))
     positions = list(range(0, n, step))
-    shown = [display_token(labels[i]) for i in positions]
+    shown = [display_token(labels[i]) if labels is not None else str(i) for i in positions]
     if axis == "x":
         ax.set_xticks(positions, shown, rotation=90, fontsize=7)
     else:
@@ -45,108 +62,152 @@ def attention_figure(
     key_labels: Sequence[str] | None = None,
     title: str = "",
     head_names: Sequence[str] | None = None,
+    query_axis: str = "query",
+    key_axis: str = "key",
+    value_label: str = "attention weight",
 ) -> Figure:
-    """Heat maps of (H, Tq, Tk) attention weights, one panel per head (or one map of (Tq, Tk))."""
+    """Heat maps of (H, Tq, Tk) attention weights, one panel per head (or one map of (Tq, Tk)).
+
+    Rows are queries, columns keys. All panels share one colour scale, from 0 to the largest weight
+    shown, so the one colour bar reads for each of them.
+    """
     maps = weights.detach().float().cpu()
     maps = maps.unsqueeze(0) if maps.dim() == 2 else maps
     n = maps.shape[0]
     cols = min(n, 4)
     rows = math.ceil(n / cols)
-    side = 2.2 + 0.06 * min(maps.shape[-1], 96)
-    fig = Figure(figsize=(side * cols + 0.8, side * rows + 0.6), layout="constrained")
+    side = 2.4 + 0.06 * min(maps.shape[-1], 96)
+    fig = Figure(figsize=(side * cols + 1.2, side * rows + 0.9), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False)
+    scale = colour_scale(maps.numpy(), signed=False)
     for i, ax in enumerate(axes.flat):
         if i >= n:
             ax.set_axis_off()
             continue
-        image = ax.imshow(maps[i].numpy(), cmap="viridis", vmin=0.0, aspect="auto", interpolation="nearest")
+        image = ax.imshow(maps[i].numpy(), aspect="auto", interpolation="nearest", **scale)
         ax.set_title(head_names[i] if head_names else (f"head {i}" if n > 1 else ""), fontsize=9)
         # only the outer panels carry labels: the panels share their axes, and there is less to lay out
         if i + cols >= n:
             _ticks(ax, key_labels, "x", maps.shape[-1])
+            ax.set_xlabel(key_axis, fontsize=8)
         else:
             ax.set_xticks([])
         if i % cols == 0:
             _ticks(ax, query_labels, "y", maps.shape[-2])
+            ax.set_ylabel(query_axis, fontsize=8)
         else:
             ax.set_yticks([])
-    fig.colorbar(image, ax=axes, shrink=0.8)
+    fig.colorbar(image, ax=axes, shrink=0.8, label=value_label)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, fontsize=10)
     return fig
 
 
-def token_scores_figure(tokens: Sequence[str], scores: dict[str, Tensor], *, title: str = "") -> Figure:
-    """One heat strip per named score vector (T,) over the tokens; signed scores get a diverging map."""
-    fig = Figure(figsize=(max(4.0, 0.22 * len(tokens) + 2), 0.9 * len(scores) + 1.4), layout="constrained")
+def token_scores_figure(
+    tokens: Sequence[str],
+    scores: dict[str, Tensor],
+    *,
+    signed: Collection[str] = (),
+    title: str = "",
+) -> Figure:
+    """One heat strip per named score vector (T,) over the tokens, each with its colour bar; the maps
+    named in ``signed`` (e.g. gradient × input) are diverging and centred at zero."""
+    fig = Figure(figsize=(max(5.0, 0.22 * len(tokens) + 2.5), 1.1 * len(scores) + 1.6), layout="constrained")
     axes = fig.subplots(len(scores), 1, squeeze=False)[:, 0]
     for ax, (name, values) in zip(axes, scores.items()):
         v = values.detach().float().cpu().numpy().reshape(1, -1)
-        signed = bool((v < 0).any())
-        bound = float(np.abs(v).max()) or 1.0
-        image = ax.imshow(
-            v,
-            cmap="RdBu_r" if signed else "viridis",
-            vmin=-bound if signed else 0.0,
-            vmax=bound,
-            aspect="auto",
-        )
+        image = ax.imshow(v, aspect="auto", interpolation="nearest", **colour_scale(v, name in signed))
         ax.set_yticks([0], [name], fontsize=8)
         _ticks(ax, list(tokens), "x", len(tokens))
         fig.colorbar(image, ax=ax, pad=0.01)
+    axes[-1].set_xlabel("input token", fontsize=8)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, fontsize=10)
     return fig
 
 
-def image_overlay_figure(image: Tensor, patch_scores: dict[str, Tensor], *, title: str = "") -> Figure:
-    """The image (C, H, W) in [0, 1], and per score map (n, n) over patches the map laid over it."""
+def _grey_or_rgb(image: Tensor) -> tuple[np.ndarray, str | None]:
+    """Pixels (C, H, W) rescaled to [0, 1] for ``imshow``, and the colormap (grey for one channel)."""
     picture = image.detach().float().cpu()
     picture = (picture - picture.min()) / (picture.max() - picture.min()).clamp(min=1e-8)
-    pixels = picture[0].numpy() if picture.shape[0] == 1 else picture.permute(1, 2, 0).numpy()
-    cmap = "gray" if picture.shape[0] == 1 else None
-    fig = Figure(figsize=(3.0 * (1 + len(patch_scores)), 3.4), layout="constrained")
+    if picture.shape[0] == 1:
+        return picture[0].numpy(), "gray"
+    return picture.permute(1, 2, 0).numpy(), None
+
+
+def _patch_axes(ax: Axes, pixels: int, side: int) -> None:
+    """Grid lines between the ``side`` x ``side`` patches of a ``pixels``-wide image, and each patch's
+    row and column as integer ticks (the coordinates of the image's pixels)."""
+    size = pixels / side
+    edges = [k * size - 0.5 for k in range(1, side)]
+    for edge in edges:
+        ax.axhline(edge, color="0.6", linewidth=0.8)
+        ax.axvline(edge, color="0.6", linewidth=0.8)
+    centres = [(k + 0.5) * size - 0.5 for k in range(side)]
+    labels = [str(k) for k in range(side)]
+    ax.set_xticks(centres, labels, fontsize=7)
+    ax.set_yticks(centres, labels, fontsize=7)
+    ax.tick_params(length=0)
+    ax.set_xlabel("patch column", fontsize=8)
+    ax.set_ylabel("patch row", fontsize=8)
+
+
+def image_patches_figure(
+    image: Tensor,
+    patch_scores: dict[str, Tensor],
+    *,
+    signed: Collection[str] = (),
+    title: str = "",
+) -> Figure:
+    """The input image (C, H, W) and beside it each score map (n, n) over its patches.
+
+    A score map is drawn at patch resolution (one flat cell per patch, no smoothing) on the image's
+    coordinates, with the patch grid on every panel and a colour bar per map; the maps named in
+    ``signed`` are diverging and centred at zero.
+    """
+    pixels, cmap = _grey_or_rgb(image)
+    height, width = pixels.shape[:2]
+    extent = (-0.5, width - 0.5, height - 0.5, -0.5)  # a patch covers its pixels on every panel
+    fig = Figure(figsize=(3.4 * (1 + len(patch_scores)) + 0.6, 3.9), layout="constrained")
     axes = fig.subplots(1, 1 + len(patch_scores), squeeze=False)[0]
-    axes[0].imshow(pixels, cmap=cmap)
+    axes[0].imshow(pixels, cmap=cmap, interpolation="nearest")
     axes[0].set_title("input", fontsize=9)
-    extent = (-0.5, pixels.shape[1] - 0.5, pixels.shape[0] - 0.5, -0.5)
+    side = 1
     for ax, (name, scores) in zip(axes[1:], patch_scores.items()):
-        ax.imshow(pixels, cmap=cmap)
-        ax.imshow(
-            scores.detach().float().cpu().numpy(),
-            cmap="jet",
-            alpha=0.5,
-            extent=extent,
-            interpolation="bilinear",
-        )
+        values = scores.detach().float().cpu().numpy()
+        side = values.shape[0]
+        scale = colour_scale(values, name in signed)
+        heat = ax.imshow(values, extent=extent, interpolation="nearest", **scale)
+        fig.colorbar(heat, ax=ax, shrink=0.85)
         ax.set_title(name, fontsize=9)
     for ax in axes:
-        ax.set_axis_off()
+        _patch_axes(ax, width, side)
     if title:
-        fig.suptitle(title)
+        fig.suptitle(title, fontsize=10)
     return fig
 
 
 def head_importance_figure(
-    scores: Tensor, labels: Sequence[str], *, title: str = "head importance"
+    scores: Tensor, labels: Sequence[str], *, title: str = "head importance", value_label: str = ""
 ) -> Figure:
-    """A (modules × heads) heat map with the values written in the cells."""
+    """A (modules × heads) heat map with the values written in the cells and a colour bar."""
     values = scores.detach().float().cpu().numpy()
     fig = Figure(
-        figsize=(1.2 + 0.7 * values.shape[1] + 1.5, 0.8 + 0.4 * values.shape[0]), layout="constrained"
+        figsize=(2.4 + 0.7 * values.shape[1] + 1.5, 1.4 + 0.4 * values.shape[0]), layout="constrained"
     )
     ax = fig.subplots()
-    image = ax.imshow(values, cmap="magma", aspect="auto", vmin=0.0)
+    image = ax.imshow(values, aspect="auto", interpolation="nearest", **colour_scale(values, signed=False))
     ax.set_xticks(range(values.shape[1]), [str(h) for h in range(values.shape[1])])
     ax.set_yticks(range(values.shape[0]), list(labels), fontsize=8)
     ax.set_xlabel("head")
+    ax.set_ylabel("attention module")
     bright = values.max() * 0.6 if values.size else 0.0
     for (r, c), v in np.ndenumerate(values):
         ax.text(
             c, r, f"{v:.2f}", ha="center", va="center", fontsize=7, color="black" if v > bright else "white"
         )
-    fig.colorbar(image, ax=ax)
-    ax.set_title(title)
+    fig.colorbar(image, ax=ax, label=value_label)
+    ax.set_title(title, fontsize=10)
     return fig
 
 
