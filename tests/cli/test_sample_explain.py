@@ -240,3 +240,61 @@ def test_explain_bad_input_is_one_line(checkpoint, tmp_path, monkeypatch, capsys
     assert run_command(main, cmd, monkeypatch, capsys) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith(message)
     assert not out_dir.exists()  # a command that failed leaves nothing behind
+
+
+def test_explain_takes_an_image_of_the_runs_digits_test_split(
+    checkpoint, tmp_path, monkeypatch, capsys
+) -> None:
+    """``input=digits:<index>`` needs no image file: the README's example works on a fresh clone."""
+    from attnlab.cli.checkpoint import load_checkpoint, run_datamodule
+    from attnlab.cli.explain import main
+
+    args = [f"ckpt_path={checkpoint('vit')}", "input=digits:3", f"out_dir={tmp_path / 'out'}", "layers=[-1]"]
+    assert run_command(main, [*args, "head_importance=false"], monkeypatch, capsys) == 0
+    html = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
+    label = run_datamodule(load_checkpoint(checkpoint("vit"))).datasets["test"].source.labels[3]
+    assert f"), true class {label}; classes: class " in html
+    assert (tmp_path / "out" / "image.png").is_file()
+
+
+@pytest.fixture
+def not_an_image(tmp_path: Path) -> str:
+    path = tmp_path / "notes.png"
+    path.write_text("not pixels", encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "given", "message"),
+    [
+        ("vit", "digits:100000", "error: input=digits:100000: the run's digits test split has "),
+        ("vit", "digits:three", "error: input=digits:three: the run's digits test split has "),
+        ("vit", "'To be'", "error: input=To be: a ViT checkpoint explains an image: give an image file"),
+        ("vit", "{not_an_image}", "error: '{not_an_image}' is not an image file PIL can read"),
+        ("vit", "no_such.png", "error: image file 'no_such.png' does not exist"),
+        ("gpt", "digits:0", "error: input=digits:0: names an image, but this gpt checkpoint reads text"),
+        ("classifier", "{not_an_image}", "error: input={not_an_image}: names an image, but this bert"),
+    ],
+)
+def test_explain_input_of_the_wrong_kind_is_one_line(
+    checkpoint, not_an_image, tmp_path, monkeypatch, capsys, name, given, message
+) -> None:
+    from attnlab.cli.explain import main
+
+    out_dir = tmp_path / "out"
+    given, message = given.format(not_an_image=not_an_image), message.format(not_an_image=not_an_image)
+    cmd = [f"ckpt_path={checkpoint(name)}", f"input={given}", f"out_dir={out_dir}", "head_importance=false"]
+    assert run_command(main, cmd, monkeypatch, capsys) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(message)
+    assert not any("Traceback" in line for line in err)
+    assert not out_dir.exists()  # nothing written
+
+
+def test_sample_classifies_an_image_of_the_runs_digits_test_split(checkpoint, monkeypatch, capsys) -> None:
+    from attnlab.cli.sample import main
+
+    args = [f"ckpt_path={checkpoint('vit')}", "images=[digits:0,digits:15]", "num_predictions=2"]
+    assert run_command(main, args, monkeypatch, capsys) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "digits:0" and lines[3] == "digits:15" and len(lines) == 6

@@ -3,7 +3,8 @@
 attnlab-explain ckpt_path=outputs/.../checkpoints/last.ckpt input="To be, or not"
 attnlab-explain ckpt_path=<bert mlm run> input="the <mask> sat" layers=[0,1,2] heads=[0]
 attnlab-explain ckpt_path=<seq2seq run> input="march 3, 2021" out_dir=explained/
-attnlab-explain ckpt_path=<vit run> input=digit.png head_importance=false
+attnlab-explain ckpt_path=<vit run> input=digits:0 head_importance=false
+attnlab-explain ckpt_path=<vit run> input=my_digit.png
 """
 
 from __future__ import annotations
@@ -68,6 +69,36 @@ def check_selection(cmd: ExplainCommand, model_cfg: object) -> None:
         )
 
 
+def names_an_image(text: str) -> bool:
+    """Whether an input names an image: ``digits:<index>``, or one word ending in an image suffix."""
+    from attnlab.cli.families import DIGITS_PREFIX
+    from attnlab.data.images import IMAGE_SUFFIXES
+
+    one_word = text.strip() != "" and not any(c.isspace() for c in text)
+    return text.startswith(DIGITS_PREFIX) or (one_word and Path(text).suffix.lower() in IMAGE_SUFFIXES)
+
+
+def check_input_kind(text: str, model: object) -> None:
+    """A text model refuses an image and a ViT refuses text, in one line, before anything is written.
+
+    A ViT's input is an image file (which need not have an image suffix) or ``digits:<index>``, so
+    text is what names no existing file.
+    """
+    if model.input_kind == "tokens" and names_an_image(text):
+        raise ConfigError(
+            "input",
+            text,
+            f"names an image, but this {model.family} checkpoint reads text: give text to explain",
+        )
+    if model.input_kind == "images" and not names_an_image(text) and not Path(text).is_file():
+        raise ConfigError(
+            "input",
+            text,
+            "a ViT checkpoint explains an image: give an image file, or digits:<index> for an image of "
+            "the run's test split",
+        )
+
+
 def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
     """Load the checkpoint, prepare the input, write everything into ``folder``; returns index.html."""
     from attnlab.cli.checkpoint import load_checkpoint, run_datamodule
@@ -76,6 +107,7 @@ def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
 
     loaded = load_checkpoint(cmd.ckpt_path, cmd.device)
     check_selection(cmd, loaded.model.cfg)
+    check_input_kind(cmd.input, loaded.model)
     family = FAMILY_COMMANDS[loaded.family]
     datamodule = run_datamodule(loaded) if family.needs_data(cmd) else None
     return explain_to_folder(

@@ -35,6 +35,12 @@ def top_line(probs: Tensor, name: Callable[[int], str]) -> str:
     return ", ".join(f"{name(i)} {p:.3f}" for p, i in zip(top.values.tolist(), top.indices.tolist()))
 
 
+def headline(what: str, probs: Tensor, name: Callable[[int], str]) -> str:
+    """The most likely outcome and its probability, for a picture's title: "predicted 7 (p=0.93)"."""
+    p, i = probs.max(dim=-1)
+    return f"{what} {name(int(i))} (p={float(p):.3g})"
+
+
 def top_lines(probs: Tensor, loaded: Loaded, n: int) -> list[str]:
     """The ``n`` most likely classes, one indented line each."""
     top = probs.topk(min(n, probs.numel()))
@@ -123,8 +129,13 @@ class DecoderCommands(FamilyCommands):
         ids = self.encode(loaded, cmd.input)
         batch, out = next_prediction(loaded, ids)
         token = lambda i: repr(tok.decode([i]))  # noqa: E731
-        description = f"next token: {top_line(out[-1].softmax(-1), token)}"
-        return Example(batch, tokens=token_strings(tok, ids), description=description)
+        probs = out[-1].softmax(-1)
+        return Example(
+            batch,
+            tokens=token_strings(tok, ids),
+            prediction=headline("predicted next token", probs, token),
+            description=f"next token: {top_line(probs, token)}",
+        )
 
 
 class EncoderCommands(FamilyCommands):
@@ -178,10 +189,15 @@ class EncoderCommands(FamilyCommands):
         batch, out = next_prediction(loaded, ids)
         if focus is not None:
             token = lambda i: repr(tok.decode([i]))  # noqa: E731
-            description = f"position {focus}: {top_line(out[focus].softmax(-1), token)}"
+            probs = out[focus].softmax(-1)
+            prediction = headline(f"{cmd.mask_token} at position {focus}: predicted", probs, token)
+            description = f"position {focus}: {top_line(probs, token)}"
         else:
+            prediction = headline("predicted", out.softmax(-1), loaded.class_name)
             description = f"classes: {top_line(out.softmax(-1), loaded.class_name)}"
-        return Example(batch, tokens=token_strings(tok, ids), focus=focus, description=description)
+        return Example(
+            batch, tokens=token_strings(tok, ids), focus=focus, prediction=prediction, description=description
+        )
 
 
 class Seq2SeqCommands(FamilyCommands):
@@ -233,12 +249,50 @@ class Seq2SeqCommands(FamilyCommands):
             "labels": torch.tensor([[*target, tok.eos_id]], device=device),
         }
         which = "given target" if cmd.target is not None else "greedy output"
+        p = sequence_probability(loaded, batch)
         return Example(
             batch,
             tokens=token_strings(tok, src),
             target_tokens=token_strings(tok, tgt_in),
+            prediction=f"{which} {tok.decode(target)!r} (p={p:.3g} for the whole output)",
             description=f"{which}: {tok.decode(target)!r}",
         )
+
+
+def sequence_probability(loaded: Loaded, batch: dict[str, Tensor]) -> float:
+    """The model's probability of the batch's whole target (its ``labels``, eos included), teacher-forced."""
+    with torch.no_grad():
+        logp = loaded.model.logits(batch)[0].float().log_softmax(-1)
+    return float(logp.gather(-1, batch["labels"][0].unsqueeze(-1)).sum().exp())
+
+
+DIGITS_PREFIX = "digits:"
+
+
+def read_image(text: str, loaded: Loaded, datamodule: Any) -> tuple[Tensor, int | None]:
+    """The image (C, H, W) in [0, 1] at the model's size that ``text`` names, and its class if known.
+
+    ``digits:<index>`` is the index-th image of the test split of the run's own digits data (as the
+    run split it: same fractions and seed); anything else is an image file.
+    """
+    if not text.startswith(DIGITS_PREFIX):
+        cfg = loaded.model.cfg
+        return load_images([text], image_size=cfg.image_size, channels=cfg.channels)[0], None
+    if datamodule.cfg.kind != "digits":
+        raise ConfigError(
+            "input",
+            text,
+            f"this run's data is data.kind={datamodule.cfg.kind}, not digits: give an image file",
+        )
+    test = datamodule.datasets["test"]
+    index = text.removeprefix(DIGITS_PREFIX)
+    if not index.isdigit() or int(index) >= len(test):
+        raise ConfigError(
+            "input",
+            text,
+            f"the run's digits test split has {len(test)} images: digits:0 .. digits:{len(test) - 1}",
+        )
+    return test.raw(int(index)), test.source.labels[int(index)]
 
 
 class ImageCommands(FamilyCommands):
@@ -250,9 +304,9 @@ class ImageCommands(FamilyCommands):
             raise ConfigError(
                 "image", None, "a ViT checkpoint classifies images: give image=<file> or images=[...]"
             )
-        mean, std = image_normalisation(run_datamodule(loaded))
-        cfg = loaded.model.cfg
-        images = load_images(paths, image_size=cfg.image_size, channels=cfg.channels, mean=mean, std=std)
+        datamodule = run_datamodule(loaded)
+        mean, std = image_normalisation(datamodule)
+        images = (torch.stack([read_image(path, loaded, datamodule)[0] for path in paths]) - mean) / std
         lines = []
         for path, row in zip(paths, image_probabilities(loaded.model, images)):
             lines += [path, *top_lines(row, loaded, cmd.num_predictions)]
@@ -262,13 +316,16 @@ class ImageCommands(FamilyCommands):
         return True  # the image normalisation of the run
 
     def explain_example(self, loaded: Loaded, cmd: ExplainCommand, datamodule: Any) -> Example:
-        cfg = loaded.model.cfg
-        image = load_images([cmd.input], image_size=cfg.image_size, channels=cfg.channels)[0]
+        """An image file, or ``digits:<index>`` (an image of the run's test split, its class known)."""
+        image, label = read_image(cmd.input, loaded, datamodule)
         mean, std = image_normalisation(datamodule)
         pixels = ((image - mean) / std).unsqueeze(0).to(model_device(loaded.model))
         probs = image_probabilities(loaded.model, pixels)[0]
+        prediction = headline("predicted", probs, loaded.class_name)
+        if label is not None:
+            prediction += f", true {loaded.class_name(label)}"
         description = f"classes: {top_line(probs, loaded.class_name)}"
-        return Example({"pixel_values": pixels}, image=image, description=description)
+        return Example({"pixel_values": pixels}, image=image, prediction=prediction, description=description)
 
 
 FAMILY_COMMANDS: dict[str, FamilyCommands] = {
