@@ -10,9 +10,9 @@ import torch
 from PIL import Image
 
 from attnlab.explain import Example, explain_to_folder
+from attnlab.explain.labels import display_token, quoted_token
 from attnlab.explain.plots import (
     attention_figure,
-    display_token,
     figure_to_array,
     head_importance_figure,
     image_patches_figure,
@@ -48,6 +48,7 @@ def test_figures_are_written_as_png_and_rendered_as_rgb(tmp_path: Path) -> None:
 def test_whitespace_tokens_are_made_visible() -> None:
     assert display_token(" a\n") == "␣a⏎"
     assert display_token("") == "∅"
+    assert quoted_token(" ") == "'␣'"
 
 
 def test_report_shows_sections_and_escapes_text(tmp_path: Path) -> None:

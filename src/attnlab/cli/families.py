@@ -16,6 +16,7 @@ from torch import Tensor
 from attnlab.cli.checkpoint import Loaded, image_normalisation, run_datamodule, token_strings
 from attnlab.data.image_loading import load_images
 from attnlab.explain import Example
+from attnlab.explain.labels import quoted_token
 from attnlab.generate import (
     beam_search,
     class_probabilities,
@@ -133,7 +134,7 @@ class DecoderCommands(FamilyCommands):
         return Example(
             batch,
             tokens=token_strings(tok, ids),
-            prediction=headline("predicted next token", probs, token),
+            prediction=headline("predicted next token", probs, lambda i: quoted_token(tok.decode([i]))),
             description=f"next token: {top_line(probs, token)}",
         )
 
@@ -190,7 +191,8 @@ class EncoderCommands(FamilyCommands):
         if focus is not None:
             token = lambda i: repr(tok.decode([i]))  # noqa: E731
             probs = out[focus].softmax(-1)
-            prediction = headline(f"{cmd.mask_token} at position {focus}: predicted", probs, token)
+            quoted = lambda i: quoted_token(tok.decode([i]))  # noqa: E731
+            prediction = headline(f"{cmd.mask_token} at position {focus}: predicted", probs, quoted)
             description = f"position {focus}: {top_line(probs, token)}"
         else:
             prediction = headline("predicted", out.softmax(-1), loaded.class_name)

@@ -25,6 +25,7 @@ from attnlab.explain.attention import (
 )
 from attnlab.explain.attribution import token_attribution
 from attnlab.explain.head_importance import HeadImportance, head_importance
+from attnlab.explain.labels import display_label, patch_labels
 from attnlab.explain.report import Section, scored_tokens_html, table_html, write_report
 
 
@@ -70,18 +71,6 @@ def rollout_name(model: nn.Module, example: Example, tokens: Sequence[str]) -> s
     if position is None:
         return "rollout, mean over positions"
     return f"rollout into {display_label(tokens[position])}"
-
-
-def display_label(token: str) -> str:
-    """A token as a title shows it: quoted, unless it is a position label such as CLS or p(0,1)."""
-    return token if token == "CLS" or token.startswith("p(") else repr(token)
-
-
-def patch_labels(model: nn.Module) -> list[str]:
-    """Labels of a ViT's positions: ``CLS`` (when it has one), then ``p(row,col)`` of each patch."""
-    side = model.cfg.image_size // model.cfg.patch_size
-    patches = [f"p({r},{c})" for r in range(side) for c in range(side)]
-    return ["CLS", *patches] if model.cfg.pooling == "cls" else patches
 
 
 def _patch_grid(scores: Tensor, model: nn.Module) -> Tensor:

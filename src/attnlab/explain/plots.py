@@ -23,14 +23,11 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from torch import Tensor
 
+from attnlab.explain.labels import display_token
+
 SEQUENTIAL = "viridis"  # non-negative maps: perceptually uniform, dark at zero
 DIVERGING = "RdBu_r"  # signed maps: blue below zero, white at zero, red above
 MAX_TICKS = 48  # label at most this many positions on an axis; longer inputs get every k-th label
-
-
-def display_token(token: str) -> str:
-    """A token as it should read on an axis: whitespace made visible."""
-    return token.replace("\n", "⏎").replace("\t", "⇥").replace(" ", "␣") or "∅"
 
 
 def colour_scale(values: np.ndarray, signed: bool) -> dict[str, Any]:
@@ -50,7 +47,8 @@ def _ticks(ax: Axes, labels: Sequence[str] | None, axis: str, n: int) -> None:
     positions = list(range(0, n, step))
     shown = [display_token(labels[i]) if labels is not None else str(i) for i in positions]
     if axis == "x":
-        ax.set_xticks(positions, shown, rotation=90, fontsize=7)
+        upright = all(len(label) == 1 for label in shown)  # single characters read best unturned
+        ax.set_xticks(positions, shown, rotation=0 if upright else 90, fontsize=7)
     else:
         ax.set_yticks(positions, shown, fontsize=7)
 
