@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 from attnlab.explain import Example, explain_to_folder, token_attribution
 from attnlab.explain import plots as plots_module
+from attnlab.explain.pipeline import ATTRIBUTION_UNITS
 from attnlab.explain.plots import attention_figure, image_patches_figure, token_scores_figure
 
 PREDICTION = "predicted class 1 (p=0.87)"
@@ -118,6 +119,7 @@ def test_vit_pictures_name_the_prediction_patches_and_cls(make_model, tmp_path, 
     torch.testing.assert_close(torch.as_tensor(attribution.get_array().data), expected)
     assert attribution.norm.vmin == -attribution.norm.vmax
     assert rollout.norm.vmin == 0.0 and rollout.get_cmap().name == "viridis"
+    assert attribution.colorbar.ax.get_ylabel() == ATTRIBUTION_UNITS
 
     maps = captured["layer_1_self.png"]
     labels = tick_texts(maps.axes[0].get_yticklabels())
@@ -131,18 +133,27 @@ def test_text_pictures_name_the_prediction_and_the_axes(make_model, tmp_path, ca
     batch = {"input_ids": ids}
     if family == "seq2seq":
         batch = {"src_ids": ids, "tgt_in": torch.tensor([[1, 7, 8]]), "labels": torch.tensor([[7, 8, 2]])}
-    example = Example(batch, tokens=list("abcde"), target_tokens=["<bos>", "x", "y"], prediction=PREDICTION)
+    decoder = {"target_tokens": ["<bos>", "x", "y"], "output_tokens": ["x", "y", "<eos>"]}
+    example = Example(batch, tokens=list("abcde"), **decoder, prediction=PREDICTION)
     explain_to_folder(make_model(family), example, tmp_path, layers=[-1], heads=[0])
     for fig in captured.values():
         assert PREDICTION in fig._suptitle.get_text()
         assert_every_heat_map_has_a_colour_bar(fig)
     strips = heat_maps(captured["tokens.png"])
     assert strips[1].get_cmap().name == "RdBu_r" and strips[1].norm.vmin == -strips[1].norm.vmax
+    # each colour bar says what its values are
+    assert [s.colorbar.ax.get_ylabel() for s in strips] == ["share of the input", ATTRIBUTION_UNITS]
     assert tick_texts(captured["tokens.png"].axes[0].get_yticklabels()) == [
         "rollout into 'e'" if family == "gpt" else "rollout, mean over positions"
     ]
     if family == "seq2seq":
+        # a decoder query is labelled by the token it writes, a key by the token it reads
         cross = captured["decoder_layer_1_cross.png"].axes[0]
-        assert cross.get_xlabel() == "key (source token)" and cross.get_ylabel() == "query (output token)"
+        assert cross.get_xlabel() == "key (source token)"
+        assert cross.get_ylabel() == "query (writing output token)"
         assert tick_texts(cross.get_xticklabels()) == list("abcde")
-        assert tick_texts(cross.get_yticklabels()) == ["<bos>", "x", "y"]
+        assert tick_texts(cross.get_yticklabels()) == ["x", "y", "<eos>"]
+        own = captured["decoder_layer_1_self.png"].axes[0]
+        assert own.get_xlabel() == "key (decoder input token)"
+        assert tick_texts(own.get_xticklabels()) == ["<bos>", "x", "y"]
+        assert tick_texts(own.get_yticklabels()) == ["x", "y", "<eos>"]

@@ -256,6 +256,7 @@ class Seq2SeqCommands(FamilyCommands):
             batch,
             tokens=token_strings(tok, src),
             target_tokens=token_strings(tok, tgt_in),
+            output_tokens=token_strings(tok, [*target, tok.eos_id]),
             prediction=f"{which} {tok.decode(target)!r} (p={p:.3g} for the whole output)",
             description=f"{which}: {tok.decode(target)!r}",
         )

@@ -34,7 +34,9 @@ class Example:
     """One input (batch of size 1, in the data layout) and how to label it.
 
     ``tokens`` label the input positions (the source for seq2seq; a ViT's are ``patch_labels``),
-    ``target_tokens`` the decoder positions (seq2seq), ``image`` is the ViT input before
+    ``target_tokens`` the decoder's input (seq2seq: bos, then the output) and ``output_tokens`` what
+    each decoder position writes (the output, then eos): the decoder's queries are labelled by what
+    they write, its keys by what they read. ``image`` is the ViT input before
     normalisation (C, H, W), ``focus`` the position whose prediction is explained (a masked position
     for MLM), ``prediction`` a short line naming the prediction and its probability (the title of
     every picture, e.g. "predicted class 7 (p=0.93)"), ``description`` a longer line for the page.
@@ -43,6 +45,7 @@ class Example:
     batch: dict[str, Tensor]
     tokens: list[str] | None = None
     target_tokens: list[str] | None = None
+    output_tokens: list[str] | None = None
     image: Tensor | None = None
     focus: int | None = None
     prediction: str = ""
@@ -86,16 +89,21 @@ def _patch_grid(scores: Tensor, model: nn.Module) -> Tensor:
 
 
 def _axis_labels(name: str, example: Example) -> tuple[list[str] | None, list[str] | None]:
+    """The labels of the queries and the keys of an attention module's map. A decoder's query is
+    labelled by the token it writes (``output_tokens``, when given), its self-attention keys by the
+    tokens it reads (``target_tokens``: bos, then the output so far)."""
     if name.startswith("decoder."):
-        return example.target_tokens, example.tokens if ".cross_attn." in name else example.target_tokens
+        queries = example.output_tokens or example.target_tokens
+        return queries, example.tokens if ".cross_attn." in name else example.target_tokens
     return example.tokens, example.tokens
 
 
-def _axis_names(name: str) -> tuple[str, str]:
+def _axis_names(name: str, example: Example) -> tuple[str, str]:
     """The titles of the query axis and the key axis of an attention module's map."""
-    if ".cross_attn." in name:
-        return "query (output token)", "key (source token)"
-    return "query", "key"
+    if not name.startswith("decoder."):
+        return "query", "key"
+    query = "query (writing output token)" if example.output_tokens else "query (decoder input token)"
+    return query, "key (source token)" if ".cross_attn." in name else "key (decoder input token)"
 
 
 def titled(what: str, example: Example) -> str:
@@ -123,7 +131,7 @@ def write_attention_maps(
                 f"heads={list(heads)}: the model has {weights.shape[0]} heads (0..{weights.shape[0] - 1})"
             )
         q_labels, k_labels = _axis_labels(name, example)
-        q_axis, k_axis = _axis_names(name)
+        q_axis, k_axis = _axis_names(name, example)
         label = map_label(name)
         fig = attention_figure(
             weights[chosen],
@@ -168,6 +176,8 @@ def write_head_importance(result: HeadImportance, folder: Path) -> Section:
 
 ROLLOUT_TEXT = "Attention rollout (Abnar & Zuidema 2020): head-averaged attention plus identity, multiplied through the layers."
 ATTRIBUTION = "gradient × input"
+ROLLOUT_UNITS = "share of the input"  # a rollout row sums to 1 over the input positions
+ATTRIBUTION_UNITS = "− lowers · raises the prediction +"  # its colour bar: blue below, red above 0
 
 
 def image_section(
@@ -182,7 +192,10 @@ def image_section(
     if extra:  # the CLS entry of the row is not a patch: say how much of the flow it keeps
         name += f"\n(CLS keeps {float(row[:extra].sum()):.2f})"
     grids = {name: _patch_grid(row, model), ATTRIBUTION: _patch_grid(attribution, model)}
-    figure = image_patches_figure(image, grids, signed={ATTRIBUTION}, title=example.prediction)
+    units = {name: ROLLOUT_UNITS, ATTRIBUTION: ATTRIBUTION_UNITS}
+    figure = image_patches_figure(
+        image, grids, signed={ATTRIBUTION}, bar_labels=units, title=example.prediction
+    )
     save_figure(figure, folder / "image.png")
     text = (
         f"{ROLLOUT_TEXT} Gradient × input per patch: red raises the explained class's logit, blue "
@@ -198,8 +211,12 @@ def token_sections(
     from attnlab.explain.plots import attention_figure, save_figure, token_scores_figure
 
     tokens = example.tokens or [str(i) for i in range(rollout.shape[0])]
-    scores = {rollout_name(model, example, tokens): row, ATTRIBUTION: attribution}
-    strips = token_scores_figure(tokens, scores, signed={ATTRIBUTION}, title=example.prediction)
+    name = rollout_name(model, example, tokens)
+    scores = {name: row, ATTRIBUTION: attribution}
+    units = {name: ROLLOUT_UNITS, ATTRIBUTION: ATTRIBUTION_UNITS}
+    strips = token_scores_figure(
+        tokens, scores, signed={ATTRIBUTION}, bar_labels=units, title=example.prediction
+    )
     save_figure(strips, folder / "tokens.png")
     matrix = attention_figure(
         rollout,
@@ -208,7 +225,7 @@ def token_sections(
         title=titled("attention rollout", example),
         query_axis="position (top of the stack)",
         key_axis="input token",
-        value_label="share of the input",
+        value_label=ROLLOUT_UNITS,
     )
     save_figure(matrix, folder / "rollout.png")
     return [

@@ -12,7 +12,7 @@ here touches pyplot's global state or needs a display; ``save_figure`` writes a 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,18 +106,21 @@ def token_scores_figure(
     scores: dict[str, Tensor],
     *,
     signed: Collection[str] = (),
+    bar_labels: Mapping[str, str] | None = None,
     title: str = "",
 ) -> Figure:
-    """One heat strip per named score vector (T,) over the tokens, each with its colour bar; the maps
-    named in ``signed`` (e.g. gradient × input) are diverging and centred at zero."""
-    fig = Figure(figsize=(max(5.0, 0.22 * len(tokens) + 2.5), 1.1 * len(scores) + 1.6), layout="constrained")
+    """One heat strip per named score vector (T,) over the tokens, each with its colour bar (labelled
+    by ``bar_labels[name]``, when given); the maps named in ``signed`` (e.g. gradient × input) are
+    diverging and centred at zero."""
+    bar_labels = bar_labels or {}
+    fig = Figure(figsize=(max(5.0, 0.22 * len(tokens) + 2.5), 1.6 * len(scores) + 1.2), layout="constrained")
     axes = fig.subplots(len(scores), 1, squeeze=False)[:, 0]
     for ax, (name, values) in zip(axes, scores.items()):
         v = values.detach().float().cpu().numpy().reshape(1, -1)
         image = ax.imshow(v, aspect="auto", interpolation="nearest", **colour_scale(v, name in signed))
         ax.set_yticks([0], [name], fontsize=8)
         _ticks(ax, list(tokens), "x", len(tokens))
-        fig.colorbar(image, ax=ax, pad=0.01)
+        fig.colorbar(image, ax=ax, pad=0.01).set_label(bar_labels.get(name, ""), fontsize=7)
     axes[-1].set_xlabel("input token", fontsize=8)
     if title:
         fig.suptitle(title, fontsize=10)
@@ -155,14 +158,16 @@ def image_patches_figure(
     patch_scores: dict[str, Tensor],
     *,
     signed: Collection[str] = (),
+    bar_labels: Mapping[str, str] | None = None,
     title: str = "",
 ) -> Figure:
     """The input image (C, H, W) and beside it each score map (n, n) over its patches.
 
     A score map is drawn at patch resolution (one flat cell per patch, no smoothing) on the image's
-    coordinates, with the patch grid on every panel and a colour bar per map; the maps named in
-    ``signed`` are diverging and centred at zero.
+    coordinates, with the patch grid on every panel and a colour bar per map (labelled by
+    ``bar_labels[name]``, when given); the maps named in ``signed`` are diverging and centred at zero.
     """
+    bar_labels = bar_labels or {}
     pixels, cmap = _grey_or_rgb(image)
     height, width = pixels.shape[:2]
     extent = (-0.5, width - 0.5, height - 0.5, -0.5)  # a patch covers its pixels on every panel
@@ -176,7 +181,7 @@ def image_patches_figure(
         side = values.shape[0]
         scale = colour_scale(values, name in signed)
         heat = ax.imshow(values, extent=extent, interpolation="nearest", **scale)
-        fig.colorbar(heat, ax=ax, shrink=0.85)
+        fig.colorbar(heat, ax=ax, shrink=0.85).set_label(bar_labels.get(name, ""), fontsize=8)
         ax.set_title(name, fontsize=9)
     for ax in axes:
         _patch_axes(ax, width, side)
