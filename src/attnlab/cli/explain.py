@@ -72,7 +72,7 @@ def check_selection(cmd: ExplainCommand, model_cfg: object) -> None:
 def names_an_image(text: str) -> bool:
     """Whether an input names an image: ``digits:<index>``, or one word ending in an image suffix."""
     from attnlab.cli.families import DIGITS_PREFIX
-    from attnlab.data.images import IMAGE_SUFFIXES
+    from attnlab.data.checks import IMAGE_SUFFIXES
 
     one_word = text.strip() != "" and not any(c.isspace() for c in text)
     return text.startswith(DIGITS_PREFIX) or (one_word and Path(text).suffix.lower() in IMAGE_SUFFIXES)
