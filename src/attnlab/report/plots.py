@@ -1,0 +1,220 @@
+"""The plots of a report (matplotlib, written as PNG without a display):
+
+- the best value of each monitored metric against each swept config key, one line per combination
+  of the other swept keys, mean ± std over seeds;
+- learning curves of each monitored metric against the optimizer step, one line per configuration
+  (the mean over its seeds);
+- for evaluations at other lengths (``data.seq_len`` overridden), the evaluated loss against the
+  evaluation length on a log2 axis, one line per configuration, a mean ± std band over seeds.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator, NullLocator
+
+from attnlab.report.sweep import SEED, Sweep
+from attnlab.report.table import FINISHED, configuration_labels, shown_keys
+
+UNITS = {
+    "loss": "nats per token",
+    "acc": "fraction correct",
+    "exact_match": "fraction exact",
+    "f1": "macro F1",
+    "bleu": "BLEU, 0-100",
+    "chrf": "chrF, 0-100",
+}
+MAX_LEGEND = 16  # more lines than this get no legend: the tables name them
+LENGTH_KEY = "data.seq_len"
+
+
+def metric_label(metric: str) -> str:
+    """``val/loss (nats per token)``: the metric with its unit, where it has one."""
+    unit = UNITS.get(metric.rsplit("/", 1)[-1])
+    return f"{metric} ({unit})" if unit else metric
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-")
+
+
+def write_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
+    """Every plot the sweep has data for, written into ``out_dir``; their paths."""
+    return [
+        *metric_vs_key_plots(sweep, out_dir),
+        *learning_curve_plots(sweep, out_dir),
+        *length_plots(sweep, out_dir),
+    ]
+
+
+def metric_vs_key_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
+    keys, _ = shown_keys(sweep.configs)
+    swept = [k for k in keys if k != SEED]
+    paths = []
+    for monitor in sweep.monitors:
+        column = f"{monitor} best" if f"{monitor} best" in sweep.runs else monitor
+        runs = sweep.runs[(sweep.runs["monitor"] == monitor) & sweep.runs["status"].isin(FINISHED)]
+        runs = runs[runs[column].notna()]
+        if runs.empty:
+            continue
+        for key in swept:
+            others = [k for k in swept if k != key]
+            lines = configuration_labels(sweep.configs.loc[runs.index], others)
+            fig, ax = new_figure()
+            plot_by_key(ax, sweep.configs.loc[runs.index, key], runs[column], lines)
+            what = "best " + monitor if column != monitor else monitor
+            spread = " (mean ± std over seeds)" if SEED in keys else ""
+            ax.set_title(f"{what} by {key}{spread}")
+            ax.set_xlabel(key)
+            ax.set_ylabel(metric_label(what))
+            legend(ax, ", ".join(others))
+            paths.append(save(fig, out_dir / f"{slug(monitor)}_by_{slug(key)}.png"))
+    return paths
+
+
+def plot_by_key(ax: Axes, x: pd.Series, y: pd.Series, lines: pd.Series) -> None:
+    """Mean ± std of ``y`` at each value of ``x``, one line per value of ``lines``."""
+    positions, categorical = x_axis(ax, x)
+    n_lines = lines.nunique()
+    for i, (label, index) in enumerate(lines.groupby(lines, sort=True).groups.items()):
+        stats = y[index].groupby(positions[index]).agg(["mean", "std"]).sort_index()
+        offset = 0.06 * (i - (n_lines - 1) / 2) if categorical and n_lines <= 8 else 0.0  # bars apart
+        ax.errorbar(
+            stats.index.to_numpy(float) + offset,
+            stats["mean"].to_numpy(float),
+            yerr=stats["std"].fillna(0).to_numpy(float),
+            marker="o",
+            capsize=3,
+            linestyle="none" if categorical else "-",  # categories have no order to draw a line along
+            label=label,
+        )
+
+
+def x_axis(ax: Axes, x: pd.Series) -> tuple[pd.Series, bool]:
+    """Where each value of ``x`` goes on the axis, and whether the values are categories. Names
+    (pos=rope, alibi) sit at evenly spaced ticks; numbers on a numeric axis, logarithmic when they
+    span 8x or more (layers 1..8, learning rates 1e-4..1e-2), ticked at the values swept."""
+    numeric = pd.to_numeric(x, errors="coerce")
+    if numeric.isna().any() or x.map(lambda v: isinstance(v, bool)).any():
+        names = sorted(x.astype(str).unique())
+        ax.set_xticks(range(len(names)), names, rotation=30 if len(names) > 4 else 0)
+        return x.astype(str).map({name: i for i, name in enumerate(names)}).astype(float), True
+    values = sorted(numeric.unique())
+    if values[0] > 0 and values[-1] >= 8 * values[0]:
+        ax.set_xscale("log", base=2 if all(float(v).is_integer() for v in values) else 10)
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticks(values, [f"{v:g}" for v in values])
+    return numeric, False
+
+
+def learning_curve_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
+    keys, _ = shown_keys(sweep.configs)
+    labels = configuration_labels(sweep.configs, keys)
+    paths = []
+    for monitor in sweep.monitors:
+        if monitor not in sweep.curves:
+            continue
+        jobs = sweep.runs.index[sweep.runs["monitor"] == monitor]
+        curves = sweep.curves[sweep.curves["job"].isin(jobs) & sweep.curves[monitor].notna()]
+        if curves.empty:
+            continue
+        mean = curves.groupby([labels[curves["job"]].to_numpy(), "step"])[monitor].mean()
+        fig, ax = new_figure()
+        for label, curve in mean.groupby(level=0, sort=True):
+            marker = "." if len(curve) <= 30 else None  # dots on a few validations, a plain line on many
+            ax.plot(curve.index.get_level_values("step"), curve.to_numpy(), marker=marker, label=label)
+        seeds = " (mean over seeds)" if SEED in keys else ""
+        ax.set_title(f"{monitor} during training{seeds}")
+        ax.set_xlabel("optimizer step")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylabel(metric_label(monitor))
+        legend(ax, "configuration")
+        paths.append(save(fig, out_dir / f"{slug(monitor)}_curves.png"))
+    return paths
+
+
+def length_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
+    """One plot per split and monitored metric evaluated at several ``data.seq_len``."""
+    if LENGTH_KEY not in sweep.evals:
+        return []
+    evals = sweep.evals[sweep.evals[LENGTH_KEY].notna()]
+    keys, _ = shown_keys(sweep.configs)
+    lines = length_line_labels(sweep, evals)
+    paths = []
+    for split in evals["split"].dropna().unique():
+        for name in sorted({m.rsplit("/", 1)[-1] for m in sweep.monitors}):
+            metric = f"{split}/{name}"
+            rows = evals[(evals["split"] == split) & evals.get(metric, pd.Series(dtype=float)).notna()]
+            if rows.empty:
+                continue
+            fig, ax = new_figure()
+            lengths = pd.to_numeric(rows[LENGTH_KEY])
+            plot_length_lines(ax, lengths, rows[metric], lines[rows.index])
+            trained = pd.to_numeric(sweep.configs.loc[rows["job"].unique(), LENGTH_KEY], errors="coerce")
+            for i, length in enumerate(sorted(trained.dropna().unique())):
+                ax.axvline(length, color="grey", linestyle=":", label="training length" if i == 0 else None)
+            ticks = sorted(lengths.unique())
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xticks(ticks, [f"{v:g}" for v in ticks])
+            spread = " (mean ± std over seeds)" if SEED in keys else ""
+            ax.set_title(f"{metric} by evaluation length{spread}")
+            ax.set_xlabel(f"evaluation length {LENGTH_KEY} (tokens, log2 scale)")
+            ax.set_ylabel(metric_label(metric))
+            legend(ax, "configuration")
+            paths.append(save(fig, out_dir / f"{slug(metric)}_by_length.png"))
+    return paths
+
+
+def length_line_labels(sweep: Sweep, evals: pd.DataFrame) -> pd.Series:
+    """The line of each evaluation: its run's configuration, and the evaluation settings other than
+    the length (``model.pos.rope_scaling=yarn``; the checkpoint where both best and last were used)."""
+    keys, _ = shown_keys(sweep.configs)
+    labels = configuration_labels(sweep.configs, keys)[evals["job"]].set_axis(evals.index)
+    settings = [k for k in sweep.eval_keys if k != LENGTH_KEY]
+    settings += ["ckpt"] if evals["ckpt"].nunique() > 1 else []
+    for key in settings:
+        given = evals[key].notna()
+        labels[given] = labels[given] + f", eval {key}=" + evals.loc[given, key].astype(str)
+    return labels
+
+
+def plot_length_lines(ax: Axes, lengths: pd.Series, values: pd.Series, labels: pd.Series) -> None:
+    for label, index in labels.groupby(labels, sort=True).groups.items():
+        stats = values[index].groupby(lengths[index]).agg(["mean", "std"]).sort_index()
+        (line,) = ax.plot(stats.index, stats["mean"], marker="o", label=label)
+        std = stats["std"].fillna(0)
+        ax.fill_between(
+            stats.index, stats["mean"] - std, stats["mean"] + std, color=line.get_color(), alpha=0.2
+        )
+
+
+def new_figure() -> tuple[Figure, Axes]:
+    fig = Figure(figsize=(7.5, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    ax.grid(alpha=0.3)
+    return fig, ax
+
+
+def legend(ax: Axes, title: str) -> None:
+    """A legend beside the plot, unless there is only the one line of all runs, or too many lines to
+    read one by one (the tables of report.md list them)."""
+    labels = ax.get_legend_handles_labels()[1]
+    if len(labels) > MAX_LEGEND:
+        ax.text(0.01, 0.99, f"{len(labels)} lines: too many to label", transform=ax.transAxes, va="top")
+    elif labels and labels != ["all runs"]:
+        ax.legend(title=title or None, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
+def save(fig: Figure, path: Path) -> Path:
+    """Write the PNG through a temporary file, so a report never holds half a picture."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fig.savefig(tmp, dpi=110, format="png")
+    tmp.replace(path)
+    return path

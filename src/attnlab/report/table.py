@@ -1,0 +1,149 @@
+"""The tables of a report: one row per job, one row per configuration (mean ± std over seeds), and
+the evaluations. Which config keys are shown is decided here: those whose values differ between runs.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from attnlab.report.sweep import SEED, Sweep
+
+# Keys that say where a run lives or logs, not what it computes: never a difference worth a column.
+BOOKKEEPING = ("run_dir", "ckpt_path", "logger.")
+FINISHED = ("completed", "unknown")  # runs whose results enter means (unknown: made before summary.json)
+SUMMARY_COLUMNS = {
+    "status": "status",
+    "n_params": "params",
+    "tokens_per_s": "tokens/s",
+    "samples_per_s": "samples/s",
+    "wall_time_s": "wall time (s)",
+    "final_step": "steps",
+}
+
+
+def swept_keys(configs: pd.DataFrame) -> list[str]:
+    """Config keys whose values differ between the runs, in config order, the seed last."""
+    candidates = configs[[c for c in configs.columns if not c.startswith(BOOKKEEPING)]]
+    varying = candidates.astype(str).nunique() > 1
+    keys = list(varying[varying].index)
+    return [k for k in keys if k != SEED] + [k for k in keys if k == SEED]  # the seed last
+
+
+def shown_keys(configs: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
+    """The swept keys worth a column, and the others, each with the shown key it moves in lockstep
+    with (one value of one always goes with one value of the other, as ``data.kind`` with
+    ``model.family`` when families are swept): such a column would say nothing new."""
+    shown: list[str] = []
+    hidden: dict[str, str] = {}
+    text = configs.astype(str)
+    for key in swept_keys(configs):
+        twin = next((k for k in shown if k != SEED and key != SEED and one_to_one(text, k, key)), None)
+        if twin is None:
+            shown.append(key)
+        else:
+            hidden[key] = twin
+    return shown, hidden
+
+
+def one_to_one(text: pd.DataFrame, a: str, b: str) -> bool:
+    pairs = text[[a, b]].drop_duplicates()
+    return pairs[a].is_unique and pairs[b].is_unique
+
+
+def configuration_labels(configs: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """``key=value, key=value`` of the shown keys other than the seed: the runs that share a label are
+    seeds of one configuration."""
+    keys = [k for k in keys if k != SEED]
+    if not keys:
+        return pd.Series("all runs", index=configs.index)
+    text = configs[keys].astype(object).map(_config_text)
+    parts = [k + "=" + text[k] for k in keys]
+    return pd.concat(parts, axis=1).agg(", ".join, axis=1)
+
+
+def metric_columns(sweep: Sweep) -> list[str]:
+    """The result columns of ``sweep.runs``, the monitored metrics first, then validation, then test."""
+    columns = [c for c in sweep.runs.columns if c.endswith((" best", " final")) or c.startswith("test/")]
+    first = [c for m in sweep.monitors for c in (f"{m} best", f"{m} final", m) if c in columns]
+    return first + [c for c in columns if c not in first]
+
+
+def format_number(value: float, digits: int = 4) -> str:
+    """Four significant digits, thousands in full with separators (12,345 tokens/s), '' for missing."""
+    if pd.isna(value):
+        return ""
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}"
+
+
+def job_table(sweep: Sweep) -> pd.DataFrame:
+    """One row per job: the shown config keys, status, summary figures, metrics, and the error line
+    of each failed job (the column appears when one failed)."""
+    keys, _ = shown_keys(sweep.configs)
+    runs = sweep.runs
+    summary = [c for c in SUMMARY_COLUMNS if c == "status" or runs[c].notna().any()]
+    table = sweep.configs[keys].astype(object).map(_config_text)
+    table = table.join(runs[summary].rename(columns=SUMMARY_COLUMNS))
+    numbers = [SUMMARY_COLUMNS[c] for c in summary if c != "status"]
+    table[numbers] = table[numbers].map(format_number)
+    table = table.join(runs[metric_columns(sweep)].map(format_number))
+    if runs["error"].notna().any():
+        table["error"] = runs["error"].fillna("")
+    return table.reset_index()
+
+
+def seed_table(sweep: Sweep) -> pd.DataFrame | None:
+    """One row per configuration: ``mean ± std`` over its seeds of every figure, the number of
+    finished seeds ``n``, and the status of all of them. None when the seed is not swept."""
+    keys, _ = shown_keys(sweep.configs)
+    if SEED not in keys:
+        return None
+    configs = sweep.configs[[k for k in keys if k != SEED]].astype(object).map(_config_text)
+    labels = configuration_labels(sweep.configs, keys)
+    runs = sweep.runs
+    numbers = [c for c in SUMMARY_COLUMNS if c != "status" and runs[c].notna().any()]
+    numbers += metric_columns(sweep)
+    finished = runs[runs["status"].isin(FINISHED)]
+    groups = finished[numbers].groupby(labels[finished.index], sort=False)
+    table = configs.groupby(labels, sort=False).first()
+    table["n"] = groups.size().reindex(table.index).fillna(0).astype(int)
+    table["status"] = runs["status"].groupby(labels, sort=False).agg(_count_statuses)
+    cells = mean_std_cells(groups[numbers].mean(), groups[numbers].std())
+    table = table.join(cells.rename(columns=SUMMARY_COLUMNS))
+    return table.reset_index(drop=True)
+
+
+def eval_table(sweep: Sweep) -> pd.DataFrame | None:
+    """One row per configuration and evaluation setting (overrides, split, checkpoint): ``mean ± std``
+    of each metric over the seeds, and ``n``. None when no run was evaluated."""
+    evals = sweep.evals
+    if evals.empty:
+        return None
+    keys, _ = shown_keys(sweep.configs)
+    keys = [k for k in keys if k != SEED]
+    settings = [f"eval {k}" for k in sweep.eval_keys] + ["split", "ckpt"]
+    frame = evals.rename(columns={k: f"eval {k}" for k in sweep.eval_keys})
+    frame = frame.join(sweep.configs[keys].astype(object).map(_config_text), on="job")
+    metrics = [c for c in frame.columns if "/" in c]
+    frame[settings] = frame[settings].astype(object).map(_config_text)
+    groups = frame.groupby([*keys, *settings], sort=False)
+    table = groups.size().rename("n").to_frame()
+    table = table.join(mean_std_cells(groups[metrics].mean(), groups[metrics].std()))
+    return table.reset_index()
+
+
+def mean_std_cells(mean: pd.DataFrame, std: pd.DataFrame) -> pd.DataFrame:
+    """``mean ± std`` text per cell; the mean alone where the std is 0 or undefined (one seed)."""
+    mean_text = mean.map(format_number)
+    std_text = std.map(lambda s: f" ± {format_number(s, 2)}" if s > 0 else "")
+    return mean_text + std_text.where(mean.notna(), "")
+
+
+def _count_statuses(statuses: pd.Series) -> str:
+    counts = statuses.value_counts(sort=False)
+    return ", ".join(f"{n} {status}" for status, n in counts.items())
+
+
+def _config_text(value: object) -> str:
+    return "null" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)

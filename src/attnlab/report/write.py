@@ -1,0 +1,101 @@
+"""``report.md``, its plots and ``runs.csv``: what attnlab-report writes into a sweep directory."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from attnlab.report.plots import write_plots
+from attnlab.report.sweep import SEED, Sweep, metric_mode
+from attnlab.report.table import eval_table, job_table, seed_table, shown_keys
+
+REPORT_FILE = "report.md"
+PLOTS_DIR = "plots"
+RUNS_CSV = "runs.csv"
+
+
+@dataclass
+class Report:
+    markdown: Path
+    csv: Path
+    plots: list[Path]
+    tables: dict[str, pd.DataFrame]  # title -> table, in the order of report.md
+
+
+def write_report(sweep: Sweep, out_dir: Path, command: str = "attnlab-report") -> Report:
+    """Write ``report.md``, ``plots/*.png`` and ``runs.csv`` (every config key and result of every
+    run, for your own pandas) into ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tables = report_tables(sweep)
+    plots = write_plots(sweep, out_dir / PLOTS_DIR)
+    csv = write_atomic(out_dir / RUNS_CSV, sweep.configs.join(sweep.runs).to_csv())
+    text = markdown(sweep, tables, [p.relative_to(out_dir) for p in plots], command)
+    return Report(write_atomic(out_dir / REPORT_FILE, text), csv, plots, tables)
+
+
+def report_tables(sweep: Sweep) -> dict[str, pd.DataFrame]:
+    tables = {"Runs": job_table(sweep)}
+    seeds = seed_table(sweep)
+    if seeds is not None:
+        tables["Configurations (mean ± std over seeds)"] = seeds
+    evals = eval_table(sweep)
+    if evals is not None:
+        tables[
+            "Evaluations (attnlab-eval, mean ± std over seeds)" if seeds is not None else "Evaluations"
+        ] = evals
+    return tables
+
+
+def markdown(sweep: Sweep, tables: dict[str, pd.DataFrame], plots: list[Path], command: str) -> str:
+    lines = [f"# Sweep report: {sweep.root}", "", *overview(sweep), ""]
+    for title, table in tables.items():
+        lines += [f"## {title}", "", *table_notes(title, sweep), table.to_markdown(index=False), ""]
+    if plots:
+        lines += ["## Plots", ""]
+        lines += [f"![{p.stem}]({p.as_posix()})\n" for p in plots]
+    lines += [f"Made by `{command}` from the run directories' files alone.", ""]
+    return "\n".join(lines)
+
+
+def overview(sweep: Sweep) -> list[str]:
+    """Counts by status, what was monitored and what was swept."""
+    counts = sweep.runs["status"].value_counts(sort=False)
+    lines = [f"{len(sweep.runs)} runs: " + ", ".join(f"{n} {status}" for status, n in counts.items()) + "."]
+    modes = {m: metric_mode(m, {}) for m in sweep.monitors}
+    modes.update(dict(zip(sweep.configs.get("task.monitor", []), sweep.configs.get("task.monitor_mode", []))))
+    monitored = [f"{m} ({'lower' if modes.get(m) == 'min' else 'higher'} is better)" for m in sweep.monitors]
+    lines.append(f"Monitored: {', '.join(monitored) or 'nothing'}.")
+    keys, hidden = shown_keys(sweep.configs)
+    lines.append(f"Swept: {', '.join(keys) or 'nothing (all runs share one config)'}.")
+    if hidden:
+        pairs = ", ".join(f"{k} (with {twin})" for k, twin in hidden.items())
+        lines.append(f"Not shown, as they change in lockstep with a shown key: {pairs}.")
+    return lines
+
+
+def table_notes(title: str, sweep: Sweep) -> list[str]:
+    if title == "Runs":
+        return [
+            "One row per job. `best` and `final`: the best and the last value logged during training; "
+            "`test/*`: the best checkpoint on the test split. A failed job keeps its row and its error.",
+            "",
+        ]
+    if title.startswith("Configurations"):
+        return [
+            f"One row per configuration (runs that differ only by `{SEED}`). `n`: the seeds that "
+            "completed, which the means are over; `status` counts all seeds, failed and incomplete ones too.",
+            "",
+        ]
+    keys = ", ".join(f"`eval {k}`" for k in sweep.eval_keys) or "none"
+    return [f"Evaluations of the runs' checkpoints; settings changed from the training run: {keys}.", ""]
+
+
+def write_atomic(path: Path, text: str) -> Path:
+    """Write through a temporary file and a rename: a reader never sees half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,97 @@
+"""The report's tables: which keys are shown, one row per job, mean ± std over seeds, evaluations."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rundirs import config, val_losses, write_eval, write_run
+
+from attnlab.report import read_sweep
+from attnlab.report.table import eval_table, job_table, seed_table, shown_keys, swept_keys
+
+FINALS = {"learned": (2.0, 2.1, 2.2), "alibi": (1.8, 1.9, 2.0)}
+
+
+def pos_seed_sweep(root: Path, *, failed_seed: int | None = None) -> Path:
+    """pos=learned,alibi x seed=1,2,3 as a multirun lays it out; alibi's ``failed_seed`` failed."""
+    job = 0
+    for pos, finals in FINALS.items():
+        for seed, final in zip((1, 2, 3), finals):
+            cfg = config(model__pos__name=pos, seed=seed, run_dir=f"/runs/{job}")
+            if pos == "alibi" and seed == failed_seed:
+                write_run(root / str(job), cfg, status="failed", error="ValueError: boom", val={})
+            else:
+                write_run(root / str(job), cfg, val=val_losses(final), test={"test/loss": final + 0.05})
+            job += 1
+    return root
+
+
+def test_only_keys_that_differ_are_swept(tmp_path: Path) -> None:
+    pos_seed_sweep(tmp_path)
+    configs = read_sweep([tmp_path]).configs
+    assert swept_keys(configs) == ["model.pos.name", "seed"]  # run_dir differs too: bookkeeping
+    assert configs["optim.betas"].iloc[0] == "[0.9, 0.99]"  # lists compare as values
+
+
+def test_keys_that_move_in_lockstep_show_once(tmp_path: Path) -> None:
+    write_run(tmp_path / "0", config(model__family="gpt", data__kind="text", model__n_layers=2))
+    write_run(tmp_path / "1", config(model__family="vit", data__kind="digits", model__n_layers=2))
+    write_run(tmp_path / "2", config(model__family="vit", data__kind="digits", model__n_layers=4))
+    shown, hidden = shown_keys(read_sweep([tmp_path]).configs)
+    assert shown == ["model.family", "model.n_layers"]
+    assert hidden == {"data.kind": "model.family"}
+
+
+def test_job_table_has_one_row_per_job_and_the_failed_ones_error(tmp_path: Path) -> None:
+    table = job_table(read_sweep([pos_seed_sweep(tmp_path, failed_seed=2)]))
+    assert table["job"].tolist() == ["0", "1", "2", "3", "4", "5"]
+    assert table.columns[:4].tolist() == ["job", "model.pos.name", "seed", "status"]
+    assert table["status"].tolist() == ["completed"] * 4 + ["failed", "completed"]
+    assert table["error"].tolist() == [""] * 4 + ["ValueError: boom", ""]
+    assert table["val/loss best"].tolist() == ["2", "2.1", "2.2", "1.8", "", "2"]
+    assert table["params"].iloc[0] == "12,345"
+
+
+def test_seeds_of_a_configuration_become_mean_and_std(tmp_path: Path) -> None:
+    table = seed_table(read_sweep([pos_seed_sweep(tmp_path, failed_seed=2)])).set_index("model.pos.name")
+    assert table.loc["learned", "val/loss best"] == "2.1 ± 0.1"
+    assert table.loc["learned", "test/loss"] == "2.15 ± 0.1"
+    assert table.loc["learned", "n"] == 3
+    assert table.loc["learned", "status"] == "3 completed"
+    assert table.loc["alibi", "val/loss best"] == "1.9 ± 0.14"  # the failed seed is not in the mean
+    assert table.loc["alibi", "n"] == 2
+    assert table.loc["alibi", "status"] == "2 completed, 1 failed"
+    assert table.loc["alibi", "params"] == "12,345"  # equal over seeds: no ± 0
+
+
+def test_no_seed_table_without_repeated_seeds(tmp_path: Path) -> None:
+    write_run(tmp_path / "0", config(model__pos__name="rope"))
+    write_run(tmp_path / "1", config(model__pos__name="alibi"))
+    assert seed_table(read_sweep([tmp_path])) is None
+
+
+def test_evaluations_by_configuration_and_length(tmp_path: Path) -> None:
+    pos_seed_sweep(tmp_path)
+    for job in range(6):
+        for length, extra in ((64, 0.0), (256, 0.1 * job)):
+            write_eval(
+                tmp_path / str(job),
+                f"e/{length}",
+                {"val/loss": 2.0 + extra},
+                overrides={"data.seq_len": length},
+            )
+    table = eval_table(read_sweep([tmp_path]))
+    assert table.columns.tolist() == ["model.pos.name", "eval data.seq_len", "split", "ckpt", "n", "val/loss"]
+    rows = table.set_index(["model.pos.name", "eval data.seq_len"])["val/loss"]
+    assert rows[("learned", "64")] == "2"
+    assert rows[("learned", "256")] == "2.1 ± 0.1"  # jobs 0, 1, 2
+    assert rows[("alibi", "256")] == "2.4 ± 0.1"  # jobs 3, 4, 5
+    assert table["n"].tolist() == [3, 3, 3, 3]
+
+
+@pytest.mark.parametrize(("value", "text"), [(12345.6, "12,346"), (2.34567, "2.346"), (0.000123, "0.000123")])
+def test_numbers_read_at_a_glance(tmp_path: Path, value: float, text: str) -> None:
+    from attnlab.report.table import format_number
+
+    assert format_number(value) == text

@@ -1,0 +1,139 @@
+"""What attnlab-report writes: report.md, runs.csv and plots whose lines hold the right numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+from rundirs import config, val_losses, write_eval, write_run
+from test_report_tables import pos_seed_sweep
+
+from attnlab.report import read_sweep, write_report
+from attnlab.report.plots import learning_curve_plots, length_plots, plot_by_key
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def with_length_evals(root: Path) -> Path:
+    """Every completed job of ``pos_seed_sweep`` evaluated at 64 (its training length), 128 and 256."""
+    for job in range(6):
+        if (root / str(job) / "test_metrics.json").exists():
+            for length in (64, 128, 256):
+                loss = 2.0 + job * 0.01 + (length / 64 - 1) * (0.5 if job < 3 else 0.0)
+                write_eval(
+                    root / str(job), f"e/{length}", {"val/loss": loss}, overrides={"data.seq_len": length}
+                )
+    return root
+
+
+def test_report_files(tmp_path: Path) -> None:
+    sweep = read_sweep([with_length_evals(pos_seed_sweep(tmp_path / "sweep", failed_seed=2))])
+    report = write_report(sweep, tmp_path / "out")
+    assert [p.name for p in report.plots] == [
+        "val-loss_by_model.pos.name.png",
+        "val-loss_curves.png",
+        "val-loss_by_length.png",
+    ]
+    assert all(p.read_bytes().startswith(PNG) for p in report.plots)
+    text = report.markdown.read_text()
+    assert "6 runs: 5 completed, 1 failed." in text
+    assert "Swept: model.pos.name, seed." in text
+    for title in ("## Runs", "## Configurations (mean ± std over seeds)", "## Evaluations"):
+        assert title in text
+    assert "| ValueError: boom" in text
+    assert "| alibi            |   2 | 2 completed, 1 failed |" in text
+    for plot in report.plots:
+        assert f"]({plot.relative_to(tmp_path / 'out').as_posix()})" in text
+    runs = pd.read_csv(report.csv, index_col="job")
+    assert runs.shape[0] == 6
+    assert runs.loc[4, "status"] == "failed"
+    assert runs.loc[0, "val/loss best"] == 2.0
+    assert not list((tmp_path / "out").rglob("*.tmp"))
+
+
+def test_metric_by_key_plots_mean_and_std_at_each_value() -> None:
+    ax = Figure().add_subplot()
+    x = pd.Series(["rope", "alibi", "rope", "alibi", "rope"])
+    y = pd.Series([1.0, 2.0, 3.0, 4.0, 5.0])
+    plot_by_key(ax, x, y, pd.Series("all runs", index=x.index))
+    (errorbar,) = ax.containers
+    line = errorbar.lines[0]
+    np.testing.assert_allclose(line.get_xdata(), [0, 1])  # alibi, rope
+    np.testing.assert_allclose(line.get_ydata(), [3.0, 3.0])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["alibi", "rope"]
+    assert line.get_linestyle() == "None"  # no line between categories
+    bars = errorbar.lines[2][0].get_segments()  # the bars span mean ± std: rope 1, 3, 5; alibi 2, 4
+    np.testing.assert_allclose([b[:, 1] for b in bars], [[3 - 2**0.5, 3 + 2**0.5], [1.0, 5.0]])
+
+
+def test_numeric_keys_spanning_8x_get_a_log_axis() -> None:
+    ax = Figure().add_subplot()
+    x = pd.Series([1, 2, 4, 8])
+    plot_by_key(ax, x, pd.Series([4.0, 3.0, 2.0, 1.0]), pd.Series("all runs", index=x.index))
+    assert ax.get_xscale() == "log"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "4", "8"]
+
+
+def test_learning_curves_average_the_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for seed, final in ((1, 2.0), (2, 2.2)):
+        cfg = config(seed=seed)
+        write_run(tmp_path / str(seed), cfg, val=val_losses(final, (10, 20)), test={"test/loss": 1})
+    write_run(tmp_path / "3", config(seed=3), status="running", val={10: 9.0})  # in progress: shown too
+    figures = capture_figures(monkeypatch)
+    (path,) = learning_curve_plots(read_sweep([tmp_path]), tmp_path / "plots")
+    assert path.name == "val-loss_curves.png"
+    ax = figures[0].axes[0]
+    (line,) = ax.lines
+    np.testing.assert_allclose(line.get_xdata(), [10, 20])
+    np.testing.assert_allclose(line.get_ydata(), [(2.25 + 2.45 + 9.0) / 3, 2.1])
+    assert ax.get_xlabel() == "optimizer step"
+    assert ax.get_title() == "val/loss during training (mean over seeds)"
+
+
+def capture_figures(monkeypatch: pytest.MonkeyPatch) -> list[Figure]:
+    """The figures the plots module would save, kept for inspection instead."""
+    figures: list[Figure] = []
+    monkeypatch.setattr("attnlab.report.plots.save", lambda fig, path: figures.append(fig) or path)
+    return figures
+
+
+def test_length_plot_lines_are_means_over_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sweep = read_sweep([with_length_evals(pos_seed_sweep(tmp_path))])
+    figures = capture_figures(monkeypatch)
+    (path,) = length_plots(sweep, tmp_path)
+    assert path.name == "val-loss_by_length.png"
+    ax = figures[0].axes[0]
+    lines = {line.get_label(): line for line in ax.lines}
+    assert set(lines) == {"model.pos.name=learned", "model.pos.name=alibi", "training length"}
+    np.testing.assert_allclose(lines["model.pos.name=learned"].get_xdata(), [64, 128, 256])
+    np.testing.assert_allclose(lines["model.pos.name=learned"].get_ydata(), [2.01, 2.51, 3.51])
+    np.testing.assert_allclose(lines["model.pos.name=alibi"].get_ydata(), [2.04, 2.04, 2.04])
+    np.testing.assert_allclose(lines["training length"].get_xdata(), [64, 64])
+    assert ax.get_xscale() == "log"
+    assert "(tokens, log2 scale)" in ax.get_xlabel()
+    assert ax.get_ylabel() == "val/loss (nats per token)"
+
+
+def test_200_jobs(tmp_path: Path) -> None:
+    """A 200-job sweep: 40 configurations of 5 seeds, each with a 100-line metrics file."""
+    job = 0
+    for pos in ("none", "sinusoidal", "learned", "rope", "alibi"):
+        for n_layers in (1, 2, 4, 8):
+            for lr in (1e-3, 3e-3):
+                for seed in range(5):
+                    cfg = config(model__pos__name=pos, model__n_layers=n_layers, optim__lr=lr, seed=seed)
+                    write_run(
+                        tmp_path / str(job), cfg, val=val_losses(2.0 + seed / 10, tuple(range(10, 510, 10)))
+                    )
+                    job += 1
+    sweep = read_sweep([tmp_path])
+    report = write_report(sweep, tmp_path)
+    assert len(report.tables["Runs"]) == 200
+    configurations = report.tables["Configurations (mean ± std over seeds)"]
+    assert len(configurations) == 40
+    assert set(configurations["n"]) == {5}
+    assert set(configurations["val/loss best"]) == {"2.2 ± 0.16"}
+    assert len(report.plots) == 4  # by pos, by n_layers, by lr; the curves
