@@ -1,0 +1,114 @@
+"""``metrics.jsonl``: every value a run logs, in a file of the run's own, whatever loggers it uses.
+
+One JSON object per line, ``{"step": <optimizer steps done>, "time_s": <seconds of fit>, "<metric>": value}``,
+for each logged training step (train/loss, lr, throughput) and each validation or test result. Lines
+are appended and flushed one by one, so a killed run keeps what it logged. A run resumed in place
+continues the file after dropping the lines beyond its checkpoint's step, so no step appears twice.
+attnlab-report reads it (``attnlab.report.runs.read_metrics``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from argparse import Namespace
+from pathlib import Path
+from typing import IO, Any
+
+import pytorch_lightning as pl
+from pytorch_lightning.loggers import Logger
+from pytorch_lightning.utilities import rank_zero_only
+
+METRICS_FILE = "metrics.jsonl"
+
+
+class MetricsFileLogger(Logger):
+    """A Lightning logger writing ``<run_dir>/metrics.jsonl``; only rank 0 writes.
+
+    ``resume_step``: the global step of the checkpoint a run resumes from in the same directory
+    (None for a run that starts afresh, which replaces any file there). ``trainer``, set once the
+    trainer exists, gives the step written: its ``global_step``, the count of optimizer steps done,
+    as in checkpoint names (Lightning's own logging step lags it by one during fit).
+    """
+
+    def __init__(self, run_dir: Path, resume_step: int | None = None) -> None:
+        super().__init__()
+        self.path = Path(run_dir) / METRICS_FILE
+        self.resume_step = resume_step
+        self.trainer: pl.Trainer | None = None
+        self._file: IO[str] | None = None
+        self._started = False
+        self._start = time.monotonic()
+
+    @property
+    def name(self) -> str:
+        return "metrics_file"
+
+    @property
+    def version(self) -> str:
+        return ""
+
+    @property
+    def save_dir(self) -> str:
+        return str(self.path.parent)
+
+    @rank_zero_only
+    def log_hyperparams(self, params: dict[str, Any] | Namespace, *args: Any, **kwargs: Any) -> None:
+        """Nothing to write: the run's ``config.yaml`` holds the whole config."""
+
+    @rank_zero_only
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        if self._file is None:
+            self._file = self._open()
+        record: dict[str, Any] = {
+            "step": self.trainer.global_step if self.trainer is not None else step,
+            "time_s": round(time.monotonic() - self._start, 3),
+        }
+        record.update((k, _number(v)) for k, v in metrics.items() if k != "epoch")
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+
+    def _open(self) -> IO[str]:
+        """The file, opened for appending. The first time, only the lines a resumed run keeps stay
+        (fit and test each end with ``finalize``; the test appends to what the fit wrote), and the
+        clock continues from the last kept line, so ``time_s`` counts the time of the whole run."""
+        if not self._started:
+            kept = kept_lines(self.path, self.resume_step)
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            tmp.write_text("".join(kept), encoding="utf-8")
+            os.replace(tmp, self.path)
+            if kept:
+                self._start -= json.loads(kept[-1]).get("time_s", 0.0)
+            self._started = True
+        return open(self.path, "a", encoding="utf-8")
+
+    @rank_zero_only
+    def finalize(self, status: str) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def kept_lines(path: Path, resume_step: int | None) -> list[str]:
+    """The lines of ``path`` that a run resuming from ``resume_step`` keeps: those up to that step
+    (none for a run that starts afresh, and none that cannot be read, like a line cut by a kill)."""
+    if resume_step is None or not path.is_file():
+        return []
+    kept = []
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            try:
+                step = json.loads(line).get("step")
+            except (json.JSONDecodeError, AttributeError):
+                continue
+            if isinstance(step, int) and step <= resume_step:
+                kept.append(line if line.endswith("\n") else line + "\n")
+    return kept
+
+
+def _number(value: Any) -> float | None:
+    """A logged value as JSON allows it: NaN and infinities (a diverged loss) become null."""
+    value = float(value)
+    return value if math.isfinite(value) else None
