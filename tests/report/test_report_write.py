@@ -54,6 +54,21 @@ def test_report_files(tmp_path: Path) -> None:
     assert not list((tmp_path / "out").rglob("*.tmp"))
 
 
+def test_runs_without_metrics_files_still_report(tmp_path: Path) -> None:
+    """Runs made before metrics.jsonl and summary.json existed: config and test metrics only."""
+    pos_seed_sweep(tmp_path)
+    for job in tmp_path.iterdir():
+        (job / "metrics.jsonl").unlink()
+        (job / "summary.json").unlink()
+    report = write_report(read_sweep([tmp_path]), tmp_path)
+    assert report.tables["Runs"]["status"].tolist() == ["completed"] * 6
+    assert report.tables["Configurations (mean ± std over seeds)"]["test/loss"].tolist() == [
+        "2.15 ± 0.1",
+        "1.95 ± 0.1",
+    ]
+    assert report.plots == []
+
+
 def test_metric_by_key_plots_mean_and_std_at_each_value() -> None:
     ax = Figure().add_subplot()
     x = pd.Series(["rope", "alibi", "rope", "alibi", "rope"])

@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     for title, table in report.tables.items():
         print(f"\n{title}\n\n{table.to_markdown(index=False)}")
-    print(f"\nreport: {report.markdown}\nplots:  {len(report.plots)} in {report.markdown.parent / 'plots'}")
-    print(f"table:  {report.csv}")
+    print(f"\nreport: {report.markdown}\ntable:  {report.csv}")
+    print(f"plots:  {len(report.plots)} in {report.plots[0].parent}" if report.plots else "plots:  none")
 
 
 def default_out_dir(paths: list[str], root: Path) -> Path:

@@ -58,6 +58,8 @@ def metric_vs_key_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
     paths = []
     for monitor in sweep.monitors:
         column = f"{monitor} best" if f"{monitor} best" in sweep.runs else monitor
+        if column not in sweep.runs:
+            continue  # runs made before metrics.jsonl existed
         runs = sweep.runs[(sweep.runs["monitor"] == monitor) & sweep.runs["status"].isin(FINISHED)]
         runs = runs[runs[column].notna()]
         if runs.empty:
