@@ -8,7 +8,7 @@ import pytest
 from rundirs import config, val_losses, write_eval, write_run
 
 from attnlab.report import read_sweep
-from attnlab.report.table import eval_table, job_table, seed_table, shown_keys, swept_keys
+from attnlab.report.table import eval_table, format_number, job_table, seed_table, shown_keys, swept_keys
 
 FINALS = {"learned": (2.0, 2.1, 2.2), "alibi": (1.8, 1.9, 2.0)}
 
@@ -65,6 +65,17 @@ def test_seeds_of_a_configuration_become_mean_and_std(tmp_path: Path) -> None:
     assert table.loc["alibi", "params"] == "12,345"  # equal over seeds: no ± 0
 
 
+def test_a_configuration_whose_seeds_all_failed_keeps_its_row(tmp_path: Path) -> None:
+    pos_seed_sweep(tmp_path)
+    for job in (6, 7):
+        cfg = config(model__pos__name="rope", seed=job - 5)
+        write_run(tmp_path / str(job), cfg, status="failed", error="ValueError: boom", val={})
+    table = seed_table(read_sweep([tmp_path])).set_index("model.pos.name")
+    assert table.loc["rope", "status"] == "2 failed"
+    assert table.loc["rope", "n"] == 0
+    assert table.loc["rope", "val/loss best"] == ""
+
+
 def test_no_seed_table_without_repeated_seeds(tmp_path: Path) -> None:
     write_run(tmp_path / "0", config(model__pos__name="rope"))
     write_run(tmp_path / "1", config(model__pos__name="alibi"))
@@ -90,8 +101,9 @@ def test_evaluations_by_configuration_and_length(tmp_path: Path) -> None:
     assert table["n"].tolist() == [3, 3, 3, 3]
 
 
-@pytest.mark.parametrize(("value", "text"), [(12345.6, "12,346"), (2.34567, "2.346"), (0.000123, "0.000123")])
-def test_numbers_read_at_a_glance(tmp_path: Path, value: float, text: str) -> None:
-    from attnlab.report.table import format_number
-
-    assert format_number(value) == text
+@pytest.mark.parametrize(
+    ("value", "digits", "text"),
+    [(12345.6, 4, "12,346"), (2.34567, 4, "2.346"), (0.000123, 4, "0.000123"), (921.0, 2, "921"), (9.61, 2, "9.6")],
+)
+def test_numbers_read_at_a_glance(value: float, digits: int, text: str) -> None:
+    assert format_number(value, digits) == text

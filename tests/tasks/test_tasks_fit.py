@@ -97,7 +97,7 @@ def test_loss_lr_and_throughput_reach_the_logger_on_its_steps(tmp_path, make_mod
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
-        callbacks=[ThroughputLogger(peak_flops=1e12), recorder := LossRecorder()],
+        callbacks=[throughput := ThroughputLogger(peak_flops=1e12), recorder := LossRecorder()],
     )
     t.fit(task, DataLoader(counting_batches(), batch_size=8))
     with open(tmp_path / "lightning_logs" / "version_0" / "metrics.csv") as f:
@@ -110,6 +110,11 @@ def test_loss_lr_and_throughput_reach_the_logger_on_its_steps(tmp_path, make_mod
     assert all(float(r["lr"]) == pytest.approx(1e-3) for r in rows)
     assert float(rows[1]["train/loss"]) == pytest.approx(recorder.losses[9])
     assert t.callback_metrics["train/loss"].item() == pytest.approx(recorder.losses[-1])  # the last step's
+    # The run's mean throughput weighs each logged window by its tokens: steps 1-5, then 9-10 (an epoch
+    # is 8 batches of 64 tokens, and a new epoch starts a new window).
+    first, second = (float(r["train/tokens_per_s"]) for r in rows)
+    assert throughput.unit == "tokens"
+    assert throughput.mean_rate == pytest.approx(7 * 64 / (5 * 64 / first + 2 * 64 / second))
 
 
 def test_peak_flops_is_measured_once_and_cached():

@@ -179,7 +179,7 @@ def run_job(job: Callable[[], float]) -> float | None:
         log_traceback(err)
         hc = HydraConfig.get()
         where = Path(hc.runtime.output_dir) / f"{hc.job.name}.log"
-        reason = one_line(err) if isinstance(err, USER_ERRORS) else f"{type(err).__name__}: {one_line(err)}"
+        reason = error_line(err)
         if hc.mode != RunMode.MULTIRUN:
             print(f"error: {reason} (traceback in {where})", file=sys.stderr)
             sys.exit(1)
@@ -187,6 +187,12 @@ def run_job(job: Callable[[], float]) -> float | None:
         print(f"error: {message}", file=sys.stderr)
         failed_jobs.append(message)
         return None
+
+
+def error_line(err: BaseException) -> str:
+    """How a failed job's error is shown (and kept in its summary.json): ``key=value: ...`` for bad
+    input, the exception's type and message for anything else."""
+    return one_line(err) if isinstance(err, USER_ERRORS) else f"{type(err).__name__}: {one_line(err)}"
 
 
 def log_traceback(err: BaseException) -> None:

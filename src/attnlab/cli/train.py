@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import warnings
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -23,7 +24,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attnlab.cli.app import log_to_file, run_hydra, run_job
+from attnlab.cli.app import error_line, log_to_file, run_hydra, run_job
 from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
 from attnlab.schema.checks import validate
 from attnlab.schema.errors import ConfigError
@@ -41,6 +42,8 @@ from attnlab.training.rundir import (
 if TYPE_CHECKING:
     import pytorch_lightning as pl
     from torch import nn
+
+    from attnlab.training.summary import RunSummary
 
 log = logging.getLogger("attnlab.train")
 
@@ -97,14 +100,40 @@ def train_job(config: DictConfig) -> float | None:
     group = Path(hc.sweep.dir).as_posix().replace("/", "_") if multirun else None
 
     def job() -> float:
-        run = check_job(config, run_dir, list(hc.overrides.task))
-        return train(run, run_dir, group=group)
+        with run_summary(run_dir) as summary:
+            run = check_job(config, run_dir, list(hc.overrides.task))
+            return train(run, run_dir, group=group, summary=summary)
 
     return run_job(job)
 
 
-def train(run: RunConfig, run_dir: Path, *, group: str | None = None) -> float:
-    """Fit ``run``, writing into ``run_dir``; returns the best ``task.monitor`` (NaN if never validated)."""
+@contextmanager
+def run_summary(run_dir: Path) -> Iterator[RunSummary | None]:
+    """The job's ``summary.json`` (rank 0 writes it): ``running`` from here on, then ``completed``,
+    ``failed`` with the error line the console shows (a multirun job refused by validation too), or
+    ``interrupted`` (Ctrl-C, SIGTERM)."""
+    if not is_rank_zero():
+        yield None
+        return
+    from attnlab.training.summary import RunSummary
+
+    summary = RunSummary(run_dir)
+    try:
+        yield summary
+    except (KeyboardInterrupt, SystemExit) as err:  # Lightning's SIGTERMException is a SystemExit
+        summary.finish("interrupted", type(err).__name__)
+        raise
+    except BaseException as err:
+        summary.finish("failed", error_line(err))
+        raise
+    summary.finish("completed")
+
+
+def train(
+    run: RunConfig, run_dir: Path, *, group: str | None = None, summary: RunSummary | None = None
+) -> float:
+    """Fit ``run``, writing into ``run_dir`` (and what it learns of the run into ``summary``); returns
+    the best ``task.monitor`` (NaN if never validated)."""
     config = OmegaConf.structured(run)
     if is_rank_zero():
         from attnlab.training.console import print_config_tree
@@ -113,7 +142,7 @@ def train(run: RunConfig, run_dir: Path, *, group: str | None = None) -> float:
         save_config(config, run_dir)
         log.info("run directory: %s", run_dir)
     with _job_environment(run_dir):
-        return _fit(run, run_dir, OmegaConf.to_container(config), group)
+        return _fit(run, run_dir, OmegaConf.to_container(config), group, summary)
 
 
 @contextmanager
@@ -138,14 +167,16 @@ def _job_environment(run_dir: Path):
         os.environ.update(saved)
 
 
-def _fit(run: RunConfig, run_dir: Path, config: dict, group: str | None) -> float:
+def _fit(run: RunConfig, run_dir: Path, config: dict, group: str | None, summary: RunSummary | None) -> float:
     import pytorch_lightning as pl
 
     from attnlab.data import build_datamodule
     from attnlab.tasks import build_task
     from attnlab.training.callbacks import build_callbacks
     from attnlab.training.loggers import build_loggers, new_wandb_id
+    from attnlab.training.metrics_file import MetricsFileLogger
     from attnlab.training.resume import read_run_state
+    from attnlab.training.summary import count_parameters, fit_results
     from attnlab.training.trainer import build_trainer
 
     warnings.filterwarnings("ignore", ".*does not have many workers.*")  # workers are data.num_workers
@@ -156,6 +187,8 @@ def _fit(run: RunConfig, run_dir: Path, config: dict, group: str | None) -> floa
     )
     datamodule.setup("fit")
     model = build_model_for(run, datamodule)
+    if summary is not None:
+        summary.update(n_params=count_parameters(model))
     task = build_task(
         run.task,
         run.optim,
@@ -166,14 +199,21 @@ def _fit(run: RunConfig, run_dir: Path, config: dict, group: str | None) -> floa
     )
     resumed = read_run_state(run.ckpt_path) if run.ckpt_path else {}
     wandb_id = resumed.get("wandb_id") or new_wandb_id()
-    loggers = build_loggers(run.logger, run_dir, group=group, wandb_id=wandb_id, config=config)
+    metrics_file = MetricsFileLogger(run_dir, resume_step=resumed.get("global_step"))  # whatever logger=
+    loggers = [
+        *build_loggers(run.logger, run_dir, group=group, wandb_id=wandb_id, config=config),
+        metrics_file,
+    ]
     trainer = build_trainer(run, run_dir, loggers, build_callbacks(run, run_dir, config, wandb_id))
+    metrics_file.trainer = trainer
     if trainer.is_global_zero:
         datamodule.save_tokenizer(run_dir)
     trainer.fit(task, datamodule=datamodule, ckpt_path=run.ckpt_path)
     if not run.trainer.fast_dev_run:
         trainer.save_checkpoint(checkpoint_dir(run_dir) / LAST)  # the final state (Lightning's may be older)
     score = best_score(trainer, run.task.monitor)
+    if summary is not None:
+        summary.update(**fit_results(trainer, run.task.monitor))
     metrics = test(trainer, task, datamodule, run_dir) if run.test_after_fit else {}
     if trainer.is_global_zero:
         report(run, run_dir, trainer, task, metrics)

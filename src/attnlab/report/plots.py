@@ -65,6 +65,8 @@ def metric_vs_key_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
         if runs.empty:
             continue
         for key in swept:
+            if sweep.configs.loc[runs.index, key].astype(str).nunique() < 2:
+                continue  # all the runs with results share one value (the others failed)
             others = [k for k in swept if k != key]
             lines = configuration_labels(sweep.configs.loc[runs.index], others)
             fig, ax = new_figure()

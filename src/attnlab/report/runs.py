@@ -26,14 +26,16 @@ from typing import Any
 
 import yaml
 
-CONFIG_FILE = "config.yaml"
-HYDRA_CONFIG_FILE = ".hydra/config.yaml"  # the composed config: all a job that failed validation leaves
-OVERRIDES_FILE = ".hydra/overrides.yaml"
-SUMMARY_FILE = "summary.json"
-METRICS_FILE = "metrics.jsonl"
-TEST_METRICS_FILE = "test_metrics.json"
-EVAL_DIR = "eval"
-EVAL_METRICS_FILE = "metrics.json"
+from attnlab.schema.rundir import (
+    CONFIG_FILE,
+    EVAL_DIR,
+    EVAL_METRICS_FILE,
+    HYDRA_CONFIG_FILE,
+    METRICS_FILE,
+    OVERRIDES_FILE,
+    SUMMARY_FILE,
+    TEST_METRICS_FILE,
+)
 
 log = logging.getLogger("attnlab.report")
 YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's parser is ~10x faster

@@ -69,11 +69,13 @@ def metric_columns(sweep: Sweep) -> list[str]:
 
 
 def format_number(value: float, digits: int = 4) -> str:
-    """Four significant digits, thousands in full with separators (12,345 tokens/s), '' for missing."""
+    """``digits`` significant digits, thousands in full with separators (12,345 tokens/s), '' for missing."""
     if pd.isna(value):
         return ""
     if abs(value) >= 1000:
         return f"{value:,.0f}"
+    if abs(value) >= 10**digits:  # no exponent for a std of 920 shown to two digits
+        return f"{value:.0f}"
     return f"{value:.{digits}g}"
 
 
@@ -110,7 +112,7 @@ def seed_table(sweep: Sweep) -> pd.DataFrame | None:
     table["n"] = groups.size().reindex(table.index).fillna(0).astype(int)
     table["status"] = runs["status"].groupby(labels, sort=False).agg(_count_statuses)
     cells = mean_std_cells(groups[numbers].mean(), groups[numbers].std())
-    table = table.join(cells.rename(columns=SUMMARY_COLUMNS))
+    table = table.join(cells.rename(columns=SUMMARY_COLUMNS)).fillna("")  # "" where no seed finished
     return table.reset_index(drop=True)
 
 

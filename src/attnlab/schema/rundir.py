@@ -5,8 +5,12 @@
     <run_dir>/tokenizer.json           the tokenizer of a text run
     <run_dir>/labels.json              the class names, where the labels were strings
     <run_dir>/test_metrics.json        the best checkpoint's metrics on the test split
+    <run_dir>/summary.json             status, error line, size, time, throughput, best monitored value
+    <run_dir>/metrics.jsonl            every logged value, one JSON object per line, whatever the logger
+    <run_dir>/eval/<name>/metrics.json an evaluation of the run's checkpoint by ``attnlab-eval``
+    <run_dir>/.hydra/overrides.yaml    the job's command-line overrides (Hydra's composed config beside it)
 
-``attnlab-eval`` writes ``metrics.json`` into its own output directory.
+docs/run-directory.md describes each file; ``attnlab.report`` reads them all.
 """
 
 from __future__ import annotations
@@ -20,6 +24,11 @@ TOKENIZER_FILE = "tokenizer.json"
 LABELS_FILE = "labels.json"
 TEST_METRICS_FILE = "test_metrics.json"
 EVAL_METRICS_FILE = "metrics.json"
+SUMMARY_FILE = "summary.json"
+METRICS_FILE = "metrics.jsonl"
+EVAL_DIR = "eval"
+HYDRA_CONFIG_FILE = ".hydra/config.yaml"  # the composed config, all a job refused by validation leaves
+OVERRIDES_FILE = ".hydra/overrides.yaml"
 
 
 def checkpoint_dir(run_dir: Path) -> Path:
@@ -29,3 +38,13 @@ def checkpoint_dir(run_dir: Path) -> Path:
 def run_dir_of(ckpt_path: str | Path) -> Path:
     """The run directory of a checkpoint that lies in its ``checkpoints/`` folder."""
     return Path(ckpt_path).resolve().parent.parent
+
+
+def eval_dir_of(ckpt_path: str | Path) -> Path | None:
+    """Where evaluations of a checkpoint go: ``<run>/eval`` for a checkpoint in its run's
+    ``checkpoints/`` folder (the run's ``config.yaml`` beside it); None for one found elsewhere."""
+    path = Path(ckpt_path).resolve()
+    run_dir = path.parent.parent
+    if path.parent.name != CHECKPOINT_DIR or not (run_dir / CONFIG_FILE).is_file():
+        return None
+    return run_dir / EVAL_DIR

@@ -21,7 +21,7 @@ import pytorch_lightning as pl
 from pytorch_lightning.loggers import Logger
 from pytorch_lightning.utilities import rank_zero_only
 
-METRICS_FILE = "metrics.jsonl"
+from attnlab.schema.rundir import METRICS_FILE
 
 
 class MetricsFileLogger(Logger):

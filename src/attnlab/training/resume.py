@@ -15,7 +15,8 @@ COMPARED = ("model", "data", "task", "optim", "seed")
 
 
 def read_run_state(ckpt_path: str) -> dict[str, Any]:
-    """``{"config": ..., "wandb_id": ...}`` stored in an attnlab checkpoint; {} for other checkpoints."""
+    """``{"config": ..., "wandb_id": ...}`` stored in an attnlab checkpoint (neither for other
+    checkpoints), and its ``global_step``: the optimizer steps done when it was saved."""
     import torch
 
     try:
@@ -27,7 +28,7 @@ def read_run_state(ckpt_path: str) -> dict[str, Any]:
     state = checkpoint.get(RUN_KEY) if isinstance(checkpoint, dict) else None
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise ConfigError("ckpt_path", ckpt_path, "not a Lightning checkpoint written by attnlab-train")
-    return state or {}
+    return {**(state or {}), "global_step": int(checkpoint.get("global_step", 0))}
 
 
 def check_resume(run: RunConfig) -> None:

@@ -63,7 +63,15 @@ class ThroughputLogger(pl.Callback):
         super().__init__()
         self.log_every_n_steps = log_every_n_steps
         self.peak_flops = peak_flops
+        self.unit = "tokens"  # or samples, for images
+        self.total_count = 0.0  # tokens (samples) and seconds of every window logged in this fit
+        self.total_time = 0.0
         self._reset()
+
+    @property
+    def mean_rate(self) -> float | None:
+        """Tokens (samples) per second over the fit, validation excluded; None before the first log."""
+        return self.total_count / self.total_time if self.total_time > 0 else None
 
     def _reset(self) -> None:
         self.tokens = self.samples = 0
@@ -98,6 +106,9 @@ class ThroughputLogger(pl.Callback):
         world = trainer.world_size
         unit = "samples" if pl_module.model.input_kind == "images" else "tokens"
         count = self.samples if unit == "samples" else self.tokens
+        self.unit = unit
+        self.total_count += count * world
+        self.total_time += elapsed
         pl_module.log(
             f"train/{unit}_per_s", count * world / elapsed, on_step=True, on_epoch=False, prog_bar=True
         )

@@ -1,0 +1,101 @@
+"""``summary.json``: how a run went, in one small file written when it starts and when it ends.
+
+    {"status": "completed", "error": null, "n_params": 837632, "wall_time_s": 252.4,
+     "tokens_per_s": 9540.2, "final_step": 300, "best": {"metric": "val/loss", "value": 2.06, "step": 300},
+     "started": "2025-01-01T12:00:00+00:00", "ended": "2025-01-01T12:04:12+00:00"}
+
+``status`` is ``running`` until the end, then ``completed``, ``failed`` (``error``: the one line the
+console printed) or ``interrupted``; a run killed with SIGKILL keeps ``running``. Each write goes
+through a temporary file and a rename, so a reader never sees half of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from attnlab.schema.rundir import SUMMARY_FILE
+
+if TYPE_CHECKING:  # Lightning is imported where a fit is summarised: a job refused by validation needs none
+    import pytorch_lightning as pl
+
+STATUSES = ("running", "completed", "failed", "interrupted")
+
+
+class RunSummary:
+    """The summary of the run in ``run_dir``; written at once with status ``running``."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = Path(run_dir) / SUMMARY_FILE
+        self._start = time.monotonic()
+        self.fields: dict[str, Any] = {
+            "status": "running",
+            "error": None,
+            "n_params": None,
+            "wall_time_s": None,
+            "tokens_per_s": None,
+            "final_step": None,
+            "best": None,
+            "started": _now(),
+            "ended": None,
+        }
+        self._write()
+
+    def update(self, **fields: Any) -> None:
+        """Record what the run knows so far (its size once built, its results once fitted)."""
+        self.fields.update(fields)
+        self._write()
+
+    def finish(self, status: str, error: str | None = None) -> None:
+        """The final write: the status, the error line of a failed run, the wall time of the job."""
+        if status not in STATUSES[1:]:
+            raise ValueError(f"status={status!r}: choose one of {', '.join(STATUSES[1:])}")
+        wall = round(time.monotonic() - self._start, 3)
+        self.update(status=status, error=error, wall_time_s=wall, ended=_now())
+
+    def _write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(self.fields, indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, self.path)
+
+
+def fit_results(trainer: pl.Trainer, monitor: str) -> dict[str, Any]:
+    """What a finished fit adds to the summary: the final step, the best value of ``monitor`` and the
+    step of its checkpoint, and the mean throughput (``tokens_per_s``, or ``samples_per_s`` for images)."""
+    from attnlab.training.callbacks.throughput import ThroughputLogger
+
+    results: dict[str, Any] = {"final_step": trainer.global_step, "best": best_of(trainer, monitor)}
+    for callback in trainer.callbacks:
+        if isinstance(callback, ThroughputLogger) and callback.mean_rate is not None:
+            results[f"{callback.unit}_per_s"] = round(callback.mean_rate, 3)
+    return results
+
+
+def best_of(trainer: pl.Trainer, monitor: str) -> dict[str, Any] | None:
+    """``{"metric", "value", "step"}`` of the best checkpoint by ``monitor``; None if it has none."""
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    for callback in trainer.callbacks:
+        if isinstance(callback, ModelCheckpoint) and callback.monitor == monitor and callback.best_model_path:
+            step = re.search(r"step(\d+)", Path(callback.best_model_path).name)  # best-step{step:06d}.ckpt
+            value = callback.best_model_score
+            return {
+                "metric": monitor,
+                "value": float(value) if value is not None else None,
+                "step": int(step.group(1)) if step else None,
+            }
+    return None
+
+
+def count_parameters(model: Any) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
