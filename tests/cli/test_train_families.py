@@ -65,8 +65,10 @@ def test_eval_reproduces_the_test_metrics_of_training(jobs: list[Path], family: 
     job = jobs[FAMILIES.index(family)]
     trained = json.loads((job / "test_metrics.json").read_text())
     args = [f"ckpt_path={trained['ckpt_path']}", "logger=csv", "trainer.enable_progress_bar=false"]
+    before = set((job / "eval").glob("*"))
     check(cli(args, tmp_path, command="eval"))
-    (out,) = tmp_path.glob("outputs/eval/*/*")
+    (out,) = set((job / "eval").glob("*")) - before  # inside the checkpoint's run, for attnlab-report
     evaluated = json.loads((out / "metrics.json").read_text())
     assert evaluated["metrics"] == pytest.approx(trained["metrics"], rel=1e-6)
+    assert evaluated["overrides"] == {}  # the run's own split, data and batches
     assert csv_series(out, "test/loss") == pytest.approx({0: trained["metrics"]["test/loss"]}, rel=1e-6)

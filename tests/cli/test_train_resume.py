@@ -4,7 +4,9 @@ keeps logging to the same wandb run."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -89,6 +91,36 @@ def test_resume_continues_the_same_wandb_run(runs: dict) -> None:
     (killed,) = (runs["killed"] / "wandb").glob("offline-run-*")  # offline-run-<time>-<run id>
     assert wandb_run(runs["resumed"])["run_id"] == killed.name.rsplit("-", 1)[1]
     assert min(wandb_history(runs["resumed"], "train/loss")) == runs["step"]
+
+
+def jsonl_series(run_dir: Path, key: str) -> dict[int, float]:
+    """{step: value} of a metric in the run's metrics.jsonl; each step must be there once."""
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["step"] for r in records if key in r]
+    assert len(steps) == len(set(steps)), f"a step of {key} logged twice: {steps}"
+    return {r["step"]: r[key] for r in records if key in r}
+
+
+def test_a_killed_run_says_so_and_its_metrics_file_continues_in_place(runs: dict) -> None:
+    """SIGKILL leaves summary.json at "running". Resumed in place, metrics.jsonl drops what was logged
+    after the checkpoint (and a line cut short by the kill), then holds each step once, the very
+    values of the uninterrupted run."""
+    assert json.loads((runs["killed"] / "summary.json").read_text())["status"] == "running"
+    in_place = runs["killed"].with_name("killed-in-place")
+    shutil.copytree(runs["killed"], in_place)
+    with open(in_place / "metrics.jsonl", "a") as f:
+        f.write('{"step": 23, "time_s": 1.0, "train/loss": 0.0}\n{"step": 24, "tr')
+    check(cli([*ARGS, f"run_dir={in_place.name}", "ckpt_path=last"], in_place.parent))
+    full = jsonl_series(runs["full"], "train/loss")
+    assert sorted(full) == list(range(1, STEPS + 1))  # steps done, as in checkpoint names
+    # Lightning saves a step's checkpoint before it logs the step: a kill in between loses that line.
+    lost = set() if runs["step"] in jsonl_series(runs["killed"], "train/loss") else {runs["step"]}
+    expected = {step: loss for step, loss in full.items() if step not in lost}
+    assert jsonl_series(in_place, "train/loss") == expected
+    assert jsonl_series(in_place, "val/loss") == jsonl_series(runs["full"], "val/loss")
+    assert sorted(jsonl_series(in_place, "val/loss")) == [7, 14, 21]
+    summary = json.loads((in_place / "summary.json").read_text())
+    assert (summary["status"], summary["final_step"]) == ("completed", STEPS)
 
 
 def test_ckpt_path_last_resumes_in_place(runs: dict) -> None:

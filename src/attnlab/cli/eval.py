@@ -5,6 +5,8 @@
 
 The run's config travels in the checkpoint (data, seed and tokenizer included), so the test split and
 its metrics are exactly those ``attnlab-train`` reported at the end of training (``test_metrics.json``).
+The results go into the checkpoint's run directory, ``<run>/eval/<date>_<time>/metrics.json``, with
+what the evaluation changed relative to the run, where ``attnlab-report`` finds them.
 """
 
 from __future__ import annotations
@@ -12,17 +14,19 @@ from __future__ import annotations
 import json
 import logging
 import math
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from attnlab.cli.app import log_to_file, run_hydra, run_job
 from attnlab.schema.checks import check_logger, check_trainer, validate
+from attnlab.schema.data import DataConfig
 from attnlab.schema.errors import ConfigError
-from attnlab.schema.run import EvalConfig
-from attnlab.schema.rundir import EVAL_METRICS_FILE
+from attnlab.schema.run import EvalConfig, RunConfig
+from attnlab.schema.rundir import EVAL_DIR, EVAL_METRICS_FILE, eval_dir_of
 from attnlab.schema.typed import typed
 from attnlab.training.rundir import save_config
 
@@ -32,7 +36,18 @@ SPLITS = ("test", "val")
 
 def main() -> None:
     """Console script ``attnlab-eval`` (also ``python -m attnlab.eval``)."""
+    OmegaConf.register_new_resolver("attnlab.eval_dir", eval_dir_for, replace=True)
     run_hydra(eval_job, "eval")
+
+
+def eval_dir_for(fallback: str, *, _root_: DictConfig) -> str:
+    """``${attnlab.eval_dir:outputs}`` in conf/eval.yaml: the ``eval/`` folder of the checkpoint's run
+    directory, where attnlab-report looks; ``<fallback>/eval`` for a checkpoint outside a run directory
+    (or none yet, or several swept in one multirun: the sweep folder is chosen before the jobs)."""
+    ckpt_path = OmegaConf.select(_root_, "ckpt_path", default=None, throw_on_missing=False)
+    found = isinstance(ckpt_path, str) and Path(ckpt_path).is_file()
+    where = eval_dir_of(ckpt_path) if found else None
+    return str(where) if where is not None else f"{fallback}/{EVAL_DIR}"
 
 
 def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> EvalConfig:
@@ -125,15 +140,30 @@ def evaluate(ev: EvalConfig, out_dir: Path) -> tuple[dict[str, float], str]:
     finally:
         finish_wandb(failed=results is None)
     metrics = {k: float(v) for k, v in results[0].items()}
-    text = json.dumps(
-        {"ckpt_path": str(Path(ev.ckpt_path).resolve()), "split": ev.split, "metrics": metrics}, indent=1
-    )
-    (out_dir / EVAL_METRICS_FILE).write_text(text + "\n", encoding="utf-8")
+    record = {
+        "ckpt_path": str(Path(ev.ckpt_path).resolve()),
+        "split": ev.split,
+        "overrides": eval_overrides(run, data, ev),
+        "metrics": metrics,
+    }
+    (out_dir / EVAL_METRICS_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     lines = {ev.split: "  ".join(f"{k}={v:.6g}" for k, v in sorted(metrics.items())), "output": str(out_dir)}
     for key, value in lines.items():
         log_to_file(logging.INFO, "%s: %s", key, value)
     print_summary(lines)
     return metrics, f"{ev.split}/{run.task.monitor.split('/', 1)[-1]}"
+
+
+def eval_overrides(run: RunConfig, data: DataConfig, ev: EvalConfig) -> dict[str, Any]:
+    """What this evaluation changed relative to the run, as dotted keys (``data.batch_size``, any other
+    ``data.*`` it was given, a different batch limit); {} when it measured exactly what training did.
+    The tokenizer is the run's own, only saved next to the results."""
+    saved, used = asdict(run.data), asdict(data)
+    changed = {f"data.{k}": v for k, v in used.items() if k != "tokenizer" and v != saved[k]}
+    limit = f"limit_{ev.split}_batches"
+    if ev.limit_batches is not None and ev.limit_batches != getattr(run.trainer, limit):
+        changed[f"trainer.{limit}"] = ev.limit_batches
+    return changed
 
 
 if __name__ == "__main__":
