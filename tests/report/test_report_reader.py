@@ -165,7 +165,8 @@ def test_evaluations_keep_their_overrides_and_the_newest_repeat(tmp_path: Path) 
     assert evals.loc["c", "val/loss"] == 2.8
     assert evals.loc["d", "ckpt"] == "last"
     assert evals.loc["a", "ckpt"] == "best"
-    assert math.isnan(evals.loc["d", "data.seq_len"])
+    assert evals.loc["d", "data.seq_len"] is None  # not overridden
+    assert type(evals.loc["a", "data.seq_len"]) is int  # as given, not 64.0
 
 
 def test_metric_option_must_name_a_logged_metric(tmp_path: Path) -> None:

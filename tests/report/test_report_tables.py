@@ -43,6 +43,16 @@ def test_keys_that_move_in_lockstep_show_once(tmp_path: Path) -> None:
     assert hidden == {"data.kind": "model.family"}
 
 
+def test_values_show_as_the_configs_hold_them(tmp_path: Path) -> None:
+    """A key null in one run and a number in another is no float column: 128, not 128.0."""
+    write_run(tmp_path / "0", config(model__max_seq_len=None, optim__lr=1.0))
+    write_run(tmp_path / "1", config(model__max_seq_len=128, optim__lr=1.0))
+    write_run(tmp_path / "2", config(model__max_seq_len=128, optim__lr=0.5))
+    table = job_table(read_sweep([tmp_path]))
+    assert table["model.max_seq_len"].tolist() == ["null", "128", "128"]
+    assert table["optim.lr"].tolist() == ["1.0", "1.0", "0.5"]
+
+
 def test_job_table_has_one_row_per_job_and_the_failed_ones_error(tmp_path: Path) -> None:
     table = job_table(read_sweep([pos_seed_sweep(tmp_path, failed_seed=2)]))
     assert table["job"].tolist() == ["0", "1", "2", "3", "4", "5"]
@@ -103,7 +113,13 @@ def test_evaluations_by_configuration_and_length(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("value", "digits", "text"),
-    [(12345.6, 4, "12,346"), (2.34567, 4, "2.346"), (0.000123, 4, "0.000123"), (921.0, 2, "921"), (9.61, 2, "9.6")],
+    [
+        (12345.6, 4, "12,346"),
+        (2.34567, 4, "2.346"),
+        (0.000123, 4, "0.000123"),
+        (921.0, 2, "921"),
+        (9.61, 2, "9.6"),
+    ],
 )
 def test_numbers_read_at_a_glance(value: float, digits: int, text: str) -> None:
     assert format_number(value, digits) == text

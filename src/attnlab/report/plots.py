@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullLocator
 
 from attnlab.report.sweep import SEED, Sweep
-from attnlab.report.table import FINISHED, configuration_labels, shown_keys
+from attnlab.report.table import FINISHED, as_text, configuration_labels, shown_keys
 
 UNITS = {
     "loss": "nats per token",
@@ -65,7 +65,7 @@ def metric_vs_key_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
         if runs.empty:
             continue
         for key in swept:
-            if sweep.configs.loc[runs.index, key].astype(str).nunique() < 2:
+            if as_text(sweep.configs.loc[runs.index, key]).nunique() < 2:
                 continue  # all the runs with results share one value (the others failed)
             others = [k for k in swept if k != key]
             lines = configuration_labels(sweep.configs.loc[runs.index], others)
@@ -105,9 +105,10 @@ def x_axis(ax: Axes, x: pd.Series) -> tuple[pd.Series, bool]:
     span 8x or more (layers 1..8, learning rates 1e-4..1e-2), ticked at the values swept."""
     numeric = pd.to_numeric(x, errors="coerce")
     if numeric.isna().any() or x.map(lambda v: isinstance(v, bool)).any():
-        names = sorted(x.astype(str).unique())
+        text = as_text(x)
+        names = sorted(text.unique())
         ax.set_xticks(range(len(names)), names, rotation=30 if len(names) > 4 else 0)
-        return x.astype(str).map({name: i for i, name in enumerate(names)}).astype(float), True
+        return text.map({name: i for i, name in enumerate(names)}).astype(float), True
     values = sorted(numeric.unique())
     if values[0] > 0 and values[-1] >= 8 * values[0]:
         ax.set_xscale("log", base=2 if all(float(v).is_integer() for v in values) else 10)
@@ -184,7 +185,7 @@ def length_line_labels(sweep: Sweep, evals: pd.DataFrame) -> pd.Series:
     settings += ["ckpt"] if evals["ckpt"].nunique() > 1 else []
     for key in settings:
         given = evals[key].notna()
-        labels[given] = labels[given] + f", eval {key}=" + evals.loc[given, key].astype(str)
+        labels[given] = labels[given] + f", eval {key}=" + as_text(evals.loc[given, key])
     return labels
 
 

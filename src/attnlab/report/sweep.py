@@ -16,6 +16,7 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -64,10 +65,22 @@ def job_name(path: Path, root: Path) -> str:
 
 
 def config_frame(files: list[RunFiles], jobs: list[str]) -> pd.DataFrame:
-    """The configs flattened to dotted keys; lists become their JSON text, so they compare as values."""
-    configs = pd.json_normalize([f.config for f in files], sep=".")
-    configs.index = pd.Index(jobs, name="job")
-    return configs.map(lambda v: json.dumps(v) if isinstance(v, list | dict) else v)
+    """The configs flattened to dotted keys, each value as the config holds it (an object column: a
+    key that is null in one run and 64 in another shows 64, not 64.0); lists become their JSON text,
+    so they compare as values. A key a run lacks is None, like a null."""
+    configs = pd.DataFrame([flatten(f.config) for f in files], index=pd.Index(jobs, name="job"), dtype=object)
+    return configs.where(configs.notna(), None)
+
+
+def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"model": {"pos": {"name": "rope"}}}`` as ``{"model.pos.name": "rope"}``."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = json.dumps(value) if isinstance(value, list | dict) else value
+    return flat
 
 
 def curve_frame(files: list[RunFiles], jobs: list[str]) -> pd.DataFrame:
@@ -157,6 +170,8 @@ def eval_frame(files: list[RunFiles], jobs: list[str]) -> tuple[pd.DataFrame, li
             )
     evals = pd.DataFrame.from_records(rows, columns=None if rows else EVAL_COLUMNS)
     keys = sorted({k for f in files for e in f.evals for k in e["overrides"]})
+    for key in keys:  # as given: data.batch_size=4 stays 4 where other evaluations lack the key
+        evals[key] = pd.Series([row.get(key) for row in rows], index=evals.index, dtype=object)
     if rows:
         evals = evals.drop_duplicates(["job", "split", "ckpt", *keys], keep="last").reset_index(drop=True)
     return evals, keys

@@ -24,7 +24,7 @@ SUMMARY_COLUMNS = {
 def swept_keys(configs: pd.DataFrame) -> list[str]:
     """Config keys whose values differ between the runs, in config order, the seed last."""
     candidates = configs[[c for c in configs.columns if not c.startswith(BOOKKEEPING)]]
-    varying = candidates.astype(str).nunique() > 1
+    varying = as_text(candidates).nunique() > 1
     keys = list(varying[varying].index)
     return [k for k in keys if k != SEED] + [k for k in keys if k == SEED]  # the seed last
 
@@ -35,7 +35,7 @@ def shown_keys(configs: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
     ``model.family`` when families are swept): such a column would say nothing new."""
     shown: list[str] = []
     hidden: dict[str, str] = {}
-    text = configs.astype(str)
+    text = as_text(configs)
     for key in swept_keys(configs):
         twin = next((k for k in shown if k != SEED and key != SEED and one_to_one(text, k, key)), None)
         if twin is None:
@@ -56,7 +56,7 @@ def configuration_labels(configs: pd.DataFrame, keys: list[str]) -> pd.Series:
     keys = [k for k in keys if k != SEED]
     if not keys:
         return pd.Series("all runs", index=configs.index)
-    text = configs[keys].astype(object).map(_config_text)
+    text = as_text(configs[keys])
     parts = [k + "=" + text[k] for k in keys]
     return pd.concat(parts, axis=1).agg(", ".join, axis=1)
 
@@ -85,7 +85,7 @@ def job_table(sweep: Sweep) -> pd.DataFrame:
     keys, _ = shown_keys(sweep.configs)
     runs = sweep.runs
     summary = [c for c in SUMMARY_COLUMNS if c == "status" or runs[c].notna().any()]
-    table = sweep.configs[keys].astype(object).map(_config_text)
+    table = as_text(sweep.configs[keys])
     table = table.join(runs[summary].rename(columns=SUMMARY_COLUMNS))
     numbers = [SUMMARY_COLUMNS[c] for c in summary if c != "status"]
     table[numbers] = table[numbers].map(format_number)
@@ -101,7 +101,7 @@ def seed_table(sweep: Sweep) -> pd.DataFrame | None:
     keys, _ = shown_keys(sweep.configs)
     if SEED not in keys:
         return None
-    configs = sweep.configs[[k for k in keys if k != SEED]].astype(object).map(_config_text)
+    configs = as_text(sweep.configs[[k for k in keys if k != SEED]])
     labels = configuration_labels(sweep.configs, keys)
     runs = sweep.runs
     numbers = [c for c in SUMMARY_COLUMNS if c != "status" and runs[c].notna().any()]
@@ -126,9 +126,9 @@ def eval_table(sweep: Sweep) -> pd.DataFrame | None:
     keys = [k for k in keys if k != SEED]
     settings = [f"eval {k}" for k in sweep.eval_keys] + ["split", "ckpt"]
     frame = evals.rename(columns={k: f"eval {k}" for k in sweep.eval_keys})
-    frame = frame.join(sweep.configs[keys].astype(object).map(_config_text), on="job")
+    frame = frame.join(as_text(sweep.configs[keys]), on="job")
     metrics = [c for c in frame.columns if "/" in c]
-    frame[settings] = frame[settings].astype(object).map(_config_text)
+    frame[settings] = as_text(frame[settings])
     groups = frame.groupby([*keys, *settings], sort=False)
     table = groups.size().rename("n").to_frame()
     table = table.join(mean_std_cells(groups[metrics].mean(), groups[metrics].std()))
@@ -145,6 +145,12 @@ def mean_std_cells(mean: pd.DataFrame, std: pd.DataFrame) -> pd.DataFrame:
 def _count_statuses(statuses: pd.Series) -> str:
     counts = statuses.value_counts(sort=False)
     return ", ".join(f"{n} {status}" for status, n in counts.items())
+
+
+def as_text(values: pd.DataFrame | pd.Series) -> pd.DataFrame | pd.Series:
+    """Config values as the text a table shows and compares: ``null`` for a null or missing value
+    (``astype(str)`` would keep those missing, and ``nunique`` would not count them)."""
+    return values.astype(object).map(_config_text)
 
 
 def _config_text(value: object) -> str:
