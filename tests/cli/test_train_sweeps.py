@@ -3,6 +3,7 @@ taking the others' results with it."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -23,6 +24,11 @@ def test_each_logger_writes_only_its_files(tmp_path: Path) -> None:
     for job, present in ((wandb, "wandb"), (csv, "csv"), (tensorboard, "tensorboard"), (none, None)):
         assert {p.name for p in job.iterdir()} & {"wandb", "csv", "tensorboard"} == ({present} - {None})
         assert (job / "checkpoints" / "last.ckpt").is_file()
+        assert (job / "metrics.jsonl").is_file()  # whatever the logger, none included
+    # Its steps count the optimizer steps done (as checkpoint names do); Lightning's loggers lag by one.
+    logged = [json.loads(line) for line in (none / "metrics.jsonl").read_text().splitlines()]
+    losses = {r["step"]: r["train/loss"] for r in logged if "train/loss" in r}
+    assert losses == pytest.approx({step + 1: loss for step, loss in csv_series(csv, "train/loss").items()})
 
 
 def test_a_failed_job_leaves_the_others_intact(tmp_path: Path) -> None:

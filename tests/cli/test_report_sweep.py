@@ -1,0 +1,147 @@
+"""attnlab-report on a real sweep, as a user makes one: a multirun over positions and seeds in which
+one seed of each configuration fails at run time, evaluations of one checkpoint with attnlab-eval,
+then the report. The numbers it shows are checked against the runs' CSV logs, written by another
+logger than the one the report reads."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+from train_cli import TEXT, TINY, check, cli, csv_series, job_dirs
+
+from attnlab.report.table import format_number
+
+pytestmark = pytest.mark.slow
+GPT = [*TINY, *TEXT, "model=gpt-tiny", "sample.max_new_tokens=0", "logger=csv"]
+FAIL_SEED_3 = "callbacks=[{_target_:fault_injection.FailAtStep,step:2,seed:3}]"
+ERROR = "RuntimeError: deliberate failure at step 2"
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """pos=learned,alibi x seed=1,2,3 (seed 3 fails), job 0's best checkpoint evaluated on val at the
+    run's batch size and at 4, and the report of it all."""
+    cwd = tmp_path_factory.mktemp("report")
+    trained = cli(["-m", "pos=learned,alibi", "seed=1,2,3", FAIL_SEED_3, *GPT], cwd, timeout=900)
+    assert trained.returncode == 1, trained.stderr[-3000:]  # two jobs failed, the others ran
+    jobs = job_dirs(cwd)
+    (best,) = (jobs[0] / "checkpoints").glob("best-*.ckpt")
+    evaluate = ["-m", f"ckpt_path={best}", "split=val", "batch_size=8,4", "logger=csv"]
+    check(cli([*evaluate, "trainer.enable_progress_bar=false"], cwd, command="eval"))
+    report = check(cli([str(jobs[0].parent)], cwd, command="cli.report"))
+    return {"jobs": jobs, "stdout": report.stdout, "dir": jobs[0].parent}
+
+
+def test_each_evaluation_lies_in_the_run_it_evaluated(sweep: dict) -> None:
+    """``attnlab-eval -m`` writes ``<run>/eval/<sweep time>/<job>/metrics.json``, with what it changed."""
+    evals = sorted(sweep["jobs"][0].glob("eval/*/*/metrics.json"))
+    assert [p.parent.name for p in evals] == ["0", "1"]
+    records = [json.loads(p.read_text()) for p in evals]
+    assert [r["overrides"] for r in records] == [{}, {"data.batch_size": 4}]  # 8 is the run's own
+    assert {r["split"] for r in records} == {"val"}
+    # Unchanged, the evaluation measures what validation during training measured at that checkpoint.
+    best = json.loads((sweep["jobs"][0] / "summary.json").read_text())["best"]
+    assert best["metric"] == "val/loss" and best_val_loss(sweep["jobs"][0]) == pytest.approx(best["value"])
+    assert records[0]["metrics"]["val/loss"] == pytest.approx(best["value"], rel=1e-5)
+    for job in sweep["jobs"][1:]:
+        assert not (job / "eval").exists()
+
+
+def test_failed_jobs_say_so_in_their_summary(sweep: dict) -> None:
+    summaries = [json.loads((job / "summary.json").read_text()) for job in sweep["jobs"]]
+    assert [s["status"] for s in summaries] == ["completed", "completed", "failed"] * 2
+    assert [s["error"] for s in summaries] == [None, None, ERROR] * 2
+    assert {s["final_step"] for s in summaries if s["status"] == "completed"} == {6}
+
+
+def best_val_loss(job: Path) -> float:
+    """The best val/loss of a run, read from its CSV log rather than from metrics.jsonl."""
+    return min(csv_series(job, "val/loss").values())
+
+
+def table_rows(markdown: str, title: str) -> list[dict[str, str]]:
+    """The rows of the markdown table under ``## <title>`` in report.md, as {column: cell}."""
+    section = markdown.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    header, _, *rows = ([cell.strip() for cell in line.strip("|").split("|")] for line in lines)
+    return [dict(zip(header, row)) for row in rows]
+
+
+def test_one_row_per_job_with_each_failed_jobs_error(sweep: dict) -> None:
+    text = (sweep["dir"] / "report.md").read_text()
+    assert "6 runs: 4 completed, 2 failed." in text
+    assert "Swept: model.pos.name, seed." in text
+    rows = table_rows(text, "Runs")
+    assert [(r["job"], r["model.pos.name"], r["seed"], r["status"]) for r in rows] == [
+        ("0", "learned", "1", "completed"),
+        ("1", "learned", "2", "completed"),
+        ("2", "learned", "3", "failed"),
+        ("3", "alibi", "1", "completed"),
+        ("4", "alibi", "2", "completed"),
+        ("5", "alibi", "3", "failed"),
+    ]
+    assert [r["error"] for r in rows] == ["", "", ERROR] * 2
+    for row, job in zip(rows, sweep["jobs"]):
+        if row["status"] == "completed":
+            assert row["val/loss best"] == format_number(best_val_loss(job))
+            assert row["steps"] == "6"
+            assert int(row["params"].replace(",", "")) > 0
+            assert float(row["tokens/s"].replace(",", "")) > 0
+        else:
+            assert row["val/loss best"] == ""
+    section = text.split("## Runs\n", 1)[1].split("\n## ", 1)[0]
+    table = "\n".join(line for line in section.splitlines() if line.startswith("|"))
+    assert f"\nRuns\n\n{table}\n" in sweep["stdout"]  # the table is printed too
+
+
+def test_seeds_of_a_configuration_are_averaged(sweep: dict) -> None:
+    rows = table_rows((sweep["dir"] / "report.md").read_text(), "Configurations (mean ± std over seeds)")
+    assert [(r["model.pos.name"], r["n"], r["status"]) for r in rows] == [
+        ("learned", "2", "2 completed, 1 failed"),
+        ("alibi", "2", "2 completed, 1 failed"),
+    ]
+    for row, seeds in zip(rows, (sweep["jobs"][0:2], sweep["jobs"][3:5])):
+        losses = [best_val_loss(job) for job in seeds]
+        mean, std = statistics.mean(losses), statistics.stdev(losses)
+        assert row["val/loss best"] == format_number(mean) + (f" ± {format_number(std, 2)}" if std else "")
+
+
+def test_evaluations_are_listed_with_what_they_changed(sweep: dict) -> None:
+    rows = table_rows(
+        (sweep["dir"] / "report.md").read_text(), "Evaluations (attnlab-eval, mean ± std over seeds)"
+    )
+    assert [(r["model.pos.name"], r["eval data.batch_size"], r["split"], r["n"]) for r in rows] == [
+        ("learned", "null", "val", "1"),
+        ("learned", "4", "val", "1"),
+    ]
+
+
+def test_plots_are_written_and_linked(sweep: dict) -> None:
+    text = (sweep["dir"] / "report.md").read_text()
+    plots = sorted(p.name for p in (sweep["dir"] / "plots").glob("*.png"))
+    assert plots == ["val-loss_by_model.pos.name.png", "val-loss_curves.png"]
+    for name in plots:
+        assert (sweep["dir"] / "plots" / name).read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+        assert f"](plots/{name})" in text
+    assert (sweep["dir"] / "runs.csv").is_file()
+
+
+def test_a_job_refused_by_validation_is_reported_with_its_error(tmp_path: Path) -> None:
+    """A multirun job whose config is refused has no config.yaml; its summary.json and Hydra's composed
+    config still make it a row, with the one-line error the console printed."""
+    result = cli(["-m", "model.n_heads=2,3", *GPT], tmp_path)
+    assert result.returncode == 1
+    ok, refused = job_dirs(tmp_path)
+    summary = json.loads((refused / "summary.json").read_text())
+    assert summary["status"] == "failed"
+    assert summary["error"] == "model.d_model=32: must be divisible by model.n_heads=3"
+    assert not (refused / "config.yaml").exists()
+    check(cli([str(ok.parent)], tmp_path, command="cli.report"))
+    rows = table_rows((ok.parent / "report.md").read_text(), "Runs")
+    assert [(r["model.n_heads"], r["status"], r["error"]) for r in rows] == [
+        ("2", "completed", ""),
+        ("3", "failed", summary["error"]),
+    ]
