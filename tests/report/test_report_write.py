@@ -79,6 +79,7 @@ def test_metric_by_key_plots_mean_and_std_at_each_value() -> None:
     np.testing.assert_allclose(line.get_xdata(), [0, 1])  # alibi, rope
     np.testing.assert_allclose(line.get_ydata(), [3.0, 3.0])
     assert [t.get_text() for t in ax.get_xticklabels()] == ["alibi", "rope"]
+    assert ax.get_xlim() == (-0.5, 1.5)  # the outer names away from the frame
     assert line.get_linestyle() == "None"  # no line between categories
     bars = errorbar.lines[2][0].get_segments()  # the bars span mean ± std: rope 1, 3, 5; alibi 2, 4
     np.testing.assert_allclose([b[:, 1] for b in bars], [[3 - 2**0.5, 3 + 2**0.5], [1.0, 5.0]])

@@ -108,6 +108,7 @@ def x_axis(ax: Axes, x: pd.Series) -> tuple[pd.Series, bool]:
         text = as_text(x)
         names = sorted(text.unique())
         ax.set_xticks(range(len(names)), names, rotation=30 if len(names) > 4 else 0)
+        ax.set_xlim(-0.5, len(names) - 0.5)  # half a slot beside the outer names, not the frame's edge
         return text.map({name: i for i, name in enumerate(names)}).astype(float), True
     values = sorted(numeric.unique())
     if values[0] > 0 and values[-1] >= 8 * values[0]:
