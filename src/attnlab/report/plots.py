@@ -30,6 +30,7 @@ UNITS = {
     "chrf": "chrF, 0-100",
 }
 MAX_LEGEND = 16  # more lines than this get no legend: the tables name them
+WIDE_LABEL = 32  # characters; a legend with longer labels goes below the plot
 LENGTH_KEY = "data.seq_len"
 
 
@@ -208,13 +209,19 @@ def new_figure() -> tuple[Figure, Axes]:
 
 
 def legend(ax: Axes, title: str) -> None:
-    """A legend beside the plot, unless there is only the one line of all runs, or too many lines to
-    read one by one (the tables of report.md list them)."""
-    labels = ax.get_legend_handles_labels()[1]
+    """A legend beside the plot (below it when its labels are long, so the plot keeps its width),
+    unless there is only the one line of all runs, or too many lines to read one by one (the tables of
+    report.md list them)."""
+    handles, labels = ax.get_legend_handles_labels()
     if len(labels) > MAX_LEGEND:
         ax.text(0.01, 0.99, f"{len(labels)} lines: too many to label", transform=ax.transAxes, va="top")
     elif labels and labels != ["all runs"]:
-        ax.legend(title=title or None, fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        wide = max(map(len, labels)) > WIDE_LABEL
+        where = "outside lower center" if wide else "outside right upper"
+        if wide:  # room for the legend's rows under a plot of the usual height
+            width, height = ax.figure.get_size_inches()
+            ax.figure.set_size_inches(width, height + 0.6 + 0.2 * len(labels))
+        ax.figure.legend(handles, labels, title=title or None, fontsize="small", loc=where)
 
 
 def save(fig: Figure, path: Path) -> Path:
