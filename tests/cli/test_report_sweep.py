@@ -22,13 +22,13 @@ ERROR = "RuntimeError: deliberate failure at step 2"
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """pos=learned,alibi x seed=1,2,3 (seed 3 fails), job 0's best checkpoint evaluated on val at the
-    run's batch size and at 4, and the report of it all."""
+    """pos=learned,alibi x seed=1,2,3 (seed 3 fails); the best checkpoints of jobs 0 and 3 (seed 1 of
+    each) evaluated on val at the run's batch size and at 4 in one multirun; the report of it all."""
     cwd = tmp_path_factory.mktemp("report")
     trained = cli(["-m", "pos=learned,alibi", "seed=1,2,3", FAIL_SEED_3, *GPT], cwd, timeout=900)
     assert trained.returncode == 1, trained.stderr[-3000:]  # two jobs failed, the others ran
     jobs = job_dirs(cwd)
-    (best,) = (jobs[0] / "checkpoints").glob("best-*.ckpt")
+    best = ",".join(str(next((jobs[i] / "checkpoints").glob("best-*.ckpt"))) for i in (0, 3))
     evaluate = ["-m", f"ckpt_path={best}", "split=val", "batch_size=8,4", "logger=csv"]
     check(cli([*evaluate, "trainer.enable_progress_bar=false"], cwd, command="eval"))
     report = check(cli([str(jobs[0].parent)], cwd, command="cli.report"))
@@ -36,17 +36,20 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def test_each_evaluation_lies_in_the_run_it_evaluated(sweep: dict) -> None:
-    """``attnlab-eval -m`` writes ``<run>/eval/<sweep time>/<job>/metrics.json``, with what it changed."""
-    evals = sorted(sweep["jobs"][0].glob("eval/*/*/metrics.json"))
-    assert [p.parent.name for p in evals] == ["0", "1"]
-    records = [json.loads(p.read_text()) for p in evals]
-    assert [r["overrides"] for r in records] == [{}, {"data.batch_size": 4}]  # 8 is the run's own
-    assert {r["split"] for r in records} == {"val"}
-    # Unchanged, the evaluation measures what validation during training measured at that checkpoint.
-    best = json.loads((sweep["jobs"][0] / "summary.json").read_text())["best"]
-    assert best["metric"] == "val/loss" and best_val_loss(sweep["jobs"][0]) == pytest.approx(best["value"])
-    assert records[0]["metrics"]["val/loss"] == pytest.approx(best["value"], rel=1e-5)
-    for job in sweep["jobs"][1:]:
+    """``attnlab-eval -m`` writes ``<run>/eval/<sweep time>/<job>/metrics.json``, with what it changed,
+    into the run of each job's checkpoint."""
+    jobs = sweep["jobs"]
+    for run, numbers in ((jobs[0], ["0", "1"]), (jobs[3], ["2", "3"])):
+        evals = sorted(run.glob("eval/*/*/metrics.json"))
+        assert [p.parent.name for p in evals] == numbers
+        records = [json.loads(p.read_text()) for p in evals]
+        assert [r["overrides"] for r in records] == [{}, {"data.batch_size": 4}]  # 8 is the run's own
+        assert {r["split"] for r in records} == {"val"}
+        # Unchanged, the evaluation measures what validation during training measured at that checkpoint.
+        best = json.loads((run / "summary.json").read_text())["best"]
+        assert best["metric"] == "val/loss" and best_val_loss(run) == pytest.approx(best["value"])
+        assert records[0]["metrics"]["val/loss"] == pytest.approx(best["value"], rel=1e-5)
+    for job in (jobs[1], jobs[2], jobs[4], jobs[5]):
         assert not (job / "eval").exists()
 
 
@@ -116,6 +119,8 @@ def test_evaluations_are_listed_with_what_they_changed(sweep: dict) -> None:
     assert [(r["model.pos.name"], r["eval data.batch_size"], r["split"], r["n"]) for r in rows] == [
         ("learned", "null", "val", "1"),
         ("learned", "4", "val", "1"),
+        ("alibi", "null", "val", "1"),
+        ("alibi", "4", "val", "1"),
     ]
 
 
@@ -145,3 +150,12 @@ def test_a_job_refused_by_validation_is_reported_with_its_error(tmp_path: Path) 
         ("2", "completed", ""),
         ("3", "failed", summary["error"]),
     ]
+
+
+def test_a_missing_checkpoint_among_swept_ones_stops_the_evaluation_at_once(sweep: dict) -> None:
+    good = next((sweep["jobs"][1] / "checkpoints").glob("best-*.ckpt"))
+    missing = sweep["jobs"][2] / "checkpoints" / "best-step000006.ckpt"  # seed 3 failed before it
+    result = cli(["-m", f"ckpt_path={good},{missing}", "logger=csv"], sweep["dir"], command="eval")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [f"error: ckpt_path={missing}: no such checkpoint file"]
+    assert not (sweep["jobs"][1] / "eval").exists()

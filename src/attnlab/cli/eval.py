@@ -42,8 +42,10 @@ def main() -> None:
 
 def eval_dir_for(fallback: str, *, _root_: DictConfig) -> str:
     """``${attnlab.eval_dir:outputs}`` in conf/eval.yaml: the ``eval/`` folder of the checkpoint's run
-    directory, where attnlab-report looks; ``<fallback>/eval`` for a checkpoint outside a run directory
-    (or none yet, or several swept in one multirun: the sweep folder is chosen before the jobs)."""
+    directory, where attnlab-report looks; ``<fallback>/eval`` for a checkpoint outside a run directory.
+    Hydra resolves each job's output directory in the job's own config, so the jobs of
+    ``-m ckpt_path=a.ckpt,b.ckpt`` each land in their checkpoint's run (only the sweep's
+    ``multirun.yaml`` goes to ``multirun/eval/<time>``, as the base config names no checkpoint)."""
     ckpt_path = OmegaConf.select(_root_, "ckpt_path", default=None, throw_on_missing=False)
     found = isinstance(ckpt_path, str) and Path(ckpt_path).is_file()
     where = eval_dir_of(ckpt_path) if found else None
@@ -51,7 +53,28 @@ def eval_dir_for(fallback: str, *, _root_: DictConfig) -> str:
 
 
 def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> EvalConfig:
-    """The eval config, checked before the output directory exists."""
+    """The eval config, checked before the output directory exists. A multirun's base config lacks
+    a swept ``ckpt_path`` (``-m ckpt_path=a.ckpt,b.ckpt``): each of its checkpoints is checked."""
+    swept = swept_values("ckpt_path", overrides) if run_dir is None else []
+    if swept and OmegaConf.is_missing(config, "ckpt_path"):
+        checked = [check_eval_config(OmegaConf.merge(config, {"ckpt_path": c})) for c in swept]
+        return checked[0]  # each checkpoint must exist before any job starts
+    return check_eval_config(config)
+
+
+def swept_values(key: str, overrides: list[str]) -> list[str]:
+    """The values of ``key=a,b`` among a multirun's command-line overrides ([] if it is not swept)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return [
+        str(value)
+        for override in OverridesParser.create().parse_overrides(overrides)
+        if override.key_or_group == key and override.is_sweep_override()
+        for value in override.sweep_string_iterator()
+    ]
+
+
+def check_eval_config(config: DictConfig) -> EvalConfig:
     ev = typed(config, EvalConfig)
     if ev.split not in SPLITS:
         raise ConfigError("split", ev.split, f"choose one of {', '.join(SPLITS)}")
