@@ -50,7 +50,27 @@ def test_wandb_offline_files_hold_the_logged_metrics(jobs: list[Path]) -> None:
         assert sorted(from_csv) == list(range(6))
         assert wandb_history(job, "train/loss") == pytest.approx(from_csv, rel=1e-6)
         test_metrics = json.loads((job / "test_metrics.json").read_text())["metrics"]
-        assert wandb_history(job, "test/loss") == pytest.approx({6: test_metrics["test/loss"]}, rel=1e-6)
+        step = best_step(job)
+        assert wandb_history(job, "test/loss") == pytest.approx({step: test_metrics["test/loss"]}, rel=1e-6)
+
+
+def best_step(job: Path) -> int:
+    """The optimizer step of the best checkpoint, which the test metrics are of."""
+    ckpt_path = json.loads((job / "test_metrics.json").read_text())["ckpt_path"]
+    return int(Path(ckpt_path).stem.removeprefix("best-step"))
+
+
+def test_evaluations_are_logged_at_the_step_they_evaluate(jobs: list[Path]) -> None:
+    """Validation after optimizer steps 3 and 6 is logged at 3 and 6 (the steps of its checkpoints, not 2
+    and 5) by every logger; the test metrics at the step of the checkpoint they evaluate."""
+    for job in jobs:
+        assert sorted(csv_series(job, "val/loss")) == [3, 6]
+        assert sorted(wandb_history(job, "val/loss")) == [3, 6]
+        assert best_step(job) in (3, 6)
+        assert sorted(csv_series(job, "test/loss")) == [best_step(job)]
+        assert torch.load(job / "checkpoints" / f"best-step{best_step(job):06d}.ckpt", weights_only=True)[
+            "global_step"
+        ] == best_step(job)
 
 
 def test_the_jobs_of_a_multirun_share_one_wandb_group(jobs: list[Path]) -> None:

@@ -30,6 +30,7 @@ from omegaconf.errors import OmegaConfBaseException
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.run import EvalConfig, RunConfig
 from attnlab.schema.typed import config_error
+from attnlab.training.files import DiskFullError, disk_full, is_disk_full
 from attnlab.training.rundir import external_world_size, is_rank_zero
 
 # Errors that mean bad input (config, data, checkpoint): one line, no traceback, status 2.
@@ -64,6 +65,9 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
     """Run ``task_function`` under Hydra; bad input ends the process with one ``error:`` line (status 2),
     a run that failed after it started with one line and its traceback in the log file (status 1)."""
     register_schemas()
+    logging.raiseExceptions = (
+        False  # a log file that cannot be written (a full disk) must not flood the console
+    )
     try:
         sys.argv = [sys.argv[0], *rewrite_argv(sys.argv[1:], config_name)]
         os.environ["HYDRA_FULL_ERROR"] = "1"
@@ -178,12 +182,14 @@ def run_job(job: Callable[[], float]) -> float | None:
             raise
         log_traceback(err)
         hc = HydraConfig.get()
-        where = Path(hc.runtime.output_dir) / f"{hc.job.name}.log"
+        where = f" (traceback in {Path(hc.runtime.output_dir) / f'{hc.job.name}.log'})"
         reason = error_line(err)
+        if is_disk_full(err):  # the log file could not take the traceback either
+            reason, where = disk_full_reason(err, Path(hc.runtime.output_dir)), ""
         if hc.mode != RunMode.MULTIRUN:
-            print(f"error: {reason} (traceback in {where})", file=sys.stderr)
+            print(f"error: {reason}{where}", file=sys.stderr)
             sys.exit(1)
-        message = f"job {hc.job.num} ({' '.join(hc.overrides.task)}) failed: {reason} (traceback in {where})"
+        message = f"job {hc.job.num} ({' '.join(hc.overrides.task)}) failed: {reason}{where}"
         print(f"error: {message}", file=sys.stderr)
         failed_jobs.append(message)
         return None
@@ -193,6 +199,13 @@ def error_line(err: BaseException) -> str:
     """How a failed job's error is shown (and kept in its summary.json): ``key=value: ...`` for bad
     input, the exception's type and message for anything else."""
     return one_line(err) if isinstance(err, USER_ERRORS) else f"{type(err).__name__}: {one_line(err)}"
+
+
+def disk_full_reason(err: OSError, run_dir: Path) -> str:
+    """What did not fit where: the file and the space it needed (DiskFullError says it), else the file."""
+    if not isinstance(err, DiskFullError):
+        err = disk_full(Path(err.filename) if err.filename else run_dir)
+    return err.strerror
 
 
 def log_traceback(err: BaseException) -> None:

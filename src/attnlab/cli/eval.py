@@ -156,13 +156,15 @@ def evaluate(ev: EvalConfig, out_dir: Path) -> tuple[dict[str, float], str]:
         callbacks=[RichProgressBar()] if ev.trainer.enable_progress_bar else [],
         default_root_dir=out_dir,
     )
+    from attnlab.tasks.base import LOG_AXES
+
     results = None
     try:
         run_stage = trainer.test if ev.split == "test" else trainer.validate
         results = run_stage(task, datamodule=datamodule, verbose=False)
     finally:
         finish_wandb(failed=results is None)
-    metrics = {k: float(v) for k, v in results[0].items()}
+    metrics = {k: float(v) for k, v in results[0].items() if k not in LOG_AXES}
     record = {
         "ckpt_path": str(Path(ev.ckpt_path).resolve()),
         "split": ev.split,

@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shlex
+import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,6 +32,7 @@ from attnlab.schema.checks import validate
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import LAST, TEST_METRICS_FILE, checkpoint_dir
+from attnlab.training.files import write_atomically
 from attnlab.training.rundir import (
     announce_run_dir,
     ddp_child_run_dir,
@@ -52,7 +55,12 @@ def main() -> None:
     """Console script ``attnlab-train`` (also ``python -m attnlab.train``)."""
     child_dir = ddp_child_run_dir()
     if child_dir is not None:  # a DDP rank that Lightning launched: rank 0 chose the run and its config
-        train(validate(load_config(child_dir)), child_dir)
+        from attnlab.training.callbacks.interrupts import RunInterrupted
+
+        try:
+            train(validate(load_config(child_dir)), child_dir)
+        except RunInterrupted as stop:  # rank 0 tells the user how to resume
+            sys.exit(stop.exit_code)
         return
     run_hydra(train_job, "train")
 
@@ -100,11 +108,28 @@ def train_job(config: DictConfig) -> float | None:
     group = Path(hc.sweep.dir).as_posix().replace("/", "_") if multirun else None
 
     def job() -> float:
+        from attnlab.training.callbacks.interrupts import RunInterrupted
+
+        overrides = list(hc.overrides.task)
         with run_summary(run_dir) as summary:
-            run = check_job(config, run_dir, list(hc.overrides.task))
-            return train(run, run_dir, group=group, summary=summary)
+            run = check_job(config, run_dir, overrides)
+            try:
+                return train(run, run_dir, group=group, summary=summary)
+            except RunInterrupted as stop:  # summary.json: interrupted (SystemExit)
+                message = f"{stop}\nresume with: {resume_command(run_dir, overrides)}"
+                log_to_file(logging.WARNING, "interrupted by %s", message)
+                print(f"interrupted by {message}", file=sys.stderr)
+                sys.exit(stop.exit_code)
 
     return run_job(job)
+
+
+def resume_command(run_dir: Path, overrides: list[str]) -> str:
+    """The command that continues this run exactly from its ``last.ckpt``, in place."""
+    mine = ("run_dir=", "ckpt_path=", "hydra.run.dir=")
+    kept = [o for o in overrides if not o.startswith(mine)]
+    args = [f"run_dir={run_dir.resolve()}", "ckpt_path=last", *kept]
+    return " ".join(["attnlab-train", *map(shlex.quote, args)])
 
 
 @contextmanager
@@ -172,7 +197,8 @@ def _fit(run: RunConfig, run_dir: Path, config: dict, group: str | None, summary
 
     from attnlab.data import build_datamodule
     from attnlab.tasks import build_task
-    from attnlab.training.callbacks import build_callbacks
+    from attnlab.training.callbacks import LastCheckpoint, build_callbacks
+    from attnlab.training.files import save_into
     from attnlab.training.loggers import build_loggers, new_wandb_id
     from attnlab.training.metrics_file import MetricsFileLogger
     from attnlab.training.resume import read_run_state
@@ -207,10 +233,11 @@ def _fit(run: RunConfig, run_dir: Path, config: dict, group: str | None, summary
     trainer = build_trainer(run, run_dir, loggers, build_callbacks(run, run_dir, config, wandb_id))
     metrics_file.trainer = trainer
     if trainer.is_global_zero:
-        datamodule.save_tokenizer(run_dir)
+        save_into(run_dir, datamodule.save_tokenizer)  # whole files or none, even on a full disk
     trainer.fit(task, datamodule=datamodule, ckpt_path=run.ckpt_path)
-    if not run.trainer.fast_dev_run:
-        trainer.save_checkpoint(checkpoint_dir(run_dir) / LAST)  # the final state (Lightning's may be older)
+    for callback in trainer.checkpoint_callbacks:
+        if isinstance(callback, LastCheckpoint):
+            callback.save_final(trainer)  # the final state, unless last.ckpt holds it already
     score = best_score(trainer, run.task.monitor)
     if summary is not None:
         summary.update(**fit_results(trainer, run.task.monitor))
@@ -272,12 +299,14 @@ def test(trainer: pl.Trainer, task: pl.LightningModule, datamodule: Any, run_dir
     ``test_metrics.json``: what ``attnlab-eval`` reproduces."""
     import json
 
+    from attnlab.tasks.base import LOG_AXES
+
     ckpt = best_checkpoint(trainer)
     results = trainer.test(task, datamodule=datamodule, ckpt_path=ckpt, verbose=False)
-    metrics = {k: float(v) for k, v in (results[0] if results else {}).items()}
+    metrics = {k: float(v) for k, v in (results[0] if results else {}).items() if k not in LOG_AXES}
     if trainer.is_global_zero:
         text = json.dumps({"ckpt_path": ckpt, "metrics": metrics}, indent=1)
-        (run_dir / TEST_METRICS_FILE).write_text(text + "\n", encoding="utf-8")
+        write_atomically(run_dir / TEST_METRICS_FILE, text + "\n")
     return metrics
 
 

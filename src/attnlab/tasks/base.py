@@ -25,6 +25,7 @@ from attnlab.tasks.optim import configure_optimizers
 STAGES = ("val", "test")
 CHECKPOINT_KEY = "attnlab"  # the entry of a Lightning checkpoint that marks it as ours
 CHECKPOINT_FORMAT = 1
+LOG_AXES = ("step", "epoch")  # logged with the val/test metrics to label them; not metrics themselves
 
 
 @dataclass
@@ -87,6 +88,7 @@ class TaskModule(pl.LightningModule):
             {"model": asdict(model.cfg), "task": asdict(task), "optim": asdict(optim), "max_steps": max_steps}
         )
         self.metrics = nn.ModuleDict({stage: nn.ModuleDict(self.build_metrics()) for stage in STAGES})
+        self.loaded_step: int | None = None  # the optimizer step of the checkpoint loaded to test
 
     # -- what a task defines --------------------------------------------------------------------
 
@@ -173,10 +175,27 @@ class TaskModule(pl.LightningModule):
             values["ppl"] = values["loss"].exp()
         for name, value in values.items():
             self.log(f"{stage}/{name}", value, sync_dist=True, prog_bar=name in ("loss", "acc"))
+        if values and self._trainer is not None:
+            # Lightning labels these with the count of batches that stepped, one less than the optimizer
+            # step they evaluate until the loop ends; a logged "step" is the label every logger uses.
+            self.log("step", float(self.evaluated_step(stage)))
+            self.log("epoch", float(self.current_epoch))  # what Lightning adds when it picks the step
         for metric in self.metrics[stage].values():
             metric.reset()
 
+    def evaluated_step(self, stage: str) -> int:
+        """The optimizer step of the weights being evaluated: the checkpoint's when one was loaded to test."""
+        if stage == "test" and self.loaded_step is not None:
+            return self.loaded_step
+        return self.global_step
+
     # -- checkpoints ----------------------------------------------------------------------------
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.loaded_step = checkpoint.get("global_step")
+
+    def on_fit_end(self) -> None:
+        self.loaded_step = None  # the weights are the fitted ones until a test loads a checkpoint
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint[CHECKPOINT_KEY] = {

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.rundir import CHECKPOINT_DIR, CONFIG_FILE, checkpoint_dir
+from attnlab.training.files import write_atomically
 
 RUN_DIR_ENV = "ATTNLAB_DDP_RUN_DIR"  # set by rank 0 for the DDP ranks it launches
 
@@ -49,11 +50,7 @@ def announce_run_dir(run_dir: Path) -> None:
 def save_config(config: DictConfig, run_dir: Path) -> Path:
     """Write the resolved config as ``config.yaml`` (what the DDP ranks and attnlab-eval read back)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / CONFIG_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(OmegaConf.to_yaml(config, resolve=True), encoding="utf-8")
-    tmp.replace(path)
-    return path
+    return write_atomically(run_dir / CONFIG_FILE, OmegaConf.to_yaml(config, resolve=True))
 
 
 def load_config(run_dir: Path) -> DictConfig:

@@ -5,22 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from hydra.utils import instantiate
-from pytorch_lightning.callbacks import Callback, ModelCheckpoint, RichModelSummary
+from pytorch_lightning.callbacks import Callback, Checkpoint, ModelCheckpoint, RichModelSummary
 
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import checkpoint_dir
 from attnlab.training.callbacks.attention_maps import AttentionMapLogger
+from attnlab.training.callbacks.checkpoints import AtomicCheckpointIO, LastCheckpoint
 from attnlab.training.callbacks.progress import StepProgressBar
-from attnlab.training.callbacks.run_state import AtomicCheckpointIO, RankConsistency, RunState, StepSeeder
+from attnlab.training.callbacks.run_state import RankConsistency, RunState, StepSeeder
 from attnlab.training.callbacks.throughput import ThroughputLogger
 
 
-def checkpoint_callbacks(run: RunConfig, run_dir: Path) -> list[ModelCheckpoint]:
-    """``last.ckpt`` every ``checkpoint.every_n_steps``, and the best by ``task.monitor`` at each validation."""
+def checkpoint_callbacks(run: RunConfig, run_dir: Path) -> list[Checkpoint]:
+    """The best by ``task.monitor`` at each validation, then ``last.ckpt`` every
+    ``checkpoint.every_n_steps`` and after each validation: in this order (see ``callbacks.checkpoints``)."""
     dirpath = checkpoint_dir(run_dir)
-    last = ModelCheckpoint(
-        dirpath=dirpath, save_last=True, save_top_k=0, every_n_train_steps=run.checkpoint.every_n_steps
-    )
     best = ModelCheckpoint(
         dirpath=dirpath,
         monitor=run.task.monitor,
@@ -29,7 +28,7 @@ def checkpoint_callbacks(run: RunConfig, run_dir: Path) -> list[ModelCheckpoint]
         filename="best-step{step:06d}",
         auto_insert_metric_name=False,
     )
-    return [last, best]
+    return [best, LastCheckpoint(dirpath, run.checkpoint.every_n_steps)]
 
 
 def build_callbacks(run: RunConfig, run_dir: Path, config: dict, wandb_id: str) -> list[Callback]:
@@ -53,6 +52,7 @@ def build_callbacks(run: RunConfig, run_dir: Path, config: dict, wandb_id: str) 
 __all__ = [
     "AtomicCheckpointIO",
     "AttentionMapLogger",
+    "LastCheckpoint",
     "RankConsistency",
     "RunState",
     "StepProgressBar",

@@ -1,17 +1,14 @@
 """What makes a run exact and consistent: per-step seeds, the run's state in every checkpoint, equal
-weights on every DDP rank, and checkpoints that a kill never leaves half-written."""
+weights on every DDP rank."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import os
-from pathlib import Path
 from typing import Any
 
 import pytorch_lightning as pl
 import torch
-from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.callbacks import Callback
 
 from attnlab.data.sampling import derive_seed
@@ -76,13 +73,3 @@ def weights_digest(module: torch.nn.Module) -> str:
         h.update(name.encode())
         h.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
     return h.hexdigest()[:16]
-
-
-class AtomicCheckpointIO(TorchCheckpointIO):
-    """Writes a checkpoint to a temporary file and renames it: a kill never leaves half a checkpoint."""
-
-    def save_checkpoint(self, checkpoint: dict, path: str | os.PathLike, storage_options: Any = None) -> None:
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        super().save_checkpoint(checkpoint, tmp, storage_options)
-        os.replace(tmp, path)

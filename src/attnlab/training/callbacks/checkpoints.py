@@ -1,0 +1,145 @@
+"""Checkpoints that no kill can turn into a run that cannot finish or a wrong result.
+
+Every checkpoint write is staged as ``<name>.tmp`` beside its target and renamed over it (one atomic
+step). At a step that validates, the writes come in this order (checkpoint callbacks run last, in
+list order): the new best checkpoint, the removal of the best it replaces, then ``last.ckpt``, which
+records in its callback states which checkpoint is best and that this validation ran. A kill after
+any prefix of these writes leaves ``last.ckpt`` of an earlier step (the resume redoes the steps and the
+validation, writing the same files again) or of this step (nothing is left to redo). What a kill can
+leave behind that the resumed state does not know (a ``.tmp``, a best checkpoint written after
+``last.ckpt``) is removed when training starts, so it is neither kept nor duplicated as ``-v1``.
+The best checkpoints are Lightning's ModelCheckpoint (its state key stays that of older checkpoints).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
+from pytorch_lightning.callbacks import Checkpoint, ModelCheckpoint
+
+from attnlab.schema.rundir import LAST
+from attnlab.training.callbacks.interrupts import RunInterrupted, StopSignals
+from attnlab.training.files import TMP_SUFFIX, staged
+
+log = logging.getLogger("attnlab")
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's TorchCheckpointIO, staging the file beside its target instead of in the system's
+    temporary directory: a kill there leaves an orphan that nobody cleans, and the final move from
+    another file system is a copy, not an atomic rename. A failed write leaves no partial file.
+
+    Like Lightning's, the checkpoint is serialised in memory first: torch's zip writer reports a full
+    disk as an unexplained RuntimeError, a plain file write as OSError(ENOSPC).
+    """
+
+    def save_checkpoint(self, checkpoint: dict, path: str | os.PathLike, storage_options: Any = None) -> None:
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__} takes no storage_options")
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        buffer = io.BytesIO()
+        torch.save(checkpoint, buffer)
+        data = buffer.getbuffer()
+        with staged(path, lambda: len(data)) as tmp, open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def validation_follows(trainer: pl.Trainer) -> bool:
+    """Whether Lightning validates right after the current training batch (batch-count validation,
+    ``check_val_every_n_epoch=None``, as attnlab's trainer is built)."""
+    every = trainer.val_check_batch
+    if not trainer.enable_validation or not isinstance(every, int) or every < 1:
+        return False
+    return (trainer.fit_loop.epoch_loop.total_batch_idx + 1) % every == 0
+
+
+class LastCheckpoint(Checkpoint):
+    """``last.ckpt``, what a resume continues from: every ``every_n_steps`` optimizer steps, after every
+    validation, at the end of fit, and at the step where SIGINT or SIGTERM stops the run
+    (``RunInterrupted`` is raised after the save).
+
+    At a step that validates it is written after the validation, never before: Lightning's resume from
+    a checkpoint taken before the validation of its step skips that validation, losing its metrics and
+    possibly the best checkpoint.
+    """
+
+    def __init__(self, dirpath: str | os.PathLike, every_n_steps: int) -> None:
+        self.path = Path(dirpath) / LAST
+        self.every_n_steps = every_n_steps
+        self.saved_step = -1
+        self.step_before_batch = 0
+        self.signals = StopSignals()
+        self.stopped: RunInterrupted | None = None
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Before the first step: the checkpoint directory keeps only what the (resumed) state refers to."""
+        self.signals.install()
+        if trainer.is_global_zero:
+            best = [c for c in trainer.checkpoint_callbacks if isinstance(c, ModelCheckpoint)]
+            remove_stale_files(self.path.parent, keep={Path(p).name for c in best for p in c.best_k_models})
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, err: BaseException) -> None:
+        self.signals.restore()
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        self.raise_if_stopped()
+        self.step_before_batch = trainer.global_step
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        step = trainer.global_step
+        if step == self.step_before_batch or validation_follows(trainer):
+            return  # mid-accumulation, or to be saved after the validation of this step
+        if self.every_n_steps > 0 and step % self.every_n_steps == 0:
+            self.save(trainer)
+        if self.signals.requested(trainer):
+            self.stop(trainer)  # raised when the batch is done (its metrics are logged after this hook)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.state.fn == "fit" and not trainer.sanity_checking and not trainer.fast_dev_run:
+            self.save(trainer)
+            if self.signals.requested(trainer):
+                self.stop(trainer)
+                self.raise_if_stopped()
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.signals.restore()
+        self.raise_if_stopped()
+
+    def save_final(self, trainer: pl.Trainer) -> None:
+        """The state at the current step, unless it was written at this step already."""
+        if trainer.global_step != self.saved_step:
+            self.save(trainer)
+
+    def save(self, trainer: pl.Trainer) -> None:
+        trainer.save_checkpoint(self.path)
+        self.saved_step = trainer.global_step
+
+    def stop(self, trainer: pl.Trainer) -> None:
+        """Save this step; the run ends with RunInterrupted at the next ``raise_if_stopped``."""
+        self.save_final(trainer)
+        self.stopped = RunInterrupted(self.signals.received or signal.SIGTERM, trainer.global_step, self.path)
+
+    def raise_if_stopped(self) -> None:
+        if self.stopped is not None:
+            raise self.stopped
+
+
+def remove_stale_files(dirpath: Path, keep: set[str]) -> list[Path]:
+    """Remove ``*.tmp`` and best checkpoints (``best-*.ckpt``) not in ``keep`` from ``dirpath``."""
+    stale = [p for p in dirpath.glob("*" + TMP_SUFFIX)]
+    stale += [p for p in dirpath.glob("best-*.ckpt") if p.name not in keep]
+    for path in stale:
+        log.info("removing %s: not part of the state this run continues from", path)
+        path.unlink(missing_ok=True)
+    return stale

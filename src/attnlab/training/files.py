@@ -1,0 +1,73 @@
+"""Files of a run written whole or not at all: a kill or a full disk leaves the old file or the new one,
+never half of one, and no temporary file; a full disk is one error naming the file and the space needed."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+TMP_SUFFIX = ".tmp"
+
+
+class DiskFullError(OSError):
+    """A write failed for lack of space; the message names the file, the space it needed and what was free."""
+
+
+def disk_full(path: Path, needed: int | None = None) -> DiskFullError:
+    where = path if path.is_dir() else path.parent
+    free = shutil.disk_usage(where).free if where.exists() else 0
+    need = f"about {needed / 2**20:.2f} MB" if needed else "more space"
+    return DiskFullError(
+        errno.ENOSPC, f"no space left on device to write {path}: needs {need}, {free / 2**20:.2f} MB free"
+    )
+
+
+def is_disk_full(err: BaseException) -> bool:
+    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+@contextmanager
+def staged(path: Path, needed: Callable[[], int | None] = lambda: None) -> Iterator[Path]:
+    """Yields ``<path>.tmp`` to write; renames it over ``path`` afterwards, removes it on any failure
+    (a full disk becomes DiskFullError naming ``path``)."""
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException as err:
+        tmp.unlink(missing_ok=True)
+        if is_disk_full(err):
+            raise disk_full(path, needed()) from None
+        raise
+
+
+def write_atomically(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through ``<path>.tmp``."""
+    with staged(path, lambda: len(text.encode())) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
+def save_into(directory: Path, save: Callable[[Path], object]) -> list[Path]:
+    """Run ``save(staging_dir)`` and move the files it wrote into ``directory`` one rename each (for
+    writers that write their files in place, such as a tokenizer's ``save``)."""
+    staging = directory / f".staging{TMP_SUFFIX}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        save(staging)
+        moved = []
+        for file in sorted(staging.iterdir()):
+            os.replace(file, directory / file.name)
+            moved.append(directory / file.name)
+        return moved
+    except OSError as err:
+        if is_disk_full(err):
+            raise disk_full(directory) from None
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,101 @@
+"""A run killed (SIGKILL) at any write, rename or removal of a checkpoint, the final step's best and
+last checkpoints and ``test_metrics.json`` included, resumes to the uninterrupted run's result: the same
+per-step losses, validations, best checkpoint and test metrics, and no temporary file left behind.
+
+The write points are not guessed: an uninterrupted run records them (fault_injection.InjectFaults),
+then one run is killed at each of them and resumed in place.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+from train_cli import TEXT, check, cli, csv_series
+
+pytestmark = pytest.mark.slow
+STEPS = 4
+ARGS = [
+    *TEXT,
+    "model=gpt-tiny",
+    "model.dropout=0.1",
+    "logger=csv",
+    f"trainer.max_steps={STEPS}",
+    "trainer.val_every_n_steps=2",
+    "checkpoint.every_n_steps=3",  # step 3 is saved at the end of its batch, steps 2 and 4 after validation
+    "checkpoint.save_top_k=1",
+    "trainer.limit_val_batches=2",
+    "trainer.limit_test_batches=2",
+    "trainer.log_every_n_steps=1",
+    "trainer.enable_progress_bar=false",
+    "optim.warmup_steps=0",
+    "optim.lr=3e-3",
+    "data.batch_size=8",
+    "data.num_train=256",
+    "data.num_val=32",
+    "data.num_test=32",
+    "sample.max_new_tokens=0",
+]
+
+
+def faults(record: Path, kill_at: int = -1) -> str:
+    return f"callbacks=[{{_target_:fault_injection.InjectFaults,record:'{record}',kill_at:{kill_at}}}]"
+
+
+def newest_csv(run_dir: Path) -> Path:
+    resumed = sorted((run_dir / "csv").glob("resumed-*"), key=lambda p: int(p.name.split("-")[1]))
+    return resumed[-1] if resumed else run_dir / "csv"
+
+
+def saved_test_metrics(run_dir: Path) -> dict:
+    saved = json.loads((run_dir / "test_metrics.json").read_text())
+    return {"ckpt": Path(saved["ckpt_path"]).name, **saved["metrics"]}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    cwd = tmp_path_factory.mktemp("kill-safety")
+    record = cwd / "events.txt"
+    check(cli([*ARGS, "run_dir=full", faults(record)], cwd))
+    return cwd / "full", record.read_text().splitlines()
+
+
+def test_every_write_is_recorded(uninterrupted: tuple[Path, list[str]]) -> None:
+    """The events of the final step are among them: its best and last checkpoints, the test metrics."""
+    _, events = uninterrupted
+    assert f"write best-step{STEPS:06d}.ckpt.tmp" in [e.split(" ", 1)[1] for e in events], events
+    assert events[-1].split(" ", 1)[1] == "rename test_metrics.json.tmp test_metrics.json", events
+    assert any(e.endswith("rename last.ckpt.tmp last.ckpt") for e in events[-4:]), events
+
+
+def kill_and_resume(full: Path, k: int, event: str) -> None:
+    """Kill a run at its k-th checkpoint event, resume it in place, compare it with the full run."""
+    cwd, run_dir = full.parent, full.parent / f"killed-{k}"
+    killed = cli([*ARGS, f"run_dir={run_dir.name}", faults(cwd / f"events-{k}.txt", k)], cwd)
+    assert killed.returncode == -signal.SIGKILL, f"{event}: exit {killed.returncode}\n{killed.stderr}"
+    last = run_dir / "checkpoints" / "last.ckpt"
+    resume_step = torch.load(last, weights_only=True)["global_step"] if last.exists() else 0
+    check(cli([*ARGS, f"run_dir={run_dir.name}", *(["ckpt_path=last"] if last.exists() else [])], cwd))
+
+    where = f"killed at {event}, resumed from step {resume_step}"
+    loss, val = csv_series(newest_csv(run_dir), "train/loss"), csv_series(newest_csv(run_dir), "val/loss")
+    full_loss, full_val = csv_series(full, "train/loss"), csv_series(full, "val/loss")
+    assert sorted(loss) == list(range(resume_step, STEPS)), where
+    assert loss == {s: full_loss[s] for s in loss}, where  # bit for bit
+    assert val == {s: v for s, v in full_val.items() if s > resume_step}, where
+    assert saved_test_metrics(run_dir) == saved_test_metrics(full), where
+    checkpoints = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    assert checkpoints == sorted(p.name for p in (full / "checkpoints").iterdir()), where
+    assert not list(run_dir.rglob("*.tmp")), where
+
+
+def test_a_kill_at_any_write_resumes_to_the_same_result(uninterrupted: tuple[Path, list[str]]) -> None:
+    full, events = uninterrupted
+    with ThreadPoolExecutor(max_workers=2) as pool:  # each case is two runs that wait on their imports
+        cases = [pool.submit(kill_and_resume, full, k, event) for k, event in enumerate(events)]
+        for case in cases:
+            case.result()
