@@ -41,7 +41,7 @@ def build_callbacks(run: RunConfig, run_dir: Path, config: dict, wandb_id: str) 
     if not run.trainer.fast_dev_run:
         callbacks += checkpoint_callbacks(run, run_dir)
     if run.trainer.enable_progress_bar:
-        callbacks += [StepProgressBar(leave=True), RichModelSummary(max_depth=2)]
+        callbacks += [StepProgressBar(), RichModelSummary(max_depth=2)]
     if run.task.log_attention_every_n_epochs > 0:
         every = run.task.log_attention_every_n_epochs
         callbacks.append(AttentionMapLogger(every, save_dir=run_dir / "attention"))
