@@ -150,7 +150,8 @@ def test_bf16_mixed_precision_with_gradient_clipping_and_accumulation_trains(mak
 def test_validate_logs_perplexity_as_exp_of_the_token_mean_loss(make_model):
     task = build_task(TaskConfig(), OptimConfig(schedule="constant"), make_model("gpt"), max_steps=1)
     (result,) = trainer(1).validate(task, DataLoader(counting_batches(20), batch_size=8), verbose=False)
-    assert set(result) == {"val/loss", "val/ppl"}
+    assert set(result) == {"val/loss", "val/ppl", "step", "epoch"}  # step and epoch label the logged values
+    assert result["step"] == 0  # the optimizer step of the evaluated weights
     assert result["val/ppl"] == pytest.approx(math.exp(result["val/loss"]), rel=1e-5)
 
 
@@ -159,7 +160,7 @@ def test_test_metrics_of_a_classifier(make_model):
         TaskConfig(name="classification"), OptimConfig(), make_model("vit", num_classes=4), max_steps=1
     )
     (result,) = trainer(1).test(task, DataLoader(bright_quadrant_images(16), batch_size=8), verbose=False)
-    assert set(result) == {"test/loss", "test/acc", "test/f1"}
+    assert set(result) == {"test/loss", "test/acc", "test/f1", "step", "epoch"}
 
 
 def family_batch(family: str) -> dict[str, torch.Tensor]:
