@@ -20,7 +20,7 @@ import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from hydra import compose, initialize_config_dir
-from pytorch_lightning.callbacks import ModelCheckpoint
+from pytorch_lightning.callbacks import Checkpoint
 
 from attnlab.cli.app import config_dir, register_schemas
 from attnlab.schema.checks import validate
@@ -114,7 +114,7 @@ def lightning_steps(
     run: RunConfig, task: pl.LightningModule, data: pl.LightningDataModule, run_dir: Path
 ) -> list[float]:
     clock = StepClock()
-    callbacks = [c for c in build_callbacks(run, run_dir, {}, "bench") if not isinstance(c, ModelCheckpoint)]
+    callbacks = [c for c in build_callbacks(run, run_dir, {}, "bench") if not isinstance(c, Checkpoint)]
     trainer = build_trainer(run, run_dir, [], [*callbacks, clock])
     trainer.fit(task, datamodule=data)
     return step_times(clock.starts)
