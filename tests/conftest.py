@@ -1,5 +1,5 @@
-"""Suite-wide settings: nothing downloads, wandb stays offline, results are seeded; tiny models of every
-family (``make_model``, which tests/tasks and tests/generate define for themselves)."""
+"""Suite-wide settings: nothing downloads, wandb stays offline, results are seeded; ``tiny_model``, the
+one factory of tiny models of every family."""
 
 from __future__ import annotations
 
@@ -19,10 +19,13 @@ import pytest
 import torch
 
 from attnlab.models import build_model
-from attnlab.schema.model import ModelConfig, PosConfig
+from attnlab.schema.model import MODELS, Family, Seq2SeqConfig, TokenModelConfig, ViTConfig
+from attnlab.schema.pos import PosConfig, pos_config
 
 torch.set_num_threads(1)
-VOCAB = 23
+TINY = dict(d_model=16, n_layers=2, n_heads=4, dropout=0.0, init_std=0.2)  # every family; a wide init
+TINY_TOKENS = dict(vocab_size=23, max_seq_len=32)  # the families that read tokens
+TINY_IMAGES = dict(image_size=8, patch_size=2, channels=1, num_classes=3)  # 4x4 grey patches, 3 classes
 
 
 @pytest.fixture(autouse=True)
@@ -38,28 +41,23 @@ def no_inherited_wandb_service() -> Iterator[None]:
     os.environ.pop("WANDB_SERVICE", None)
 
 
-def build(family: str, pos: str = "learned", **overrides) -> torch.nn.Module:
+def tiny(family: str, pos: str | PosConfig = "learned", **overrides: object) -> torch.nn.Module:
+    """A seeded tiny model of ``family`` in eval mode, built from its schema class: the TINY sizes where
+    the family has such fields, then ``pos`` (a name, or a PosConfig with its settings) and ``overrides``."""
+    schema = MODELS.schemas[Family(family)]
+    settings = dict(TINY)
+    if issubclass(schema, TokenModelConfig):
+        settings.update(TINY_TOKENS)
+    if issubclass(schema, Seq2SeqConfig):
+        settings.update(n_decoder_layers=None)  # as deep as the encoder
+    if issubclass(schema, ViTConfig):
+        settings.update(TINY_IMAGES)
+    settings["pos"] = pos_config(pos) if isinstance(pos, str) else pos
     torch.manual_seed(0)
-    settings = dict(
-        family=family,
-        vocab_size=VOCAB,
-        d_model=16,
-        n_layers=2,
-        n_heads=4,
-        max_seq_len=32,
-        dropout=0.0,
-        init_std=0.2,
-        image_size=8,
-        patch_size=2,
-        channels=1,
-        pos=PosConfig(name=pos),
-    )
-    settings.update(overrides)
-    if family == "vit":
-        settings.setdefault("num_classes", 3)
-    return build_model(ModelConfig(**settings)).eval()
+    return build_model(schema(**{**settings, **overrides})).eval()
 
 
-@pytest.fixture
-def make_model() -> Callable[..., torch.nn.Module]:
-    return build
+@pytest.fixture(scope="session")
+def tiny_model() -> Callable[..., torch.nn.Module]:
+    """``tiny_model(family, pos="learned", **overrides)``: see ``tiny``."""
+    return tiny

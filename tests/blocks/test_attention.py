@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from attnlab.blocks.attention import MultiHeadAttention, record_attention
 from attnlab.blocks.positional import build_positional
+from attnlab.schema.pos import pos_config
 
 ATOL = 1e-5
 D_MODEL, N_HEADS = 16, 4
@@ -25,9 +26,8 @@ def make_attention(
 
 def make_pos(name: str, causal: bool):
     torch.manual_seed(1)
-    pe = build_positional(
-        name, d_model=D_MODEL, n_heads=N_HEADS, max_len=64, causal=causal, num_buckets=8, max_distance=16
-    )
+    pos = pos_config(name, num_buckets=8, max_distance=16) if name == "relative" else pos_config(name)
+    pe = build_positional(pos, d_model=D_MODEL, n_heads=N_HEADS, max_len=64, causal=causal)
     if name == "relative":  # the default N(0, 1) init is fine, but make the bias clearly non-zero
         torch.nn.init.normal_(pe.bias.weight, std=2.0)
     return pe
@@ -203,7 +203,7 @@ def test_cross_attention_without_context_or_cache_is_a_clear_error() -> None:
 
 
 def test_indivisible_heads_are_clear_errors() -> None:
-    with pytest.raises(ValueError, match=r"d_model=18 must be divisible by n_heads=4"):
+    with pytest.raises(ValueError, match=r"^model.d_model=18: must be divisible by model.n_heads=4$"):
         MultiHeadAttention(18, 4)
-    with pytest.raises(ValueError, match=r"n_heads=4 must be divisible by n_kv_heads=3"):
+    with pytest.raises(ValueError, match=r"^model.n_kv_heads=3: must divide model.n_heads=4$"):
         MultiHeadAttention(16, 4, 3)

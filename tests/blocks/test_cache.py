@@ -7,7 +7,8 @@ import torch
 
 from attnlab.blocks.attention import MultiHeadAttention
 from attnlab.blocks.cache import AttentionCache, KVCache
-from attnlab.blocks.positional import POSITIONAL_ENCODINGS, build_positional
+from attnlab.blocks.positional import build_positional
+from attnlab.schema.pos import PosName, pos_config
 
 ATOL = 1e-5
 D_MODEL, N_HEADS = 16, 4
@@ -67,13 +68,14 @@ def test_kv_cache_offset_and_layers() -> None:
 def make(pe: str, causal: bool, n_kv_heads: int | None):
     torch.manual_seed(0)
     attn = MultiHeadAttention(D_MODEL, N_HEADS, n_kv_heads).eval()
+    settings = dict(num_buckets=8, max_distance=16) if pe == "relative" else {}
     pos = build_positional(
-        pe, d_model=D_MODEL, n_heads=N_HEADS, max_len=32, causal=causal, num_buckets=8, max_distance=16
+        pos_config(pe, **settings), d_model=D_MODEL, n_heads=N_HEADS, max_len=32, causal=causal
     )
     return attn, pos
 
 
-@pytest.mark.parametrize("pe", POSITIONAL_ENCODINGS)
+@pytest.mark.parametrize("pe", list(PosName))
 @pytest.mark.parametrize("n_kv_heads", [None, 1], ids=["mha", "mqa"])
 @pytest.mark.parametrize(
     "chunks", [(3, 1, 1, 1, 1), (1, 1, 1, 1, 1, 1, 1), (2, 3, 2)], ids=["prefill", "steps", "chunks"]

@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnlab.blocks.positional import (
-    POSITIONAL_ENCODINGS,
     ALiBiPositionalEncoding,
     LearnedPositionalEncoding,
     RelativePositionBias,
@@ -20,6 +19,7 @@ from attnlab.blocks.positional import (
     build_positional,
     relative_position_bucket,
 )
+from attnlab.schema.pos import PosName, pos_config
 
 ATOL = 1e-5
 
@@ -56,9 +56,11 @@ def test_sinusoidal_embed_adds_the_table_per_row() -> None:
 
 
 def test_sinusoidal_errors_name_the_value() -> None:
-    with pytest.raises(ValueError, match=r"pos.layout='spiral'.*'interleaved' or 'concat'"):
+    with pytest.raises(ValueError, match=r"'spiral' is not a valid Layout"):
         SinusoidalPositionalEncoding(8, layout="spiral")
-    with pytest.raises(ValueError, match=r"even d_model, got d_model=7"):
+    with pytest.raises(
+        ValueError, match=r"^model.pos.name=sinusoidal: sinusoidal needs an even model.d_model, got 7$"
+    ):
         SinusoidalPositionalEncoding(7)
 
 
@@ -144,8 +146,10 @@ def test_frequencies_survive_a_half_precision_model(dtype: torch.dtype) -> None:
 
 
 def test_rope_errors_name_the_head_dimension() -> None:
-    with pytest.raises(ValueError, match=r"pos=rope needs an even head dimension.*=3"):
-        build_positional("rope", d_model=12, n_heads=4, max_len=8, causal=True)
+    with pytest.raises(
+        ValueError, match=r"^model.pos.name=rope: rope needs an even head size, d_model/n_heads=3$"
+    ):
+        build_positional(pos_config("rope"), d_model=12, n_heads=4, max_len=8, causal=True)
 
 
 def test_alibi_slopes_follow_press_et_al() -> None:
@@ -203,9 +207,8 @@ def test_relative_bias_reads_the_table_at_the_bucket_of_each_offset() -> None:
 def test_score_biases_depend_only_on_offsets(
     name: str, causal: bool, shift: int, q_positions: list[int]
 ) -> None:
-    pe = build_positional(
-        name, d_model=16, n_heads=4, max_len=8, causal=causal, num_buckets=16, max_distance=32
-    )
+    settings = dict(num_buckets=16, max_distance=32) if name == "relative" else {}
+    pe = build_positional(pos_config(name, **settings), d_model=16, n_heads=4, max_len=8, causal=causal)
     q = torch.tensor(q_positions)
     k = torch.arange(0, 61, 3)
     torch.testing.assert_close(pe.score_bias(q + shift, k + shift), pe.score_bias(q, k), atol=0, rtol=0)
@@ -217,7 +220,7 @@ def test_score_biases_depend_only_on_offsets(
 def test_score_biases_are_not_constant() -> None:
     """Guard against a vacuous offset test: a different offset gives a different bias."""
     for name in ("alibi", "relative"):
-        pe = build_positional(name, d_model=16, n_heads=4, max_len=8, causal=False)
+        pe = build_positional(pos_config(name), d_model=16, n_heads=4, max_len=8, causal=False)
         bias = pe.score_bias(torch.arange(4), torch.arange(4))
         assert not torch.allclose(bias[..., 0, 1], bias[..., 0, 3])
 
@@ -225,8 +228,8 @@ def test_score_biases_are_not_constant() -> None:
 def test_hooks_of_the_other_kinds_are_identities() -> None:
     x, q, k = torch.randn(1, 3, 16), torch.randn(1, 4, 3, 4), torch.randn(1, 4, 3, 4)
     p = torch.arange(3)
-    for name in POSITIONAL_ENCODINGS:
-        pe = build_positional(name, d_model=16, n_heads=4, max_len=8, causal=False)
+    for name in PosName:
+        pe = build_positional(pos_config(name), d_model=16, n_heads=4, max_len=8, causal=False)
         adds, rotates, biases = (
             name in ("sinusoidal", "learned"),
             name == "rope",
@@ -237,8 +240,11 @@ def test_hooks_of_the_other_kinds_are_identities() -> None:
         assert (pe.score_bias(p, p) is None) != biases, name
 
 
-def test_unknown_name_lists_the_allowed_names() -> None:
-    with pytest.raises(
-        ValueError, match=r"pos.name='xpos'.*none, sinusoidal, learned, rope, alibi, relative"
-    ):
+def test_every_kind_of_the_schema_is_built_and_nothing_else() -> None:
+    """One encoding per PosName; something that is not a PosConfig is refused with a pointer."""
+    built = {
+        type(build_positional(pos_config(n), d_model=16, n_heads=4, max_len=8, causal=False)) for n in PosName
+    }
+    assert len(built) == len(PosName)
+    with pytest.raises(TypeError, match=r"model.pos='xpos' is not a PosConfig"):
         build_positional("xpos", d_model=16, n_heads=4, max_len=8, causal=False)

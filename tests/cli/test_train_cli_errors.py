@@ -37,13 +37,25 @@ CASES = [
     (["data.batch_size=0"], "data.batch_size=0: must be at least 1"),
     (
         ["optim.schedule=step"],
-        "optim.schedule=step: is not a schedule; choose one of constant, cosine, linear, noam",
+        "optim.schedule=step: choose one of constant, cosine, linear, noam",
     ),
     (["trainer.precision=64"], "trainer.precision=64: choose one of 32, bf16-mixed, 16-mixed"),
     (["trainer.devices=0"], "trainer.devices=0: a positive count, -1 or auto (all), or a list of device ids"),
-    (["logger.names=[comet]"], "logger.names=comet: choose one of wandb, csv, tensorboard"),
+    (["logger.names=[comet]"], "logger.names[0]=comet: choose one of wandb, csv, tensorboard"),
     (["ckpt_path=last"], "ckpt_path=last: no checkpoints/last.ckpt in"),
     (["ckpt_path=nowhere.ckpt"], "ckpt_path=nowhere.ckpt: no such checkpoint file"),
+    (
+        ["model=gpt", "model.image_size=16"],
+        "model.image_size=16: not a key of model.family=gpt; it is a key of model.family=vit "
+        "(choose it with model=vit)",
+    ),
+    (
+        ["data.listops_max_depth=3"],
+        "data.listops_max_depth=3: not a key of data.kind=text; it is a key of data.kind=listops",
+    ),
+    (["model=gpt", "model.family=vit"], "model.family=vit: cannot be set alone; choose it with model=vit"),
+    (["model.pos.name=rope"], "model.pos.name=rope: cannot be set alone; choose it with pos=rope"),
+    (["task.sample_every_n_epochs=2"], "task.sample_every_n_epochs=2: not a known key"),
     (
         ["model=vit", "hparams_search=optuna"],
         "hydra.sweeper.direction=minimize: must be maximize for task.monitor=val/acc",

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from train_cli import TINY, check, cli, csv_series, job_dirs, wandb_history, wandb_run
+import yaml
+from train_cli import TEST_PRESETS, TINY, check, cli, csv_series, job_dirs, wandb_history, wandb_run
 
 pytestmark = pytest.mark.slow
 FAMILIES = ["gpt", "bert", "seq2seq", "vit"]
@@ -17,8 +18,8 @@ FAMILIES = ["gpt", "bert", "seq2seq", "vit"]
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     cwd = tmp_path_factory.mktemp("families")
-    models = ",".join(f"{f}-tiny" for f in FAMILIES)
-    check(cli(["-m", f"model={models}", "logger=many", *TINY], cwd, timeout=600))
+    experiments = ",".join(f"tiny_{f}" for f in FAMILIES)
+    check(cli(["-m", TEST_PRESETS, f"experiment={experiments}", "logger=many", *TINY], cwd, timeout=600))
     return job_dirs(cwd)
 
 
@@ -34,6 +35,21 @@ def test_each_family_writes_one_complete_run_directory(jobs: list[Path]) -> None
         assert list((job / "tensorboard").glob("events.out.tfevents.*"))
         assert len(list((job / "wandb").glob("offline-run-*/run-*.wandb"))) == 1
         assert (job / "tokenizer.json").is_file() == (family != "vit")
+
+
+def test_config_yaml_holds_only_the_keys_its_family_and_data_use(jobs: list[Path]) -> None:
+    """Each group is saved as the schema class of its tag: a GPT run on text has no image or ListOps
+    keys, a ViT run no token keys."""
+    configs = {
+        family: yaml.safe_load((job / "config.yaml").read_text()) for family, job in zip(FAMILIES, jobs)
+    }
+    gpt, vit = configs["gpt"], configs["vit"]
+    assert not {"image_size", "patch_size", "channels", "num_classes", "pooling"} & set(gpt["model"])
+    assert not {"listops_max_depth", "image_size", "num_train", "torchvision"} & set(gpt["data"])
+    assert gpt["model"]["pos"] == {"name": "learned"}
+    assert not {"vocab_size", "max_seq_len", "tie_embeddings"} & set(vit["model"])
+    assert not {"tokenizer", "seq_len", "path"} & set(vit["data"])
+    assert set(configs["bert"]["data"]) >= {"listops_max_depth", "num_train"}
 
 
 def test_last_checkpoint_holds_the_final_step_and_the_run(jobs: list[Path]) -> None:

@@ -23,12 +23,11 @@ TINY = [
     "trainer.log_every_n_steps=1",
     "trainer.enable_progress_bar=false",
     "data.batch_size=8",
-    "data.num_train=256",
-    "data.num_val=32",
-    "data.num_test=32",
     "sample.max_new_tokens=16",
 ]
 TEXT = ["data.seq_len=32"]  # shorter windows for the text corpus
+# The presets of tests/cli/conf (experiment=tiny_<family>: a tiny model, small generated data sets).
+TEST_PRESETS = f"hydra.searchpath=[file://{HERE / 'conf'}]"
 
 
 def cli_env(cwd: Path) -> dict[str, str]:

@@ -11,8 +11,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import pytest
 
 from attnlab.data import build_datamodule
-from attnlab.schema.data import DataConfig
-from attnlab.schema.model import ModelConfig
+from attnlab.schema.data import SourcedData, data_config
+from attnlab.schema.model import model_config
 
 FAMILY_TASK = {
     "text": ("gpt", "causal_lm"),
@@ -35,14 +35,15 @@ def make_dm(tmp_path):
         family, default_task = FAMILY_TASK[kind]
         if task == "mlm":
             family = "bert"
-        fields.setdefault("cache_dir", str(tmp_path / "hf_cache"))
-        cfg = DataConfig(kind=kind, **fields)
+        cfg = data_config(kind, **fields)
+        if isinstance(cfg, SourcedData) and cfg.cache_dir is None:
+            cfg.cache_dir = str(tmp_path / "hf_cache")
         dm = build_datamodule(
             cfg,
             family=family,
             task=task or default_task,
             seed=0,
-            model_cfg=ModelConfig(family=family, **(model or {})),
+            model_cfg=model_config(family, **(model or {})),
         )
         if setup:
             dm.setup("fit")

@@ -1,5 +1,5 @@
 """One torch thread for the explain tests (tiny ops gain nothing from more); their tiny models of every
-family are the root conftest's ``make_model``."""
+family are the root conftest's ``tiny_model``."""
 
 from __future__ import annotations
 

@@ -21,8 +21,8 @@ def batches() -> dict[str, dict[str, torch.Tensor]]:
 
 
 @pytest.mark.parametrize("family", ["gpt", "bert", "seq2seq", "vit"])
-def test_rows_sum_to_one(make_model, family: str) -> None:
-    maps = attention_maps(make_model(family), batches()[family])
+def test_rows_sum_to_one(tiny_model, family: str) -> None:
+    maps = attention_maps(tiny_model(family), batches()[family])
     assert len(maps) == {"gpt": 2, "bert": 2, "seq2seq": 6, "vit": 2}[family]
     for weights in maps.values():
         assert weights.shape[:2] == (2, 4)
@@ -30,8 +30,8 @@ def test_rows_sum_to_one(make_model, family: str) -> None:
 
 
 @pytest.mark.parametrize(("family", "prefix"), [("gpt", "stack"), ("seq2seq", "decoder")])
-def test_causal_maps_are_zero_above_the_diagonal(make_model, family: str, prefix: str) -> None:
-    maps = attention_maps(make_model(family, "rope"), batches()[family])
+def test_causal_maps_are_zero_above_the_diagonal(tiny_model, family: str, prefix: str) -> None:
+    maps = attention_maps(tiny_model(family, "rope"), batches()[family])
     for weights in self_attention_layers(maps, prefix):
         t = weights.shape[-1]
         above = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)
@@ -39,8 +39,8 @@ def test_causal_maps_are_zero_above_the_diagonal(make_model, family: str, prefix
         assert weights[..., ~above].min() > 0  # the first row of the padded example included
 
 
-def test_padded_keys_get_no_attention_and_cross_maps_span_the_source(make_model) -> None:
-    maps = attention_maps(make_model("seq2seq"), batches()["seq2seq"])
+def test_padded_keys_get_no_attention_and_cross_maps_span_the_source(tiny_model) -> None:
+    maps = attention_maps(tiny_model("seq2seq"), batches()["seq2seq"])
     cross = maps["decoder.layers.1.cross_attn.fn"]
     assert cross.shape == (2, 4, 4, 6)
     assert cross[1, :, :, 3:].abs().max() == 0
@@ -64,9 +64,9 @@ def test_rollout_matches_the_formula() -> None:
     torch.testing.assert_close(attention_rollout(layers)[0].sum(-1), torch.ones(2))
 
 
-def test_rollout_of_a_model_whose_attention_is_the_identity_is_the_identity(make_model) -> None:
+def test_rollout_of_a_model_whose_attention_is_the_identity_is_the_identity(tiny_model) -> None:
     """ALiBi with huge slopes puts -inf-like biases off the diagonal: every head attends to itself."""
-    model = make_model("bert", "alibi")
+    model = tiny_model("bert", "alibi")
     for layer in model.stack.layers:
         assert layer.self_attn.fn.path == "sdpa"
     model.embed.pos.slopes.fill_(1e4)

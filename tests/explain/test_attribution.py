@@ -22,8 +22,8 @@ def test_attribution_recovers_a_known_linear_dependence() -> None:
     )  # completeness
 
 
-def test_attribution_needs_no_parameter_gradients(make_model) -> None:
-    model = make_model("gpt")
+def test_attribution_needs_no_parameter_gradients(tiny_model) -> None:
+    model = tiny_model("gpt")
     model.requires_grad_(False)
     with torch.no_grad():
         scores = token_attribution(model, {"input_ids": torch.tensor([[3, 4, 5, 6]])})
@@ -32,8 +32,8 @@ def test_attribution_needs_no_parameter_gradients(make_model) -> None:
     assert all(p.grad is None for p in model.parameters())
 
 
-def test_padded_tokens_get_zero_attribution(make_model) -> None:
-    model = make_model("bert", num_classes=3, mlm_head=False)
+def test_padded_tokens_get_zero_attribution(tiny_model) -> None:
+    model = tiny_model("bert", num_classes=3, mlm_head=False)
     batch = {
         "input_ids": torch.tensor([[1, 5, 6, 7, 0, 0]]),
         "attention_mask": torch.tensor([[1, 1, 1, 1, 0, 0]]),
@@ -43,16 +43,16 @@ def test_padded_tokens_get_zero_attribution(make_model) -> None:
     assert scores[:4].abs().min() > 0
 
 
-def test_every_family_gets_one_score_per_input_position(make_model) -> None:
+def test_every_family_gets_one_score_per_input_position(tiny_model) -> None:
     ids = torch.tensor([[3, 4, 5, 6, 7]])
     mask_position = torch.tensor([2])
-    assert token_attribution(make_model("bert"), {"input_ids": ids}, position=mask_position).shape == (1, 5)
+    assert token_attribution(tiny_model("bert"), {"input_ids": ids}, position=mask_position).shape == (1, 5)
     seq2seq = {"src_ids": ids, "tgt_in": torch.tensor([[1, 8, 9]]), "labels": torch.tensor([[8, 9, 2]])}
-    assert token_attribution(make_model("seq2seq"), seq2seq).shape == (1, 5)
+    assert token_attribution(tiny_model("seq2seq"), seq2seq).shape == (1, 5)
     images = {"pixel_values": torch.randn(2, 1, 8, 8)}
-    assert token_attribution(make_model("vit"), images).shape == (2, 16)  # 4 x 4 patches, no CLS
+    assert token_attribution(tiny_model("vit"), images).shape == (2, 16)  # 4 x 4 patches, no CLS
 
 
-def test_masked_lm_attribution_without_a_position_is_refused(make_model) -> None:
+def test_masked_lm_attribution_without_a_position_is_refused(tiny_model) -> None:
     with pytest.raises(ValueError, match="masked-LM attribution needs the position"):
-        token_attribution(make_model("bert"), {"input_ids": torch.tensor([[3, 4]])})
+        token_attribution(tiny_model("bert"), {"input_ids": torch.tensor([[3, 4]])})

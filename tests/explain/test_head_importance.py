@@ -15,8 +15,8 @@ def lm_batches(n: int = 2) -> list[dict[str, torch.Tensor]]:
     return [{"input_ids": x[:, :-1], "labels": x[:, 1:]} for x in ids]
 
 
-def test_a_head_that_cannot_reach_the_loss_scores_zero(make_model) -> None:
-    model = make_model("gpt")
+def test_a_head_that_cannot_reach_the_loss_scores_zero(tiny_model) -> None:
+    model = tiny_model("gpt")
     attn = model.stack.layers[1].self_attn.fn
     with torch.no_grad():
         attn.out_proj.weight[:, 2 * attn.head_dim : 3 * attn.head_dim] = 0  # head 2 of layer 1 masked out
@@ -44,9 +44,9 @@ def scaled_head(attn, head: int, factor: float):
     return Scaled()
 
 
-def test_unnormalised_importance_is_the_mean_loss_sensitivity_to_the_gate(make_model) -> None:
+def test_unnormalised_importance_is_the_mean_loss_sensitivity_to_the_gate(tiny_model) -> None:
     """Finite differences of each example's own loss: the score is the mean of their absolute values."""
-    model = make_model("gpt").double()
+    model = tiny_model("gpt").double()
     batch = lm_batches(1)[0]
     scores = head_importance(model, [batch], normalize=False).scores
     attn = attention_modules(model)["stack.layers.0.self_attn.fn"]
@@ -60,10 +60,10 @@ def test_unnormalised_importance_is_the_mean_loss_sensitivity_to_the_gate(make_m
     assert float(per_example.mean()) == pytest.approx(float(scores[0, 1]), rel=1e-4)
 
 
-def test_one_backward_pass_equals_one_example_at_a_time(make_model) -> None:
+def test_one_backward_pass_equals_one_example_at_a_time(tiny_model) -> None:
     """Brute force: each example alone, its loss backpropagated to the parameters; the gradient of a
     head's gate is sum(W_h * dL/dW_h) over that head's columns W_h of ``out_proj``."""
-    model = make_model("seq2seq").double()
+    model = tiny_model("seq2seq").double()
     batch = {
         "src_ids": torch.tensor([[3, 4, 5, 6], [7, 8, 9, 10], [11, 3, 12, 4]]),
         "src_mask": torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 0]]).bool(),
@@ -89,9 +89,9 @@ def test_one_backward_pass_equals_one_example_at_a_time(make_model) -> None:
     assert (signed.abs() < brute * 0.9).any()
 
 
-def test_a_zero_scale_masks_a_head_as_dropping_its_columns(make_model) -> None:
+def test_a_zero_scale_masks_a_head_as_dropping_its_columns(tiny_model) -> None:
     """Gating head 0 with 0 equals dropping its columns of the output projection."""
-    model = make_model("gpt")
+    model = tiny_model("gpt")
     ids = torch.tensor([[3, 4, 5, 6, 7]])
     name = "stack.layers.1.self_attn.fn"
     with torch.no_grad():
@@ -105,8 +105,8 @@ def test_a_zero_scale_masks_a_head_as_dropping_its_columns(make_model) -> None:
     assert not torch.allclose(gated, ungated)
 
 
-def test_gates_are_removed_and_parameters_get_no_gradients(make_model) -> None:
-    model = make_model("seq2seq")
+def test_gates_are_removed_and_parameters_get_no_gradients(tiny_model) -> None:
+    model = tiny_model("seq2seq")
     src = torch.tensor([[3, 4, 5, 6]])
     batch = {"src_ids": src, "tgt_in": torch.tensor([[1, 7, 8]]), "labels": torch.tensor([[7, 8, 2]])}
     result = head_importance(model, [batch, batch, batch], max_batches=2)
@@ -117,6 +117,6 @@ def test_gates_are_removed_and_parameters_get_no_gradients(make_model) -> None:
     assert result.table().splitlines()[1].startswith("encoder layer 0 self")
 
 
-def test_no_batches_is_a_clear_error(make_model) -> None:
+def test_no_batches_is_a_clear_error(tiny_model) -> None:
     with pytest.raises(ValueError, match="got no batches"):
-        head_importance(make_model("gpt"), [])
+        head_importance(tiny_model("gpt"), [])

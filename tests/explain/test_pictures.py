@@ -91,10 +91,10 @@ def examples() -> dict[str, tuple[dict, Example, list[dict]]]:
 
 
 @pytest.mark.parametrize("name", ["bert", "seq2seq", "vit"])  # the commands' tests cover every family too
-def test_explain_to_folder_writes_pictures_and_page(make_model, tmp_path: Path, name: str) -> None:
+def test_explain_to_folder_writes_pictures_and_page(tiny_model, tmp_path: Path, name: str) -> None:
     overrides, example, batches = examples()[name]
     family = {"classifier": "bert"}.get(name, name)
-    model = make_model(family, **overrides)
+    model = tiny_model(family, **overrides)
     page = explain_to_folder(model, example, tmp_path, layers=[-1], heads=[0, 3], importance_batches=batches)
     pngs = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.png"))
     expected_maps = {
@@ -116,7 +116,7 @@ def test_explain_to_folder_writes_pictures_and_page(make_model, tmp_path: Path, 
         np.testing.assert_allclose(weights[name].sum(-1), 1.0, rtol=1e-5)
 
 
-def test_bad_head_index_is_named(make_model, tmp_path: Path) -> None:
+def test_bad_head_index_is_named(tiny_model, tmp_path: Path) -> None:
     _, example, _ = examples()["gpt"]
     with pytest.raises(ValueError, match=r"heads=\[7\]: the model has 4 heads \(0..3\)"):
-        explain_to_folder(make_model("gpt"), example, tmp_path, heads=[7])
+        explain_to_folder(tiny_model("gpt"), example, tmp_path, heads=[7])

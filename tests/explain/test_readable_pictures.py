@@ -103,8 +103,8 @@ def captured(monkeypatch: pytest.MonkeyPatch) -> dict[str, Figure]:
     return figures
 
 
-def test_vit_pictures_name_the_prediction_patches_and_cls(make_model, tmp_path, captured) -> None:
-    model = make_model("vit", pooling="cls")
+def test_vit_pictures_name_the_prediction_patches_and_cls(tiny_model, tmp_path, captured) -> None:
+    model = tiny_model("vit", pooling="cls")
     image = torch.rand(1, 8, 8, generator=torch.Generator().manual_seed(1))
     example = Example({"pixel_values": image[None]}, image=image, prediction=PREDICTION)
     explain_to_folder(model, example, tmp_path, layers=[-1])
@@ -128,14 +128,14 @@ def test_vit_pictures_name_the_prediction_patches_and_cls(make_model, tmp_path, 
 
 
 @pytest.mark.parametrize("family", ["gpt", "seq2seq"])
-def test_text_pictures_name_the_prediction_and_the_axes(make_model, tmp_path, captured, family) -> None:
+def test_text_pictures_name_the_prediction_and_the_axes(tiny_model, tmp_path, captured, family) -> None:
     ids = torch.tensor([[5, 6, 4, 9, 11]])
     batch = {"input_ids": ids}
     if family == "seq2seq":
         batch = {"src_ids": ids, "tgt_in": torch.tensor([[1, 7, 8]]), "labels": torch.tensor([[7, 8, 2]])}
     decoder = {"target_tokens": ["<bos>", "x", "y"], "output_tokens": ["x", "y", "<eos>"]}
     example = Example(batch, tokens=list("abcde"), **decoder, prediction=PREDICTION)
-    explain_to_folder(make_model(family), example, tmp_path, layers=[-1], heads=[0])
+    explain_to_folder(tiny_model(family), example, tmp_path, layers=[-1], heads=[0])
     for fig in captured.values():
         assert PREDICTION in fig._suptitle.get_text()
         assert_every_heat_map_has_a_colour_bar(fig)

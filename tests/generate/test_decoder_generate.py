@@ -5,40 +5,43 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.blocks.positional import POSITIONAL_ENCODINGS
 from attnlab.generate import generate
+from attnlab.schema.pos import PosName
+
+# Random untied weights and an init wide enough that argmax is decisive (the root tiny_model's init).
+GENERATOR = dict(vocab_size=41, d_model=32, max_seq_len=64, tie_embeddings=False)
 
 PROMPTS = [[5, 9, 2, 7, 1, 3], [4], [8, 8, 3]]
 
 
-@pytest.mark.parametrize("pos", POSITIONAL_ENCODINGS)
-def test_greedy_with_cache_equals_without_cache(make_model, pos: str) -> None:
-    model = make_model("gpt", pos)
+@pytest.mark.parametrize("pos", list(PosName))
+def test_greedy_with_cache_equals_without_cache(tiny_model, pos: str) -> None:
+    model = tiny_model("gpt", pos, **GENERATOR)
     cached = generate(model, PROMPTS, max_new_tokens=20, temperature=0)
     uncached = generate(model, PROMPTS, max_new_tokens=20, temperature=0, use_cache=False)
     assert cached == uncached
     assert all(len(row) == 20 for row in cached)
 
 
-@pytest.mark.parametrize("pos", POSITIONAL_ENCODINGS)
-def test_sampling_with_cache_equals_without_cache(make_model, pos: str) -> None:
+@pytest.mark.parametrize("pos", list(PosName))
+def test_sampling_with_cache_equals_without_cache(tiny_model, pos: str) -> None:
     """Sampled sequences wander more than greedy ones, so they exercise more cache states."""
-    model = make_model("gpt", pos)
+    model = tiny_model("gpt", pos, **GENERATOR)
     kwargs = dict(max_new_tokens=20, temperature=1.0, seed=0, repetition_penalty=1.3)
     assert generate(model, PROMPTS, **kwargs) == generate(model, PROMPTS, use_cache=False, **kwargs)
 
 
-def test_greedy_cache_with_grouped_query_heads(make_model) -> None:
-    model = make_model("gpt", "rope", n_kv_heads=2)
+def test_greedy_cache_with_grouped_query_heads(tiny_model) -> None:
+    model = tiny_model("gpt", "rope", n_kv_heads=2, **GENERATOR)
     prompt = torch.tensor([[1, 2, 3, 4]])
     assert generate(model, prompt, max_new_tokens=12, temperature=0) == generate(
         model, prompt, max_new_tokens=12, temperature=0, use_cache=False
     )
 
 
-@pytest.mark.parametrize("pos", POSITIONAL_ENCODINGS)
-def test_left_padded_batch_equals_one_prompt_at_a_time(make_model, pos: str) -> None:
-    model = make_model("gpt", pos)
+@pytest.mark.parametrize("pos", list(PosName))
+def test_left_padded_batch_equals_one_prompt_at_a_time(tiny_model, pos: str) -> None:
+    model = tiny_model("gpt", pos, **GENERATOR)
     kwargs = dict(max_new_tokens=15, temperature=0, repetition_penalty=3.0, pad_id=3)
     batched = generate(model, PROMPTS, **kwargs)
     single = [generate(model, [p], **kwargs)[0] for p in PROMPTS]
@@ -46,8 +49,8 @@ def test_left_padded_batch_equals_one_prompt_at_a_time(make_model, pos: str) -> 
     assert all(len(set(row)) > 5 for row in batched)  # the penalty keeps the sequences from looping
 
 
-def test_tensor_prompts_with_left_padding_mask_equal_lists(make_model) -> None:
-    model = make_model("gpt", "alibi")
+def test_tensor_prompts_with_left_padding_mask_equal_lists(tiny_model) -> None:
+    model = tiny_model("gpt", "alibi", **GENERATOR)
     ids = torch.tensor([[0, 0, 4, 6], [1, 2, 3, 4]])
     mask = torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]])
     assert generate(model, ids, attention_mask=mask, max_new_tokens=8, temperature=0) == generate(
@@ -55,15 +58,15 @@ def test_tensor_prompts_with_left_padding_mask_equal_lists(make_model) -> None:
     )
 
 
-def test_top_k_one_sampling_equals_greedy(make_model) -> None:
-    model = make_model("gpt", "rope")
+def test_top_k_one_sampling_equals_greedy(tiny_model) -> None:
+    model = tiny_model("gpt", "rope", **GENERATOR)
     greedy = generate(model, PROMPTS, max_new_tokens=15, temperature=0)
     sampled = generate(model, PROMPTS, max_new_tokens=15, temperature=1.5, top_k=1, seed=3)
     assert sampled == greedy
 
 
-def test_seed_makes_sampling_reproducible(make_model) -> None:
-    model = make_model("gpt", "learned")
+def test_seed_makes_sampling_reproducible(tiny_model) -> None:
+    model = tiny_model("gpt", "learned", **GENERATOR)
     kwargs = dict(max_new_tokens=20, temperature=2.0, num_samples=2)
     first = generate(model, PROMPTS, seed=7, **kwargs)
     assert first == generate(model, PROMPTS, seed=7, **kwargs)
@@ -71,15 +74,15 @@ def test_seed_makes_sampling_reproducible(make_model) -> None:
     assert first[0] != first[1]  # two samples of one prompt differ
 
 
-def test_num_samples_rows_are_prompt_major(make_model) -> None:
-    model = make_model("gpt", "sinusoidal")
+def test_num_samples_rows_are_prompt_major(tiny_model) -> None:
+    model = tiny_model("gpt", "sinusoidal", **GENERATOR)
     greedy = generate(model, PROMPTS, max_new_tokens=6, temperature=0)
     repeated = generate(model, PROMPTS, max_new_tokens=6, temperature=0, num_samples=3)
     assert repeated == [row for row in greedy for _ in range(3)]
 
 
-def test_stop_tokens_end_each_row_at_its_first_stop(make_model) -> None:
-    model = make_model("gpt", "rope")
+def test_stop_tokens_end_each_row_at_its_first_stop(tiny_model) -> None:
+    model = tiny_model("gpt", "rope", **GENERATOR)
     free = generate(model, PROMPTS, max_new_tokens=20, temperature=0)
     stop = free[0][4]
     stopped = generate(model, PROMPTS, max_new_tokens=20, temperature=0, stop_tokens=[stop])
@@ -88,8 +91,8 @@ def test_stop_tokens_end_each_row_at_its_first_stop(make_model) -> None:
     assert stop not in stopped[0]
 
 
-def test_top_p_and_repetition_penalty_change_nothing_at_their_neutral_values(make_model) -> None:
-    model = make_model("gpt", "rope")
+def test_top_p_and_repetition_penalty_change_nothing_at_their_neutral_values(tiny_model) -> None:
+    model = tiny_model("gpt", "rope", **GENERATOR)
     base = generate(model, PROMPTS, max_new_tokens=10, temperature=0.9, seed=1)
     assert base == generate(model, PROMPTS, max_new_tokens=10, temperature=0.9, seed=1, top_p=1.0)
     assert base == generate(
@@ -97,8 +100,8 @@ def test_top_p_and_repetition_penalty_change_nothing_at_their_neutral_values(mak
     )
 
 
-def test_generation_leaves_the_training_flag_alone(make_model) -> None:
-    model = make_model("gpt").train()
+def test_generation_leaves_the_training_flag_alone(tiny_model) -> None:
+    model = tiny_model("gpt", **GENERATOR).train()
     generate(model, [[1, 2]], max_new_tokens=2)
     assert model.training
 
@@ -115,19 +118,19 @@ def test_generation_leaves_the_training_flag_alone(make_model) -> None:
         ({"max_new_tokens": 70}, "exceeds model.max_seq_len=64"),
     ],
 )
-def test_bad_arguments_are_named(make_model, kwargs: dict, message: str) -> None:
+def test_bad_arguments_are_named(tiny_model, kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        generate(make_model("gpt"), [[1, 2, 3]], **kwargs)
+        generate(tiny_model("gpt", **GENERATOR), [[1, 2, 3]], **kwargs)
 
 
-def test_bad_prompts_and_models_are_named(make_model) -> None:
-    gpt = make_model("gpt")
+def test_bad_prompts_and_models_are_named(tiny_model) -> None:
+    gpt = tiny_model("gpt", **GENERATOR)
     with pytest.raises(ValueError, match="prompt 1 is empty"):
         generate(gpt, [[1], []])
     with pytest.raises(ValueError, match="attention_mask must describe left padding"):
         generate(gpt, torch.tensor([[1, 2]]), attention_mask=torch.tensor([[1, 0]]))
     with pytest.raises(ValueError, match=r"needs a decoder-only model .*got 'seq2seq'"):
-        generate(make_model("seq2seq"), [[1, 2]])
+        generate(tiny_model("seq2seq", **GENERATOR), [[1, 2]])
 
 
 def test_prompts_are_padded_on_the_left_and_sources_on_the_right():

@@ -12,11 +12,14 @@ from PIL import Image
 from attnlab.data.image_loading import load_images
 from attnlab.generate import class_probabilities, fill_mask, image_probabilities
 
+# Random untied weights and an init wide enough that argmax is decisive (the root tiny_model's init).
+GENERATOR = dict(vocab_size=41, d_model=32, max_seq_len=64, tie_embeddings=False)
+
 MASK = 4
 
 
-def test_fill_mask_ranks_the_masked_positions_of_every_row(make_model) -> None:
-    model = make_model("bert")
+def test_fill_mask_ranks_the_masked_positions_of_every_row(tiny_model) -> None:
+    model = tiny_model("bert", **GENERATOR)
     ids = torch.tensor([[7, MASK, 9, MASK], [MASK, 11, 12, 0]])
     fills = fill_mask(model, ids, mask_id=MASK, attention_mask=ids != 0, top_k=3)
     assert [(f.row, f.position) for f in fills] == [(0, 1), (0, 3), (1, 0)]
@@ -28,13 +31,13 @@ def test_fill_mask_ranks_the_masked_positions_of_every_row(make_model) -> None:
     assert alone.probs == pytest.approx(fills[2].probs, abs=1e-5)
 
 
-def test_fill_mask_without_a_mask_is_refused(make_model) -> None:
+def test_fill_mask_without_a_mask_is_refused(tiny_model) -> None:
     with pytest.raises(ValueError, match=r"no mask token \(id 4\) in the input"):
-        fill_mask(make_model("bert"), torch.tensor([[5, 6]]), mask_id=MASK)
+        fill_mask(tiny_model("bert", **GENERATOR), torch.tensor([[5, 6]]), mask_id=MASK)
 
 
-def test_class_probabilities_ignore_padding(make_model) -> None:
-    model = make_model("bert", num_classes=3, mlm_head=False, pooling="mean")
+def test_class_probabilities_ignore_padding(tiny_model) -> None:
+    model = tiny_model("bert", num_classes=3, mlm_head=False, pooling="mean", **GENERATOR)
     ids = torch.tensor([[5, 6, 7, 0, 0], [5, 6, 7, 8, 9]])
     probs = class_probabilities(model, ids, ids != 0)
     torch.testing.assert_close(probs.sum(-1), torch.ones(2))
@@ -53,8 +56,8 @@ def test_images_are_loaded_resized_and_normalised(tmp_path: Path) -> None:
     torch.testing.assert_close(grey, torch.full((1, 1, 2, 2), (0.299 - 0.25) / 0.5), atol=2e-3, rtol=0)
 
 
-def test_image_probabilities_of_a_vit(make_model, tmp_path: Path) -> None:
-    model = make_model("vit", num_classes=4, image_size=8, patch_size=4, channels=1)
+def test_image_probabilities_of_a_vit(tiny_model, tmp_path: Path) -> None:
+    model = tiny_model("vit", num_classes=4, image_size=8, patch_size=4, channels=1)
     probs = image_probabilities(model, torch.rand(3, 1, 8, 8))
     assert probs.shape == (3, 4)
     torch.testing.assert_close(probs.sum(-1), torch.ones(3))

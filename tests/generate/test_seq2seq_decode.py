@@ -9,23 +9,26 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.blocks.cache import KVCache
-from attnlab.blocks.positional import POSITIONAL_ENCODINGS
 from attnlab.generate import beam_search, greedy_decode
-from attnlab.schema.model import ModelConfig
+from attnlab.schema.model import Seq2SeqConfig
+from attnlab.schema.pos import PosName
+
+# Random untied weights and an init wide enough that argmax is decisive (the root tiny_model's init).
+GENERATOR = dict(vocab_size=41, d_model=32, max_seq_len=64, tie_embeddings=False)
 
 BOS, EOS, PAD = 1, 2, 0
 SOURCES = [[5, 9, 12, 7, 30, 3], [4, 6], [8, 8, 3, 21]]
 
 
-@pytest.mark.parametrize("pos", POSITIONAL_ENCODINGS)
-def test_greedy_with_cache_equals_without_cache(make_model, pos: str) -> None:
-    model = make_model("seq2seq", pos)
+@pytest.mark.parametrize("pos", list(PosName))
+def test_greedy_with_cache_equals_without_cache(tiny_model, pos: str) -> None:
+    model = tiny_model("seq2seq", pos, **GENERATOR)
     cached = greedy_decode(model, SOURCES, bos_id=BOS, eos_id=EOS, max_new_tokens=16)
     assert cached == greedy_decode(model, SOURCES, bos_id=BOS, eos_id=EOS, max_new_tokens=16, use_cache=False)
 
 
-def test_beam_search_with_cache_equals_without_cache(make_model) -> None:
-    model = make_model("seq2seq", "relative")
+def test_beam_search_with_cache_equals_without_cache(tiny_model) -> None:
+    model = tiny_model("seq2seq", "relative", **GENERATOR)
     kwargs = dict(bos_id=BOS, eos_id=EOS, num_beams=3, n_best=3, max_new_tokens=12)
     cached, uncached = (
         beam_search(model, SOURCES, **kwargs),
@@ -37,23 +40,23 @@ def test_beam_search_with_cache_equals_without_cache(make_model) -> None:
 
 
 @pytest.mark.parametrize("pos", ["sinusoidal", "rope"])
-def test_beam_of_one_equals_greedy(make_model, pos: str) -> None:
-    model = make_model("seq2seq", pos)
+def test_beam_of_one_equals_greedy(tiny_model, pos: str) -> None:
+    model = tiny_model("seq2seq", pos, **GENERATOR)
     greedy = greedy_decode(model, SOURCES, bos_id=BOS, eos_id=EOS, max_new_tokens=16)
     beams = beam_search(model, SOURCES, bos_id=BOS, eos_id=EOS, num_beams=1, max_new_tokens=16)
     assert [hyps[0].tokens for hyps in beams] == greedy
 
 
-def test_batched_beam_search_equals_one_source_at_a_time(make_model) -> None:
-    model = make_model("seq2seq", "learned")
+def test_batched_beam_search_equals_one_source_at_a_time(tiny_model) -> None:
+    model = tiny_model("seq2seq", "learned", **GENERATOR)
     kwargs = dict(bos_id=BOS, eos_id=EOS, num_beams=4, n_best=2, max_new_tokens=12, length_penalty=0.6)
     batched = beam_search(model, SOURCES, **kwargs)
     single = [beam_search(model, [s], **kwargs)[0] for s in SOURCES]
     assert [[h.tokens for h in hyps] for hyps in batched] == [[h.tokens for h in hyps] for hyps in single]
 
 
-def test_n_best_are_sorted_by_score(make_model) -> None:
-    model = make_model("seq2seq", "rope")
+def test_n_best_are_sorted_by_score(tiny_model) -> None:
+    model = tiny_model("seq2seq", "rope", **GENERATOR)
     for hyps in beam_search(model, SOURCES, bos_id=BOS, eos_id=EOS, num_beams=4, n_best=4, max_new_tokens=10):
         assert len(hyps) == 4
         scores = [h.score for h in hyps]
@@ -68,7 +71,7 @@ class BigramDecoder(nn.Module):
     """
 
     A, B = 3, 4
-    cfg = ModelConfig(family="seq2seq", vocab_size=8)
+    cfg = Seq2SeqConfig(vocab_size=8)
 
     def __init__(self) -> None:
         super().__init__()
@@ -114,11 +117,11 @@ def test_length_penalty_divides_by_length() -> None:
         assert h.score == pytest.approx(model.logprob(h.tokens) / (len(h.tokens) + 1))
 
 
-def test_bad_beam_arguments_are_named(make_model) -> None:
-    model = make_model("seq2seq")
+def test_bad_beam_arguments_are_named(tiny_model) -> None:
+    model = tiny_model("seq2seq", **GENERATOR)
     with pytest.raises(ValueError, match="num_beams=2, n_best=3"):
         beam_search(model, SOURCES, bos_id=BOS, eos_id=EOS, num_beams=2, n_best=3)
     with pytest.raises(ValueError, match="source 1 is empty"):
         greedy_decode(model, [[3], []], bos_id=BOS, eos_id=EOS)
     with pytest.raises(ValueError, match=r"need an encoder-decoder .*got 'gpt'"):
-        greedy_decode(make_model("gpt"), SOURCES, bos_id=BOS, eos_id=EOS)
+        greedy_decode(tiny_model("gpt", **GENERATOR), SOURCES, bos_id=BOS, eos_id=EOS)

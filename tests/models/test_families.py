@@ -2,36 +2,33 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from attnlab.blocks.attention import MultiHeadAttention, record_attention
-from attnlab.models import build_model
-from attnlab.schema.model import FAMILIES, POSITIONAL_ENCODINGS, ModelConfig, PosConfig
+from attnlab.schema.model import Family
+from attnlab.schema.pos import PosName, pos_config
 
 VOCAB = 23
-TINY = ModelConfig(
-    vocab_size=VOCAB,
-    d_model=16,
-    n_layers=1,
-    n_heads=2,
-    max_seq_len=16,
-    dropout=0.0,
-    type_vocab_size=2,
-    num_classes=3,
-    image_size=8,
-    patch_size=4,
-    channels=3,
-    init_std=0.2,
-)
+FAMILIES = list(Family)
+POSITIONAL_ENCODINGS = list(PosName)
+# Every head of every family: segments and a classifier on bert, RGB 4x4 patches on vit.
+HEADS = {"bert": dict(type_vocab_size=2, num_classes=3), "vit": dict(patch_size=4, channels=3)}
 
 
-def tiny(family: str, pe: str = "learned", **overrides) -> ModelConfig:
-    return replace(TINY, family=family, pos=PosConfig(pe), **overrides)
+@pytest.fixture(scope="module")
+def tiny(tiny_model):
+    """``tiny(family, pos, **overrides)``: one layer of two heads, 16 positions, every head."""
+
+    def build(family: str, pe: str = "learned", **overrides) -> nn.Module:
+        settings = dict(n_layers=1, n_heads=2, **HEADS.get(family, {}))
+        if family != "vit":
+            settings["max_seq_len"] = 16
+        return tiny_model(family, pe, **{**settings, **overrides})
+
+    return build
 
 
 def loss_of(model: nn.Module, family: str) -> torch.Tensor:
@@ -56,8 +53,8 @@ def loss_of(model: nn.Module, family: str) -> torch.Tensor:
 
 @pytest.mark.parametrize("pe", POSITIONAL_ENCODINGS)
 @pytest.mark.parametrize("family", FAMILIES)
-def test_every_family_and_positional_encoding_trains(family: str, pe: str) -> None:
-    model = build_model(tiny(family, pe, dropout=0.1, attn_dropout=0.1, ffn_dropout=0.1)).train()
+def test_every_family_and_positional_encoding_trains(tiny, family: str, pe: str) -> None:
+    model = tiny(family, pe, dropout=0.1, attn_dropout=0.1, ffn_dropout=0.1).train()
     assert model.cfg.pos.name == pe and model.cfg.family == family
     loss = loss_of(model, family)
     assert torch.isfinite(loss)
@@ -83,9 +80,9 @@ def outputs(model: nn.Module, family: str) -> torch.Tensor:
 
 @pytest.mark.parametrize("pe", POSITIONAL_ENCODINGS)
 @pytest.mark.parametrize("family", FAMILIES)
-def test_recording_attention_changes_no_output(family: str, pe: str) -> None:
+def test_recording_attention_changes_no_output(tiny, family: str, pe: str) -> None:
     """The explicit path (taken while recording) equals the fused one inside every family."""
-    model = build_model(tiny(family, pe)).eval()
+    model = tiny(family, pe)
     with torch.no_grad():
         fused = outputs(model, family)
         with record_attention(model) as maps:
@@ -95,16 +92,14 @@ def test_recording_attention_changes_no_output(family: str, pe: str) -> None:
     assert sorted(maps) == sorted(attention)
     for name, weights in maps.items():
         keys = 6 if family != "seq2seq" or "cross" in name or name.startswith("encoder") else 4
-        assert weights.shape[1] == TINY.n_heads and weights.shape[-1] == (5 if family == "vit" else keys), (
-            name
-        )
+        assert weights.shape[1] == 2 and weights.shape[-1] == (5 if family == "vit" else keys), name
 
 
-def test_families_are_built_from_the_shared_blocks_only() -> None:
+def test_families_are_built_from_the_shared_blocks_only(tiny) -> None:
     """No family keeps a private copy of attention, a layer or a positional encoding."""
     for family in FAMILIES:
         for pe in POSITIONAL_ENCODINGS:
-            model = build_model(tiny(family, pe))
+            model = tiny(family, pe)
             for name, module in model.named_modules():
                 origin = type(module).__module__
                 allowed = origin.startswith(("torch.nn.", "attnlab.blocks.")) or module is model
@@ -112,63 +107,78 @@ def test_families_are_built_from_the_shared_blocks_only() -> None:
                 assert allowed, f"{family}/{pe}: {name} is a {origin}.{type(module).__name__}"
 
 
-def test_relative_buckets_are_one_sided_exactly_where_attention_is_causal() -> None:
+def test_relative_buckets_are_one_sided_exactly_where_attention_is_causal(tiny) -> None:
     """T5: bidirectional buckets in encoders, one-sided buckets in decoders."""
-    gpt, bert = build_model(tiny("gpt", "relative")), build_model(tiny("bert", "relative"))
-    s2s, vit = build_model(tiny("seq2seq", "relative")), build_model(tiny("vit", "relative"))
+    gpt, bert = tiny("gpt", "relative"), tiny("bert", "relative")
+    s2s, vit = tiny("seq2seq", "relative"), tiny("vit", "relative")
     assert not gpt.embed.pos.bidirectional and not s2s.tgt_embed.pos.bidirectional
     assert bert.embed.pos.bidirectional and s2s.src_embed.pos.bidirectional and vit.pos.bidirectional
 
 
-BAD_CONFIGS = {
-    "family": (dict(family="rnn"), r"model.family='rnn'.*gpt, bert, seq2seq, vit"),
-    "norm": (dict(norm="batchnorm"), r"model.norm='batchnorm'.*layernorm, rmsnorm"),
-    "activation": (dict(activation="tanh"), r"model.activation='tanh'.*relu.*swiglu"),
-    "bert-pooling": (dict(family="bert", pooling="first"), r"model.pooling='first'.*cls, mean, max"),
-    "vit-pooling": (dict(family="vit", pooling="first"), r"model.pooling='first'.*cls, mean, max"),
-    "vit-patches": (dict(family="vit", image_size=10), r"model.image_size=10.*model.patch_size=4"),
-    "vit-classes": (dict(family="vit", num_classes=0), r"model.num_classes=0"),
-    "vocab": (dict(vocab_size=0), r"model.vocab_size=0"),
-    "heads": (dict(d_model=18, n_heads=4), r"d_model=18 must be divisible by n_heads=4"),
-    "kv-heads": (dict(n_heads=4, n_kv_heads=3), r"n_heads=4 must be divisible by n_kv_heads=3"),
-    "pos-name": (
-        dict(pos=PosConfig("xpos")),
-        r"pos.name='xpos'.*none, sinusoidal, learned, rope, alibi, relative",
+BAD_CONFIGS = {  # what a Python caller can get wrong: the schema validates a config from the command line
+    "norm": ("gpt", dict(norm="batchnorm"), r"'batchnorm' is not a valid Norm"),
+    "activation": ("gpt", dict(activation="tanh"), r"'tanh' is not a valid Activation"),
+    "bert-pooling": ("bert", dict(pooling="first"), r"'first' is not a valid Pooling"),
+    "vit-pooling": ("vit", dict(pooling="first"), r"'first' is not a valid Pooling"),
+    "vit-patches": ("vit", dict(image_size=10), r"^model.image_size=10: .* model.patch_size=4$"),
+    "vit-classes": ("vit", dict(num_classes=0), r"model.num_classes=0"),
+    "vocab": ("gpt", dict(vocab_size=0), r"model.vocab_size=0"),
+    "heads": (
+        "gpt",
+        dict(d_model=18, n_heads=4),
+        r"^model.d_model=18: must be divisible by model.n_heads=4$",
     ),
-    "pos-layout": (dict(pos=PosConfig("sinusoidal", layout="spiral")), r"pos.layout='spiral'"),
+    "kv-heads": ("gpt", dict(n_heads=4, n_kv_heads=3), r"^model.n_kv_heads=3: must divide model.n_heads=4$"),
+    "rope": (
+        "gpt",
+        dict(d_model=12, n_heads=4, pe="rope"),
+        r"^model.pos.name=rope: rope needs an even head size",
+    ),
+    "sinusoidal": (
+        "gpt",
+        dict(d_model=15, n_heads=3, pe="sinusoidal"),
+        r"sinusoidal needs an even model.d_model",
+    ),
+    "pos-layout": (
+        "gpt",
+        dict(pe=pos_config("sinusoidal", layout="spiral")),
+        r"'spiral' is not a valid Layout",
+    ),
 }
 
 
-@pytest.mark.parametrize(("overrides", "message"), list(BAD_CONFIGS.values()), ids=list(BAD_CONFIGS))
-def test_bad_configs_name_the_key(overrides: dict, message: str) -> None:
+@pytest.mark.parametrize(
+    ("family", "overrides", "message"), list(BAD_CONFIGS.values()), ids=list(BAD_CONFIGS)
+)
+def test_bad_configs_name_the_key(tiny, family: str, overrides: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        build_model(replace(TINY, **overrides))
+        tiny(family, **overrides)
 
 
 @pytest.mark.parametrize("shape", [(2, 1, 8, 8), (2, 3, 8, 12), (3, 8, 8)])
-def test_vit_wrong_input_shape_names_the_expected_shape(shape: tuple[int, ...]) -> None:
-    model = build_model(tiny("vit"))
+def test_vit_wrong_input_shape_names_the_expected_shape(tiny, shape: tuple[int, ...]) -> None:
+    model = tiny("vit")
     with pytest.raises(ValueError, match=r"images of shape .* expected \(B, 3, 8, 8\) from model.channels"):
         model(torch.randn(shape))
 
 
 @pytest.mark.parametrize("family", ["gpt", "bert", "seq2seq"])
 @pytest.mark.parametrize("bad_id", [VOCAB, -1])
-def test_token_id_outside_the_vocabulary_is_named(family: str, bad_id: int) -> None:
-    model = build_model(tiny(family))
+def test_token_id_outside_the_vocabulary_is_named(tiny, family: str, bad_id: int) -> None:
+    model = tiny(family)
     ids = torch.tensor([[1, bad_id, 2]])
     with pytest.raises(ValueError, match=rf"token id {bad_id} is outside the model's vocabulary of {VOCAB}"):
         model(ids, ids) if family == "seq2seq" else model(ids)
 
 
-def test_learned_positions_beyond_max_seq_len_are_named() -> None:
-    model = build_model(tiny("gpt", "learned"))
+def test_learned_positions_beyond_max_seq_len_are_named(tiny) -> None:
+    model = tiny("gpt", "learned")
     with pytest.raises(ValueError, match=r"position 16 is beyond .* max_seq_len=16"):
         model(torch.zeros(1, 17, dtype=torch.long))
 
 
-def test_missing_heads_are_clear_errors() -> None:
-    model = build_model(tiny("bert", mlm_head=False, num_classes=0))
+def test_missing_heads_are_clear_errors(tiny) -> None:
+    model = tiny("bert", mlm_head=False, num_classes=0)
     hidden = model(torch.tensor([[1, 2]]))
     with pytest.raises(ValueError, match=r"model.mlm_head=false"):
         model.mlm_logits(hidden)

@@ -243,7 +243,7 @@ def run(name: str) -> Result:
     return compare(hf, from_transformers(hf))
 
 
-EXPECTED = {  # choices each mapping must make, beyond ModelConfig's defaults
+EXPECTED = {  # choices each mapping must make, beyond the family class's defaults
     "GPT-2": dict(family="gpt", pos="learned", norm_first=True, activation="gelu_tanh", tie_embeddings=True),
     "BERT (masked LM)": dict(
         family="bert", pos="learned", norm_first=False, embed_norm=True, type_vocab_size=2, mlm_head=True

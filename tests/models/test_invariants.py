@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import cache
 
 import pytest
@@ -11,33 +10,38 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from attnlab.blocks.heads import POOLINGS, pool
-from attnlab.models import build_model
-from attnlab.schema.model import POSITIONAL_ENCODINGS, ModelConfig, PosConfig
+from attnlab.blocks.heads import pool
+from attnlab.schema.model import Pooling
+from attnlab.schema.pos import PosName, pos_config
 
 ATOL = 1e-5
 VOCAB = 31
-BASE = ModelConfig(vocab_size=VOCAB, d_model=16, n_layers=2, n_heads=4, max_seq_len=24, dropout=0.0)
+POSITIONAL_ENCODINGS = list(PosName)
 SETTINGS = settings(max_examples=8, deadline=None)
 
 
-@cache
-def model(family: str, pe: str, n_kv_heads: int | None = None, **overrides) -> nn.Module:
-    """A tiny model in eval mode with weights large enough that positions and masks matter."""
-    torch.manual_seed(0)
-    cfg = replace(
-        BASE,
-        family=family,
-        n_kv_heads=n_kv_heads,
-        pos=PosConfig(pe, num_buckets=8, max_distance=16),
-        **overrides,
-    )
-    m = build_model(cfg).eval()
-    with torch.no_grad():
-        for p in m.parameters():
-            if p.dim() >= 2:
-                p.normal_(std=0.3)
-    return m
+def small_buckets(pe: str):
+    """The positional encoding ``pe``; T5's buckets small enough that short offsets reach the log range."""
+    return pos_config(pe, num_buckets=8, max_distance=16) if pe == "relative" else pos_config(pe)
+
+
+@pytest.fixture(scope="module")
+def model(tiny_model):
+    """``model(family, pe, n_kv_heads=None, **overrides)``: a tiny model in eval mode with weights large
+    enough that positions and masks matter (built once per arguments)."""
+
+    @cache
+    def build(family: str, pe: str, n_kv_heads: int | None = None, **overrides) -> nn.Module:
+        m = tiny_model(
+            family, small_buckets(pe), vocab_size=VOCAB, max_seq_len=24, n_kv_heads=n_kv_heads, **overrides
+        )
+        with torch.no_grad():  # the generator goes on from the build, which tiny_model seeded
+            for p in m.parameters():
+                if p.dim() >= 2:
+                    p.normal_(std=0.3)
+        return m
+
+    return build
 
 
 def ids(*shape: int, seed: int = 0) -> torch.Tensor:
@@ -50,7 +54,7 @@ def ids(*shape: int, seed: int = 0) -> torch.Tensor:
 @pytest.mark.parametrize("pe", POSITIONAL_ENCODINGS)
 @SETTINGS
 @given(t=st.integers(0, 8), seed=st.integers(0, 2**16))
-def test_gpt_logits_ignore_future_tokens(pe: str, t: int, seed: int) -> None:
+def test_gpt_logits_ignore_future_tokens(model, pe: str, t: int, seed: int) -> None:
     m = model("gpt", pe)
     x = ids(2, 10, seed=seed)
     y = x.clone()
@@ -66,7 +70,7 @@ def test_gpt_logits_ignore_future_tokens(pe: str, t: int, seed: int) -> None:
 @pytest.mark.parametrize("pe", POSITIONAL_ENCODINGS)
 @SETTINGS
 @given(t=st.integers(0, 6), seed=st.integers(0, 2**16))
-def test_seq2seq_decoder_logits_ignore_future_target_tokens(pe: str, t: int, seed: int) -> None:
+def test_seq2seq_decoder_logits_ignore_future_target_tokens(model, pe: str, t: int, seed: int) -> None:
     m = model("seq2seq", pe)
     src, tgt = ids(2, 7, seed=seed), ids(2, 8, seed=seed + 1)
     changed = tgt.clone()
@@ -91,7 +95,7 @@ def right_pad(x: torch.Tensor, n: int, pad_id: int = 0) -> tuple[torch.Tensor, t
 @pytest.mark.parametrize("pe", POSITIONAL_ENCODINGS)
 @SETTINGS
 @given(length=st.integers(1, 10), n_pad=st.integers(1, 8), pad_id=st.integers(0, VOCAB - 1))
-def test_bert_outputs_ignore_right_padding(pe: str, length: int, n_pad: int, pad_id: int) -> None:
+def test_bert_outputs_ignore_right_padding(model, pe: str, length: int, n_pad: int, pad_id: int) -> None:
     m = model("bert", pe, num_classes=3, pooling="mean", norm_first=False, embed_norm=True)
     x = ids(2, length, seed=length)
     padded, mask = right_pad(x, n_pad, pad_id)
@@ -101,14 +105,14 @@ def test_bert_outputs_ignore_right_padding(pe: str, length: int, n_pad: int, pad
         torch.testing.assert_close(hidden[:, :length], alone, atol=ATOL, rtol=0)
         torch.testing.assert_close(m.mlm_logits(hidden)[:, :length], m.mlm_logits(alone), atol=ATOL, rtol=0)
         torch.testing.assert_close(m.classify(hidden, mask), m.classify(alone), atol=ATOL, rtol=0)
-        for how in POOLINGS:
+        for how in Pooling:
             torch.testing.assert_close(pool(hidden, mask, how), pool(alone, None, how), atol=ATOL, rtol=0)
         unmasked = m(padded)  # guard: without the mask the padding does change the outputs
     assert not torch.allclose(unmasked[:, :length], alone, atol=ATOL)
 
 
 @pytest.mark.parametrize("pe", POSITIONAL_ENCODINGS)
-def test_seq2seq_outputs_ignore_source_padding(pe: str) -> None:
+def test_seq2seq_outputs_ignore_source_padding(model, pe: str) -> None:
     m = model("seq2seq", pe)
     src, tgt = ids(2, 6, seed=3), ids(2, 5, seed=4)
     with torch.no_grad():
@@ -123,7 +127,7 @@ def test_seq2seq_outputs_ignore_source_padding(pe: str) -> None:
 
 @pytest.mark.parametrize("pe", POSITIONAL_ENCODINGS)
 @pytest.mark.parametrize("n_kv_heads", [None, 2, 1], ids=["mha", "gqa", "mqa"])
-def test_gpt_cached_decoding_equals_full_forward(pe: str, n_kv_heads: int | None) -> None:
+def test_gpt_cached_decoding_equals_full_forward(model, pe: str, n_kv_heads: int | None) -> None:
     m = model("gpt", pe, n_kv_heads)
     x = ids(2, 9, seed=5)
     with torch.no_grad():
@@ -137,7 +141,7 @@ def test_gpt_cached_decoding_equals_full_forward(pe: str, n_kv_heads: int | None
 
 @pytest.mark.parametrize("pe", POSITIONAL_ENCODINGS)
 @pytest.mark.parametrize("n_kv_heads", [None, 1], ids=["mha", "mqa"])
-def test_seq2seq_cached_decoding_equals_full_forward(pe: str, n_kv_heads: int | None) -> None:
+def test_seq2seq_cached_decoding_equals_full_forward(model, pe: str, n_kv_heads: int | None) -> None:
     m = model("seq2seq", pe, n_kv_heads)
     src, tgt = ids(2, 7, seed=6), ids(2, 6, seed=7)
     src_mask = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])
@@ -153,7 +157,7 @@ def test_seq2seq_cached_decoding_equals_full_forward(pe: str, n_kv_heads: int | 
 
 
 @pytest.mark.parametrize("family", ["gpt", "seq2seq"])
-def test_reordered_cache_continues_the_reordered_batch(family: str) -> None:
+def test_reordered_cache_continues_the_reordered_batch(model, family: str) -> None:
     """Beam search reorders (and duplicates) cache rows; decoding then continues the chosen rows."""
     m = model(family, "rope" if family == "gpt" else "relative", 2)
     src, tgt = ids(2, 5, seed=8), ids(2, 6, seed=9)
@@ -192,7 +196,7 @@ def left_padded_batch(rows: list[torch.Tensor], pad_id: int = 0) -> tuple[torch.
 
 
 @pytest.mark.parametrize("pe", POSITIONAL_ENCODINGS)
-def test_gpt_left_padded_batch_equals_each_row_alone(pe: str) -> None:
+def test_gpt_left_padded_batch_equals_each_row_alone(model, pe: str) -> None:
     m = model("gpt", pe)
     rows = [ids(1, n, seed=10 + n)[0] for n in LENGTHS]
     batch, mask, positions = left_padded_batch(rows, pad_id=3)
@@ -205,7 +209,7 @@ def test_gpt_left_padded_batch_equals_each_row_alone(pe: str) -> None:
 
 
 @pytest.mark.parametrize("pe", POSITIONAL_ENCODINGS)
-def test_gpt_left_padded_cached_decoding_equals_each_row_alone(pe: str) -> None:
+def test_gpt_left_padded_cached_decoding_equals_each_row_alone(model, pe: str) -> None:
     """Generation's contract: prefill a left-padded batch, then step with per-row positions."""
     m = model("gpt", pe, 2)
     rows = [ids(1, n + 3, seed=20 + n)[0] for n in LENGTHS]  # each row: prompt + 3 continuation tokens

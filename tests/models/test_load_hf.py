@@ -97,7 +97,7 @@ def test_model_config_reads_only_config_json(gpt2_dir: Path) -> None:
 def test_overrides_replace_config_fields(gpt2_dir: Path) -> None:
     model = attnlab.load_hf(gpt2_dir, dropout=0.0, attn_dropout=0.0)
     assert (model.cfg.dropout, model.cfg.attn_dropout) == (0.0, 0.0)
-    with pytest.raises(ValueError, match=r"unknown ModelConfig override\(s\) nope; fields are .*d_model"):
+    with pytest.raises(ValueError, match=r"unknown GPTConfig override\(s\) nope; fields are .*d_model"):
         attnlab.load_hf(gpt2_dir, nope=1)
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields
 
 import pytest
 
-from attnlab.models import build_model, count_parameters
-from attnlab.schema.model import ModelConfig, PosConfig
+from attnlab.models import count_parameters
+from attnlab.schema.model import MODELS, Family, ModelConfig
+from attnlab.schema.pos import pos_config
 
 GATED = ("swiglu", "geglu", "geglu_tanh")  # two input projections each
 
@@ -51,18 +52,20 @@ def stack(c: ModelConfig, n_layers: int, cross: bool = False) -> int:
 
 
 def positional(c: ModelConfig, n_positions: int) -> int:
-    return {"learned": n_positions * c.d_model, "relative": c.pos.num_buckets * c.n_heads}.get(c.pos.name, 0)
+    if c.pos.name == "learned":
+        return n_positions * c.d_model
+    return c.pos.num_buckets * c.n_heads if c.pos.name == "relative" else 0
 
 
-def embedding(c: ModelConfig) -> int:
+def embedding(c: ModelConfig, type_vocab_size: int = 0) -> int:
     """Token table, segments, positions and embedding norm of one text embedding."""
-    segments = c.type_vocab_size * c.d_model
+    segments = type_vocab_size * c.d_model
     return (
         c.vocab_size * c.d_model + segments + positional(c, c.max_seq_len) + (norm(c) if c.embed_norm else 0)
     )
 
 
-def lm_head(c: ModelConfig) -> int:
+def lm_head(c: ModelConfig) -> int:  # gpt, seq2seq
     return (0 if c.tie_embeddings else c.vocab_size * c.d_model) + (c.vocab_size if c.lm_head_bias else 0)
 
 
@@ -82,7 +85,7 @@ def expected_bert(c: ModelConfig) -> int:
     if c.mlm_head:  # dense + norm + vocabulary bias (+ an untied projection)
         mlm = linear(c.d_model, c.d_model, True) + norm(c) + c.vocab_size
         mlm += 0 if c.tie_embeddings else c.vocab_size * c.d_model
-    return embedding(c) + stack(c, c.n_layers) + mlm + classifier(c)
+    return embedding(c, c.type_vocab_size) + stack(c, c.n_layers) + mlm + classifier(c)
 
 
 def expected_seq2seq(c: ModelConfig) -> int:
@@ -102,21 +105,17 @@ def expected_vit(c: ModelConfig) -> int:
 
 EXPECTED = {"gpt": expected_gpt, "bert": expected_bert, "seq2seq": expected_seq2seq, "vit": expected_vit}
 
-BASE = ModelConfig(
-    vocab_size=37, d_model=24, n_layers=2, n_heads=4, max_seq_len=20, dropout=0.0, num_classes=0
-)
-VARIANTS = {
+BASE = dict(vocab_size=37, d_model=24, n_layers=2, n_heads=4, max_seq_len=20, init_std=0.02)
+VARIANTS = {  # each family takes the settings it has
     "default": {},
     "gqa-swiglu-rmsnorm": dict(n_kv_heads=2, activation="swiglu", norm="rmsnorm", ffn_mult=8 / 3),
     "mqa-geglu-d_ff": dict(n_kv_heads=1, activation="geglu", d_ff=40),
     "post-norm-no-bias": dict(norm_first=False, bias=False, norm_bias=False, embed_norm=True),
-    "untied-head-bias": dict(
-        tie_embeddings=False, lm_head_bias=True, final_norm=False, pos=PosConfig("relative")
-    ),
-    "rope-final-norm": dict(norm_first=False, final_norm=True, pos=PosConfig("rope")),
-    "relative-buckets": dict(pos=PosConfig("relative", num_buckets=12)),
-    "sinusoidal": dict(pos=PosConfig("sinusoidal"), embed_scale=True),
-    "alibi-norm-no-bias": dict(pos=PosConfig("alibi"), norm_bias=False, embed_norm=True),
+    "untied-head-bias": dict(tie_embeddings=False, lm_head_bias=True, final_norm=False, pos="relative"),
+    "rope-final-norm": dict(norm_first=False, final_norm=True, pos="rope"),
+    "relative-buckets": dict(pos=pos_config("relative", num_buckets=12)),
+    "sinusoidal": dict(pos="sinusoidal", embed_scale=True),
+    "alibi-norm-no-bias": dict(pos="alibi", norm_bias=False, embed_norm=True),
 }
 FAMILY_VARIANTS = {
     "gpt": {},
@@ -130,7 +129,7 @@ FAMILY_VARIANTS = {
         "unshared-untied": dict(share_embeddings=False, tie_embeddings=False, lm_head_bias=True),
     },
     "vit": {
-        "mean-pool": dict(pooling="mean", pos=PosConfig("learned")),
+        "mean-pool": dict(pooling="mean"),
         "patches-channels": dict(image_size=12, patch_size=3, channels=1, classifier_hidden=True),
     },
 }
@@ -141,26 +140,29 @@ CASES = [
 ]
 
 
+def settings_of(family: str, overrides: dict) -> dict:
+    """BASE and ``overrides`` where the family has such fields (a ViT: 8x8 images in 10 classes)."""
+    names = {f.name for f in fields(MODELS.schemas[Family(family)])}
+    wanted = {**BASE, **(dict(image_size=8, num_classes=10) if family == "vit" else {}), **overrides}
+    return {k: v for k, v in wanted.items() if k in names}
+
+
 @pytest.mark.parametrize(("family", "overrides"), CASES)
-def test_parameter_count_matches_closed_form(family: str, overrides: dict) -> None:
-    c = replace(BASE, family=family, **overrides)
-    if family == "vit":
-        c = replace(
-            c, num_classes=c.num_classes or 10, image_size=c.image_size if "image_size" in overrides else 8
-        )
-    model = build_model(c)
-    assert count_parameters(model) == EXPECTED[family](c)
+def test_parameter_count_matches_closed_form(tiny_model, family: str, overrides: dict) -> None:
+    settings = settings_of(family, overrides)
+    model = tiny_model(family, settings.pop("pos", "learned"), **settings)
+    assert count_parameters(model) == EXPECTED[family](model.cfg)
 
 
-def test_tied_weights_are_counted_once() -> None:
-    tied = build_model(replace(BASE, family="gpt"))
-    untied = build_model(replace(BASE, family="gpt", tie_embeddings=False))
-    assert count_parameters(untied) - count_parameters(tied) == BASE.vocab_size * BASE.d_model
+def test_tied_weights_are_counted_once(tiny_model) -> None:
+    tied = tiny_model("gpt", **BASE)
+    untied = tiny_model("gpt", **BASE, tie_embeddings=False)
+    assert count_parameters(untied) - count_parameters(tied) == 37 * 24
     assert tied.lm_head.weight is tied.embed.tokens.weight
 
 
-def test_frozen_parameters_are_not_counted() -> None:
-    model = build_model(replace(BASE, family="gpt"))
+def test_frozen_parameters_are_not_counted(tiny_model) -> None:
+    model = tiny_model("gpt", **BASE)
     total = count_parameters(model)
     model.embed.tokens.weight.requires_grad_(False)
-    assert count_parameters(model) == total - BASE.vocab_size * BASE.d_model
+    assert count_parameters(model) == total - 37 * 24

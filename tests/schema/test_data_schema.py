@@ -1,24 +1,20 @@
-"""The data schema: validation messages, the family/task/kind table, the conf/data presets."""
+"""The data schema: one class per kind, validation messages, the family/task/kind table, the presets."""
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
-import yaml
+from hydra import compose, initialize_config_dir
 
-from attnlab.schema.data import (
-    ACCEPTED_KINDS,
-    DATA_KINDS,
-    DataConfig,
-    check_compatible,
-    compatible,
-    default_kind,
-)
-from attnlab.schema.data import validate_data_config as validate
+from attnlab.cli.app import config_dir, register_schemas
+from attnlab.schema.checks import ACCEPTED_KINDS, check_compatible
+from attnlab.schema.data import DATA, DataKind, SourcedData, data_config
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.load import to_object
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "data"
 
@@ -30,16 +26,21 @@ def test_importing_the_package_does_not_import_torch():
     assert out.stdout.strip() == "False"
 
 
-def test_every_kind_is_accepted_by_some_family_and_defaults_come_first():
+def test_every_kind_has_a_class_and_is_accepted_by_some_family():
     accepted = {k for kinds in ACCEPTED_KINDS.values() for k in kinds}
-    assert accepted == set(DATA_KINDS)
-    assert default_kind("gpt", "causal_lm") == "text"
-    assert default_kind("bert", "classification") == "listops"
-    assert default_kind("seq2seq", "seq2seq") == "dates"
-    assert default_kind("vit", "classification") == "digits"
-    assert compatible("bert", "mlm", "text") and not compatible("vit", "classification", "text")
-    with pytest.raises(ValueError, match=r"task\.name='seq2seq' cannot train model\.family='vit'"):
-        default_kind("vit", "seq2seq")
+    assert accepted == {kind.value for kind in DataKind} == {kind.value for kind in DATA.schemas}
+    for kind, schema in DATA.schemas.items():
+        assert schema().kind == kind
+
+
+def test_each_kind_holds_only_the_fields_it_reads():
+    def keys(kind: str) -> set[str]:
+        return {f.name for f in fields(DATA.schemas[DataKind(kind)])}
+
+    assert not {"listops_max_depth", "image_size", "torchvision"} & keys("text")
+    assert not {"path", "hf_name", "tokenizer", "mlm_probability"} & keys("listops")
+    assert "torchvision" in keys("images") and "torchvision" not in keys("digits")
+    assert "mlm_probability" in keys("text") and "mlm_probability" not in keys("pairs")
 
 
 @pytest.mark.parametrize(
@@ -49,78 +50,75 @@ def test_every_kind_is_accepted_by_some_family_and_defaults_come_first():
             "vit",
             "classification",
             "text",
-            "data.kind='text' cannot be consumed by model.family='vit' with task.name='classification'; "
+            "data.kind=text: cannot be consumed by model.family='vit' with task.name='classification'; "
             "it accepts data.kind in: digits, images",
         ),
         (
             "gpt",
             "causal_lm",
             "digits",
-            "data.kind='digits' cannot be consumed by model.family='gpt' with task.name='causal_lm'; "
+            "data.kind=digits: cannot be consumed by model.family='gpt' with task.name='causal_lm'; "
             "it accepts data.kind in: text",
         ),
-        ("gpt", "mlm", "text", "task.name='mlm' cannot train model.family='gpt'; it trains causal_lm"),
-        (
-            "cnn",
-            "classification",
-            "digits",
-            "model.family='cnn' is not a family; choose one of bert, gpt, seq2seq, vit",
-        ),
+        ("gpt", "mlm", "text", "task.name=mlm: cannot train model.family='gpt'; it trains causal_lm"),
     ],
 )
 def test_incompatible_family_task_kind_is_one_line(family, task, kind, message):
-    with pytest.raises(ValueError) as err:
+    with pytest.raises(ConfigError) as err:
         check_compatible(family, task, kind)
     assert str(err.value) == message
 
 
 @pytest.mark.parametrize(
-    ("fields", "message"),
+    ("kind", "settings", "message"),
     [
-        ({"kind": "video"}, "data.kind='video' is not a data kind; choose one of text, listops"),
-        ({"batch_size": 0}, "data.batch_size=0 must be at least 1"),
-        ({"val_fraction": 0.6, "test_fraction": 0.5}, "leaves no training data"),
+        ("text", {"batch_size": 0}, "data.batch_size=0: must be at least 1"),
+        ("text", {"val_fraction": 0.6, "test_fraction": 0.5}, "leaves no training data"),
         (
+            "text",
             {"tokenizer": "bpe", "bpe_vocab_size": 100},
-            "data.bpe_vocab_size=100 is below the 256 bytes + 7 special",
+            "data.bpe_vocab_size=100: is below the 256 bytes + 7 special",
         ),
-        ({"mlm_probability": 0.0}, "data.mlm_probability=0.0 must be in (0, 1)"),
-        ({"mean": [0.5], "std": []}, "give both with 1 or 3 values"),
-        ({"kind": "text_classification"}, "data.kind='text_classification' needs data.path"),
-        ({"kind": "images"}, "data.kind='images' needs data.path (a folder of class folders), data.hf_name"),
+        ("text", {"mlm_probability": 0.0}, "data.mlm_probability=0.0: must be in (0, 1)"),
+        ("digits", {"mean": [0.5], "std": []}, "give both with 1 or 3 values"),
+        ("text_classification", {}, "data.path=null: data.kind=text_classification needs data.path"),
+        ("images", {}, "data.kind=images needs data.path (a folder of class folders), data.hf_name"),
         (
-            {"kind": "listops", "path": "x.csv"},
-            "data.kind='listops' is generated by attnlab and reads no data.path",
+            "text",
+            {"path": "a.txt", "hf_name": "wikitext"},
+            "data.hf_name=wikitext: and data.path are both set",
         ),
-        ({"path": "a.txt", "hf_name": "wikitext"}, "data.path and data.hf_name are both set"),
-        (
-            {"kind": "pairs", "path": "p.tsv", "source_lang": "de"},
-            "data.source_lang='de' / data.target_lang=None",
-        ),
-        ({"kind": "text", "torchvision": "MNIST"}, "only applies to data.kind=images"),
-        ({"hf_data_files": "a.txt"}, "data.hf_data_files='a.txt' needs data.hf_name"),
+        ("pairs", {"path": "p.tsv", "source_lang": "de"}, "data.source_lang=de: with data.target_lang=null"),
+        ("text", {"hf_data_files": "a.txt"}, "data.hf_data_files=a.txt: needs data.hf_name"),
+        ("listops", {"listops_max_args": 1}, "data.listops_max_args=1: must be at least 2"),
     ],
 )
-def test_bad_values_name_the_key(fields, message):
-    with pytest.raises(ValueError, match=None) as err:
-        validate(DataConfig(**fields))
+def test_bad_values_name_the_key(kind, settings, message):
+    with pytest.raises(ConfigError) as err:
+        data_config(kind, **settings).check()
     assert message in str(err.value)
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("preset", sorted(p.name for p in CONF.glob("*.yaml")))
-def test_each_preset_is_a_valid_data_config(preset):
-    raw = yaml.safe_load((CONF / preset).read_text())
-    names = {f.name for f in dataclasses.fields(DataConfig)}
-    assert set(raw) <= names, f"{preset}: unknown keys {set(raw) - names}"
-    raw = {k: ("x.txt" if isinstance(v, str) and v.startswith("${") else v) for k, v in raw.items()}
-    if "path" in raw and raw["path"] is None:  # a preset for the user's own files
-        with pytest.raises(ValueError, match=rf"data.kind='{raw['kind']}' needs data.path"):
-            validate(DataConfig(**raw))
-        raw["path"] = "some/path"
-    validate(DataConfig(**raw))
+def composed_data(preset: str, *overrides: str):
+    register_schemas()
+    with initialize_config_dir(str(config_dir()), version_base="1.3"):
+        cfg = compose("train", overrides=[f"data={preset}", *overrides])
+    return to_object(cfg.data)
+
+
+@pytest.mark.parametrize("preset", sorted(p.stem for p in CONF.glob("*.yaml")))
+def test_each_preset_composes_to_its_kinds_class_and_is_valid(preset, monkeypatch):
+    monkeypatch.setenv("TINYSHAKESPEARE", "input.txt")
+    data = composed_data(preset)
+    assert type(data) is DATA.schemas[data.kind]
+    if isinstance(data, SourcedData) and data.needs and not data.sources():  # for the user's own files
+        with pytest.raises(ConfigError, match=rf"data.kind={data.kind} needs data.path"):
+            data.check()
+        data = composed_data(preset, "data.path=some/path")
+    data.check()
 
 
 def test_presets_cover_every_kind():
-    kinds = {yaml.safe_load(p.read_text())["kind"] for p in CONF.glob("*.yaml")}
-    assert kinds == set(DATA_KINDS)
+    kinds = {composed_data(p.stem).kind for p in CONF.glob("*.yaml")}
+    assert kinds == set(DataKind)

@@ -14,10 +14,13 @@ from torch.utils.data import DataLoader
 
 from attnlab.cli.checkpoint import load_task_from_checkpoint
 from attnlab.data.tokenizers import SPECIAL_TOKENS, char_tokenizer
-from attnlab.schema.task import OptimConfig, TaskConfig
+from attnlab.schema.task import AdamWConfig, task_config
 from attnlab.tasks import build_task
 from attnlab.training.callbacks import ThroughputLogger
 from attnlab.training.callbacks.throughput import measure_peak_flops, precision_dtype
+
+# Two heads, a narrow feed-forward and the usual init: losses near log(vocab) at the start.
+SIZES = dict(n_heads=2, d_ff=32, init_std=0.02)
 
 VOCAB = 16
 
@@ -55,7 +58,7 @@ def bright_quadrant_images(n: int = 64) -> list[dict[str, torch.Tensor]]:
     """8x8 images whose class (0-3) is the quadrant that is bright."""
     g = torch.Generator().manual_seed(0)
     labels = torch.randint(0, 4, (n,), generator=g)
-    images = 0.1 * torch.randn(n, 3, 8, 8, generator=g)
+    images = 0.1 * torch.randn(n, 1, 8, 8, generator=g)
     for image, label in zip(images, labels.tolist()):
         row, col = divmod(label, 2)
         image[:, 4 * row : 4 * row + 4, 4 * col : 4 * col + 4] += 1.0
@@ -69,9 +72,14 @@ def fit_losses(task, data, steps: int = 30, callbacks=()) -> tuple[list[float], 
     return recorder.losses, t
 
 
-def test_causal_lm_fit_reduces_the_loss_and_logs_throughput(make_model):
+def test_causal_lm_fit_reduces_the_loss_and_logs_throughput(tiny_model):
     torch.manual_seed(0)
-    task = build_task(TaskConfig(), OptimConfig(lr=1e-2, warmup_steps=5), make_model("gpt"), max_steps=30)
+    task = build_task(
+        task_config("causal_lm"),
+        AdamWConfig(lr=1e-2, warmup_steps=5),
+        tiny_model("gpt", **SIZES),
+        max_steps=30,
+    )
     losses, t = fit_losses(task, counting_batches(), callbacks=[ThroughputLogger(peak_flops=1e12)])
     assert len(losses) == 30
     assert sum(losses[-5:]) / 5 < 0.5 * sum(losses[:5]) / 5
@@ -81,11 +89,11 @@ def test_causal_lm_fit_reduces_the_loss_and_logs_throughput(make_model):
     assert metrics["lr"].item() == pytest.approx(1e-2 * schedule(29), rel=1e-5)  # the last step's lr
 
 
-def test_loss_lr_and_throughput_reach_the_logger_on_its_steps(tmp_path, make_model):
+def test_loss_lr_and_throughput_reach_the_logger_on_its_steps(tmp_path, tiny_model):
     task = build_task(
-        TaskConfig(),
-        OptimConfig(schedule="constant", lr=1e-3, warmup_steps=0),
-        make_model("gpt"),
+        task_config("causal_lm"),
+        AdamWConfig(schedule="constant", lr=1e-3, warmup_steps=0),
+        tiny_model("gpt", **SIZES),
         max_steps=12,
     )
     t = pl.Trainer(
@@ -124,12 +132,12 @@ def test_peak_flops_is_measured_once_and_cached():
     assert precision_dtype("32-true") == torch.float32
 
 
-def test_image_classification_fit_reduces_the_loss(make_model):
+def test_image_classification_fit_reduces_the_loss(tiny_model):
     torch.manual_seed(0)
     task = build_task(
-        TaskConfig(name="classification"),
-        OptimConfig(lr=1e-2, warmup_steps=5),
-        make_model("vit", num_classes=4),
+        task_config("classification"),
+        AdamWConfig(lr=1e-2, warmup_steps=5),
+        tiny_model("vit", num_classes=4, patch_size=4, **SIZES),  # a patch per quadrant
         max_steps=30,
     )
     losses, t = fit_losses(task, bright_quadrant_images(), callbacks=[ThroughputLogger(peak_flops=1e12)])
@@ -137,9 +145,14 @@ def test_image_classification_fit_reduces_the_loss(make_model):
     assert "train/samples_per_s" in t.callback_metrics and "train/tokens_per_s" not in t.callback_metrics
 
 
-def test_bf16_mixed_precision_with_gradient_clipping_and_accumulation_trains(make_model):
+def test_bf16_mixed_precision_with_gradient_clipping_and_accumulation_trains(tiny_model):
     """Lightning cannot clip under AMP with the fused AdamW kernel; the task then uses the plain one."""
-    task = build_task(TaskConfig(), OptimConfig(lr=1e-2, warmup_steps=0), make_model("gpt"), max_steps=4)
+    task = build_task(
+        task_config("causal_lm"),
+        AdamWConfig(lr=1e-2, warmup_steps=0),
+        tiny_model("gpt", **SIZES),
+        max_steps=4,
+    )
     t = trainer(
         4, precision="bf16-mixed", gradient_clip_val=1.0, accumulate_grad_batches=2, limit_val_batches=0
     )
@@ -147,17 +160,19 @@ def test_bf16_mixed_precision_with_gradient_clipping_and_accumulation_trains(mak
     assert t.global_step == 4 and not t.optimizers[0].defaults["fused"]
 
 
-def test_validate_logs_perplexity_as_exp_of_the_token_mean_loss(make_model):
-    task = build_task(TaskConfig(), OptimConfig(schedule="constant"), make_model("gpt"), max_steps=1)
+def test_validate_logs_perplexity_as_exp_of_the_token_mean_loss(tiny_model):
+    task = build_task(
+        task_config("causal_lm"), AdamWConfig(schedule="constant"), tiny_model("gpt", **SIZES), max_steps=1
+    )
     (result,) = trainer(1).validate(task, DataLoader(counting_batches(20), batch_size=8), verbose=False)
     assert set(result) == {"val/loss", "val/ppl", "step", "epoch"}  # step and epoch label the logged values
     assert result["step"] == 0  # the optimizer step of the evaluated weights
     assert result["val/ppl"] == pytest.approx(math.exp(result["val/loss"]), rel=1e-5)
 
 
-def test_test_metrics_of_a_classifier(make_model):
+def test_test_metrics_of_a_classifier(tiny_model):
     task = build_task(
-        TaskConfig(name="classification"), OptimConfig(), make_model("vit", num_classes=4), max_steps=1
+        task_config("classification"), AdamWConfig(), tiny_model("vit", num_classes=4, **SIZES), max_steps=1
     )
     (result,) = trainer(1).test(task, DataLoader(bright_quadrant_images(16), batch_size=8), verbose=False)
     assert set(result) == {"test/loss", "test/acc", "test/f1", "step", "epoch"}
@@ -180,7 +195,7 @@ def family_batch(family: str) -> dict[str, torch.Tensor]:
             "tgt_mask": mask,
             "labels": ids.flip(1),
         }
-    return {"pixel_values": torch.randn(2, 3, 8, 8), "labels": torch.tensor([0, 1])}
+    return {"pixel_values": torch.randn(2, 1, 8, 8), "labels": torch.tensor([0, 1])}
 
 
 FAMILY_TASKS = [
@@ -192,12 +207,12 @@ FAMILY_TASKS = [
 
 
 @pytest.mark.parametrize(("family", "name", "overrides"), FAMILY_TASKS)
-def test_checkpoint_round_trip_rebuilds_an_identical_model(tmp_path, make_model, family, name, overrides):
+def test_checkpoint_round_trip_rebuilds_an_identical_model(tmp_path, tiny_model, family, name, overrides):
     tokenizer = char_tokenizer(["abcdefghi"], roles=SPECIAL_TOKENS) if family != "vit" else None
-    model = make_model(family, **overrides)
+    model = tiny_model(family, **overrides, **SIZES)
     task = build_task(
-        TaskConfig(name=name),
-        OptimConfig(lr=1e-2, schedule="constant"),
+        task_config(name),
+        AdamWConfig(lr=1e-2, schedule="constant"),
         model,
         tokenizer=tokenizer,
         max_steps=2,
@@ -222,9 +237,11 @@ def test_checkpoint_round_trip_rebuilds_an_identical_model(tmp_path, make_model,
 
 
 @pytest.fixture
-def gpt_checkpoint(tmp_path, make_model):
+def gpt_checkpoint(tmp_path, tiny_model):
     """A checkpoint of one training step of a tiny GPT, and its task module."""
-    task = build_task(TaskConfig(), OptimConfig(schedule="constant"), make_model("gpt"), max_steps=1)
+    task = build_task(
+        task_config("causal_lm"), AdamWConfig(schedule="constant"), tiny_model("gpt", **SIZES), max_steps=1
+    )
     t = trainer(1, limit_val_batches=0)
     t.fit(task, DataLoader([family_batch("gpt")], batch_size=None))
     t.save_checkpoint(tmp_path / "plain.ckpt")
@@ -249,7 +266,9 @@ def test_checkpoint_with_unknown_config_keys_or_other_weights_is_a_clear_error(t
     checkpoint = torch.load(path, weights_only=True)
     checkpoint["attnlab"]["model"]["n_experts"] = 8
     torch.save(checkpoint, tmp_path / "newer.ckpt")
-    with pytest.raises(ValueError, match="holds ModelConfig keys this attnlab does not know: n_experts"):
+    with pytest.raises(
+        ValueError, match=r"holds a config this attnlab cannot read: model\.n_experts=8: not a known key"
+    ):
         load_task_from_checkpoint(tmp_path / "newer.ckpt")
     checkpoint = torch.load(path, weights_only=True)
     checkpoint["attnlab"]["model"]["d_ff"] = 64
@@ -258,9 +277,12 @@ def test_checkpoint_with_unknown_config_keys_or_other_weights_is_a_clear_error(t
         load_task_from_checkpoint(tmp_path / "other.ckpt")
 
 
-def test_a_run_bounded_by_epochs_decays_over_lightnings_step_estimate(make_model):
+def test_a_run_bounded_by_epochs_decays_over_lightnings_step_estimate(tiny_model):
     task = build_task(
-        TaskConfig(), OptimConfig(schedule="cosine", warmup_steps=0), make_model("gpt"), max_steps=-1
+        task_config("causal_lm"),
+        AdamWConfig(schedule="cosine", warmup_steps=0),
+        tiny_model("gpt", **SIZES),
+        max_steps=-1,
     )
     t = pl.Trainer(
         max_epochs=2,
@@ -281,20 +303,20 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path):
         load_task_from_checkpoint(path)
 
 
-def test_corrupt_checkpoint_is_a_clear_error(tmp_path, make_model):
+def test_corrupt_checkpoint_is_a_clear_error(tmp_path, tiny_model):
     garbage = tmp_path / "garbage.ckpt"
     garbage.write_bytes(b"this is not a checkpoint")
     with pytest.raises(ValueError, match=re.escape(f"{str(garbage)!r} is not a readable PyTorch checkpoint")):
         load_task_from_checkpoint(garbage)
     truncated = tmp_path / "truncated.ckpt"
-    torch.save({"state_dict": make_model("gpt").state_dict()}, truncated)
+    torch.save({"state_dict": tiny_model("gpt", **SIZES).state_dict()}, truncated)
     truncated.write_bytes(truncated.read_bytes()[:1000])
     with pytest.raises(ValueError, match="is not a readable PyTorch checkpoint"):
         load_task_from_checkpoint(truncated)
 
 
-def test_foreign_checkpoint_is_a_clear_error(tmp_path, make_model):
+def test_foreign_checkpoint_is_a_clear_error(tmp_path, tiny_model):
     foreign = tmp_path / "foreign.ckpt"
-    torch.save({"state_dict": make_model("gpt").state_dict(), "epoch": 3}, foreign)
+    torch.save({"state_dict": tiny_model("gpt", **SIZES).state_dict(), "epoch": 3}, foreign)
     with pytest.raises(ValueError, match=re.escape(f"{str(foreign)!r} is not an attnlab checkpoint")):
         load_task_from_checkpoint(foreign)

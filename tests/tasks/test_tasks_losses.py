@@ -10,8 +10,11 @@ import torch
 
 from attnlab.data.tokenizers import SPECIAL_TOKENS, char_tokenizer
 from attnlab.models import count_parameters
-from attnlab.schema.task import OptimConfig, TaskConfig
+from attnlab.schema.task import AdamWConfig, task_config
 from attnlab.tasks import build_task
+
+# Two heads, a narrow feed-forward and the usual init: losses near log(vocab) at the start.
+SIZES = dict(n_heads=2, d_ff=32, init_std=0.02)
 
 VOCAB = 16
 
@@ -25,7 +28,7 @@ def nll(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 def task_for(model, name: str, **task_kw):
-    return build_task(TaskConfig(name=name, **task_kw), OptimConfig(schedule="constant"), model, max_steps=10)
+    return build_task(task_config(name, **task_kw), AdamWConfig(schedule="constant"), model, max_steps=10)
 
 
 def lm_batch(b: int = 3, t: int = 7) -> dict[str, torch.Tensor]:
@@ -36,8 +39,8 @@ def lm_batch(b: int = 3, t: int = 7) -> dict[str, torch.Tensor]:
     return {"input_ids": ids[:, :-1], "labels": labels}
 
 
-def test_causal_lm_loss_is_next_token_cross_entropy(make_model):
-    model = make_model("gpt")
+def test_causal_lm_loss_is_next_token_cross_entropy(tiny_model):
+    model = tiny_model("gpt", **SIZES)
     batch = lm_batch()
     loss = task_for(model, "causal_lm").training_step(batch, 0)
     expected = nll(model(batch["input_ids"]), batch["labels"])
@@ -54,8 +57,8 @@ def mlm_batch() -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
-def test_mlm_loss_counts_only_the_predicted_positions(make_model):
-    model = make_model("bert")
+def test_mlm_loss_counts_only_the_predicted_positions(tiny_model):
+    model = tiny_model("bert", **SIZES)
     batch = mlm_batch()
     loss = task_for(model, "mlm").training_step(batch, 0)
     logits = model.mlm_logits(model(batch["input_ids"], batch["attention_mask"]))
@@ -64,8 +67,8 @@ def test_mlm_loss_counts_only_the_predicted_positions(make_model):
     assert loss.item() != pytest.approx(nll(logits, every_position).item(), rel=1e-3)
 
 
-def test_mlm_accuracy_is_over_masked_tokens(make_model):
-    model = make_model("bert")
+def test_mlm_accuracy_is_over_masked_tokens(tiny_model):
+    model = tiny_model("bert", **SIZES)
     task = task_for(model, "mlm").eval()
     batch = mlm_batch()
     with torch.no_grad():
@@ -89,18 +92,20 @@ def s2s_batch() -> dict[str, torch.Tensor]:
     return {"src_ids": src, "src_mask": src_mask, "tgt_in": tgt_in, "tgt_mask": tgt_mask, "labels": labels}
 
 
-def test_seq2seq_loss_is_teacher_forced_cross_entropy(make_model):
-    model = make_model("seq2seq")
+def test_seq2seq_loss_is_teacher_forced_cross_entropy(tiny_model):
+    model = tiny_model("seq2seq", **SIZES)
     batch = s2s_batch()
-    loss = task_for(model, "seq2seq").training_step(batch, 0)
+    loss = task_for(model, "seq2seq", label_smoothing=0.0).training_step(batch, 0)
     logits = model(batch["src_ids"], batch["tgt_in"], batch["src_mask"], batch["tgt_mask"])
     assert loss.item() == pytest.approx(nll(logits, batch["labels"]).item(), rel=1e-5)
 
 
-def test_label_smoothing_follows_torchs_formula(make_model):
-    model = make_model("seq2seq", init_std=0.5)  # peaked predictions, so smoothing changes the loss
+def test_label_smoothing_follows_torchs_formula(tiny_model):
+    model = tiny_model(
+        "seq2seq", **{**SIZES, "init_std": 0.5}
+    )  # peaked predictions, so smoothing changes the loss
     batch, eps = s2s_batch(), 0.1
-    plain = task_for(model, "seq2seq").training_step(batch, 0)
+    plain = task_for(model, "seq2seq", label_smoothing=0.0).training_step(batch, 0)
     smoothed = task_for(model, "seq2seq", label_smoothing=eps).training_step(batch, 0)
     logits = model(batch["src_ids"], batch["tgt_in"], batch["src_mask"], batch["tgt_mask"]).double()
     keep = batch["labels"] != -100
@@ -112,8 +117,8 @@ def test_label_smoothing_follows_torchs_formula(make_model):
     assert smoothed.item() != pytest.approx(plain.item(), rel=1e-3)
 
 
-def test_text_classification_loss(make_model):
-    model = make_model("bert", num_classes=3, pooling="mean")
+def test_text_classification_loss(tiny_model):
+    model = tiny_model("bert", num_classes=3, pooling="mean", **SIZES)
     mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0]], dtype=torch.bool)
     batch = {
         "input_ids": torch.tensor([[7, 8, 9, 10], [11, 12, 0, 0]]),
@@ -125,10 +130,10 @@ def test_text_classification_loss(make_model):
     assert loss.item() == pytest.approx(nll(logits, batch["labels"]).item(), rel=1e-5)
 
 
-def test_image_classification_loss_and_metrics(make_model):
-    model = make_model("vit", num_classes=3)
+def test_image_classification_loss_and_metrics(tiny_model):
+    model = tiny_model("vit", num_classes=3, **SIZES)
     batch = {
-        "pixel_values": torch.randn(4, 3, 8, 8, generator=torch.Generator().manual_seed(4)),
+        "pixel_values": torch.randn(4, 1, 8, 8, generator=torch.Generator().manual_seed(4)),
         "labels": torch.tensor([0, 1, 2, 1]),
     }
     task = task_for(model, "classification")
@@ -142,8 +147,8 @@ def test_image_classification_loss_and_metrics(make_model):
     assert 0.0 <= task.metrics["test"]["f1"].compute().item() <= 1.0
 
 
-def test_validation_loss_is_averaged_over_tokens_not_batches(make_model):
-    model = make_model("gpt")
+def test_validation_loss_is_averaged_over_tokens_not_batches(tiny_model):
+    model = tiny_model("gpt", **SIZES)
     task = task_for(model, "causal_lm").eval()
     first, second = lm_batch(3, 7), lm_batch(1, 4)
     second["labels"][0, :-1] = -100  # one token only: a batch mean would overweight it
@@ -156,12 +161,12 @@ def test_validation_loss_is_averaged_over_tokens_not_batches(make_model):
     assert task.metrics["val"]["loss"].compute().item() == pytest.approx(total.item(), rel=1e-5)
 
 
-def test_seq2seq_decoded_metrics_match_sacrebleu(make_model):
+def test_seq2seq_decoded_metrics_match_sacrebleu(tiny_model):
     tokenizer = char_tokenizer(["abcdefghi"], roles=SPECIAL_TOKENS)
     eos, pad = tokenizer.eos_id, -100
     a, b, c, d, e = (tokenizer.encode(ch)[0] for ch in "abcde")
-    model = make_model("seq2seq", vocab_size=tokenizer.vocab_size)
-    task = build_task(TaskConfig(name="seq2seq"), OptimConfig(), model, tokenizer=tokenizer, max_steps=10)
+    model = tiny_model("seq2seq", vocab_size=tokenizer.vocab_size, **SIZES)
+    task = build_task(task_config("seq2seq"), AdamWConfig(), model, tokenizer=tokenizer, max_steps=10)
     generated = [[a, b, c], [a, b, d, e, a], [c, c]]  # greedy_decode's output: each cut before its eos
     labels = torch.tensor([[a, b, c, eos, pad], [a, b, c, d, eos], [c, c, d, eos, pad]])
     task.score_decoded(generated, labels, task.metrics["test"])
@@ -176,21 +181,19 @@ def test_seq2seq_decoded_metrics_match_sacrebleu(make_model):
     )
 
 
-def test_seq2seq_validation_decodes_only_with_a_tokenizer(make_model):
+def test_seq2seq_validation_decodes_only_with_a_tokenizer(tiny_model):
     tokenizer = char_tokenizer(["abcdefghi"], roles=SPECIAL_TOKENS)
-    model = make_model("seq2seq", vocab_size=tokenizer.vocab_size)
+    model = tiny_model("seq2seq", vocab_size=tokenizer.vocab_size, **SIZES)
     without = task_for(model, "seq2seq")
     assert set(without.metrics["val"]) == {"loss", "acc"}
-    task = build_task(
-        TaskConfig(name="seq2seq"), OptimConfig(), model, tokenizer=tokenizer, max_steps=10
-    ).eval()
+    task = build_task(task_config("seq2seq"), AdamWConfig(), model, tokenizer=tokenizer, max_steps=10).eval()
     with torch.no_grad():
         task.validation_step(s2s_batch(), 0)
     assert all(task.metrics["val"][name].update_called for name in ("exact_match", "bleu", "chrf"))
 
 
-def test_batch_work_uses_the_palm_flops_estimate(make_model):
-    model = make_model("gpt")
+def test_batch_work_uses_the_palm_flops_estimate(tiny_model):
+    model = tiny_model("gpt", **SIZES)
     task = task_for(model, "causal_lm")
     batch = lm_batch(3, 7)
     n_params = count_parameters(model) - model.embed.pos.weight.numel()  # positions are a lookup
@@ -207,10 +210,16 @@ def test_batch_work_uses_the_palm_flops_estimate(make_model):
             "gpt",
             {},
             {},
-            "task.name='translation' is not a task; choose one of causal_lm, mlm, seq2seq",
+            "task.name=translation: choose one of causal_lm, mlm, seq2seq, classification",
         ),
-        ("mlm", "gpt", {}, {}, "task.name='mlm' cannot train model.family='gpt'; it trains bert"),
-        ("classification", "seq2seq", {}, {}, "cannot train model.family='seq2seq'; it trains bert, vit"),
+        ("mlm", "gpt", {}, {}, "task.name=mlm: cannot train model.family='gpt'; it trains causal_lm"),
+        (
+            "classification",
+            "seq2seq",
+            {},
+            {},
+            "task.name=classification: cannot train model.family='seq2seq'; it trains seq2seq",
+        ),
         (
             "classification",
             "vit",
@@ -234,7 +243,7 @@ def test_batch_work_uses_the_palm_flops_estimate(make_model):
         ),
     ],
 )
-def test_build_task_rejects_bad_combinations(make_model, name, family, model_kw, extra, message):
-    model = make_model(family, **model_kw)
+def test_build_task_rejects_bad_combinations(tiny_model, name, family, model_kw, extra, message):
+    model = tiny_model(family, **model_kw, **SIZES)
     with pytest.raises(ValueError, match=re.escape(message)):
-        build_task(TaskConfig(name=name), OptimConfig(), model, max_steps=10, **extra)
+        build_task(task_config(name), AdamWConfig(), model, max_steps=10, **extra)

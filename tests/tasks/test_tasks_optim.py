@@ -10,24 +10,30 @@ import torch
 from torch import nn
 
 from attnlab.blocks.positional import LearnedPositionalEncoding, RelativePositionBias
-from attnlab.schema.model import ModelConfig, PosConfig
-from attnlab.schema.task import OptimConfig
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.load import read_optim_config
+from attnlab.schema.model import model_config
+from attnlab.schema.pos import RelativePos
+from attnlab.schema.task import AdamWConfig
 from attnlab.tasks.optim import configure_optimizers, param_groups
+
+# Two heads, a narrow feed-forward and the usual init: losses near log(vocab) at the start.
+SIZES = dict(n_heads=2, d_ff=32, init_std=0.02)
 
 FAMILY_SETUPS = [
     ("gpt", {}),
     ("gpt", {"tie_embeddings": False, "norm": "rmsnorm", "lm_head_bias": True}),
     ("bert", {"type_vocab_size": 2, "num_classes": 3, "classifier_hidden": True}),
-    ("seq2seq", {"pos": PosConfig(name="relative")}),  # relative position bias tables
+    ("seq2seq", {"pos": RelativePos()}),  # relative position bias tables
     ("vit", {"num_classes": 4}),
 ]
 
 
 @pytest.mark.parametrize(("family", "overrides"), FAMILY_SETUPS)
 def test_param_groups_cover_every_parameter_once_and_spare_norms_biases_embeddings(
-    make_model, family, overrides
+    tiny_model, family, overrides
 ):
-    model = make_model(family, **overrides)
+    model = tiny_model(family, **overrides, **SIZES)
     decay, no_decay = param_groups(model, weight_decay=0.1)
     assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
     decay_ids = [id(p) for p in decay["params"]]
@@ -49,16 +55,16 @@ def test_param_groups_cover_every_parameter_once_and_spare_norms_biases_embeddin
             assert id(param) in spared, name
 
 
-def test_vit_class_token_and_learned_positions_have_no_weight_decay(make_model):
-    model = make_model("vit", num_classes=4)
+def test_vit_class_token_and_learned_positions_have_no_weight_decay(tiny_model):
+    model = tiny_model("vit", num_classes=4, **SIZES)
     _, no_decay = param_groups(model, 0.1)
     spared = {id(p) for p in no_decay["params"]}
     assert id(model.cls_token) in spared and id(model.pos.weight) in spared
 
 
-def _lrs(cfg: OptimConfig, max_steps: int, steps: list[int], d_model: int = 16) -> list[float]:
+def _lrs(cfg: AdamWConfig, max_steps: int, steps: list[int], d_model: int = 16) -> list[float]:
     model = nn.Linear(2, 2)
-    model.cfg = ModelConfig(d_model=d_model)  # the schedule reads d_model from the model's config
+    model.cfg = model_config("gpt", d_model=d_model)  # the schedule reads d_model from the model's config
     out = configure_optimizers(model, cfg, max_steps)
     optimizer, scheduler = out["optimizer"], out["lr_scheduler"]["scheduler"]
     assert out["lr_scheduler"]["interval"] == "step"
@@ -77,7 +83,7 @@ STEPS = [0, 4, 9, 10, 35, 60, 109]
 
 def test_cosine_warms_up_then_decays_to_min_lr_ratio():
     lr, warmup, total, floor = 1e-3, 10, 110, 0.1
-    got = _lrs(OptimConfig(lr=lr, schedule="cosine", warmup_steps=warmup, min_lr_ratio=floor), total, STEPS)
+    got = _lrs(AdamWConfig(lr=lr, schedule="cosine", warmup_steps=warmup, min_lr_ratio=floor), total, STEPS)
 
     def expected(s: int) -> float:
         if s < warmup:
@@ -90,7 +96,7 @@ def test_cosine_warms_up_then_decays_to_min_lr_ratio():
 
 def test_linear_warms_up_then_decays_to_zero():
     lr, warmup, total = 2e-3, 10, 110
-    got = _lrs(OptimConfig(lr=lr, schedule="linear", warmup_steps=warmup), total, STEPS)
+    got = _lrs(AdamWConfig(lr=lr, schedule="linear", warmup_steps=warmup), total, STEPS)
     expected = [
         lr * (s + 1) / warmup if s < warmup else lr * (1 - (s - warmup) / (total - warmup)) for s in STEPS
     ]
@@ -98,21 +104,21 @@ def test_linear_warms_up_then_decays_to_zero():
 
 
 def test_constant_without_warmup_is_flat():
-    got = _lrs(OptimConfig(lr=5e-4, schedule="constant", warmup_steps=0), 0, STEPS)
+    got = _lrs(AdamWConfig(lr=5e-4, schedule="constant", warmup_steps=0), 0, STEPS)
     assert got == pytest.approx([5e-4] * len(STEPS))
 
 
 def test_noam_is_the_papers_formula_times_lr():
     lr, warmup, d_model = 2.0, 10, 32
-    got = _lrs(OptimConfig(lr=lr, schedule="noam", warmup_steps=warmup), -1, STEPS, d_model=d_model)
+    got = _lrs(AdamWConfig(lr=lr, schedule="noam", warmup_steps=warmup), -1, STEPS, d_model=d_model)
     expected = [lr * d_model**-0.5 * min((s + 1) ** -0.5, (s + 1) * warmup**-1.5) for s in STEPS]
     assert got == pytest.approx(expected, rel=1e-6)
     assert max(got) == got[STEPS.index(9)]  # the peak is at step number `warmup`
 
 
-def test_optimizer_is_adamw_with_configured_betas_and_eps(make_model):
+def test_optimizer_is_adamw_with_configured_betas_and_eps(tiny_model):
     out = configure_optimizers(
-        make_model("gpt"), OptimConfig(betas=[0.8, 0.9], eps=1e-6, schedule="constant"), 10
+        tiny_model("gpt", **SIZES), AdamWConfig(betas=[0.8, 0.9], eps=1e-6, schedule="constant"), 10
     )
     optimizer = out["optimizer"]
     assert isinstance(optimizer, torch.optim.AdamW)
@@ -120,24 +126,27 @@ def test_optimizer_is_adamw_with_configured_betas_and_eps(make_model):
     assert optimizer.defaults["fused"]  # the fused kernel: about 3x faster steps on CPU
 
 
+def test_a_decaying_schedule_needs_a_step_budget(tiny_model):
+    with pytest.raises(
+        ValueError, match=re.escape("optim.schedule=cosine decays over a step budget, but max_steps=-1")
+    ):
+        configure_optimizers(tiny_model("gpt", **SIZES), AdamWConfig(schedule="cosine"), -1)
+
+
 @pytest.mark.parametrize(
-    ("cfg", "max_steps", "message"),
+    ("settings", "message"),
     [
+        ({"schedule": "step"}, "optim.schedule=step: choose one of constant, cosine, linear, noam"),
         (
-            OptimConfig(schedule="cosine"),
-            -1,
-            "optim.schedule='cosine' decays over a step budget, but max_steps=-1",
+            {"schedule": "noam", "warmup_steps": 0},
+            "optim.warmup_steps=0: the noam schedule needs warmup_steps > 0",
         ),
-        (
-            OptimConfig(schedule="step"),
-            10,
-            "optim.schedule='step' is not a schedule; choose one of constant, cosine",
-        ),
-        (OptimConfig(schedule="noam", warmup_steps=0), 10, "the noam schedule needs warmup_steps > 0"),
-        (OptimConfig(lr=0.0), 10, "optim.lr=0.0 must be positive"),
-        (OptimConfig(betas=[0.9]), 10, "optim.betas=[0.9] must be two numbers in [0, 1)"),
+        ({"lr": 0.0}, "optim.lr=0.0: must be positive"),
+        ({"betas": [0.9]}, "optim.betas=[0.9]: must be two numbers in [0, 1)"),
     ],
 )
-def test_bad_optim_settings_name_the_key(make_model, cfg, max_steps, message):
-    with pytest.raises(ValueError, match=re.escape(message)):
-        configure_optimizers(make_model("gpt"), cfg, max_steps)
+def test_bad_optim_settings_name_the_key(settings, message):
+    """The schema checks the optimiser's settings once, when a config is read."""
+    with pytest.raises(ConfigError) as err:
+        read_optim_config({"name": "adamw", **settings}).check()
+    assert str(err.value) == message

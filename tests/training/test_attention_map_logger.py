@@ -59,11 +59,11 @@ def fit(
     return callback
 
 
-def test_tensorboard_gets_heat_maps_every_n_epochs(make_model, tmp_path: Path) -> None:
+def test_tensorboard_gets_heat_maps_every_n_epochs(tiny_model, tmp_path: Path) -> None:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     logger = TensorBoardLogger(tmp_path, name="tb")
-    fit(make_model("gpt"), logger, every=2, epochs=3, tmp_path=tmp_path)
+    fit(tiny_model("gpt"), logger, every=2, epochs=3, tmp_path=tmp_path)
     events = EventAccumulator(logger.log_dir, size_guidance={"images": 0})
     events.Reload()
     assert sorted(events.Tags()["images"]) == ["attention/layer_0_self", "attention/layer_1_self"]
@@ -72,9 +72,9 @@ def test_tensorboard_gets_heat_maps_every_n_epochs(make_model, tmp_path: Path) -
     assert logged[0].width > 100 and logged[0].height > 100
 
 
-def test_without_an_image_logger_pngs_go_to_save_dir(make_model, tmp_path: Path) -> None:
+def test_without_an_image_logger_pngs_go_to_save_dir(tiny_model, tmp_path: Path) -> None:
     fit(
-        make_model("gpt"),
+        tiny_model("gpt"),
         CSVLogger(tmp_path),
         every=1,
         epochs=1,
@@ -117,7 +117,7 @@ def test_interval_below_one_is_refused() -> None:
 
 @pytest.mark.slow  # starts wandb's service process
 def test_wandb_offline_run_holds_the_heat_maps(
-    make_model, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny_model, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import wandb
 
@@ -125,7 +125,7 @@ def test_wandb_offline_run_holds_the_heat_maps(
     monkeypatch.setenv("WANDB_SILENT", "true")
     logger = WandbLogger(save_dir=tmp_path, offline=True, project="attnlab-test")
     try:
-        fit(make_model("gpt"), logger, every=1, epochs=1, tmp_path=tmp_path, layers=[0])
+        fit(tiny_model("gpt"), logger, every=1, epochs=1, tmp_path=tmp_path, layers=[0])
     finally:
         wandb.finish()
     images = sorted(p.name for p in tmp_path.glob("wandb/offline-run-*/files/media/images/attention/*.png"))

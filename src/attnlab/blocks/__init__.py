@@ -20,11 +20,10 @@ from attnlab.blocks.layers import (
     encoder_layer,
 )
 from attnlab.blocks.norm import RMSNorm, build_norm
-from attnlab.blocks.positional import POSITIONAL_ENCODINGS, PositionalEncoding, build_positional
+from attnlab.blocks.positional import PositionalEncoding, build_positional
 
 __all__ = [
     "ATTENTION_PATHS",
-    "POSITIONAL_ENCODINGS",
     "AttentionCache",
     "ClassificationHead",
     "FeedForward",

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from attnlab.blocks.cache import AttentionCache
 from attnlab.blocks.positional import PositionalEncoding
+from attnlab.schema.model import check_heads
 
 ATTENTION_PATHS = ("sdpa", "explicit")  # fused kernels; the softmax written out (its weights are probed)
 
@@ -73,11 +74,8 @@ class MultiHeadAttention(nn.Module):
         d_context: int | None = None,
     ) -> None:
         super().__init__()
+        check_heads(d_model, n_heads, n_kv_heads)
         n_kv_heads = n_kv_heads or n_heads
-        if d_model % n_heads:
-            raise ValueError(f"d_model={d_model} must be divisible by n_heads={n_heads}")
-        if n_heads % n_kv_heads:
-            raise ValueError(f"n_heads={n_heads} must be divisible by n_kv_heads={n_kv_heads}")
         self.n_heads, self.n_kv_heads = n_heads, n_kv_heads
         self.head_dim = d_model // n_heads
         self.scale = scale if scale is not None else 1.0 / math.sqrt(self.head_dim)

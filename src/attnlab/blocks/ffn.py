@@ -5,14 +5,19 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.schema.model import Activation
+
 ACTIVATIONS = {
-    "relu": F.relu,
-    "gelu": F.gelu,
-    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
-    "silu": F.silu,
+    Activation.relu: F.relu,
+    Activation.gelu: F.gelu,
+    Activation.gelu_tanh: lambda x: F.gelu(x, approximate="tanh"),
+    Activation.silu: F.silu,
 }
-GATED = {"swiglu": F.silu, "geglu": F.gelu, "geglu_tanh": ACTIVATIONS["gelu_tanh"]}  # geglu_tanh: T5 v1.1
-FFN_ACTIVATIONS = tuple(ACTIVATIONS) + tuple(GATED)
+GATED = {  # the gate's activation; the gated names are the rest of Activation (geglu_tanh: T5 v1.1)
+    Activation.swiglu: F.silu,
+    Activation.geglu: F.gelu,
+    Activation.geglu_tanh: ACTIVATIONS[Activation.gelu_tanh],
+}
 
 
 class FeedForward(nn.Module):
@@ -22,10 +27,7 @@ class FeedForward(nn.Module):
         self, d_model: int, d_ff: int, activation: str = "gelu", bias: bool = True, dropout: float = 0.0
     ):
         super().__init__()
-        if activation not in FFN_ACTIVATIONS:
-            raise ValueError(
-                f"model.activation={activation!r} is not supported; choose one of {', '.join(FFN_ACTIVATIONS)}"
-            )
+        activation = Activation(activation)
         self.gated = activation in GATED
         self.act = GATED[activation] if self.gated else ACTIVATIONS[activation]
         self.fc_in = nn.Linear(d_model, d_ff, bias=bias)

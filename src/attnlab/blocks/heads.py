@@ -8,8 +8,7 @@ from torch import Tensor, nn
 
 from attnlab.blocks.ffn import ACTIVATIONS
 from attnlab.blocks.norm import build_norm
-
-POOLINGS = ("cls", "mean", "max")
+from attnlab.schema.model import Activation, Pooling
 
 
 class LMHead(nn.Module):
@@ -59,7 +58,7 @@ class MaskedLMHead(nn.Module):
     ) -> None:
         super().__init__()
         self.dense = nn.Linear(d_model, d_model)
-        self.act = ACTIVATIONS[activation if activation in ACTIVATIONS else "gelu"]
+        self.act = ACTIVATIONS.get(Activation(activation), ACTIVATIONS[Activation.gelu])  # gated: plain GELU
         self.norm = build_norm(norm, d_model, norm_eps, norm_bias)
         self.decoder = LMHead(d_model, vocab_size, tied_to, bias=True)
 
@@ -68,17 +67,16 @@ class MaskedLMHead(nn.Module):
 
 
 def pool(hidden: Tensor, mask: Tensor | None, how: str) -> Tensor:
-    """Reduce (B, T, D) to (B, D): first token (``cls``), or mean/max over real tokens."""
-    if how == "cls":
+    """Reduce (B, T, D) to (B, D): first token (``cls``), or mean/max over real tokens (``Pooling``)."""
+    how = Pooling(how)
+    if how == Pooling.cls:
         return hidden[:, 0]
     if mask is None:
         mask = torch.ones(hidden.shape[:2], dtype=torch.bool, device=hidden.device)
     keep = mask.bool().unsqueeze(-1)
-    if how == "mean":
+    if how == Pooling.mean:
         return (hidden * keep).sum(1) / keep.sum(1).clamp(min=1)
-    if how == "max":
-        return hidden.masked_fill(~keep, torch.finfo(hidden.dtype).min).amax(1)
-    raise ValueError(f"model.pooling={how!r} is not supported; choose one of {', '.join(POOLINGS)}")
+    return hidden.masked_fill(~keep, torch.finfo(hidden.dtype).min).amax(1)
 
 
 class ClassificationHead(nn.Module):
@@ -88,11 +86,7 @@ class ClassificationHead(nn.Module):
         self, d_model: int, num_classes: int, pooling: str = "cls", hidden: bool = False, dropout: float = 0.0
     ) -> None:
         super().__init__()
-        if pooling not in POOLINGS:
-            raise ValueError(
-                f"model.pooling={pooling!r} is not supported; choose one of {', '.join(POOLINGS)}"
-            )
-        self.pooling = pooling
+        self.pooling = Pooling(pooling)
         self.pre = nn.Sequential(nn.Linear(d_model, d_model), nn.Tanh()) if hidden else nn.Identity()
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(d_model, num_classes)

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-NORMS = ("layernorm", "rmsnorm")
+from attnlab.schema.model import Norm
 
 
 class RMSNorm(nn.Module):
@@ -22,9 +22,7 @@ class RMSNorm(nn.Module):
 
 
 def build_norm(name: str, d_model: int, eps: float = 1e-5, bias: bool = True) -> nn.Module:
-    """``layernorm`` or ``rmsnorm`` of width ``d_model``."""
-    if name == "layernorm":
+    """``layernorm`` or ``rmsnorm`` (``Norm``) of width ``d_model``."""
+    if Norm(name) == Norm.layernorm:
         return nn.LayerNorm(d_model, eps=eps, bias=bias)
-    if name == "rmsnorm":
-        return RMSNorm(d_model, eps=eps)
-    raise ValueError(f"model.norm={name!r} is not a norm; choose one of {', '.join(NORMS)}")
+    return RMSNorm(d_model, eps=eps)

@@ -20,7 +20,18 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-POSITIONAL_ENCODINGS = ("none", "sinusoidal", "learned", "rope", "alibi", "relative")
+from attnlab.schema.pos import (
+    AlibiPos,
+    Layout,
+    LearnedPos,
+    NoPos,
+    PosConfig,
+    RelativePos,
+    RopePos,
+    SinusoidalPos,
+    check_rope_head_size,
+    check_sinusoidal_width,
+)
 
 
 class PositionalEncoding(nn.Module):
@@ -53,11 +64,8 @@ class SinusoidalPositionalEncoding(PositionalEncoding):
 
     def __init__(self, d_model: int, base: float = 10000.0, layout: str = "interleaved") -> None:
         super().__init__()
-        if layout not in ("interleaved", "concat"):
-            raise ValueError(f"pos.layout={layout!r} is not supported; choose 'interleaved' or 'concat'")
-        if d_model % 2:
-            raise ValueError(f"sinusoidal positions need an even d_model, got d_model={d_model}")
-        self.layout, self.d_model, self.base = layout, d_model, base
+        check_sinusoidal_width(d_model)
+        self.layout, self.d_model, self.base = Layout(layout), d_model, base
 
     def table(self, positions: Tensor) -> Tensor:
         """Encodings for ``positions`` as a float32 tensor of shape (*positions.shape, D)."""
@@ -67,7 +75,7 @@ class SinusoidalPositionalEncoding(PositionalEncoding):
         )
         angles = positions.to(torch.float64).unsqueeze(-1) * self.base**-exponents
         sin, cos = angles.sin(), angles.cos()
-        if self.layout == "concat":
+        if self.layout == Layout.concat:
             out = torch.cat([sin, cos], dim=-1)
         else:
             out = torch.stack([sin, cos], dim=-1).flatten(-2)
@@ -108,8 +116,7 @@ class RotaryPositionalEncoding(PositionalEncoding):
 
     def __init__(self, head_dim: int, base: float = 10000.0) -> None:
         super().__init__()
-        if head_dim % 2:
-            raise ValueError(f"pos=rope needs an even head dimension, got d_model/n_heads={head_dim}")
+        check_rope_head_size(head_dim)
         self.head_dim, self.base = head_dim, base
 
     def inv_freq(self, device: torch.device) -> Tensor:
@@ -194,30 +201,19 @@ class RelativePositionBias(PositionalEncoding):
 
 
 def build_positional(
-    name: str,
-    *,
-    d_model: int,
-    n_heads: int,
-    max_len: int,
-    causal: bool,
-    rope_base: float = 10000.0,
-    num_buckets: int = 32,
-    max_distance: int = 128,
-    layout: str = "interleaved",
+    pos: PosConfig, *, d_model: int, n_heads: int, max_len: int, causal: bool
 ) -> PositionalEncoding:
-    """Build the positional encoding called ``name``; ``causal`` picks T5's one-sided buckets."""
-    if name == "none":
+    """The positional encoding that ``pos`` describes; ``causal`` picks T5's one-sided buckets."""
+    if isinstance(pos, NoPos):
         return PositionalEncoding()
-    if name == "sinusoidal":
-        return SinusoidalPositionalEncoding(d_model, layout=layout)
-    if name == "learned":
+    if isinstance(pos, SinusoidalPos):
+        return SinusoidalPositionalEncoding(d_model, layout=pos.layout)
+    if isinstance(pos, LearnedPos):
         return LearnedPositionalEncoding(d_model, max_len)
-    if name == "rope":
-        return RotaryPositionalEncoding(d_model // n_heads, base=rope_base)
-    if name == "alibi":
+    if isinstance(pos, RopePos):
+        return RotaryPositionalEncoding(d_model // n_heads, base=pos.rope_base)
+    if isinstance(pos, AlibiPos):
         return ALiBiPositionalEncoding(n_heads)
-    if name == "relative":
-        return RelativePositionBias(n_heads, num_buckets, max_distance, bidirectional=not causal)
-    raise ValueError(
-        f"pos.name={name!r} is not a positional encoding; choose one of {', '.join(POSITIONAL_ENCODINGS)}"
-    )
+    if isinstance(pos, RelativePos):
+        return RelativePositionBias(n_heads, pos.num_buckets, pos.max_distance, bidirectional=not causal)
+    raise TypeError(f"model.pos={pos!r} is not a PosConfig (attnlab.schema.pos_config(name) makes one)")

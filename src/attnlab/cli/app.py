@@ -1,5 +1,6 @@
-"""The command line around Hydra: validation before any directory exists, one-line errors for bad
-input, DDP/torchrun/SLURM ranks sharing one run directory, and a report of failed multirun jobs.
+"""The command line around Hydra: the schemas in Hydra's config store, validation before any directory
+exists, one-line errors for bad input, DDP/torchrun/SLURM ranks sharing one run directory, and a
+report of failed multirun jobs.
 
 Hydra is told to raise (``HYDRA_FULL_ERROR=1``) instead of printing its multi-line report, so that
 composition errors (an unknown group choice or key) end in the same ``error: key=value: ...`` line
@@ -11,27 +12,28 @@ from __future__ import annotations
 import importlib.resources
 import logging
 import os
-import re
 import sys
 import traceback
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import hydra
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from attnlab.schema.commands import ExplainCommand, SampleCommand
 from attnlab.schema.errors import ConfigError
+from attnlab.schema.load import UNIONS, config_error
 from attnlab.schema.run import EvalConfig, RunConfig
-from attnlab.schema.typed import config_error
 from attnlab.training.files import DiskFullError, disk_full, is_disk_full
-from attnlab.training.rundir import external_world_size, is_rank_zero
+from attnlab.training.rundir import is_rank_zero, rank_suffix
 
 # Errors that mean bad input (config, data, checkpoint): one line, no traceback, status 2.
 USER_ERRORS = (
@@ -42,7 +44,9 @@ USER_ERRORS = (
     FileNotFoundError,
     NotADirectoryError,
 )
-SCHEMAS = {"train": RunConfig, "eval": EvalConfig}  # the typed schema each primary config starts from
+# The schema each command's primary config (conf/<name>.yaml) starts from.
+COMMANDS = {"train": RunConfig, "eval": EvalConfig, "sample": SampleCommand, "explain": ExplainCommand}
+SCHEMA_NODE = "{}_schema"  # the name of a schema node in Hydra's config store; not a choice for users
 log = logging.getLogger("attnlab")
 failed_jobs: list[str] = []  # one line per job of this multirun that failed
 full_traceback = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for tracebacks
@@ -55,10 +59,22 @@ def config_dir() -> Path:
 
 
 def register_schemas() -> None:
-    """Put the typed schemas in Hydra's config store: ``train.yaml`` and ``eval.yaml`` start from them,
-    so every key exists (and is typed) before the groups and the command line are merged in."""
-    for name, schema in SCHEMAS.items():
-        ConfigStore.instance().store(name=f"{name}_schema", node=schema)
+    """Put the schemas in Hydra's config store, so that every key exists (and is typed) before the
+    groups and the command line are merged in: each command's (``train_schema``, ...), and each class
+    of a tagged group (``model/gpt_schema``, ``pos/rope_schema``, ...), which the group's options in
+    ``conf/`` start from. Also the resolvers that the configs' Hydra settings use."""
+    store = ConfigStore.instance()
+    for name, schema in COMMANDS.items():
+        store.store(name=SCHEMA_NODE.format(name), node=schema)
+    for union in UNIONS:
+        group = union.group.rpartition(".")[2]  # model.pos: the pos group
+        for tag, schema in union.schemas.items():
+            store.store(group=group, name=SCHEMA_NODE.format(tag), node=schema)
+    # Ranks > 0 of torchrun or SLURM write no Hydra files and log to <job>_rank<k>.log.
+    OmegaConf.register_new_resolver(
+        "attnlab.rank_zero", lambda v: v if is_rank_zero() else None, replace=True
+    )
+    OmegaConf.register_new_resolver("attnlab.rank_suffix", rank_suffix, replace=True)
 
 
 def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: str) -> None:
@@ -69,14 +85,13 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
         False  # a log file that cannot be written (a full disk) must not flood the console
     )
     try:
-        sys.argv = [sys.argv[0], *rewrite_argv(sys.argv[1:], config_name)]
         os.environ["HYDRA_FULL_ERROR"] = "1"
         main = hydra.main(config_path=str(config_dir()), config_name=config_name, version_base="1.3")
         main(task_function)()
     except (*USER_ERRORS, ConfigRejected) as err:
         if full_traceback:
             raise
-        print(f"error: {one_line(getattr(err, 'error', err), SCHEMAS.get(config_name))}", file=sys.stderr)
+        print(f"error: {one_line(getattr(err, 'error', err))}", file=sys.stderr)
         sys.exit(2)
     if failed_jobs:
         print(
@@ -88,44 +103,38 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
         sys.exit(1)
 
 
-def rewrite_argv(args: list[str], config_name: str) -> list[str]:
-    """``run_dir=X`` also sets Hydra's run directory; ranks of an outside launcher share one directory."""
-    run_dir = next((a.split("=", 1)[1] for a in args if a.startswith("run_dir=")), None)
-    multirun = "-m" in args or "--multirun" in args
-    if run_dir and run_dir != "null" and not multirun:
-        args = [*args, f"hydra.run.dir={run_dir}"]
-    if external_world_size() > 1:
-        if not (run_dir or any(a.startswith("hydra.run.dir=") for a in args)):
-            raise ConfigError(
-                "run_dir",
-                None,
-                f"{external_world_size()} processes started by torchrun or SLURM must share one "
-                "directory: give run_dir=<dir>",
-            )
-        if not is_rank_zero():  # the other ranks write no Hydra files and log to their own file
-            rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "?"))
-            args = [*args, "hydra.output_subdir=null", f"hydra.job.name={config_name}_rank{rank}"]
-    return args
+def one_line(err: BaseException, overrides: list[str] | None = None) -> str:
+    """The message of ``err`` on one line, as ``key=value: what is allowed`` where it names a key.
 
-
-def one_line(err: BaseException, schema: type | None = RunConfig) -> str:
-    """The message of ``err`` on one line, as ``key=value: what is allowed`` where it names a key:
-    Hydra's missing group option, and a command-line override that does not fit the schema (the
-    dataclass of the primary config, for suggestions; None where there is none)."""
+    Read from the exception objects, never from their text: Hydra's missing group option (its
+    options), and an OmegaConf error at composition (its key, the schema node there) about a value
+    of the command line (the parsed override of that key in ``overrides``, default ``sys.argv``)."""
     if isinstance(err, MissingConfigException) and err.missing_cfg_file and err.options:
         group, _, value = err.missing_cfg_file.rpartition("/")
-        return f"{group}={value}: choose one of {', '.join(sorted(err.options))}"
+        options = sorted(o for o in err.options if not o.endswith(SCHEMA_NODE.format("")))
+        return f"{group}={value}: choose one of {', '.join(options)}"
     if isinstance(err, OverrideParseException):
         return f"{err.override}: not a valid override ({str(err).splitlines()[0]})"
-    cause = err.__cause__
+    cause = err if isinstance(err, OmegaConfBaseException) else err.__cause__
     if isinstance(cause, OmegaConfBaseException) and cause.full_key:
-        override = re.search(r"override '?([^' ]+?)'?\.?$", str(err).splitlines()[0])
-        value = override.group(1).partition("=")[2] if override else "?"
-        hint = re.search(r"use \+\S+?=(\S+)", str(err))
-        return str(config_error(cause, hint.group(1) if hint else value, schema))
+        return str(config_error(cause, override_value(cause.full_key, overrides)))
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     lines = [line for line in lines if not line.startswith(("full_key:", "object_type=", "reference_type="))]
     return "; ".join(lines) or type(err).__name__
+
+
+def override_value(key: str, overrides: list[str] | None = None) -> object:
+    """The value ``overrides`` (default: the command line) give ``key`` (``logger.names[0]``: the first
+    of its list), or ``?``."""
+    name, _, index = key.partition("[")
+    parser = OverridesParser.create()
+    for arg in sys.argv[1:] if overrides is None else overrides:
+        with suppress(HydraException):
+            override = parser.parse_override(arg)
+            if override.key_or_group == name and not override.is_delete():
+                value = override.value()
+                return value[int(index.rstrip("]"))] if index and isinstance(value, list) else value
+    return "?"
 
 
 class ConfigRejected(BaseException):

@@ -11,7 +11,7 @@ import json
 import os
 import tempfile
 import zipfile
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +21,10 @@ from torch import Tensor, nn
 from attnlab.data import build_datamodule
 from attnlab.data.tokenizers import load_tokenizer
 from attnlab.models import build_model
-from attnlab.schema.checks import validate
-from attnlab.schema.model import ModelConfig, PosConfig
+from attnlab.schema.checks import validate_saved
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.load import read_model_config, read_optim_config, read_task_config
 from attnlab.schema.rundir import LABELS_FILE, TOKENIZER_FILE, run_dir_of
-from attnlab.schema.task import OptimConfig, TaskConfig
 from attnlab.tasks import TaskModule, build_task
 from attnlab.tasks.base import CHECKPOINT_KEY
 from attnlab.training.resume import read_run_state
@@ -77,7 +77,7 @@ def run_datamodule(loaded: Loaded) -> Any:
     state = read_run_state(str(loaded.path))
     if "config" not in state:
         raise ValueError(f"{str(loaded.path)!r} holds no run config, so its data cannot be rebuilt")
-    run = validate(state["config"])
+    run = validate_saved(state["config"])
     datamodule = build_datamodule(
         run.data, family=loaded.family, task=run.task.name, seed=run.seed, model_cfg=loaded.model.cfg
     )
@@ -112,11 +112,15 @@ def load_task_from_checkpoint(
             f"{path!r} is not an attnlab checkpoint: it has no {CHECKPOINT_KEY!r} entry and state_dict "
             f"(found {found}); attnlab-train writes them"
         )
-    model_cfg = _dataclass(ModelConfig, saved["model"], path)
+    try:
+        model_cfg = read_model_config(saved["model"])
+        task_cfg, optim_cfg = read_task_config(saved["task"]), read_optim_config(saved["optim"])
+    except ConfigError as err:
+        raise ValueError(f"{path!r} holds a config this attnlab cannot read: {err}") from None
     model = build_model(model_cfg)
     task = build_task(
-        _dataclass(TaskConfig, saved["task"], path),
-        _dataclass(OptimConfig, saved["optim"], path),
+        task_cfg,
+        optim_cfg,
         model,
         tokenizer=_restore_tokenizer(saved.get("tokenizer")),
         max_steps=saved["max_steps"],
@@ -146,20 +150,6 @@ def _read(path: str, map_location: str | torch.device) -> object:
         raise ValueError(
             f"{path!r} is not a readable PyTorch checkpoint ({type(err).__name__}: {first_line})"
         ) from None
-
-
-def _dataclass(cls: type, values: dict, path: str) -> object:
-    """``cls(**values)``, with PosConfig nested in ModelConfig; unknown keys are a clear error."""
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(
-            f"{path!r} holds {cls.__name__} keys this attnlab does not know: {', '.join(unknown)}"
-        )
-    values = dict(values)
-    if cls is ModelConfig and isinstance(values.get("pos"), dict):
-        values["pos"] = _dataclass(PosConfig, values["pos"], path)
-    return cls(**values)
 
 
 def _restore_tokenizer(files: dict[str, str] | None) -> object:

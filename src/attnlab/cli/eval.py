@@ -22,16 +22,15 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from attnlab.cli.app import log_to_file, run_hydra, run_job
-from attnlab.schema.checks import check_logger, check_trainer, validate
+from attnlab.schema.checks import validate_saved
 from attnlab.schema.data import DataConfig
 from attnlab.schema.errors import ConfigError
+from attnlab.schema.load import plain, to_object
 from attnlab.schema.run import EvalConfig, RunConfig
 from attnlab.schema.rundir import EVAL_DIR, EVAL_METRICS_FILE, eval_dir_of
-from attnlab.schema.typed import typed
 from attnlab.training.rundir import save_config
 
 log = logging.getLogger("attnlab.eval")
-SPLITS = ("test", "val")
 
 
 def main() -> None:
@@ -53,43 +52,14 @@ def eval_dir_for(fallback: str, *, _root_: DictConfig) -> str:
 
 
 def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> EvalConfig:
-    """The eval config, checked before the output directory exists. A multirun's base config lacks
-    a swept ``ckpt_path`` (``-m ckpt_path=a.ckpt,b.ckpt``): each of its checkpoints is checked."""
-    swept = swept_values("ckpt_path", overrides) if run_dir is None else []
-    if swept and OmegaConf.is_missing(config, "ckpt_path"):
-        checked = [check_eval_config(OmegaConf.merge(config, {"ckpt_path": c})) for c in swept]
-        return checked[0]  # each checkpoint must exist before any job starts
-    return check_eval_config(config)
-
-
-def swept_values(key: str, overrides: list[str]) -> list[str]:
-    """The values of ``key=a,b`` among a multirun's command-line overrides ([] if it is not swept)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    return [
-        str(value)
-        for override in OverridesParser.create().parse_overrides(overrides)
-        if override.key_or_group == key and override.is_sweep_override()
-        for value in override.sweep_string_iterator()
-    ]
-
-
-def check_eval_config(config: DictConfig) -> EvalConfig:
-    ev = typed(config, EvalConfig)
-    if ev.split not in SPLITS:
-        raise ConfigError("split", ev.split, f"choose one of {', '.join(SPLITS)}")
+from attnlab.schema.checks import validate_saved
+from attnlab.schema.data import DataConfig
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.load import plain, to_object
+from attnlab.schema.run import EvalConfig, RunConfig
+from attnlab.schema.rundir import EVAL_DIR, EVAL_METRICS_FILE, eval_dir_of
     if not Path(ev.ckpt_path).is_file():
         raise ConfigError("ckpt_path", ev.ckpt_path, "no such checkpoint file")
-    if ev.batch_size is not None and ev.batch_size < 1:
-        raise ConfigError("batch_size", ev.batch_size, "must be positive (or null: the run's)")
-    if ev.limit_batches is not None and (
-        not isinstance(ev.limit_batches, int | float) or ev.limit_batches < 0
-    ):
-        raise ConfigError(
-            "limit_batches", ev.limit_batches, "a fraction in [0.0, 1.0], a count of batches, or null"
-        )
-    check_trainer(ev.trainer)
-    check_logger(ev.logger)
     return ev
 
 
@@ -122,7 +92,7 @@ def evaluate(ev: EvalConfig, out_dir: Path) -> tuple[dict[str, float], str]:
         raise ConfigError(
             "ckpt_path", ev.ckpt_path, "holds no attnlab run config: evaluate a checkpoint of attnlab-train"
         )
-    run = validate(saved)
+    run = validate_saved(saved)
     task = load_task_from_checkpoint(ev.ckpt_path)
     data = replace(run.data, batch_size=ev.batch_size or run.data.batch_size)
     if task.tokenizer is not None:  # the very tokenizer the model was trained with
@@ -137,7 +107,7 @@ def evaluate(ev: EvalConfig, out_dir: Path) -> tuple[dict[str, float], str]:
         out_dir,
         group="eval",
         wandb_id=new_wandb_id(),
-        config=OmegaConf.to_container(OmegaConf.structured(ev)),
+        config=plain(ev),
     )
     limit = (
         ev.limit_batches
@@ -145,7 +115,7 @@ def evaluate(ev: EvalConfig, out_dir: Path) -> tuple[dict[str, float], str]:
         else getattr(run.trainer, f"limit_{ev.split}_batches")
     )
     trainer = pl.Trainer(
-        accelerator=ev.trainer.accelerator,
+        accelerator=str(ev.trainer.accelerator),
         devices=1,
         precision=ev.trainer.precision,
         logger=loggers or False,

@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 from attnlab.cli.app import run_hydra, user_errors_as_one_line
 from attnlab.schema.commands import ExplainCommand
 from attnlab.schema.errors import ConfigError
-from attnlab.schema.typed import typed
+from attnlab.schema.load import to_object
 
 
 def main() -> None:
@@ -33,9 +33,8 @@ def explain_job(config: DictConfig) -> None:
 
     folder = Path(HydraConfig.get().runtime.output_dir)  # out_dir, or its job folder under -m
     with user_errors_as_one_line(), removed_if_unwritten(folder):
-        cmd = typed(config, ExplainCommand)
-        if cmd.importance_batches < 1:
-            raise ConfigError("importance_batches", cmd.importance_batches, "must be at least 1")
+        cmd: ExplainCommand = to_object(config)
+        cmd.check()
         print(explain_checkpoint(cmd, folder))
 
 
@@ -53,16 +52,18 @@ def removed_if_unwritten(folder: Path) -> Iterator[None]:
         raise
 
 
-def check_selection(cmd: ExplainCommand, model_cfg: object) -> None:
+def check_selection(cmd: ExplainCommand, model: object) -> None:
     """``layers`` and ``heads`` must exist in the model (checked before anything is written)."""
-    n_layers = min(model_cfg.n_layers, model_cfg.n_decoder_layers or model_cfg.n_layers)
+    from attnlab.blocks import TransformerStack
+
+    n_layers = min(len(stack.layers) for stack in model.modules() if isinstance(stack, TransformerStack))
     if not cmd.layers or any(not -n_layers <= i < n_layers for i in cmd.layers):
         raise ConfigError(
             "layers",
             cmd.layers,
             f"the model's stacks have {n_layers} layers: indices -{n_layers}..{n_layers - 1}",
         )
-    n_heads = model_cfg.n_heads
+    n_heads = model.cfg.n_heads
     if cmd.heads is not None and (not cmd.heads or any(not -n_heads <= h < n_heads for h in cmd.heads)):
         raise ConfigError(
             "heads", cmd.heads, f"the model has {n_heads} heads: indices 0..{n_heads - 1}, or null for all"
@@ -106,7 +107,7 @@ def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
     from attnlab.explain import explain_to_folder
 
     loaded = load_checkpoint(cmd.ckpt_path, cmd.device)
-    check_selection(cmd, loaded.model.cfg)
+    check_selection(cmd, loaded.model)
     check_input_kind(cmd.input, loaded.model)
     family = FAMILY_COMMANDS[loaded.family]
     datamodule = run_datamodule(loaded) if family.needs_data(cmd) else None

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Any
 
-from attnlab.schema.checks import check_model, check_run
+from attnlab.schema.checks import check_run
 from attnlab.schema.errors import ConfigError, show
+from attnlab.schema.load import plain
 from attnlab.schema.run import RunConfig
 
 # Fields a run may set freely on top of a pretrained checkpoint (model.init_from): regularisation and heads.
@@ -38,7 +39,7 @@ def resolve_init_from(run: RunConfig, explicit: Iterable[str] = ()) -> RunConfig
         pretrained = model_config_from_hf(path)
     except (OSError, ValueError) as err:
         raise ConfigError("model.init_from", path, str(err).splitlines()[0]) from None
-    ours, theirs = _flat(asdict(run.model)), _flat(asdict(pretrained))
+    ours, theirs = _flat(plain(run.model)), _flat(plain(pretrained))
     for key in explicit:
         if key.split(".")[0] not in FREE_MODEL_FIELDS and key in theirs and ours[key] != theirs[key]:
             raise ConfigError(
@@ -49,7 +50,6 @@ def resolve_init_from(run: RunConfig, explicit: Iterable[str] = ()) -> RunConfig
             )
     free = {k: getattr(run.model, k) for k in FREE_MODEL_FIELDS if k in explicit or k == "init_from"}
     run = replace(run, model=replace(pretrained, **free))
-    check_model(run.model)
     check_run(run)
     return run
 

@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from attnlab.cli.app import run_hydra, user_errors_as_one_line
 from attnlab.schema.commands import SampleCommand
-from attnlab.schema.typed import typed
+from attnlab.schema.load import to_object
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
 def sample_job(config: DictConfig) -> None:
     """The Hydra task: print the checkpoint's predictions; bad input ends with one ``error:`` line."""
     with user_errors_as_one_line():
-        cmd = typed(config, SampleCommand)
+        cmd: SampleCommand = to_object(config)
         from attnlab.cli.checkpoint import load_checkpoint  # torch: only once the command line is valid
         from attnlab.cli.families import FAMILY_COMMANDS
 

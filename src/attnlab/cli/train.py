@@ -18,7 +18,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,14 +28,16 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnlab.cli.app import error_line, log_to_file, run_hydra, run_job
 from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
-from attnlab.schema.checks import validate
+from attnlab.schema.checks import validate, validate_saved
 from attnlab.schema.errors import ConfigError
-from attnlab.schema.run import RunConfig
+from attnlab.schema.load import plain
+from attnlab.schema.run import RUN_DIR, RunConfig
 from attnlab.schema.rundir import LAST, TEST_METRICS_FILE, checkpoint_dir
 from attnlab.training.files import write_atomically
 from attnlab.training.rundir import (
     announce_run_dir,
     ddp_child_run_dir,
+    external_world_size,
     is_rank_zero,
     load_config,
     resolve_ckpt_path,
@@ -58,7 +60,7 @@ def main() -> None:
         from attnlab.training.callbacks.interrupts import RunInterrupted
 
         try:
-            train(validate(load_config(child_dir)), child_dir)
+            train(validate_saved(load_config(child_dir)), child_dir)
         except RunInterrupted as stop:  # rank 0 tells the user how to resume
             sys.exit(stop.exit_code)
         return
@@ -67,24 +69,39 @@ def main() -> None:
 
 def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> RunConfig:
     """All that can be checked before the run directory exists: types, rules between fields, the
-    pretrained checkpoint of ``model.init_from``, the data's files (their heads), and the checkpoint
-    to resume from."""
+    pretrained checkpoint of ``model.init_from``, the data's files (their heads), the run directory,
+    and the checkpoint to resume from. ``run_dir`` is the directory Hydra will write into (None for a
+    multirun's base config)."""
     from attnlab.data import check_source
 
     run = resolve_init_from(validate(config), explicit_model_keys(overrides))
     check_sweeper(config, run)
     check_source(run.data, run.model)
+    given = run_dir_given(config)
     if run_dir is None:  # a multirun's base config: every job is checked again
-        if run.run_dir is not None:
+        if given:
             raise ConfigError(
                 "run_dir", run.run_dir, "a multirun writes one directory per job: set hydra.sweep.dir"
             )
         return run
+    if external_world_size() > 1 and not given:
+        raise ConfigError(
+            "run_dir",
+            None,
+            f"{external_world_size()} processes started by torchrun or SLURM must share one "
+            "directory: give run_dir=<dir>",
+        )
     run = replace(run, ckpt_path=resolve_ckpt_path(run.ckpt_path, run_dir))
     from attnlab.training.resume import check_resume
 
     check_resume(run)
     return run
+
+
+def run_dir_given(config: DictConfig) -> bool:
+    """Whether ``run_dir`` was set (on the command line or in a config), rather than left at its
+    default of a new dated directory."""
+    return OmegaConf.to_container(OmegaConf.masked_copy(config, ["run_dir"]))["run_dir"] != RUN_DIR
 
 
 def check_sweeper(config: DictConfig, run: RunConfig) -> None:
@@ -159,6 +176,7 @@ def train(
 ) -> float:
     """Fit ``run``, writing into ``run_dir`` (and what it learns of the run into ``summary``); returns
     the best ``task.monitor`` (NaN if never validated)."""
+    run = replace(run, run_dir=str(run_dir))  # the directory Hydra chose, also under -m or in a DDP rank
     config = OmegaConf.structured(run)
     if is_rank_zero():
         from attnlab.training.console import print_config_tree
@@ -167,7 +185,7 @@ def train(
         save_config(config, run_dir)
         log.info("run directory: %s", run_dir)
     with _job_environment(run_dir):
-        return _fit(run, run_dir, OmegaConf.to_container(config), group, summary)
+        return _fit(run, run_dir, plain(run), group, summary)
 
 
 @contextmanager
@@ -263,7 +281,7 @@ def build_model_for(run: RunConfig, datamodule: Any) -> nn.Module:
     if cfg.family == "vit" and cfg.channels == 0:
         updates["channels"] = datamodule.channels
     if cfg.init_from:
-        free = {k: v for k, v in asdict(cfg).items() if k in ("dropout", "attn_dropout", "ffn_dropout")}
+        free = {k: getattr(cfg, k) for k in ("dropout", "attn_dropout", "ffn_dropout")}
         model = load_hf(cfg.init_from, **free, **updates)
     else:
         model = build_model(replace(cfg, **updates))

@@ -9,7 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from attnlab.schema.data import DataConfig, check_compatible, validate_data_config
+from attnlab.schema.checks import check_compatible
+from attnlab.schema.data import DataConfig
 from attnlab.schema.model import ModelConfig
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ def build_datamodule(
     ``num_classes`` and ``pad_id`` (e.g. to size the model); the Trainer's own ``setup`` call is
     then a no-op. Build the Trainer with ``use_distributed_sampler=False``: the module shards ranks.
     """
-    validate_data_config(cfg)
+    cfg.check()
     check_compatible(family, task, cfg.kind)
     module_name, class_name = MODULES[cfg.kind].split(":")
     cls = getattr(importlib.import_module(module_name), class_name)

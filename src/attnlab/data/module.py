@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, Dataset, Subset, default_collate
 from attnlab.data.sampling import ResumableLoader, SampleBatches, ShardedBatches
 from attnlab.data.sources import load_hf
 from attnlab.data.tokenizers import TASK_SPECIALS, Tokenizer
-from attnlab.schema.data import DataConfig
+from attnlab.schema.data import CarvedData, DataConfig, SourcedData
 from attnlab.schema.model import ModelConfig
 from attnlab.schema.rundir import LABELS_FILE
 
@@ -75,7 +75,7 @@ class AttnlabDataModule(pl.LightningDataModule):
 
     def prepare_data(self) -> None:
         """Download a Hugging Face dataset into its cache once (Lightning calls this on one process)."""
-        if self.cfg.hf_name:
+        if isinstance(self.cfg, SourcedData) and self.cfg.hf_name:
             load_hf(self.cfg)
 
     def setup(self, stage: str | None = None) -> None:
@@ -86,7 +86,8 @@ class AttnlabDataModule(pl.LightningDataModule):
         if self.datasets:
             return
         datasets = self.build()
-        if self.cfg.test_fraction == 0 and len(datasets.get("test", ())) == 0:
+        asked_for_none = isinstance(self.cfg, CarvedData) and self.cfg.test_fraction == 0
+        if asked_for_none and len(datasets.get("test", ())) == 0:
             datasets["test"] = datasets["val"]  # no test data asked for: test on the validation split
         for split, dataset in datasets.items():
             if len(dataset) == 0:
@@ -113,11 +114,16 @@ class AttnlabDataModule(pl.LightningDataModule):
             )
         if self.num_classes and model.num_classes > 0 and self.num_classes > model.num_classes:
             raise ValueError(
-                f"the data has {self.num_classes} classes (data.label_column={self.cfg.label_column!r}) but the "
-                f"model's head has model.num_classes={model.num_classes}"
+                f"the data has {self.num_classes} classes{self.label_source()} but the model's head has "
+                f"model.num_classes={model.num_classes}"
             )
         if self.num_classes and model.num_classes > self.num_classes:
             self.num_classes = model.num_classes  # integer labels that leave the top classes unused
+
+    def label_source(self) -> str:
+        """Where the labels come from, for messages: the label column of kinds that read one, else the kind."""
+        column = getattr(self.cfg, "label_column", None)
+        return f" (data.label_column={column!r})" if column else f" (data.kind={self.cfg.kind})"
 
     # -- loaders ---------------------------------------------------------------------------
 

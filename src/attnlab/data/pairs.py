@@ -90,11 +90,10 @@ class PairsDataModule(AttnlabDataModule):
     def generated_pairs(self) -> dict[str, list[tuple[str, str]]]:
         cfg = self.cfg
         sizes = {"train": cfg.num_train, "val": cfg.num_val, "test": cfg.num_test}
-        make = {
-            "dates": generated.dates,
-            "numbers": generated.numbers,
-            "reverse": partial(generated.reverse, max_len=cfg.reverse_max_len),
-        }[cfg.kind]
+        if cfg.kind == "reverse":  # the one generator with a setting of its own
+            make = partial(generated.reverse, max_len=cfg.reverse_max_len)
+        else:
+            make = {"dates": generated.dates, "numbers": generated.numbers}[cfg.kind]
         return generated.unseen_splits(make, sizes, self.seed)
 
     def user_pairs(self) -> dict[str, list[tuple[str, str]]]:

@@ -29,7 +29,7 @@ from attnlab.data.checks import (
     read_text_file,
     record_files,
 )
-from attnlab.schema.data import DataConfig
+from attnlab.schema.data import CarvedData, SourcedData
 
 SPLITS = ("train", "val", "test")
 
@@ -72,7 +72,7 @@ def carve_indices(
 
 
 def complete_splits(
-    found: dict[str, Any], cfg: DataConfig, seed: int, shuffle: bool, take: Callable[[Any, list[int]], Any]
+    found: dict[str, Any], cfg: CarvedData, seed: int, shuffle: bool, take: Callable[[Any, list[int]], Any]
 ) -> dict[str, Any]:
     """Fill the splits a source lacks by carving them out of its training split.
 
@@ -98,7 +98,7 @@ def read_text_files(files: list[Path]) -> str:
     return "\n".join(read_text_file(f) for f in files)
 
 
-def load_record_files(cfg: DataConfig, wanted: dict[str, str]):
+def load_record_files(cfg: SourcedData, wanted: dict[str, str]):
     """``data.path``'s records as a Hugging Face DatasetDict (split names as ours), each file checked first."""
     files = record_files(cfg.path)
     for file in files.values():
@@ -123,7 +123,7 @@ def _builder(file: Path) -> tuple[str, dict[str, str]]:
 # -- the one loading path: datasets.load_dataset ---------------------------------------------------
 
 
-def _load(name: str, config: str | None, data_files: Any, cfg: DataConfig, where: str, **options: Any):
+def _load(name: str, config: str | None, data_files: Any, cfg: SourcedData, where: str, **options: Any):
     """``datasets.load_dataset`` cached in ``data.cache_dir``, always as a DatasetDict; its failures end
     in one line naming ``where`` (the files were checked before, so this is the hub's or the cache's)."""
     import datasets
@@ -140,14 +140,14 @@ def _load(name: str, config: str | None, data_files: Any, cfg: DataConfig, where
     return loaded
 
 
-def load_hf(cfg: DataConfig):
+def load_hf(cfg: SourcedData):
     """``data.hf_name`` (``data.hf_config``, ``data.hf_data_files``); offline it reads the cache."""
     where = f"data.hf_name={cfg.hf_name!r} (data.hf_config={cfg.hf_config!r})"
     return _load(cfg.hf_name, cfg.hf_config, cfg.hf_data_files, cfg, where)
 
 
 def hf_splits(
-    cfg: DataConfig, seed: int, shuffle: bool, carve: bool = True, loaded: Any = None
+    cfg: SourcedData, seed: int, shuffle: bool, carve: bool = True, loaded: Any = None
 ) -> dict[str, Any]:
     """The train/val/test splits of a DatasetDict (``load_hf(cfg)`` unless given), found by their
     known names; with ``carve``, the ones it lacks are carved out of train."""
@@ -163,7 +163,7 @@ def hf_splits(
 
 
 def hf_columns(
-    dataset: Any, wanted: dict[str, str], cfg: DataConfig, where: str | None = None
+    dataset: Any, wanted: dict[str, str], cfg: SourcedData, where: str | None = None
 ) -> dict[str, list[Any]]:
     """The wanted columns of a split as lists, after checking they exist and have a value in every row."""
     where = where or f"data.hf_name={cfg.hf_name!r}"
@@ -177,7 +177,7 @@ def hf_columns(
 
 
 def column_splits(
-    cfg: DataConfig, wanted: dict[str, str], seed: int
+    cfg: SourcedData, wanted: dict[str, str], seed: int
 ) -> tuple[dict[str, dict[str, list[Any]]], str]:
     """The wanted columns per split from ``data.path`` or ``data.hf_name`` (records shuffled before
     carving), and a description of the source for error messages."""

@@ -9,7 +9,7 @@ from attnlab.models.decoder import DecoderLM
 from attnlab.models.encoder import EncoderModel
 from attnlab.models.seq2seq import Seq2SeqModel
 from attnlab.models.vit import ViT
-from attnlab.schema.model import FAMILIES, ModelConfig
+from attnlab.schema.model import Family, ModelConfig
 
 MODEL_CLASSES: dict[str, type[FamilyModel]] = {
     cls.family: cls for cls in (DecoderLM, EncoderModel, Seq2SeqModel, ViT)
@@ -19,7 +19,7 @@ MODEL_CLASSES: dict[str, type[FamilyModel]] = {
 def build_model(cfg: ModelConfig) -> FamilyModel:
     """The model of family ``cfg.family`` built from the shared blocks."""
     if cfg.family not in MODEL_CLASSES:
-        raise ValueError(f"model.family={cfg.family!r} is not a family; choose one of {', '.join(FAMILIES)}")
+        raise ValueError(f"model.family={cfg.family}: not a family; choose one of {Family.listed()}")
     return MODEL_CLASSES[cfg.family](cfg)
 
 

@@ -14,7 +14,7 @@ from attnlab.blocks.embedding import TokenEmbedding
 from attnlab.blocks.ffn import ffn_width
 from attnlab.blocks.layers import LayerConfig
 from attnlab.blocks.positional import PositionalEncoding, build_positional
-from attnlab.schema.model import ModelConfig
+from attnlab.schema.model import ModelConfig, TokenModelConfig
 
 
 class FamilyModel(nn.Module):
@@ -88,28 +88,18 @@ def layer_config(cfg: ModelConfig) -> LayerConfig:
     )
 
 
-def positional(cfg: ModelConfig, causal: bool, max_len: int | None = None) -> PositionalEncoding:
-    """The positional encoding named by ``cfg.pos``; ``causal`` selects T5's one-sided buckets."""
-    p = cfg.pos
-    return build_positional(
-        p.name,
-        d_model=cfg.d_model,
-        n_heads=cfg.n_heads,
-        max_len=max_len or cfg.max_seq_len,
-        causal=causal,
-        rope_base=p.rope_base,
-        num_buckets=p.num_buckets,
-        max_distance=p.max_distance,
-        layout=p.layout,
-    )
+def positional(cfg: ModelConfig, causal: bool, max_len: int) -> PositionalEncoding:
+    """The positional encoding of ``cfg.pos`` for ``max_len`` positions; ``causal`` selects T5's
+    one-sided buckets."""
+    return build_positional(cfg.pos, d_model=cfg.d_model, n_heads=cfg.n_heads, max_len=max_len, causal=causal)
 
 
-def token_embedding(cfg: ModelConfig, causal: bool, type_vocab_size: int = 0) -> TokenEmbedding:
+def token_embedding(cfg: TokenModelConfig, causal: bool, type_vocab_size: int = 0) -> TokenEmbedding:
     """Token embeddings with the configured positional encoding, scale, norm and dropout."""
     return TokenEmbedding(
         cfg.vocab_size,
         cfg.d_model,
-        positional(cfg, causal=causal),
+        positional(cfg, causal=causal, max_len=cfg.max_seq_len),
         type_vocab_size=type_vocab_size,
         scale=cfg.embed_scale,
         norm=cfg.norm if cfg.embed_norm else None,
@@ -150,7 +140,7 @@ def init_weights(model: nn.Module, std: float, n_layers: int) -> None:
             nn.init.normal_(module.tokens.weight, std=1.0 / module.scale)
 
 
-def check_vocab(cfg: ModelConfig) -> None:
+def check_vocab(cfg: TokenModelConfig) -> None:
     if cfg.vocab_size <= 0:
         raise ValueError(
             f"model.vocab_size={cfg.vocab_size}: a text model needs a positive vocabulary size "

@@ -18,7 +18,7 @@ from attnlab.models.common import (
     need,
     token_embedding,
 )
-from attnlab.schema.model import ModelConfig
+from attnlab.schema.model import GPTConfig
 
 
 class DecoderLM(FamilyModel):
@@ -27,7 +27,7 @@ class DecoderLM(FamilyModel):
     family = "gpt"
     causal = True
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: GPTConfig) -> None:
         super().__init__()
         check_vocab(cfg)
         self.cfg = cfg

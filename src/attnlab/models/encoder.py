@@ -17,7 +17,7 @@ from attnlab.models.common import (
     need,
     token_embedding,
 )
-from attnlab.schema.model import ModelConfig
+from attnlab.schema.model import BertConfig
 
 
 class EncoderModel(FamilyModel):
@@ -26,7 +26,7 @@ class EncoderModel(FamilyModel):
     family = "bert"
     causal = False
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: BertConfig) -> None:
         super().__init__()
         check_vocab(cfg)
         self.cfg = cfg

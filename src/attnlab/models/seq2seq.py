@@ -18,7 +18,7 @@ from attnlab.models.common import (
     need,
     token_embedding,
 )
-from attnlab.schema.model import ModelConfig
+from attnlab.schema.model import Seq2SeqConfig
 
 
 class Seq2SeqModel(FamilyModel):
@@ -28,7 +28,7 @@ class Seq2SeqModel(FamilyModel):
     input_stack = "encoder"
     causal = True
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: Seq2SeqConfig) -> None:
         super().__init__()
         check_vocab(cfg)
         self.cfg = cfg

@@ -8,14 +8,11 @@ from torch import Tensor, nn
 from attnlab.blocks.heads import ClassificationHead
 from attnlab.blocks.layers import TransformerStack
 from attnlab.models.common import FamilyModel, has_final_norm, init_weights, layer_config, need, positional
-from attnlab.schema.model import ModelConfig
+from attnlab.schema.model import ViTConfig, check_patches
 
 
-def num_patches(cfg: ModelConfig) -> int:
-    if cfg.image_size % cfg.patch_size:
-        raise ValueError(
-            f"model.image_size={cfg.image_size} is not divisible into patches of model.patch_size={cfg.patch_size}"
-        )
+def num_patches(cfg: ViTConfig) -> int:
+    check_patches(cfg.image_size, cfg.patch_size)
     return (cfg.image_size // cfg.patch_size) ** 2
 
 
@@ -37,7 +34,7 @@ class ViT(FamilyModel):
     input_kind = "images"
     causal = False
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ViTConfig) -> None:
         super().__init__()
         if cfg.num_classes <= 0:
             raise ValueError(f"model.num_classes={cfg.num_classes}: a ViT needs at least one class")

@@ -1,16 +1,21 @@
-"""Typed, torch-free schemas of every config, and their validation: the bottom layer of attnlab.
+"""Typed, torch-free schemas of every config, and their rules: the bottom layer of attnlab.
 
-``model``, ``data``, ``task`` and ``run`` hold the dataclasses of the config groups, ``commands`` those
-of the commands that read a checkpoint, ``checks`` the rules between fields, ``typed`` the merge of a
-composed DictConfig into a dataclass, ``rundir`` the file names of a run directory. Importing it loads
-neither torch nor Lightning nor Hydra, so a bad config is refused in a fraction of a second.
+``model`` (and ``pos``), ``data`` and ``task`` hold one dataclass per choice of a config group, picked
+by a tag (``model.family``, ``model.pos.name``, ``data.kind``, ``task.name``, ``optim.name``); ``run``
+the trainer, loggers and the run as a whole; ``commands`` the commands that read a checkpoint. Each
+class's ``check`` holds its group's rules, ``checks`` the rules between groups; ``load`` turns composed
+and saved configs into these dataclasses and back; ``rundir`` names the files of a run directory.
+Importing it loads neither torch nor Lightning nor Hydra, so a bad config is refused in a fraction of
+a second.
 """
 
-from attnlab.schema.checks import check_model, check_run, validate
+from attnlab.schema.checks import check_run, validate
 from attnlab.schema.commands import ExplainCommand, SampleCommand
-from attnlab.schema.data import DataConfig
+from attnlab.schema.data import DATA, DataConfig, DataKind, data_config
 from attnlab.schema.errors import ConfigError
-from attnlab.schema.model import ModelConfig, PosConfig
+from attnlab.schema.load import plain, read_run_config, to_object
+from attnlab.schema.model import MODELS, Family, ModelConfig, model_config
+from attnlab.schema.pos import POSITIONS, PosConfig, PosName, pos_config
 from attnlab.schema.run import (
     CheckpointConfig,
     EvalConfig,
@@ -19,26 +24,37 @@ from attnlab.schema.run import (
     SampleConfig,
     TrainerConfig,
 )
-from attnlab.schema.task import OptimConfig, TaskConfig
-from attnlab.schema.typed import typed
+from attnlab.schema.task import OPTIMIZERS, TASKS, OptimConfig, TaskConfig
 
 __all__ = [
+    "DATA",
+    "MODELS",
+    "OPTIMIZERS",
+    "POSITIONS",
+    "TASKS",
     "CheckpointConfig",
     "ConfigError",
     "DataConfig",
+    "DataKind",
     "EvalConfig",
     "ExplainCommand",
+    "Family",
     "LoggerConfig",
     "ModelConfig",
     "OptimConfig",
     "PosConfig",
+    "PosName",
     "RunConfig",
     "SampleCommand",
     "SampleConfig",
     "TaskConfig",
     "TrainerConfig",
-    "check_model",
     "check_run",
-    "typed",
+    "data_config",
+    "model_config",
+    "plain",
+    "pos_config",
+    "read_run_config",
+    "to_object",
     "validate",
 ]

@@ -6,47 +6,63 @@ from dataclasses import dataclass, field
 
 from omegaconf import MISSING
 
+from attnlab.schema.errors import at_least_one
+
 
 @dataclass
 class SampleCommand:
-    """The keys of conf/sample.yaml."""
+    """The keys of ``attnlab-sample``: what a checkpoint predicts, by family.
+
+    gpt: sampled continuations of ``prompt`` (or of each of ``prompts``, batched); seq2seq: greedy or
+    beam-search outputs for ``prompt`` (the source text); bert: fill-mask at each ``<mask>`` of
+    ``prompt`` (masked LM), or class probabilities (classifier); vit: class probabilities of ``image``
+    (or of each of ``images``).
+    """
 
     ckpt_path: str = MISSING
     prompt: str = "\n"
-    prompts: list[str] = field(default_factory=list)
-    image: str | None = None
-    images: list[str] = field(default_factory=list)
+    prompts: list[str] = field(default_factory=list)  # generated as one left-padded batch; overrides prompt
+    image: str | None = None  # vit: an image file
+    images: list[str] = field(default_factory=list)  # vit: several image files
     device: str = "cpu"
+    # decoder-only sampling
     num_samples: int = 1
     max_new_tokens: int = 200
-    temperature: float = 0.8
+    temperature: float = 0.8  # 0: greedy
     top_k: int | None = None
     top_p: float | None = None
     repetition_penalty: float = 1.0
-    stop: list[str] = field(default_factory=list)
+    stop: list[str] = field(default_factory=list)  # strings that end a sample, each one token
     stop_at_eos: bool = True
     seed: int = 0
     use_cache: bool = True
-    num_beams: int = 1
+    # encoder-decoder
+    num_beams: int = 1  # 1: greedy
     length_penalty: float = 1.0
     n_best: int = 1
     early_stopping: bool = True
-    num_predictions: int = 5
+    # encoders and ViT
+    num_predictions: int = 5  # top tokens per mask, top classes per input
     mask_token: str = "<mask>"
 
 
 @dataclass
 class ExplainCommand:
-    """The keys of conf/explain.yaml."""
+    """The keys of ``attnlab-explain``: why the model decided what it decided, for one input, as PNGs
+    and an index.html in one folder (``out_dir``; under -m, one subfolder per job)."""
 
     ckpt_path: str = MISSING
-    input: str = MISSING
-    target: str | None = None
-    layers: list[int] = field(default_factory=lambda: [0, -1])
-    heads: list[int] | None = None
-    head_importance: bool = True
+    input: str = MISSING  # text (bert masked LM: with <mask>); a ViT: an image file, or digits:<index>
+    #   (the index-th image of the run's digits test split)
+    target: str | None = None  # seq2seq: the output to explain; None: the model's greedy output
+    layers: list[int] = field(default_factory=lambda: [0, -1])  # of each stack (negative: from the end)
+    heads: list[int] | None = None  # None: all
+    head_importance: bool = True  # Michel et al. 2019 over the run's validation batches
     importance_batches: int = 8
-    out_dir: str = "explain"
+    out_dir: str = "outputs/explain/${now:%Y-%m-%d}/${now:%H-%M-%S}"
     device: str = "cpu"
     mask_token: str = "<mask>"
-    max_new_tokens: int = 64
+    max_new_tokens: int = 64  # seq2seq: length limit of the greedy output
+
+    def check(self) -> None:
+        at_least_one("importance_batches", self.importance_batches)

@@ -1,189 +1,317 @@
-"""Schema of the ``data`` config group, its validation, and which family/task consumes which kind.
+"""The data schemas: one class per data kind (``kind`` is the tag, chosen with ``data=<preset>``), each
+holding only the fields its data module in ``attnlab.data`` reads. Fields that several kinds share
+come from small bases:
 
-Torch-free, so ``attnlab-train`` validates a run before anything heavy is imported.
+    DataConfig          batching and the seed: every kind
+    SequenceData        seq_len: the kinds made of token sequences
+    TokenizedData       the tokenizer: the kinds that build one from their text
+    GeneratedData       sizes of the sets attnlab generates from the seed
+    CarvedData          val/test fractions carved from the training data
+    SourcedData         a local path or a Hugging Face dataset to read (+ CarvedData)
+    ImageData           sizes, augmentation and normalisation of images (+ CarvedData)
+
+Paths are used as given (relative ones against the working directory of the process): a config file
+may spell them with ``${oc.env:HOME}`` or ``${hydra:runtime.cwd}``. Nothing is ever written under
+``path``; Hugging Face and torchvision caches go to ``cache_dir``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-# Which data kinds each (model family, task) pair can consume; the first kind is its offline default.
-ACCEPTED_KINDS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("gpt", "causal_lm"): ("text",),
-    ("bert", "mlm"): ("text",),
-    ("bert", "classification"): ("listops", "text_classification"),
-    ("seq2seq", "seq2seq"): ("dates", "numbers", "reverse", "pairs"),
-    ("vit", "classification"): ("digits", "images"),
-}
-DATA_KINDS = (
-    "text",
-    "listops",
-    "text_classification",
-    "pairs",
-    "dates",
-    "numbers",
-    "reverse",
-    "digits",
-    "images",
-)
-GENERATED_KINDS = ("listops", "dates", "numbers", "reverse", "digits")  # need no path and no network
+from omegaconf import MISSING
+
+from attnlab.schema.choice import Choice, TaggedUnion
+from attnlab.schema.errors import ConfigError, at_least_one, fraction, not_negative, positive, show
+
 SPECIAL_TOKEN_COUNT = 7  # pad unk bos eos mask cls sep (attnlab.data.tokenizers.SPECIAL_TOKENS)
+
+
+class DataKind(Choice):
+    text = "text"
+    listops = "listops"
+    text_classification = "text_classification"
+    pairs = "pairs"
+    dates = "dates"
+    numbers = "numbers"
+    reverse = "reverse"
+    digits = "digits"
+    images = "images"
 
 
 @dataclass
 class DataConfig:
-    """What to load and how to batch it; fields a kind does not use are ignored.
+    """What every data module reads; ``kind`` is the tag."""
 
-    Paths are used as given (relative ones against the working directory of the process): a
-    config file may spell them with ``${oc.env:HOME}`` or ``${hydra:runtime.cwd}`` interpolations.
-    Nothing is ever written under ``path``; Hugging Face and torchvision caches go to ``cache_dir``.
-    """
-
-    kind: str = "text"
-    path: str | None = None  # local file or folder (text, pairs, text_classification, images)
-    hf_name: str | None = None  # a Hugging Face datasets name (online, cached), e.g. "wikitext"
-    hf_config: str | None = None  # e.g. "wikitext-2-raw-v1"
-    hf_data_files: str | None = (
-        None  # data_files for HF's generic builders: hf_name=text|csv|json|imagefolder
-    )
-    torchvision: str | None = None  # images: a torchvision.datasets class name, e.g. "CIFAR10" (vision extra)
-    text_column: str = "text"
-    label_column: str = "label"
-    source_column: str = "source"
-    target_column: str = "target"
-    translation_column: str = "translation"  # pairs: a dict column {lang: text}, used when the langs are set
-    source_lang: str | None = None
-    target_lang: str | None = None
-    image_column: str = "image"
-    tokenizer: str = "char"  # char | bpe | path to a tokenizer.json (or a run directory holding one)
-    bpe_vocab_size: int = 1024
-    seq_len: int = 128  # block size for language models, max length for the others
+    kind: DataKind = MISSING
     batch_size: int = 32
     num_workers: int = 0
     pin_memory: bool | None = None  # None: pinned exactly when the trainer runs on CUDA
-    val_fraction: float = 0.05  # carved from the training data where the source has no such split
-    test_fraction: float = 0.05
-    num_train: int = 20000  # size of generated sets
+    seed: int | None = None  # None: the run's seed
+
+    def check(self) -> None:
+        DATA.check_tag(self)
+        at_least_one("data.batch_size", self.batch_size)
+        not_negative("data.num_workers", self.num_workers)
+
+
+@dataclass
+class SequenceData(DataConfig):
+    seq_len: int = 128  # block size for language models, max length for the others
+
+    def check(self) -> None:
+        super().check()
+        at_least_one("data.seq_len", self.seq_len)
+
+
+@dataclass
+class TokenizedData(SequenceData):
+    tokenizer: str = "char"  # char | bpe | path to a tokenizer.json (or a run directory holding one)
+    bpe_vocab_size: int = 1024
+
+    def check(self) -> None:
+        super().check()
+        if self.tokenizer == "bpe" and self.bpe_vocab_size < 256 + SPECIAL_TOKEN_COUNT:
+            raise ConfigError(
+                "data.bpe_vocab_size",
+                self.bpe_vocab_size,
+                f"is below the 256 bytes + {SPECIAL_TOKEN_COUNT} special tokens of a byte-level BPE; "
+                f"use at least {256 + SPECIAL_TOKEN_COUNT}",
+            )
+
+
+@dataclass
+class GeneratedData(DataConfig):
+    num_train: int = 20000
     num_val: int = 1000
     num_test: int = 1000
-    mlm_probability: float = 0.15
-    listops_max_depth: int = 4
-    listops_max_args: int = 5
-    listops_op_prob: float = 0.25  # chance that an argument is itself an operation (LRA uses 0.25)
-    reverse_max_len: int = 24
+
+    def check(self) -> None:
+        super().check()
+        for name in ("num_train", "num_val", "num_test"):
+            at_least_one(f"data.{name}", getattr(self, name))
+
+
+@dataclass
+class CarvedData(DataConfig):
+    val_fraction: float = 0.05  # carved from the training data where the source has no such split
+    test_fraction: float = 0.05  # 0 with no test split in the source: the validation split is tested
+
+    def check(self) -> None:
+        super().check()
+        fraction("data.val_fraction", self.val_fraction)
+        fraction("data.test_fraction", self.test_fraction)
+        if self.val_fraction + self.test_fraction >= 1.0:
+            raise ConfigError(
+                "data.val_fraction",
+                self.val_fraction,
+                f"with data.test_fraction={self.test_fraction} leaves no training data",
+            )
+
+
+@dataclass
+class SourcedData(CarvedData):
+    """A kind that reads a local file or folder, or a Hugging Face dataset."""
+
+    path: str | None = None  # a local file or folder
+    hf_name: str | None = None  # a Hugging Face datasets name (online, cached), e.g. "wikitext"
+    hf_config: str | None = None  # e.g. "wikitext-2-raw-v1"
+    hf_data_files: str | None = None  # data_files for HF's generic builders: hf_name=text|csv|json|...
+    cache_dir: str | None = None  # where Hugging Face (and torchvision) keep their downloads
+
+    source_fields: ClassVar[tuple[str, ...]] = ("path", "hf_name")
+    needs: ClassVar[str | None] = "data.path (a local file or folder) or data.hf_name"  # None: optional
+
+    def sources(self) -> list[str]:
+        return [name for name in self.source_fields if getattr(self, name)]
+
+    def check(self) -> None:
+        super().check()
+        sources = self.sources()
+        if len(sources) > 1:
+            raise ConfigError(
+                f"data.{sources[1]}",
+                getattr(self, sources[1]),
+                f"and data.{sources[0]} are both set; give one",
+            )
+        if self.hf_data_files and not self.hf_name:
+            raise ConfigError(
+                "data.hf_data_files",
+                self.hf_data_files,
+                "needs data.hf_name (text, csv, json, imagefolder, ...)",
+            )
+        if not sources and self.needs:
+            raise ConfigError("data.path", None, f"data.kind={self.kind} needs {self.needs}")
+
+
+@dataclass
+class ImageData(CarvedData):
     image_size: int | None = None  # None: the model's image_size
     augment: bool = False  # random crop with padding (+ horizontal flip) on training images
     crop_padding: int = 4
     hflip: bool = True
-    mean: list[float] = field(default_factory=list)  # empty: per-dataset defaults
+    mean: list[float] = field(default_factory=list)  # empty: the digits' own statistics, else 0.5
     std: list[float] = field(default_factory=list)
-    seed: int | None = None  # None: the run's seed
-    cache_dir: str | None = None
+
+    def check(self) -> None:
+        super().check()
+        positive("data.image_size", self.image_size, allow_none=True)
+        not_negative("data.crop_padding", self.crop_padding)
+        if len(self.mean) != len(self.std) or len(self.mean) not in (0, 1, 3):
+            raise ConfigError(
+                "data.mean",
+                self.mean,
+                f"with data.std={show(self.std)}: give both with 1 or 3 values, or leave both empty",
+            )
+        if any(s <= 0 for s in self.std):
+            raise ConfigError("data.std", self.std, "must be positive")
 
 
-def _sources(cfg: DataConfig) -> list[str]:
-    return [k for k in ("path", "hf_name", "torchvision") if getattr(cfg, k)]
+@dataclass
+class TextData(TokenizedData, SourcedData):
+    """Running text for language models: the Python docs' prose by default (no path, no download)."""
+
+    kind: DataKind = DataKind.text
+    text_column: str = "text"  # of a Hugging Face dataset
+    mlm_probability: float = 0.15  # masked language modelling: the share of tokens to predict
+
+    needs: ClassVar[str | None] = None
+
+    def check(self) -> None:
+        super().check()
+        if not 0.0 < self.mlm_probability < 1.0:
+            raise ConfigError("data.mlm_probability", self.mlm_probability, "must be in (0, 1)")
 
 
-def validate_data_config(cfg: DataConfig) -> None:
-    """Raise a one-line ValueError naming the first bad ``data.*`` value and what is allowed."""
-    if cfg.kind not in DATA_KINDS:
-        raise ValueError(f"data.kind={cfg.kind!r} is not a data kind; choose one of {', '.join(DATA_KINDS)}")
-    for name in ("seq_len", "batch_size", "num_train", "num_val", "num_test"):
-        if getattr(cfg, name) < 1:
-            raise ValueError(f"data.{name}={getattr(cfg, name)} must be at least 1")
-    if cfg.num_workers < 0:
-        raise ValueError(f"data.num_workers={cfg.num_workers} must be 0 or more")
-    for name in ("val_fraction", "test_fraction"):
-        if not 0.0 <= getattr(cfg, name) < 1.0:
-            raise ValueError(f"data.{name}={getattr(cfg, name)} must be in [0, 1)")
-    if cfg.val_fraction + cfg.test_fraction >= 1.0:
-        raise ValueError(
-            f"data.val_fraction + data.test_fraction = {cfg.val_fraction + cfg.test_fraction} leaves no training data"
-        )
-    if not 0.0 < cfg.mlm_probability < 1.0:
-        raise ValueError(f"data.mlm_probability={cfg.mlm_probability} must be in (0, 1)")
-    if cfg.tokenizer == "bpe" and cfg.bpe_vocab_size < 256 + SPECIAL_TOKEN_COUNT:
-        raise ValueError(
-            f"data.bpe_vocab_size={cfg.bpe_vocab_size} is below the 256 bytes + {SPECIAL_TOKEN_COUNT} special "
-            f"tokens of a byte-level BPE; use at least {256 + SPECIAL_TOKEN_COUNT}"
-        )
-    if cfg.listops_max_depth < 1 or cfg.listops_max_args < 2:
-        raise ValueError(
-            f"data.listops_max_depth={cfg.listops_max_depth} / data.listops_max_args={cfg.listops_max_args}: "
-            "need a depth of at least 1 and at least 2 arguments"
-        )
-    if not 0.0 <= cfg.listops_op_prob < 1.0:
-        raise ValueError(f"data.listops_op_prob={cfg.listops_op_prob} must be in [0, 1)")
-    if cfg.reverse_max_len < 1:
-        raise ValueError(f"data.reverse_max_len={cfg.reverse_max_len} must be at least 1")
-    if cfg.image_size is not None and cfg.image_size < 1:
-        raise ValueError(f"data.image_size={cfg.image_size} must be positive (or null: the model's)")
-    if cfg.crop_padding < 0:
-        raise ValueError(f"data.crop_padding={cfg.crop_padding} must be 0 or more")
-    if len(cfg.mean) != len(cfg.std) or len(cfg.mean) not in (0, 1, 3):
-        raise ValueError(
-            f"data.mean={list(cfg.mean)} / data.std={list(cfg.std)}: give both with 1 or 3 values, or leave both empty"
-        )
-    if any(s <= 0 for s in cfg.std):
-        raise ValueError(f"data.std={list(cfg.std)} must be positive")
-    if (cfg.source_lang is None) != (cfg.target_lang is None):
-        raise ValueError(
-            f"data.source_lang={cfg.source_lang!r} / data.target_lang={cfg.target_lang!r}: set both or neither"
-        )
-    _validate_source(cfg)
+@dataclass
+class ListOpsData(SequenceData, GeneratedData):
+    """ListOps (Nangia & Bowman 2018, LRA variant) generated from the seed: 10 classes."""
+
+    kind: DataKind = DataKind.listops
+    batch_size: int = 64
+    listops_max_depth: int = 5
+    listops_max_args: int = 6
+    listops_op_prob: float = 0.3  # chance that an argument is itself an operation (LRA uses 0.25)
+
+    def check(self) -> None:
+        super().check()
+        at_least_one("data.listops_max_depth", self.listops_max_depth)
+        if self.listops_max_args < 2:
+            raise ConfigError("data.listops_max_args", self.listops_max_args, "must be at least 2")
+        fraction("data.listops_op_prob", self.listops_op_prob)
 
 
-def _validate_source(cfg: DataConfig) -> None:
-    sources = _sources(cfg)
-    if len(sources) > 1:
-        raise ValueError(f"data.{sources[0]} and data.{sources[1]} are both set; give one data source")
-    if cfg.hf_data_files and not cfg.hf_name:
-        raise ValueError(
-            f"data.hf_data_files={cfg.hf_data_files!r} needs data.hf_name (e.g. text, csv, json or imagefolder)"
-        )
-    if cfg.torchvision and cfg.kind != "images":
-        raise ValueError(
-            f"data.torchvision={cfg.torchvision!r} only applies to data.kind=images, not {cfg.kind!r}"
-        )
-    if cfg.kind in GENERATED_KINDS and sources:
-        raise ValueError(
-            f"data.kind={cfg.kind!r} is generated by attnlab and reads no data.{sources[0]}; "
-            "use data.kind=text, text_classification, pairs or images for your own data"
-        )
-    if cfg.kind in ("text_classification", "pairs") and not sources:
-        raise ValueError(f"data.kind={cfg.kind!r} needs data.path (a local file or folder) or data.hf_name")
-    if cfg.kind == "images" and not sources:
-        raise ValueError(
-            "data.kind='images' needs data.path (a folder of class folders), data.hf_name or data.torchvision"
-        )
+@dataclass
+class TextClassificationData(TokenizedData, SourcedData):
+    """Labelled text from a CSV/TSV/JSONL file or folder, or a Hugging Face dataset."""
+
+    kind: DataKind = DataKind.text_classification
+    seq_len: int = 256
+    val_fraction: float = 0.1
+    test_fraction: float = 0.1
+    text_column: str = "text"
+    label_column: str = "label"
 
 
-def compatible(family: str, task: str, kind: str) -> bool:
-    """Whether a model of ``family`` trained on ``task`` can consume data of ``kind``."""
-    return kind in ACCEPTED_KINDS.get((family, task), ())
+@dataclass
+class PairsData(TokenizedData, SourcedData):
+    """Parallel text: two columns, or one column of {language: text} dicts (when the langs are set)."""
+
+    kind: DataKind = DataKind.pairs
+    source_column: str = "source"
+    target_column: str = "target"
+    translation_column: str = "translation"
+    source_lang: str | None = None
+    target_lang: str | None = None
+
+    def check(self) -> None:
+        super().check()
+        if (self.source_lang is None) != (self.target_lang is None):
+            raise ConfigError(
+                "data.source_lang",
+                self.source_lang,
+                f"with data.target_lang={show(self.target_lang)}: set both or neither",
+            )
 
 
-def check_compatible(family: str, task: str, kind: str) -> None:
-    """Raise a one-line ValueError unless (family, task) exists and accepts ``data.kind``."""
-    tasks = [t for f, t in ACCEPTED_KINDS if f == family]
-    if not tasks:
-        families = sorted({f for f, _ in ACCEPTED_KINDS})
-        raise ValueError(f"model.family={family!r} is not a family; choose one of {', '.join(families)}")
-    if (family, task) not in ACCEPTED_KINDS:
-        raise ValueError(
-            f"task.name={task!r} cannot train model.family={family!r}; it trains {', '.join(tasks)}"
-        )
-    accepted = ACCEPTED_KINDS[(family, task)]
-    if kind not in accepted:
-        raise ValueError(
-            f"data.kind={kind!r} cannot be consumed by model.family={family!r} with task.name={task!r}; "
-            f"it accepts data.kind in: {', '.join(accepted)}"
-        )
+@dataclass
+class DatesData(TokenizedData, GeneratedData):
+    """Dates in many human formats -> ISO 8601, generated from the seed."""
+
+    kind: DataKind = DataKind.dates
+    seq_len: int = 48
+    batch_size: int = 64
 
 
-def default_kind(family: str, task: str) -> str:
-    """The offline default data kind of (family, task)."""
-    if (family, task) not in ACCEPTED_KINDS:
-        check_compatible(family, task, "")  # raises the error that names what is wrong
-    return ACCEPTED_KINDS[(family, task)][0]
+@dataclass
+class NumbersData(TokenizedData, GeneratedData):
+    """Numbers (1 to 6 digits) -> English words, generated from the seed."""
+
+    kind: DataKind = DataKind.numbers
+    seq_len: int = 80
+    batch_size: int = 64
+
+
+@dataclass
+class ReverseData(TokenizedData, GeneratedData):
+    """Random strings of letters and digits -> the same string reversed, generated from the seed."""
+
+    kind: DataKind = DataKind.reverse
+    seq_len: int = 32
+    batch_size: int = 64
+    reverse_max_len: int = 24
+
+    def check(self) -> None:
+        super().check()
+        at_least_one("data.reverse_max_len", self.reverse_max_len)
+
+
+@dataclass
+class DigitsData(ImageData):
+    """scikit-learn's bundled 8x8 handwritten digits (1797 images, no download)."""
+
+    kind: DataKind = DataKind.digits
+    batch_size: int = 64
+    val_fraction: float = 0.1
+    test_fraction: float = 0.1
+
+
+@dataclass
+class ImagesData(ImageData, SourcedData):
+    """Labelled images: a folder of class folders, a Hugging Face dataset, or a torchvision dataset."""
+
+    kind: DataKind = DataKind.images
+    batch_size: int = 64
+    val_fraction: float = 0.1
+    test_fraction: float = 0.1
+    augment: bool = True
+    image_column: str = "image"  # of a Hugging Face dataset
+    label_column: str = "label"
+    torchvision: str | None = None  # a torchvision.datasets class name, e.g. "CIFAR10" (vision extra)
+
+    source_fields: ClassVar[tuple[str, ...]] = ("path", "hf_name", "torchvision")
+    needs: ClassVar[str | None] = "data.path (a folder of class folders), data.hf_name or data.torchvision"
+
+
+DATA = TaggedUnion(
+    "data",
+    "kind",
+    {
+        DataKind.text: TextData,
+        DataKind.listops: ListOpsData,
+        DataKind.text_classification: TextClassificationData,
+        DataKind.pairs: PairsData,
+        DataKind.dates: DatesData,
+        DataKind.numbers: NumbersData,
+        DataKind.reverse: ReverseData,
+        DataKind.digits: DigitsData,
+        DataKind.images: ImagesData,
+    },
+    "data=<a preset of kind {}>",
+)
+
+
+def data_config(kind: str, **settings: object) -> DataConfig:
+    """The data config of ``kind`` with ``settings`` (its other fields at the kind's defaults)."""
+    return DATA.schema_of({"kind": kind})(**settings)

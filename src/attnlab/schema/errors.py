@@ -1,4 +1,5 @@
-"""The one error type of bad configuration values, whose message is one line: ``key=value: allowed``."""
+"""The one error type of bad configuration values, whose message is one line: ``key=value: allowed``,
+and the small rules that many fields share (positive, a fraction, at least one)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ class ConfigError(ValueError):
     def __init__(self, key: str, value: object, allowed: str) -> None:
         super().__init__(f"{key}={show(value)}: {allowed}")
         self.key = key
+        self.value = value
 
 
 def show(value: object) -> str:
@@ -16,3 +18,26 @@ def show(value: object) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(show(v) for v in value) + "]"
     return "null" if value is None else str(value)
+
+
+def positive(key: str, value: float | None, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if value is None or value <= 0:
+        raise ConfigError(key, value, "must be positive")
+
+
+def at_least_one(key: str, value: int) -> None:
+    if value < 1:
+        raise ConfigError(key, value, "must be at least 1")
+
+
+def not_negative(key: str, value: float) -> None:
+    if value < 0:
+        raise ConfigError(key, value, "must be 0 or more")
+
+
+def fraction(key: str, value: float) -> None:
+    """A probability that leaves something: in [0, 1)."""
+    if not 0.0 <= value < 1.0:
+        raise ConfigError(key, value, "must be in [0, 1)")

@@ -1,67 +1,229 @@
-"""The model schema: what the builders in ``attnlab.models`` consume (torch-free)."""
+"""The model schemas: one class per family (``family`` is the tag, chosen with ``model=<preset>``),
+each holding only the fields its builder in ``attnlab.models`` reads (torch-free).
+
+    ModelConfig                     the layers, norms, dropout, init, positions: every family
+    ├── TokenModelConfig            token embeddings and sequence length: gpt, bert, seq2seq
+    │   ├── GPTConfig               decoder-only
+    │   ├── BertConfig              encoder-only (+ ClassifierConfig)
+    │   └── Seq2SeqConfig           encoder-decoder
+    └── ClassifierConfig            a pooled classification head: bert, vit
+        └── ViTConfig               image patches
+
+The defaults of each family class are what ``model=<family>`` trains; presets in ``conf/model/`` hold
+only what differs from them.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-FAMILIES = ("gpt", "bert", "seq2seq", "vit")
-POSITIONAL_ENCODINGS = ("none", "sinusoidal", "learned", "rope", "alibi", "relative")
-# Mirrors of the names the torch modules accept (tests/cli/test_train_config.py keeps them in step).
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu", "geglu_tanh")
-NORMS = ("layernorm", "rmsnorm")
-POOLINGS = ("cls", "mean", "max")
+from omegaconf import MISSING
+
+from attnlab.schema.choice import Choice, TaggedUnion, missing
+from attnlab.schema.errors import ConfigError, fraction, not_negative, positive
+from attnlab.schema.pos import POSITIONS, LearnedPos, PosConfig, SinusoidalPos
 
 
-@dataclass
-class PosConfig:
-    """Positional encoding: ``name`` plus the parameters of the kinds that have any."""
+class Family(Choice):
+    gpt = "gpt"
+    bert = "bert"
+    seq2seq = "seq2seq"
+    vit = "vit"
 
-    name: str = "learned"
-    rope_base: float = 10000.0
-    num_buckets: int = 32
-    max_distance: int = 128
-    layout: str = "interleaved"
+
+class Activation(Choice):
+    """Of the feed-forward network; the last three are gated (SwiGLU, GeGLU, T5 v1.1's GeGLU)."""
+
+    relu = "relu"
+    gelu = "gelu"
+    gelu_tanh = "gelu_tanh"
+    silu = "silu"
+    swiglu = "swiglu"
+    geglu = "geglu"
+    geglu_tanh = "geglu_tanh"
+
+
+class Norm(Choice):
+    layernorm = "layernorm"
+    rmsnorm = "rmsnorm"
+
+
+class Pooling(Choice):
+    """How a classifier reduces the positions: the first (CLS) token, or the mean or max over them."""
+
+    cls = "cls"
+    mean = "mean"
+    max = "max"
 
 
 @dataclass
 class ModelConfig:
-    """One schema for every family; fields a family does not use are ignored by its builder."""
+    """What every family's builder reads; ``family`` is the tag."""
 
-    family: str = "gpt"
-    vocab_size: int = 0  # 0: taken from the data's tokenizer at build time
+    family: Family = MISSING
     d_model: int = 128
     n_layers: int = 4
-    n_decoder_layers: int | None = None  # seq2seq; None: same as n_layers
     n_heads: int = 4
     n_kv_heads: int | None = None  # None: n_heads (grouped-query when smaller)
     d_ff: int | None = None  # None: ffn_mult * d_model
     ffn_mult: float = 4.0
-    activation: str = "gelu"
-    norm: str = "layernorm"
+    activation: Activation = Activation.gelu
+    norm: Norm = Norm.layernorm
     norm_eps: float = 1e-5
     norm_first: bool = True  # pre-norm; False is the original paper's post-norm
     norm_bias: bool = True
     final_norm: bool | None = None  # None: a final norm exactly when norm_first
-    embed_norm: bool = False  # norm after the embeddings (BERT, BLOOM)
     bias: bool = True  # biases on attention and feed-forward projections
     dropout: float = 0.1
     attn_dropout: float = 0.0
     ffn_dropout: float = 0.0
     attn_scale: float | None = None  # None: 1/sqrt(head_dim)
-    max_seq_len: int = 256
-    tie_embeddings: bool = True
-    embed_scale: bool = False  # multiply token embeddings by sqrt(d_model)
-    share_embeddings: bool = True  # seq2seq: one table for source and target
-    lm_head_bias: bool = False
-    tied_output_scale: bool = False  # T5: hidden * d_model**-0.5 before a tied output projection
-    type_vocab_size: int = 0  # >0 adds segment embeddings (BERT's token types)
-    mlm_head: bool = True  # encoder: build the masked-LM head
-    num_classes: int = 0  # >0 builds a classification head
-    pooling: str = "cls"
-    classifier_hidden: bool = False  # BERT's pooler (dense + tanh) before the classifier
-    image_size: int = 32
-    patch_size: int = 4
-    channels: int = 3  # 0: from the data (1 when every training image is grey, else 3)
     init_std: float = 0.02
     init_from: str | None = None  # a local Hugging Face checkpoint directory
-    pos: PosConfig = field(default_factory=PosConfig)
+    # A PosConfig, chosen with pos=<name>. Typed Any because OmegaConf merges a class into a typed field
+    # only if it subclasses the class already there: pos=rope over a LearnedPos would be refused.
+    pos: Any = MISSING
+
+    default_pos: ClassVar[type[PosConfig]] = LearnedPos  # what a Python caller gets without a pos
+
+    def __post_init__(self) -> None:
+        if missing(self.pos):
+            self.pos = self.default_pos()
+
+    def check(self) -> None:
+        """Sizes, fractions, the heads and the positional encoding (what the builders would reject)."""
+        MODELS.check_tag(self)
+        for name in ("d_model", "n_layers", "n_heads", "ffn_mult", "norm_eps", "init_std"):
+            positive(f"model.{name}", getattr(self, name))
+        for name in ("n_kv_heads", "d_ff", "attn_scale"):
+            positive(f"model.{name}", getattr(self, name), allow_none=True)
+        check_heads(self.d_model, self.n_heads, self.n_kv_heads)
+        for name in ("dropout", "attn_dropout", "ffn_dropout"):
+            fraction(f"model.{name}", getattr(self, name))
+        if not isinstance(self.pos, PosConfig):
+            raise ConfigError("model.pos", self.pos, "choose the positional encoding with pos=<name>")
+        POSITIONS.check_tag(self.pos)
+        self.pos.check(self.d_model, self.n_heads)
+
+
+@dataclass
+class TokenModelConfig(ModelConfig):
+    """The families that read token ids: the embedding table and the longest sequence."""
+
+    vocab_size: int = 0  # 0: taken from the data's tokenizer at build time
+    max_seq_len: int = 256  # the size of a learned positional table
+    embed_scale: bool = False  # multiply token embeddings by sqrt(d_model)
+    embed_norm: bool = False  # norm after the embeddings (BERT, BLOOM)
+    tie_embeddings: bool = True  # the output projection is the token table
+
+    def check(self) -> None:
+        super().check()
+        not_negative("model.vocab_size", self.vocab_size)
+        positive("model.max_seq_len", self.max_seq_len)
+
+
+@dataclass
+class ClassifierConfig(ModelConfig):
+    """The families that can classify: a pooled head over the last hidden states."""
+
+    num_classes: int = 0  # >0 builds a classification head; 0: the data's number of classes
+    pooling: Pooling = Pooling.cls
+    classifier_hidden: bool = False  # BERT's pooler (dense + tanh) before the classifier
+
+    def check(self) -> None:
+        super().check()
+        not_negative("model.num_classes", self.num_classes)
+
+
+@dataclass
+class GPTConfig(TokenModelConfig):
+    """Decoder-only, GPT-like: a small pre-norm model that trains on a laptop CPU in minutes."""
+
+    family: Family = Family.gpt
+    dropout: float = 0.0
+    lm_head_bias: bool = False
+
+
+@dataclass
+class BertConfig(TokenModelConfig, ClassifierConfig):
+    """Encoder-only, BERT-like: a masked-LM head and/or a pooled classifier."""
+
+    family: Family = Family.bert
+    max_seq_len: int = 512
+    type_vocab_size: int = 0  # >0 adds segment embeddings (BERT's token types)
+    mlm_head: bool = True  # build the masked-LM head (attnlab-train builds it only for task=mlm)
+
+    def check(self) -> None:
+        super().check()
+        not_negative("model.type_vocab_size", self.type_vocab_size)
+
+
+@dataclass
+class Seq2SeqConfig(TokenModelConfig):
+    """Encoder-decoder: the original Transformer's small sibling, with scaled, shared embeddings."""
+
+    family: Family = Family.seq2seq
+    n_layers: int = 3
+    n_decoder_layers: int | None = 3  # None: same as n_layers
+    activation: Activation = Activation.relu
+    embed_scale: bool = True
+    share_embeddings: bool = True  # one table for source and target
+    lm_head_bias: bool = False
+    tied_output_scale: bool = False  # T5: hidden * d_model**-0.5 before a tied output projection
+
+    default_pos: ClassVar[type[PosConfig]] = SinusoidalPos
+
+    def check(self) -> None:
+        super().check()
+        positive("model.n_decoder_layers", self.n_decoder_layers, allow_none=True)
+
+
+@dataclass
+class ViTConfig(ClassifierConfig):
+    """Vision Transformer: a small model for the 8x8 grey digits that scikit-learn ships."""
+
+    family: Family = Family.vit
+    d_model: int = 64
+    image_size: int = 8
+    patch_size: int = 2
+    channels: int = 0  # 0: from the data (1 when every training image is grey, else 3)
+
+    def check(self) -> None:
+        super().check()
+        for name in ("image_size", "patch_size"):
+            positive(f"model.{name}", getattr(self, name))
+        if self.channels not in (0, 1, 3):
+            raise ConfigError(
+                "model.channels", self.channels, "choose 1 (grey), 3 (RGB) or 0 (from the data)"
+            )
+        check_patches(self.image_size, self.patch_size)
+
+
+MODELS = TaggedUnion(
+    "model",
+    "family",
+    {Family.gpt: GPTConfig, Family.bert: BertConfig, Family.seq2seq: Seq2SeqConfig, Family.vit: ViTConfig},
+    "model={}",
+)
+
+
+def model_config(family: str, **settings: Any) -> ModelConfig:
+    """The model config of ``family`` with ``settings`` (its other fields at the family's defaults)."""
+    return MODELS.schema_of({"family": family})(**settings)
+
+
+def check_heads(d_model: int, n_heads: int, n_kv_heads: int | None = None) -> None:
+    """Heads split the width evenly; key/value heads are shared by equal groups of query heads."""
+    if d_model % n_heads:
+        raise ConfigError("model.d_model", d_model, f"must be divisible by model.n_heads={n_heads}")
+    if n_kv_heads and n_heads % n_kv_heads:
+        raise ConfigError("model.n_kv_heads", n_kv_heads, f"must divide model.n_heads={n_heads}")
+
+
+def check_patches(image_size: int, patch_size: int) -> None:
+    """A ViT cuts its images into whole patches."""
+    if image_size % patch_size:
+        raise ConfigError(
+            "model.image_size", image_size, f"must be divisible into patches of model.patch_size={patch_size}"
+        )

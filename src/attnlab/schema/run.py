@@ -2,31 +2,62 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from omegaconf import MISSING
 
-from attnlab.schema.data import DataConfig
-from attnlab.schema.model import ModelConfig
-from attnlab.schema.task import OptimConfig, TaskConfig
+from attnlab.schema.choice import Choice, missing
+from attnlab.schema.data import DataConfig, TextData
+from attnlab.schema.errors import ConfigError, not_negative, positive
+from attnlab.schema.model import GPTConfig, ModelConfig
+from attnlab.schema.task import AdamWConfig, CausalLMTask, OptimConfig, TaskConfig
 
-ACCELERATORS = ("cpu", "gpu", "cuda", "mps", "auto")
-STRATEGIES = ("auto", "ddp", "fsdp")
-PRECISIONS = ("32", "bf16-mixed", "16-mixed")
-PROFILERS = ("simple", "advanced", "pytorch")
-LOGGERS = ("wandb", "csv", "tensorboard")
-WANDB_MODES = ("offline", "online", "disabled")
+PRECISIONS = ("32", "bf16-mixed", "16-mixed")  # not identifiers, so a string with one check
+RUN_DIR = "outputs/${now:%Y-%m-%d}/${now:%H-%M-%S}"  # a run's directory unless run_dir is given
+
+
+class Accelerator(Choice):
+    cpu = "cpu"
+    gpu = "gpu"
+    cuda = "cuda"
+    mps = "mps"
+    auto = "auto"
+
+
+class Strategy(Choice):
+    auto = "auto"
+    ddp = "ddp"
+    fsdp = "fsdp"
+
+
+class Profiler(Choice):
+    simple = "simple"
+    advanced = "advanced"
+    pytorch = "pytorch"
+
+
+class LoggerName(Choice):
+    wandb = "wandb"
+    csv = "csv"
+    tensorboard = "tensorboard"
+
+
+class WandbMode(Choice):
+    offline = "offline"
+    online = "online"
+    disabled = "disabled"
 
 
 @dataclass
 class TrainerConfig:
     """Lightning Trainer settings; intervals count optimizer steps (not micro-batches)."""
 
-    accelerator: str = "cpu"
+    accelerator: Accelerator = Accelerator.cpu
     devices: Any = 1  # a count, -1 or "auto" for all, or a list of device ids
     num_nodes: int = 1
-    strategy: str = "auto"  # auto | ddp | fsdp
+    strategy: Strategy = Strategy.auto
     precision: str = "32"  # 32 | bf16-mixed | 16-mixed
     max_steps: int = 300
     val_every_n_steps: int = 100
@@ -40,18 +71,64 @@ class TrainerConfig:
     deterministic: bool = False
     fast_dev_run: int = 0  # >0: run this many batches of each stage, write nothing (debug=fdr)
     overfit_batches: Any = 0  # >0: train and validate on this many batches (int) or this fraction (float)
-    profiler: str | None = None  # simple | advanced | pytorch
+    profiler: Profiler | None = None
+
+    def check(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ConfigError("trainer.precision", self.precision, f"choose one of {', '.join(PRECISIONS)}")
+        if not devices_ok(self.devices):
+            raise ConfigError(
+                "trainer.devices", self.devices, "a positive count, -1 or auto (all), or a list of device ids"
+            )
+        for name in (
+            "num_nodes",
+            "max_steps",
+            "val_every_n_steps",
+            "accumulate_grad_batches",
+            "log_every_n_steps",
+        ):
+            positive(f"trainer.{name}", getattr(self, name))
+        for name in ("limit_val_batches", "limit_test_batches", "overfit_batches"):
+            if not batches_ok(getattr(self, name)):
+                raise ConfigError(
+                    f"trainer.{name}",
+                    getattr(self, name),
+                    "a fraction in [0.0, 1.0] or a count of batches (integer)",
+                )
+        if self.gradient_clip_val is not None and self.gradient_clip_val < 0:
+            raise ConfigError(
+                "trainer.gradient_clip_val",
+                self.gradient_clip_val,
+                "must be 0 or more, or null (no clipping)",
+            )
+        not_negative("trainer.num_sanity_val_steps", self.num_sanity_val_steps)
+        not_negative("trainer.fast_dev_run", self.fast_dev_run)
+
+
+def devices_ok(devices: Any) -> bool:
+    if devices in ("auto", -1) or (
+        isinstance(devices, int) and not isinstance(devices, bool) and devices > 0
+    ):
+        return True
+    return isinstance(devices, list) and bool(devices) and all(isinstance(d, int) and d >= 0 for d in devices)
+
+
+def batches_ok(value: Any) -> bool:
+    """A fraction in [0, 1] (a float) or a count of batches (an int)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return False
+    return not (isinstance(value, float) and value > 1)
 
 
 @dataclass
 class LoggerConfig:
     """Which loggers record the run; all write under the run directory."""
 
-    names: list[str] = field(default_factory=lambda: ["wandb"])  # wandb, csv, tensorboard; [] for none
+    names: list[LoggerName] = field(default_factory=lambda: [LoggerName.wandb])  # [] for none
     project: str = "attnlab"
     group: str | None = None  # None: one group per multirun (its sweep directory)
     run_name: str | None = None  # None: the run directory's name
-    mode: str | None = None  # wandb: offline | online | disabled; None: $WANDB_MODE, else offline
+    mode: WandbMode | None = None  # wandb; None: $WANDB_MODE, else offline
     tags: list[str] = field(default_factory=list)
 
 
@@ -59,6 +136,11 @@ class LoggerConfig:
 class CheckpointConfig:
     every_n_steps: int = 100  # writes checkpoints/last.ckpt
     save_top_k: int = 1  # best checkpoints by task.monitor, kept at each validation
+
+    def check(self) -> None:
+        positive("checkpoint.every_n_steps", self.every_n_steps)
+        if self.save_top_k < -1:
+            raise ConfigError("checkpoint.save_top_k", self.save_top_k, "must be -1 (all), 0 or more")
 
 
 @dataclass
@@ -70,34 +152,76 @@ class SampleConfig:
     temperature: float = 0.8
     top_k: int | None = 40
 
+    def check(self) -> None:
+        not_negative("sample.max_new_tokens", self.max_new_tokens)
+        not_negative("sample.temperature", self.temperature)
+        positive("sample.top_k", self.top_k, allow_none=True)
+
 
 @dataclass
 class RunConfig:
-    """Everything one ``attnlab-train`` run needs; ``conf/train.yaml`` is its default."""
+    """Everything one ``attnlab-train`` run needs. Hydra composes it from ``conf/train.yaml``; in Python,
+    ``RunConfig()`` is what ``attnlab-train`` runs with no overrides."""
 
-    model: ModelConfig = field(default_factory=ModelConfig)
-    data: DataConfig = field(default_factory=DataConfig)
-    task: TaskConfig = field(default_factory=TaskConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
+    model: ModelConfig = MISSING  # model=<preset>
+    data: DataConfig = MISSING  # data=<preset>; each model preset picks its family's offline default
+    task: TaskConfig = MISSING  # task=<name>; likewise
+    optim: OptimConfig = MISSING  # optim=<name>
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
     seed: int = 1337
     ckpt_path: str | None = None  # a checkpoint to resume exactly, or "last" (newest last.ckpt of run_dir)
-    run_dir: str | None = None  # write into this directory; None: outputs/<date>/<time>
-    compile: bool = False  # torch.compile the model
-    test_after_fit: bool = True  # evaluate the best checkpoint on the test split
-    callbacks: list[Any] = field(default_factory=list)  # extra Lightning callbacks as {_target_: ...}
+    run_dir: str = RUN_DIR  # the directory the run writes into; give an existing run's to resume in place
+    compile: bool = False  # torch.compile the model (no gain on a small CPU)
+    test_after_fit: bool = True  # evaluate the best checkpoint on the test split at the end
+    callbacks: list[Any] = field(default_factory=list)  # extra Lightning callbacks: [{_target_: ...}]
+
+    def __post_init__(self) -> None:
+        defaults = {"model": GPTConfig, "data": TextData, "task": CausalLMTask, "optim": AdamWConfig}
+        for name, schema in defaults.items():
+            if missing(getattr(self, name)):
+                setattr(self, name, schema())
+
+    def check(self) -> None:
+        """Each group's own rules (the rules between groups are in ``attnlab.schema.checks``)."""
+        for group in (
+            self.model,
+            self.data,
+            self.task,
+            self.optim,
+            self.trainer,
+            self.checkpoint,
+            self.sample,
+        ):
+            group.check()
+        not_negative("seed", self.seed)
+        for i, callback in enumerate(self.callbacks):
+            if not isinstance(callback, Mapping) or "_target_" not in callback:
+                raise ConfigError(f"callbacks[{i}]", callback, "must be a mapping with a _target_ class path")
+
+
+class Split(Choice):
+    test = "test"
+    val = "val"
 
 
 @dataclass
 class EvalConfig:
-    """What ``attnlab-eval`` needs; ``conf/eval.yaml`` is its default."""
+    """What ``attnlab-eval`` needs; ``conf/eval.yaml`` composes it."""
 
     ckpt_path: str = MISSING  # a checkpoint written by attnlab-train
-    split: str = "test"  # test | val
+    split: Split = Split.test
     batch_size: int | None = None  # None: the run's data.batch_size
     limit_batches: Any = None  # None: the run's trainer.limit_<split>_batches (as its end-of-training test)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
+
+    def check(self) -> None:
+        positive("batch_size", self.batch_size, allow_none=True)
+        if self.limit_batches is not None and not batches_ok(self.limit_batches):
+            raise ConfigError(
+                "limit_batches", self.limit_batches, "a fraction in [0.0, 1.0], a count of batches, or null"
+            )
+        self.trainer.check()

@@ -1,77 +1,144 @@
-"""Schemas of the ``task`` and optimisation settings, and their checks (torch-free)."""
+"""The schemas of the ``task`` group (one class per objective, ``name`` is the tag) and of the ``optim``
+group (one class per optimiser, ``name`` is the tag; today AdamW), with their rules (torch-free)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-TASKS = ("causal_lm", "mlm", "seq2seq", "classification")
-SCHEDULES = ("constant", "cosine", "linear", "noam")
+from omegaconf import MISSING
 
-# Which model families each task can train, and the task a family trains when none is named.
-TASK_FAMILIES = {
-    "causal_lm": ("gpt",),
-    "mlm": ("bert",),
-    "seq2seq": ("seq2seq",),
-    "classification": ("bert", "vit"),
-}
-DEFAULT_TASKS = {"gpt": "causal_lm", "bert": "mlm", "seq2seq": "seq2seq", "vit": "classification"}
+from attnlab.schema.choice import Choice, TaggedUnion
+from attnlab.schema.errors import ConfigError, fraction, not_negative, positive
+
+
+class TaskName(Choice):
+    causal_lm = "causal_lm"
+    mlm = "mlm"
+    seq2seq = "seq2seq"
+    classification = "classification"
+
+
+class MonitorMode(Choice):
+    min = "min"
+    max = "max"
 
 
 @dataclass
 class TaskConfig:
-    name: str = "causal_lm"
+    """What every task reads; ``name`` is the tag, chosen with ``task=<name>``."""
+
+    name: TaskName = MISSING
     label_smoothing: float = 0.0  # applied to the training loss; val/test losses are plain NLL
-    eval_decode: bool = True  # seq2seq: greedy-decode val/test batches for exact match, BLEU, chrF
     monitor: str = "val/loss"  # metric for the best checkpoint and for sweeps
-    monitor_mode: str = "min"
+    monitor_mode: MonitorMode = MonitorMode.min
     log_attention_every_n_epochs: int = 0  # 0: off; else attention heat maps to the logger
-    sample_every_n_epochs: int = 0
+
+    def check(self) -> None:
+        TASKS.check_tag(self)
+        fraction("task.label_smoothing", self.label_smoothing)
+        not_negative("task.log_attention_every_n_epochs", self.log_attention_every_n_epochs)
+
+
+@dataclass
+class CausalLMTask(TaskConfig):
+    """Next-token prediction (GPT): loss and perplexity."""
+
+    name: TaskName = TaskName.causal_lm
+
+
+@dataclass
+class MaskedLMTask(TaskConfig):
+    """Masked language modelling (BERT's 80/10/10 masking, in the data collator)."""
+
+    name: TaskName = TaskName.mlm
+
+
+@dataclass
+class Seq2SeqTask(TaskConfig):
+    """Teacher-forced sequence-to-sequence; greedy decoding of val/test batches."""
+
+    name: TaskName = TaskName.seq2seq
+    label_smoothing: float = 0.1
+    eval_decode: bool = True  # greedy-decode val/test batches for exact match, BLEU, chrF
+
+
+@dataclass
+class ClassificationTask(TaskConfig):
+    """Classification of text (encoder) or images (ViT): loss, accuracy, macro F1."""
+
+    name: TaskName = TaskName.classification
+    monitor: str = "val/acc"
+    monitor_mode: MonitorMode = MonitorMode.max
+
+
+TASKS = TaggedUnion(
+    "task",
+    "name",
+    {
+        TaskName.causal_lm: CausalLMTask,
+        TaskName.mlm: MaskedLMTask,
+        TaskName.seq2seq: Seq2SeqTask,
+        TaskName.classification: ClassificationTask,
+    },
+    "task={}",
+)
+
+
+def task_config(name: str, **settings: object) -> TaskConfig:
+    """The task called ``name`` with ``settings`` (its other fields at the task's defaults)."""
+    return TASKS.schema_of({"name": name})(**settings)
+
+
+class OptimName(Choice):
+    adamw = "adamw"
+
+
+class Schedule(Choice):
+    """Learning rate over the steps; all but noam warm up linearly first (``attnlab.tasks.optim``)."""
+
+    constant = "constant"
+    cosine = "cosine"
+    linear = "linear"
+    noam = "noam"
 
 
 @dataclass
 class OptimConfig:
-    lr: float = 3e-4  # peak learning rate; for ``noam`` a multiplier of the paper's formula
+    """What every optimiser reads: the learning rate, its schedule, weight decay; ``name`` is the tag."""
+
+    name: OptimName = MISSING
+    lr: float = 1e-3  # peak learning rate; for ``noam`` a multiplier of the paper's formula
     weight_decay: float = 0.1
-    betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
-    eps: float = 1e-8
-    schedule: str = "cosine"
+    schedule: Schedule = Schedule.cosine
     warmup_steps: int = 100
     min_lr_ratio: float = 0.1  # cosine floor as a fraction of lr
     max_steps: int | None = None  # None: the trainer's max_steps
 
-
-def validate_task_config(cfg: TaskConfig, family: str) -> None:
-    """Raise ValueError naming the bad key when ``cfg`` cannot train a model of ``family``."""
-    if cfg.name not in TASKS:
-        raise ValueError(f"task.name={cfg.name!r} is not a task; choose one of {', '.join(TASKS)}")
-    allowed = TASK_FAMILIES[cfg.name]
-    if family not in allowed:
-        raise ValueError(
-            f"task.name={cfg.name!r} cannot train model.family={family!r}; it trains {', '.join(allowed)}"
-        )
-    if not 0.0 <= cfg.label_smoothing < 1.0:
-        raise ValueError(f"task.label_smoothing={cfg.label_smoothing} must be in [0, 1)")
-    if cfg.monitor_mode not in ("min", "max"):
-        raise ValueError(f"task.monitor_mode={cfg.monitor_mode!r} must be 'min' or 'max'")
+    def check(self) -> None:
+        OPTIMIZERS.check_tag(self)
+        positive("optim.lr", self.lr)
+        not_negative("optim.weight_decay", self.weight_decay)
+        not_negative("optim.warmup_steps", self.warmup_steps)
+        if self.schedule == Schedule.noam and self.warmup_steps == 0:
+            raise ConfigError("optim.warmup_steps", 0, "the noam schedule needs warmup_steps > 0")
+        if not 0.0 <= self.min_lr_ratio <= 1.0:
+            raise ConfigError("optim.min_lr_ratio", self.min_lr_ratio, "must be in [0, 1]")
+        positive("optim.max_steps", self.max_steps, allow_none=True)
 
 
-def validate_optim_config(cfg: OptimConfig) -> None:
-    """Raise ValueError naming the bad key when the optimisation settings are unusable."""
-    if cfg.schedule not in SCHEDULES:
-        raise ValueError(
-            f"optim.schedule={cfg.schedule!r} is not a schedule; choose one of {', '.join(SCHEDULES)}"
-        )
-    if cfg.lr <= 0:
-        raise ValueError(f"optim.lr={cfg.lr} must be positive")
-    if cfg.weight_decay < 0:
-        raise ValueError(f"optim.weight_decay={cfg.weight_decay} must be >= 0")
-    if len(cfg.betas) != 2 or not all(0.0 <= b < 1.0 for b in cfg.betas):
-        raise ValueError(f"optim.betas={list(cfg.betas)} must be two numbers in [0, 1)")
-    if cfg.warmup_steps < 0:
-        raise ValueError(f"optim.warmup_steps={cfg.warmup_steps} must be >= 0")
-    if cfg.schedule == "noam" and cfg.warmup_steps == 0:
-        raise ValueError("optim.warmup_steps=0: the noam schedule needs warmup_steps > 0")
-    if not 0.0 <= cfg.min_lr_ratio <= 1.0:
-        raise ValueError(f"optim.min_lr_ratio={cfg.min_lr_ratio} must be in [0, 1]")
-    if cfg.max_steps is not None and cfg.max_steps <= 0:
-        raise ValueError(f"optim.max_steps={cfg.max_steps} must be positive (or null for the trainer's)")
+@dataclass
+class AdamWConfig(OptimConfig):
+    """AdamW (Loshchilov & Hutter 2019), with weight decay on the weight matrices only."""
+
+    name: OptimName = OptimName.adamw
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.99])
+    eps: float = 1e-8
+
+    def check(self) -> None:
+        super().check()
+        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+            raise ConfigError("optim.betas", list(self.betas), "must be two numbers in [0, 1)")
+        positive("optim.eps", self.eps)
+
+
+OPTIMIZERS = TaggedUnion("optim", "name", {OptimName.adamw: AdamWConfig}, "optim={}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cached_property
 
 import pytorch_lightning as pl
@@ -19,12 +19,13 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric, Metric
 
 from attnlab.blocks.positional import PositionalEncoding
+from attnlab.schema.load import plain
 from attnlab.schema.task import OptimConfig, TaskConfig
 from attnlab.tasks.optim import configure_optimizers
 
 STAGES = ("val", "test")
 CHECKPOINT_KEY = "attnlab"  # the entry of a Lightning checkpoint that marks it as ours
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2  # 2: each config as its own class (family, task, optimiser), enums as strings
 LOG_AXES = ("step", "epoch")  # logged with the val/test metrics to label them; not metrics themselves
 
 
@@ -83,9 +84,9 @@ class TaskModule(pl.LightningModule):
         self.optim_cfg = optim
         self.max_steps = max_steps
         self.tokenizer = tokenizer
-        # Plain dicts only: the checkpoint rebuilds the model from its config, not from a pickle.
+        # Plain data only: the checkpoint rebuilds the model from its config, not from a pickle.
         self.save_hyperparameters(
-            {"model": asdict(model.cfg), "task": asdict(task), "optim": asdict(optim), "max_steps": max_steps}
+            {"model": plain(model.cfg), "task": plain(task), "optim": plain(optim), "max_steps": max_steps}
         )
         self.metrics = nn.ModuleDict({stage: nn.ModuleDict(self.build_metrics()) for stage in STAGES})
         self.loaded_step: int | None = None  # the optimizer step of the checkpoint loaded to test
@@ -200,9 +201,9 @@ class TaskModule(pl.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint[CHECKPOINT_KEY] = {
             "format": CHECKPOINT_FORMAT,
-            "model": asdict(self.model.cfg),
-            "task": asdict(self.task_cfg),
-            "optim": asdict(self.optim_cfg),
+            "model": plain(self.model.cfg),
+            "task": plain(self.task_cfg),
+            "optim": plain(self.optim_cfg),
             "max_steps": self.max_steps,
             "tokenizer": tokenizer_files(self.tokenizer),
         }

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytorch_lightning as pl
 from torch import nn
 
-from attnlab.schema.task import TASKS, OptimConfig, TaskConfig, validate_optim_config, validate_task_config
+from attnlab.schema.checks import check_trains
+from attnlab.schema.task import OptimConfig, TaskConfig
 from attnlab.tasks.base import TaskModule
 from attnlab.tasks.causal_lm import CausalLMTask
 from attnlab.tasks.classification import ClassificationTask
@@ -33,12 +34,10 @@ def build_task(
 
     ``num_classes`` is the data's class count (0: not known); for classification it must match
     the classifier the model was built with. ``max_steps`` is the trainer's step budget, which
-    the ``cosine`` and ``linear`` schedules decay over unless ``optim.max_steps`` is set.
+    the ``cosine`` and ``linear`` schedules decay over unless ``optim.max_steps`` is set. ``cfg`` and
+    ``optim`` are checked by their schemas (``attnlab.schema.check_run``), not again here.
     """
-    if cfg.name not in TASK_CLASSES:
-        raise ValueError(f"task.name={cfg.name!r} is not a task; choose one of {', '.join(TASKS)}")
-    validate_task_config(cfg, model.cfg.family)
-    validate_optim_config(optim)
+    check_trains(model.cfg.family, cfg.name)
     if cfg.name == "classification" and model.cfg.num_classes < 2:
         raise ValueError(
             f"model.num_classes={model.cfg.num_classes}: classification needs at least 2 classes"

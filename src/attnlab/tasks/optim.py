@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from attnlab.schema.task import OptimConfig, validate_optim_config
+from attnlab.schema.task import AdamWConfig, OptimConfig
 
 DECAYED_MODULES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 
@@ -66,17 +66,17 @@ class Schedule:
 
 def build_schedule(cfg: OptimConfig, max_steps: int, d_model: int) -> Schedule:
     """The schedule of ``cfg``; ``cfg.max_steps`` (when set) overrides the trainer's ``max_steps``."""
-    validate_optim_config(cfg)
     steps = cfg.max_steps if cfg.max_steps is not None else max_steps
     if cfg.schedule in ("cosine", "linear") and (steps is None or steps <= 0):
         raise ValueError(
-            f"optim.schedule={cfg.schedule!r} decays over a step budget, but max_steps={steps}; "
+            f"optim.schedule={cfg.schedule} decays over a step budget, but max_steps={steps}; "
             "set trainer.max_steps or optim.max_steps (or use schedule 'constant' or 'noam')"
         )
-    return Schedule(cfg.schedule, cfg.warmup_steps, steps or 0, cfg.min_lr_ratio, d_model)
+    # plain str: the scheduler's state (this object's fields) goes into checkpoints
+    return Schedule(str(cfg.schedule), cfg.warmup_steps, steps or 0, cfg.min_lr_ratio, d_model)
 
 
-def configure_optimizers(model: nn.Module, cfg: OptimConfig, max_steps: int, *, fused: bool = True) -> dict:
+def configure_optimizers(model: nn.Module, cfg: AdamWConfig, max_steps: int, *, fused: bool = True) -> dict:
     """AdamW and its schedule in the form ``LightningModule.configure_optimizers`` returns.
 
     ``fused`` selects PyTorch's fused AdamW kernel (about 3x faster steps on CPU) where every

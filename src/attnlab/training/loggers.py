@@ -15,7 +15,7 @@ from attnlab.schema.run import LoggerConfig
 
 def wandb_mode(cfg: LoggerConfig) -> str:
     """``logger.mode``, else ``$WANDB_MODE``, else offline: no account is needed by default."""
-    mode = cfg.mode or os.environ.get("WANDB_MODE") or "offline"
+    mode = str(cfg.mode or os.environ.get("WANDB_MODE") or "offline")
     return "offline" if mode == "dryrun" else mode
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from attnlab.schema.errors import ConfigError
+from attnlab.schema.load import plain
 from attnlab.schema.run import RunConfig
 
 RUN_KEY = "attnlab_run"  # the checkpoint entry written by training.callbacks.RunState
@@ -38,7 +38,7 @@ def check_resume(run: RunConfig) -> None:
     saved = read_run_state(run.ckpt_path).get("config")
     if not saved:
         return
-    ours = asdict(run)
+    ours = plain(run)
     for group in COMPARED:
         for key, theirs in _flat(saved.get(group), group).items():
             mine = _flat(ours[group], group).get(key)

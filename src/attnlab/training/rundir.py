@@ -26,6 +26,13 @@ def is_rank_zero() -> bool:
     )
 
 
+def rank_suffix() -> str:
+    """``_rank<k>`` for a process of rank k > 0, for its own log file; "" for rank 0 (or alone)."""
+    if is_rank_zero():
+        return ""
+    return f"_rank{os.environ.get('RANK', os.environ.get('SLURM_PROCID', '?'))}"
+
+
 def external_world_size() -> int:
     """Processes started by an outside launcher (torchrun, SLURM) for one run; 1 when there is none."""
     for name in ("WORLD_SIZE", "SLURM_NTASKS"):

@@ -24,7 +24,7 @@ def strategy(cfg: TrainerConfig) -> str | Strategy:
         return DDPStrategy(find_unused_parameters=False, checkpoint_io=AtomicCheckpointIO())
     if cfg.strategy == "fsdp":
         return FSDPStrategy(auto_wrap_policy={TransformerLayer}, state_dict_type="full")
-    return cfg.strategy
+    return str(cfg.strategy)
 
 
 def build_trainer(
@@ -34,7 +34,7 @@ def build_trainer(
     profiler = PROFILERS[t.profiler](dirpath=run_dir, filename="profile") if t.profiler else None
     plugins = [AtomicCheckpointIO()] if t.strategy not in ("ddp", "fsdp") else []
     return pl.Trainer(
-        accelerator=t.accelerator,
+        accelerator=str(t.accelerator),
         devices=t.devices,
         num_nodes=t.num_nodes,
         strategy=strategy(t),

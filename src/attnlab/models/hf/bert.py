@@ -11,7 +11,8 @@ from typing import Any
 from attnlab.models.hf.config_keys import activation, num_labels, require
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Raw, Table, Tied, attention, ffn, layers
-from attnlab.schema.model import ModelConfig, PosConfig
+from attnlab.schema.model import BertConfig
+from attnlab.schema.pos import LearnedPos
 
 
 def bert_like_sizes(c: dict) -> dict[str, Any]:
@@ -29,10 +30,9 @@ def bert_like_sizes(c: dict) -> dict[str, Any]:
     )
 
 
-def bert_config(c: dict, cls: str) -> ModelConfig:
+def bert_config(c: dict, cls: str) -> BertConfig:
     require(c, position_embedding_type="absolute", is_decoder=False, add_cross_attention=False)
-    return ModelConfig(
-        family="bert",
+    return BertConfig(
         vocab_size=c["vocab_size"],
         **bert_like_sizes(c),
         norm_first=False,
@@ -44,7 +44,7 @@ def bert_config(c: dict, cls: str) -> ModelConfig:
         num_classes=num_labels(c) if cls == "BertForSequenceClassification" else 0,
         pooling="cls",
         classifier_hidden=True,
-        pos=PosConfig("learned"),
+        pos=LearnedPos(),
     )
 
 
@@ -65,7 +65,7 @@ def bert_layer(i: int, attention_prefix: str) -> Table:
     }
 
 
-def bert_weights(cfg: ModelConfig) -> Table:
+def bert_weights(cfg: BertConfig) -> Table:
     table: Table = {
         "embed.tokens": "embeddings.word_embeddings",
         "embed.pos": "embeddings.position_embeddings",

@@ -9,14 +9,14 @@ from __future__ import annotations
 from attnlab.models.hf.config_keys import get, require
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import PerHeadQKV, Table, ffn, layers, tokens_and_head
-from attnlab.schema.model import ModelConfig, PosConfig
+from attnlab.schema.model import GPTConfig
+from attnlab.schema.pos import AlibiPos
 
 
-def bloom_config(c: dict, cls: str) -> ModelConfig:
+def bloom_config(c: dict, cls: str) -> GPTConfig:
     require(c, apply_residual_connection_post_layernorm=False)
     d = get(c, "hidden_size", "n_embed")
-    return ModelConfig(
-        family="gpt",
+    return GPTConfig(
         vocab_size=c["vocab_size"],
         d_model=d,
         n_layers=get(c, "n_layer", "num_hidden_layers"),
@@ -31,11 +31,11 @@ def bloom_config(c: dict, cls: str) -> ModelConfig:
         attn_dropout=c.get("attention_dropout", 0.0),
         max_seq_len=c.get("seq_length") or 2048,
         tie_embeddings=c.get("tie_word_embeddings", True),
-        pos=PosConfig("alibi"),
+        pos=AlibiPos(),
     )
 
 
-def bloom_weights(cfg: ModelConfig) -> Table:
+def bloom_weights(cfg: GPTConfig) -> Table:
     def layer(i: int) -> Table:
         h = f"h.{i}."
         return {

@@ -68,11 +68,11 @@ def find_architecture(hf_config: dict, where: str) -> tuple[Architecture, str]:
 
 
 def _with_overrides(cfg: ModelConfig, overrides: dict[str, Any]) -> ModelConfig:
-    known = {f.name for f in fields(ModelConfig)}
+    known = {f.name for f in fields(cfg)}
     unknown = sorted(set(overrides) - known)
     if unknown:
         raise ValueError(
-            f"unknown ModelConfig override(s) {', '.join(unknown)}; fields are {', '.join(sorted(known))}"
+            f"unknown {type(cfg).__name__} override(s) {', '.join(unknown)}; fields are {', '.join(sorted(known))}"
         )
     if isinstance(overrides.get("pos"), dict):
         overrides = {**overrides, "pos": replace(cfg.pos, **overrides["pos"])}

@@ -8,13 +8,13 @@ from __future__ import annotations
 from attnlab.models.hf.config_keys import activation, require
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Table, Transposed, ffn, layers, tokens_and_head
-from attnlab.schema.model import ModelConfig, PosConfig
+from attnlab.schema.model import GPTConfig
+from attnlab.schema.pos import LearnedPos
 
 
-def gpt2_config(c: dict, cls: str) -> ModelConfig:
+def gpt2_config(c: dict, cls: str) -> GPTConfig:
     require(c, scale_attn_by_inverse_layer_idx=False, scale_attn_weights=True, add_cross_attention=False)
-    return ModelConfig(
-        family="gpt",
+    return GPTConfig(
         vocab_size=c["vocab_size"],
         d_model=c["n_embd"],
         n_layers=c["n_layer"],
@@ -28,11 +28,11 @@ def gpt2_config(c: dict, cls: str) -> ModelConfig:
         attn_dropout=c.get("attn_pdrop", 0.1),
         max_seq_len=c["n_positions"],
         tie_embeddings=c.get("tie_word_embeddings", True),
-        pos=PosConfig("learned"),
+        pos=LearnedPos(),
     )
 
 
-def gpt2_weights(cfg: ModelConfig) -> Table:
+def gpt2_weights(cfg: GPTConfig) -> Table:
     def layer(i: int) -> Table:
         h = f"h.{i}."
         return {

@@ -10,17 +10,17 @@ from __future__ import annotations
 from attnlab.models.hf.config_keys import require
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Table, attention, ffn, layers, tokens_and_head
-from attnlab.schema.model import ModelConfig, PosConfig
+from attnlab.schema.model import GPTConfig
+from attnlab.schema.pos import RopePos
 
 
-def llama_config(c: dict, cls: str) -> ModelConfig:
+def llama_config(c: dict, cls: str) -> GPTConfig:
     rope = c.get("rope_parameters") or c.get("rope_scaling") or {}
     require(rope, rope_type="default", type="default")
     require(c, hidden_act="silu", mlp_bias=c.get("attention_bias", False))
     d, heads = c["hidden_size"], c["num_attention_heads"]
     require(c, head_dim=d // heads)
-    return ModelConfig(
-        family="gpt",
+    return GPTConfig(
         vocab_size=c["vocab_size"],
         d_model=d,
         n_layers=c["num_hidden_layers"],
@@ -36,11 +36,11 @@ def llama_config(c: dict, cls: str) -> ModelConfig:
         attn_dropout=c.get("attention_dropout", 0.0),
         max_seq_len=c["max_position_embeddings"],
         tie_embeddings=c.get("tie_word_embeddings", False),
-        pos=PosConfig("rope", rope_base=rope.get("rope_theta", c.get("rope_theta", 10000.0))),
+        pos=RopePos(rope_base=rope.get("rope_theta", c.get("rope_theta", 10000.0))),
     )
 
 
-def llama_weights(cfg: ModelConfig) -> Table:
+def llama_weights(cfg: GPTConfig) -> Table:
     def layer(i: int) -> Table:
         p = f"layers.{i}."
         return {

@@ -9,10 +9,11 @@ from __future__ import annotations
 from attnlab.models.hf.config_keys import activation, require
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Raw, Table, Tied, attention, ffn, layers
-from attnlab.schema.model import ModelConfig, PosConfig
+from attnlab.schema.model import Seq2SeqConfig
+from attnlab.schema.pos import SinusoidalPos
 
 
-def marian_config(c: dict, cls: str) -> ModelConfig:
+def marian_config(c: dict, cls: str) -> Seq2SeqConfig:
     for enc, dec in (
         ("encoder_attention_heads", "decoder_attention_heads"),
         ("encoder_ffn_dim", "decoder_ffn_dim"),
@@ -20,8 +21,7 @@ def marian_config(c: dict, cls: str) -> ModelConfig:
         if c[enc] != c[dec]:
             raise ValueError(f"{enc}={c[enc]} differs from {dec}={c[dec]}; attnlab's seq2seq uses one value")
     require(c, decoder_vocab_size=c["vocab_size"])
-    return ModelConfig(
-        family="seq2seq",
+    return Seq2SeqConfig(
         vocab_size=c["vocab_size"],
         d_model=c["d_model"],
         n_layers=c["encoder_layers"],
@@ -40,11 +40,11 @@ def marian_config(c: dict, cls: str) -> ModelConfig:
         embed_scale=c["scale_embedding"],
         share_embeddings=c.get("share_encoder_decoder_embeddings", True),
         lm_head_bias=True,
-        pos=PosConfig("sinusoidal", layout="concat"),
+        pos=SinusoidalPos(layout="concat"),
     )
 
 
-def marian_weights(cfg: ModelConfig) -> Table:
+def marian_weights(cfg: Seq2SeqConfig) -> Table:
     def layer(stack: str, i: int) -> Table:
         p = f"{stack}.layers.{i}."
         names = ("q_proj", "k_proj", "v_proj", "out_proj")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from attnlab.schema.model import ModelConfig
+from attnlab.schema.model import TokenModelConfig
 
 
 class Checkpoint:
@@ -151,7 +151,7 @@ def ffn(fc_in: Spec, fc_out: Spec, norm: str, fc_gate: str | None = None) -> Tab
     return {**table, "ffn.fn.fc_gate": fc_gate} if fc_gate else table
 
 
-def tokens_and_head(cfg: ModelConfig, ours: str, theirs: str, head: str = "lm_head") -> Table:
+def tokens_and_head(cfg: TokenModelConfig, ours: str, theirs: str, head: str = "lm_head") -> Table:
     """Token embeddings and the LM head: one tied matrix, or two."""
     if cfg.tie_embeddings:
         return {ours: Tied((theirs, head))}

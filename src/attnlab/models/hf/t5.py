@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Table, Tied, attention, ffn, layers
-from attnlab.schema.model import ModelConfig, PosConfig
+from attnlab.schema.model import Seq2SeqConfig
+from attnlab.schema.pos import RelativePos
 
 
 def t5_activation(feed_forward_proj: str) -> str:
@@ -26,15 +27,14 @@ def t5_activation(feed_forward_proj: str) -> str:
     return ours
 
 
-def t5_config(c: dict, cls: str) -> ModelConfig:
+def t5_config(c: dict, cls: str) -> Seq2SeqConfig:
     if c["d_kv"] * c["num_heads"] != c["d_model"]:
         raise ValueError(
             f"d_kv={c['d_kv']} x num_heads={c['num_heads']} != d_model={c['d_model']}; "
             "attnlab's attention needs head_dim = d_model / n_heads"
         )
     tied = c.get("tie_word_embeddings", True)
-    return ModelConfig(
-        family="seq2seq",
+    return Seq2SeqConfig(
         vocab_size=c["vocab_size"],
         d_model=c["d_model"],
         n_layers=c["num_layers"],
@@ -52,17 +52,17 @@ def t5_config(c: dict, cls: str) -> ModelConfig:
         attn_scale=1.0,
         max_seq_len=c.get("n_positions", 512),
         tie_embeddings=tied,
+        embed_scale=False,
         tied_output_scale=c.get("scale_decoder_outputs", tied),
         share_embeddings=True,
-        pos=PosConfig(
-            "relative",
+        pos=RelativePos(
             num_buckets=c["relative_attention_num_buckets"],
             max_distance=c["relative_attention_max_distance"],
         ),
     )
 
 
-def t5_weights(cfg: ModelConfig) -> Table:
+def t5_weights(cfg: Seq2SeqConfig) -> Table:
     gated = cfg.activation in ("geglu", "geglu_tanh", "swiglu")
 
     def layer(stack: str, i: int) -> Table:

@@ -10,16 +10,16 @@ from attnlab.models.hf.bert import bert_layer, bert_like_sizes
 from attnlab.models.hf.config_keys import num_labels, require
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Raw, Table, layers
-from attnlab.schema.model import ModelConfig, PosConfig
+from attnlab.schema.model import ViTConfig
+from attnlab.schema.pos import LearnedPos
 
 
-def vit_config(c: dict, cls: str) -> ModelConfig:
+def vit_config(c: dict, cls: str) -> ViTConfig:
     require(c, qkv_bias=True)
     image_size, patch_size = c["image_size"], c["patch_size"]
     if isinstance(image_size, list | tuple) or isinstance(patch_size, list | tuple):
         raise ValueError(f"image_size={image_size}, patch_size={patch_size}: attnlab's ViT takes square ints")
-    return ModelConfig(
-        family="vit",
+    return ViTConfig(
         **bert_like_sizes(c),
         norm_first=True,
         image_size=image_size,
@@ -28,11 +28,11 @@ def vit_config(c: dict, cls: str) -> ModelConfig:
         num_classes=num_labels(c),
         pooling="cls",
         classifier_hidden=False,
-        pos=PosConfig("learned"),
+        pos=LearnedPos(),
     )
 
 
-def vit_weights(cfg: ModelConfig) -> Table:
+def vit_weights(cfg: ViTConfig) -> Table:
     def layer(i: int) -> Table:
         p = f"encoder.layer.{i}."
         norms = {"self_attn.norm": p + "layernorm_before", "ffn.norm": p + "layernorm_after"}

@@ -23,7 +23,7 @@ def checkpoint_callbacks(run: RunConfig, run_dir: Path) -> list[Checkpoint]:
     best = ModelCheckpoint(
         dirpath=dirpath,
         monitor=run.task.monitor,
-        mode=run.task.monitor_mode,
+        mode=str(run.task.monitor_mode),
         save_top_k=run.checkpoint.save_top_k,
         filename="best-step{step:06d}",
         auto_insert_metric_name=False,

@@ -1,0 +1,171 @@
+"""Between OmegaConf and the schema's dataclasses, in one place:
+
+* ``to_object``: a config that Hydra composed against its schema, as the schema's dataclass (the one
+  merge with the schema is Hydra's; this only refuses the keys ``+key=`` slipped in, and converts);
+* ``read_run_config`` and friends: a config saved as plain data (``config.yaml``, a checkpoint), as
+  dataclasses again, each tagged group's class picked by its tag;
+* ``plain``: a dataclass as plain data (enums as strings), what a checkpoint may hold;
+* ``config_error``: an OmegaConf error as a one-line ConfigError, from the exception's own fields.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import fields, is_dataclass
+from difflib import get_close_matches
+from enum import Enum
+from typing import Any, get_args
+
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from omegaconf.errors import (
+    ConfigAttributeError,
+    ConfigKeyError,
+    MissingMandatoryValue,
+    OmegaConfBaseException,
+)
+from omegaconf.nodes import EnumNode
+
+from attnlab.schema.choice import TaggedUnion
+from attnlab.schema.data import DATA
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.model import MODELS, ModelConfig
+from attnlab.schema.pos import POSITIONS
+from attnlab.schema.run import RunConfig
+from attnlab.schema.task import OPTIMIZERS, TASKS, OptimConfig, TaskConfig
+
+UNIONS = (MODELS, POSITIONS, DATA, TASKS, OPTIMIZERS)
+
+
+def to_object(cfg: DictConfig) -> Any:
+    """The dataclass instance of a config composed against a schema (Hydra's ``hydra`` node left out);
+    ConfigError at a key the schema lacks or a value it refuses."""
+    if "hydra" in cfg:
+        cfg = copy.deepcopy(cfg)
+        with read_write(cfg), open_dict(cfg):
+            del cfg["hydra"]
+    refuse_unknown_keys(cfg)
+    try:
+        return OmegaConf.to_object(cfg)
+    except OmegaConfBaseException as err:
+        raise config_error(err, value_at(cfg, err.full_key)) from None
+
+
+def refuse_unknown_keys(node: DictConfig, prefix: str = "") -> None:
+    """``+key=value`` opens a schema node to any key, and ``to_object`` would drop it without a word:
+    a key that the node's class does not have is a ConfigError."""
+    schema = OmegaConf.get_type(node)
+    known = {f.name for f in fields(schema)} if is_dataclass(schema) else None
+    for key, value in node.items_ex(resolve=False):
+        if known is not None and key not in known:
+            raise unknown_key(f"{prefix}{key}", value, schema)
+        if isinstance(value, DictConfig):
+            refuse_unknown_keys(value, f"{prefix}{key}.")
+
+
+def read_run_config(values: Mapping) -> RunConfig:
+    """A run's config saved as plain data (``config.yaml``, a checkpoint's run config)."""
+    node = OmegaConf.structured(RunConfig)
+    node.model = _model_node(_group(values, "model"))
+    for name, union in (("data", DATA), ("task", TASKS), ("optim", OPTIMIZERS)):
+        node[name] = OmegaConf.structured(union.schema_of(_group(values, name)))
+    return _read(node, values)
+
+
+def read_model_config(values: Mapping) -> ModelConfig:
+    """A model config saved as plain data (a checkpoint's), as its family's class."""
+    return _read(OmegaConf.create({"model": _model_node(values)}), {"model": values})["model"]
+
+
+def read_task_config(values: Mapping) -> TaskConfig:
+    return _read(OmegaConf.create({"task": _tagged_node(TASKS, values)}), {"task": values})["task"]
+
+
+def read_optim_config(values: Mapping) -> OptimConfig:
+    return _read(OmegaConf.create({"optim": _tagged_node(OPTIMIZERS, values)}), {"optim": values})["optim"]
+
+
+def _group(values: Mapping, name: str) -> Mapping:
+    group = values.get(name) if isinstance(values, Mapping) else None
+    if not isinstance(group, Mapping):
+        raise ConfigError(name, group, "a saved run config holds every group: this one has none")
+    return group
+
+
+def _tagged_node(union: TaggedUnion, values: Mapping) -> DictConfig:
+    return OmegaConf.structured(union.schema_of(values))
+
+
+def _model_node(values: Mapping) -> DictConfig:
+    node = _tagged_node(MODELS, values)
+    node.pos = _tagged_node(POSITIONS, _group(values, "pos"))
+    return node
+
+
+def _read(node: DictConfig, values: Mapping) -> Any:
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(node, values))
+    except OmegaConfBaseException as err:
+        raise config_error(err, value_at(OmegaConf.create(dict(values)), err.full_key)) from None
+
+
+def plain(config: Any) -> dict:
+    """A dataclass config as plain data, enums as their names: what checkpoints and loggers are given
+    (``torch.load(weights_only=True)`` reads back nothing else)."""
+    return OmegaConf.to_container(OmegaConf.structured(config), enum_to_str=True)
+
+
+def value_at(cfg: DictConfig, key: str | None) -> object:
+    """The value at a dotted ``key`` of ``cfg`` as plain data, or ``?`` where there is none."""
+    if not key:
+        return "?"
+    value = OmegaConf.select(cfg, key, default="?", throw_on_missing=False, throw_on_resolution_failure=False)
+    return OmegaConf.to_container(value) if OmegaConf.is_config(value) else value
+
+
+def config_error(err: OmegaConfBaseException, value: object) -> ConfigError:
+    """A one-line ConfigError for an OmegaConf error about ``value``: the key the exception names, and
+    what is allowed there from the schema (the enum's members, the class's keys)."""
+    key = err.full_key or "config"
+    if isinstance(err, MissingMandatoryValue):
+        return ConfigError(key, "???", "a value is required")
+    if isinstance(err, ConfigKeyError | ConfigAttributeError):
+        return unknown_key(key, value, err.object_type)
+    members = enum_members(err)
+    if members is not None:
+        return ConfigError(key, value, f"choose one of {members}")
+    return ConfigError(key, value, str(err).splitlines()[0])
+
+
+def enum_members(err: OmegaConfBaseException) -> str | None:
+    """The members of the enum typing the node ``err`` is about (a field, or a list's elements)."""
+    enum = err.child_node.enum_type if isinstance(err.child_node, EnumNode) else None
+    element = get_args(err.ref_type)
+    if enum is None and element and isinstance(element[0], type) and issubclass(element[0], Enum):
+        enum = element[0]
+    return None if enum is None else ", ".join(member.name for member in enum)
+
+
+def unknown_key(key: str, value: object, schema: type | None) -> ConfigError:
+    """``key`` is not a field of ``schema``: say which classes of its union have it, or the closest
+    key, or the keys there are."""
+    *path, name = key.split(".")
+    group = ".".join(path)
+    union = next((u for u in UNIONS if u.tag_of(schema) is not None), None)
+    owners = union.owners(name) if union is not None else []
+    if owners:
+        tagged = f"{group}.{union.tag}"
+        how = f" (choose it with {union.choose.format(owners[0])})" if len(owners) == 1 else ""
+        return ConfigError(
+            key,
+            value,
+            f"not a key of {tagged}={union.tag_of(schema)}; it is a key of "
+            f"{tagged}={', '.join(str(o) for o in owners)}{how}",
+        )
+    known = [f.name for f in fields(schema)] if is_dataclass(schema) else []
+    close = get_close_matches(name, known, n=1)
+    if close:
+        return ConfigError(key, value, f"not a known key; did you mean {'.'.join([*path, close[0]])}?")
+    return ConfigError(
+        key, value, f"not a known key; allowed keys: {', '.join(known)}" if known else "not a known key"
+    )

@@ -1,0 +1,130 @@
+"""The positional encodings' schemas (``model.pos``, chosen with ``pos=<name>``), and the rules that
+the blocks share with the config (a RoPE head size, a sinusoidal width)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from omegaconf import MISSING
+
+from attnlab.schema.choice import Choice, TaggedUnion
+from attnlab.schema.errors import ConfigError, positive
+
+
+class PosName(Choice):
+    none = "none"
+    sinusoidal = "sinusoidal"
+    learned = "learned"
+    rope = "rope"
+    alibi = "alibi"
+    relative = "relative"
+
+
+class Layout(Choice):
+    """Where a sinusoidal table puts its sines and cosines."""
+
+    interleaved = "interleaved"  # the paper's: sin on even, cos on odd dimensions
+    concat = "concat"  # all sines, then all cosines (tensor2tensor, fairseq, Marian)
+
+
+@dataclass
+class PosConfig:
+    """A positional encoding; ``name`` is the tag, chosen with ``pos=<name>``."""
+
+    name: PosName = MISSING
+
+    def check(self, d_model: int, n_heads: int) -> None:
+        """The encoding's own settings, and whether it fits a model of that width and head count."""
+
+
+@dataclass
+class NoPos(PosConfig):
+    """No positional information at all."""
+
+    name: PosName = PosName.none
+
+
+@dataclass
+class SinusoidalPos(PosConfig):
+    """Fixed sines and cosines added to the embeddings (Vaswani et al. 2017)."""
+
+    name: PosName = PosName.sinusoidal
+    layout: Layout = Layout.interleaved
+
+    def check(self, d_model: int, n_heads: int) -> None:
+        check_sinusoidal_width(d_model)
+
+
+@dataclass
+class LearnedPos(PosConfig):
+    """A trained vector per absolute position (GPT-2, BERT, ViT)."""
+
+    name: PosName = PosName.learned
+
+
+@dataclass
+class RopePos(PosConfig):
+    """Rotary embeddings of queries and keys (Su et al. 2021)."""
+
+    name: PosName = PosName.rope
+    rope_base: float = 10000.0
+
+    def check(self, d_model: int, n_heads: int) -> None:
+        positive("model.pos.rope_base", self.rope_base)
+        check_rope_head_size(d_model // n_heads)
+
+
+@dataclass
+class AlibiPos(PosConfig):
+    """Linear biases on the attention scores (Press et al. 2022)."""
+
+    name: PosName = PosName.alibi
+
+
+@dataclass
+class RelativePos(PosConfig):
+    """T5's learned bias per head and bucket of offsets (Raffel et al. 2020)."""
+
+    name: PosName = PosName.relative
+    num_buckets: int = 32
+    max_distance: int = 128
+
+    def check(self, d_model: int, n_heads: int) -> None:
+        positive("model.pos.num_buckets", self.num_buckets)
+        positive("model.pos.max_distance", self.max_distance)
+
+
+POSITIONS = TaggedUnion(
+    "model.pos",
+    "name",
+    {
+        PosName.none: NoPos,
+        PosName.sinusoidal: SinusoidalPos,
+        PosName.learned: LearnedPos,
+        PosName.rope: RopePos,
+        PosName.alibi: AlibiPos,
+        PosName.relative: RelativePos,
+    },
+    "pos={}",
+)
+
+
+def pos_config(name: str, **settings: object) -> PosConfig:
+    """The positional encoding called ``name`` with ``settings`` (its other fields at their defaults)."""
+    return POSITIONS.schema_of({"name": name})(**settings)
+
+
+def check_rope_head_size(head_dim: int) -> None:
+    """RoPE rotates pairs of dimensions within a head."""
+    if head_dim % 2:
+        raise ConfigError(
+            "model.pos.name", PosName.rope, f"rope needs an even head size, d_model/n_heads={head_dim}"
+        )
+
+
+def check_sinusoidal_width(d_model: int) -> None:
+    """A sinusoidal table pairs a sine with a cosine of each frequency."""
+    if d_model % 2:
+        raise ConfigError(
+            "model.pos.name", PosName.sinusoidal, f"sinusoidal needs an even model.d_model, got {d_model}"
+        )
