@@ -16,7 +16,7 @@ import json
 import re
 from pathlib import Path
 
-from attnlab.schema.data import DataConfig
+from attnlab.schema.data import CarvedData, DataConfig, SourcedData, TokenizedData
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.model import ModelConfig
 
@@ -27,8 +27,6 @@ HEAD_BYTES = 1 << 16  # what a cheap check reads of a file
 CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1f]")  # control characters that text does not hold
 CONTROL_SHARE = 0.01  # more of them than this share of the characters: not a text file
 MAX_SHRINK = 2.0  # images shrunk by more than this lose what a classifier needs
-NO_TOKENIZER = ("listops", "digits", "images")  # kinds with a fixed vocabulary, or none
-GENERATED_VAL = ("listops", "dates", "numbers", "reverse")  # kinds whose val split is generated (num_val)
 
 
 # -- paths ------------------------------------------------------------------------------------
@@ -305,9 +303,7 @@ def check_source(cfg: DataConfig, model: ModelConfig | None = None) -> None:
     """What can be checked of ``data`` before a run starts, reading at most the head of each file: the
     path, the files' first bytes and header rows, the tokenizer, whether a validation split can be
     carved, and (with the ``model``) whether images fit ``model.image_size``."""
-    if cfg.seed is not None and cfg.seed < 0:
-        raise ConfigError("data.seed", cfg.seed, "must be 0 or more, or null for the run's seed")
-    if cfg.path is not None:
+    if isinstance(cfg, SourcedData) and cfg.path is not None:
         path = existing(cfg.path)
         if cfg.kind == "images":
             _check_image_folder(path, cfg, model)
@@ -318,7 +314,7 @@ def check_source(cfg: DataConfig, model: ModelConfig | None = None) -> None:
         else:
             _check_record_heads(cfg)
     if (
-        cfg.kind not in NO_TOKENIZER
+        isinstance(cfg, TokenizedData)
         and cfg.tokenizer not in ("char", "bpe")
         and not Path(cfg.tokenizer).exists()
     ):
@@ -327,7 +323,8 @@ def check_source(cfg: DataConfig, model: ModelConfig | None = None) -> None:
             cfg.tokenizer,
             "choose char, bpe, or a tokenizer.json (or a run directory holding one)",
         )
-    if cfg.val_fraction == 0 and cfg.kind not in GENERATED_VAL and not cfg.hf_name and not _has_val(cfg):
+    hf_name = cfg.hf_name if isinstance(cfg, SourcedData) else None
+    if isinstance(cfg, CarvedData) and cfg.val_fraction == 0 and not hf_name and not _has_val(cfg):
         raise ConfigError(
             "data.val_fraction",
             cfg.val_fraction,
@@ -356,7 +353,7 @@ def _check_record_heads(cfg: DataConfig) -> None:
 
 def _has_val(cfg: DataConfig) -> bool:
     """Whether the source has a validation split of its own (a val file or folder)."""
-    if cfg.path is None:
+    if not isinstance(cfg, SourcedData) or cfg.path is None:
         return False
     root = Path(cfg.path)
     if root.is_file():

@@ -54,6 +54,8 @@ class DataConfig:
         DATA.check_tag(self)
         at_least_one("data.batch_size", self.batch_size)
         not_negative("data.num_workers", self.num_workers)
+        if self.seed is not None and self.seed < 0:
+            raise ConfigError("data.seed", self.seed, "must be 0 or more, or null for the run's seed")
 
 
 @dataclass
