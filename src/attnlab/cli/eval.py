@@ -52,12 +52,31 @@ def eval_dir_for(fallback: str, *, _root_: DictConfig) -> str:
 
 
 def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> EvalConfig:
-from attnlab.schema.checks import validate_saved
-from attnlab.schema.data import DataConfig
-from attnlab.schema.errors import ConfigError
-from attnlab.schema.load import plain, to_object
-from attnlab.schema.run import EvalConfig, RunConfig
-from attnlab.schema.rundir import EVAL_DIR, EVAL_METRICS_FILE, eval_dir_of
+    """The eval config, checked before the output directory exists. A multirun's base config lacks
+    a swept ``ckpt_path`` (``-m ckpt_path=a.ckpt,b.ckpt``): each of its checkpoints is checked."""
+    swept = swept_values("ckpt_path", overrides) if run_dir is None else []
+    if swept and OmegaConf.is_missing(config, "ckpt_path"):
+        checked = [check_eval_config(OmegaConf.merge(config, {"ckpt_path": c})) for c in swept]
+        return checked[0]  # each checkpoint must exist before any job starts
+    return check_eval_config(config)
+
+
+def swept_values(key: str, overrides: list[str]) -> list[str]:
+    """The values of ``key=a,b`` among a multirun's command-line overrides ([] if it is not swept)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return [
+        str(value)
+        for override in OverridesParser.create().parse_overrides(overrides)
+        if override.key_or_group == key and override.is_sweep_override()
+        for value in override.sweep_string_iterator()
+    ]
+
+
+def check_eval_config(config: DictConfig) -> EvalConfig:
+    """One eval config as its schema class, checked (its rules, and that the checkpoint exists)."""
+    ev: EvalConfig = to_object(config)
+    ev.check()
     if not Path(ev.ckpt_path).is_file():
         raise ConfigError("ckpt_path", ev.ckpt_path, "no such checkpoint file")
     return ev
