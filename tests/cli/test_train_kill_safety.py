@@ -35,9 +35,6 @@ ARGS = [
     "optim.warmup_steps=0",
     "optim.lr=3e-3",
     "data.batch_size=8",
-    "data.num_train=256",
-    "data.num_val=32",
-    "data.num_test=32",
     "sample.max_new_tokens=0",
 ]
 
