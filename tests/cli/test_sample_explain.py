@@ -152,6 +152,7 @@ def test_sample_classifies_images_with_a_vit(checkpoint, digit, monkeypatch, cap
         ("gpt", ["temperature=hot"], "error: temperature=hot: "),
         ("mlm", ["prompt=no mask"], "error: prompt=no mask: a masked-LM checkpoint fills '<mask>'"),
         ("vit", [], "error: image=null: a ViT checkpoint classifies images"),
+        ("seq2seq", [], "error: prompt='': a seq2seq checkpoint needs a source text"),
     ],
 )
 def test_sample_bad_input_is_one_line(checkpoint, monkeypatch, capsys, name, args, message) -> None:

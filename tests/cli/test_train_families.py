@@ -96,7 +96,7 @@ def test_the_jobs_of_a_multirun_share_one_wandb_group(jobs: list[Path]) -> None:
     assert len({r["run_id"] for r in runs}) == 4
 
 
-@pytest.mark.parametrize("family", ["gpt", "seq2seq", "vit"])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_eval_reproduces_the_test_metrics_of_training(jobs: list[Path], family: str, tmp_path: Path) -> None:
     job = jobs[FAMILIES.index(family)]
     trained = json.loads((job / "test_metrics.json").read_text())

@@ -23,7 +23,7 @@ from attnlab.data.tokenizers import load_tokenizer
 from attnlab.models import build_model
 from attnlab.schema.checks import validate_saved
 from attnlab.schema.errors import ConfigError
-from attnlab.schema.load import read_model_config, read_optim_config, read_task_config
+from attnlab.schema.load import read_model_config, read_optim_config, read_task_config, upgrade_group
 from attnlab.schema.rundir import LABELS_FILE, TOKENIZER_FILE, run_dir_of
 from attnlab.tasks import TaskModule, build_task
 from attnlab.tasks.base import CHECKPOINT_KEY
@@ -113,6 +113,11 @@ def load_task_from_checkpoint(
             f"(found {found}); attnlab-train writes them"
         )
     try:
+        if saved.get("format", 1) == 1:  # written before the tagged groups: in today's shape first
+            saved = {
+                **saved,
+                **{name: upgrade_group(name, saved[name]) for name in ("model", "task", "optim")},
+            }
         model_cfg = read_model_config(saved["model"])
         task_cfg, optim_cfg = read_task_config(saved["task"]), read_optim_config(saved["optim"])
     except ConfigError as err:

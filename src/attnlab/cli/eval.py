@@ -114,7 +114,8 @@ def evaluate(ev: EvalConfig, out_dir: Path) -> tuple[dict[str, float], str]:
     run = validate_saved(saved)
     task = load_task_from_checkpoint(ev.ckpt_path)
     data = replace(run.data, batch_size=ev.batch_size or run.data.batch_size)
-    if task.tokenizer is not None:  # the very tokenizer the model was trained with
+    if task.tokenizer is not None and hasattr(data, "tokenizer"):  # the one the model was trained with
+        # (kinds without the field, ListOps, build their fixed vocabulary themselves)
         data = replace(data, tokenizer=str(task.tokenizer.save(out_dir)))
     datamodule = build_datamodule(
         data, family=run.model.family, task=run.task.name, seed=run.seed, model_cfg=task.model.cfg

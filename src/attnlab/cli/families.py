@@ -207,6 +207,8 @@ class Seq2SeqCommands(FamilyCommands):
 
     def sample(self, loaded: Loaded, cmd: SampleCommand) -> str:
         tok = loaded.tokenizer
+        if not any(texts(cmd)):
+            raise ConfigError("prompt", repr(""), "a seq2seq checkpoint needs a source text: prompt='<text>'")
         sources = [self.encode(loaded, text) for text in texts(cmd)]
         results = beam_search(
             loaded.model,

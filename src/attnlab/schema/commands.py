@@ -20,7 +20,7 @@ class SampleCommand:
     """
 
     ckpt_path: str = MISSING
-    prompt: str = "\n"
+    prompt: str = ""  # gpt: empty starts from <bos> (or a newline); seq2seq needs a source text
     prompts: list[str] = field(default_factory=list)  # generated as one left-padded batch; overrides prompt
     image: str | None = None  # vit: an image file
     images: list[str] = field(default_factory=list)  # vit: several image files

@@ -4,6 +4,8 @@
   merge with the schema is Hydra's; this only refuses the keys ``+key=`` slipped in, and converts);
 * ``read_run_config`` and friends: a config saved as plain data (``config.yaml``, a checkpoint), as
   dataclasses again, each tagged group's class picked by its tag;
+* ``from_format_1``: a run config saved before the schema had one class per family, kind, task and
+  optimiser, in today's shape, so the runs and checkpoints of earlier versions still load;
 * ``plain``: a dataclass as plain data (enums as strings), what a checkpoint may hold;
 * ``config_error``: an OmegaConf error as a one-line ConfigError, from the exception's own fields.
 """
@@ -64,7 +66,9 @@ def refuse_unknown_keys(node: DictConfig, prefix: str = "") -> None:
 
 
 def read_run_config(values: Mapping) -> RunConfig:
-    """A run's config saved as plain data (``config.yaml``, a checkpoint's run config)."""
+    """A run's config saved as plain data (``config.yaml``, a checkpoint's run config), of any format."""
+    if is_format_1(values):
+        values = from_format_1(values)
     node = OmegaConf.structured(RunConfig)
     node.model = _model_node(_group(values, "model"))
     for name, union in (("data", DATA), ("task", TASKS), ("optim", OPTIMIZERS)):
@@ -83,6 +87,48 @@ def read_task_config(values: Mapping) -> TaskConfig:
 
 def read_optim_config(values: Mapping) -> OptimConfig:
     return _read(OmegaConf.create({"optim": _tagged_node(OPTIMIZERS, values)}), {"optim": values})["optim"]
+
+
+# Keys of format-1 configs that no class has any more (accepted then, never read).
+REMOVED_KEYS = {"task": {"sample_every_n_epochs"}}
+
+
+def is_format_1(run: Mapping) -> bool:
+    """Whether a saved run config predates the tagged groups: its optimiser has no ``name`` tag."""
+    optim = run.get("optim") if isinstance(run, Mapping) else None
+    return isinstance(optim, Mapping) and "name" not in optim
+
+
+def from_format_1(run: Mapping) -> dict:
+    """A run config of format 1 (flat classes holding every key of every family, data kind, task and
+    positional encoding; an untagged optimiser) in today's shape: the optimiser gets its tag and each
+    group keeps the keys of its own class. A key that no class has stays, so it is still an error."""
+    upgraded = dict(run)
+    for name in ("model", "task", "optim"):
+        if isinstance(run.get(name), Mapping):
+            upgraded[name] = upgrade_group(name, run[name])
+    if isinstance(run.get("data"), Mapping):
+        upgraded["data"] = _own_keys(DATA, run["data"])
+    return upgraded
+
+
+def upgrade_group(name: str, values: Mapping) -> dict:
+    """One group (``model``, ``task`` or ``optim``) of a format-1 config in today's shape."""
+    if name == "optim":
+        return {"name": "adamw", **values}
+    if name == "task":
+        return _own_keys(TASKS, values, REMOVED_KEYS["task"])
+    model = _own_keys(MODELS, values)
+    if isinstance(values.get("pos"), Mapping):
+        model["pos"] = _own_keys(POSITIONS, values["pos"])
+    return model
+
+
+def _own_keys(union: TaggedUnion, values: Mapping, removed: set[str] = frozenset()) -> dict:
+    """``values`` without the keys that belong only to the other classes of ``union`` (or to none now)."""
+    own = {f.name for f in fields(union.schema_of(values))}
+    known = {f.name for schema in union.schemas.values() for f in fields(schema)} | set(removed)
+    return {key: value for key, value in values.items() if key in own or key not in known}
 
 
 def _group(values: Mapping, name: str) -> Mapping:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from attnlab.schema.errors import ConfigError
-from attnlab.schema.load import plain
+from attnlab.schema.load import from_format_1, is_format_1, plain
 from attnlab.schema.run import RunConfig
 
 RUN_KEY = "attnlab_run"  # the checkpoint entry written by training.callbacks.RunState
@@ -38,6 +38,8 @@ def check_resume(run: RunConfig) -> None:
     saved = read_run_state(run.ckpt_path).get("config")
     if not saved:
         return
+    if is_format_1(saved):
+        saved = from_format_1(saved)
     ours = plain(run)
     for group in COMPARED:
         for key, theirs in _flat(saved.get(group), group).items():
