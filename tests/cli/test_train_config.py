@@ -127,6 +127,23 @@ def test_values_are_typed_and_checked() -> None:
         run_config("model.d_model=12", "model.n_heads=4", "pos=rope")
 
 
+def test_rope_scaling_is_a_pos_setting_checked_in_one_line() -> None:
+    pos = run_config("pos=rope", "model.pos.rope_scaling=yarn", "model.pos.rope_factor=8").model.pos
+    assert (pos.rope_scaling, pos.rope_factor, pos.rope_original_max_len) == ("yarn", 8.0, None)
+    with pytest.raises(
+        ConfigError, match=r"^model.pos.rope_scaling=ntk: applies to pos=rope only, not alibi$"
+    ):
+        run_config("pos=alibi", "model.pos.rope_scaling=ntk", "model.pos.rope_factor=2")
+    with pytest.raises(
+        ConfigError, match=r"^model.pos.rope_scaling=llama3: choose one of none, linear, ntk, yarn"
+    ):
+        run_config("pos=rope", "model.pos.rope_scaling=llama3")
+    with pytest.raises(ConfigError, match=r"^model.pos.rope_factor=0.5: must be at least 1"):
+        run_config("pos=rope", "model.pos.rope_scaling=linear", "model.pos.rope_factor=0.5")
+    with pytest.raises(ConfigError, match=r"^model.embed_scale=maybe: choose true, false or auto$"):
+        run_config("model.embed_scale=maybe")
+
+
 def test_a_hydra_error_becomes_one_line() -> None:
     with pytest.raises(HydraException) as info:
         composed("model.d_model=abc")

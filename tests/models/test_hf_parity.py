@@ -22,6 +22,7 @@ transformers = pytest.importorskip("transformers")
 
 TOL = 1e-5
 VOCAB, BATCH, LEN = 64, 3, 9
+ORIGINAL, LONG = 16, 40  # a scaled RoPE's original context, and a sequence 2.5 times longer
 
 
 class Result(NamedTuple):
@@ -103,6 +104,12 @@ def image_classifier(hf: nn.Module, ours: nn.Module) -> Result:
     )
 
 
+def long_decoder_lm(hf: nn.Module, ours: nn.Module) -> Result:
+    """Causal-LM logits of a right-padded batch longer than the RoPE's original context."""
+    x, mask = ids(LONG), right_padded(LONG)
+    return Result(ours.cfg, {"logits": diff(hf(x, attention_mask=mask).logits, ours(x, attention_mask=mask))})
+
+
 def seq2seq(hf: nn.Module, ours: nn.Module) -> Result:
     """Teacher-forced logits with padded sources and padded targets."""
     src, src_mask, tgt, tgt_mask = ids(11), right_padded(11), ids(7), right_padded(7)
@@ -144,6 +151,30 @@ def llama() -> nn.Module:
         max_position_embeddings=32,
     )
     return reference(transformers.LlamaForCausalLM, config)
+
+
+def scaled_llama(rope_parameters: dict) -> Callable[[], nn.Module]:
+    """Llama with a scaled RoPE (``rope_parameters`` of transformers 5) over an ORIGINAL-token context.
+
+    Head size 16 and base 100 put YaRN's ramp across several frequencies (with base 10000 it would
+    fall between the first two).
+    """
+
+    def build() -> nn.Module:
+        yarn = rope_parameters["rope_type"] == "yarn"
+        config = transformers.LlamaConfig(
+            vocab_size=VOCAB,
+            hidden_size=64,
+            intermediate_size=48,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=4 * ORIGINAL if yarn else ORIGINAL,
+            rope_parameters={"rope_theta": 100.0, **rope_parameters},
+        )
+        return reference(transformers.LlamaForCausalLM, config)
+
+    return build
 
 
 def bloom() -> nn.Module:
@@ -232,6 +263,12 @@ CASES: dict[str, tuple[Callable[[], nn.Module], Callable[[nn.Module, nn.Module],
     "T5 v1.1 (gated-gelu)": (t5("gated-gelu"), seq2seq),
     "Llama (GQA)": (llama, decoder_lm),
     "BLOOM": (bloom, decoder_lm),
+    "Llama (RoPE linear)": (scaled_llama({"rope_type": "linear", "factor": 2.0}), long_decoder_lm),
+    "Llama (RoPE dynamic NTK)": (scaled_llama({"rope_type": "dynamic", "factor": 3.0}), long_decoder_lm),
+    "Llama (RoPE YaRN)": (
+        scaled_llama({"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": ORIGINAL}),
+        long_decoder_lm,
+    ),
 }
 
 
@@ -277,14 +314,28 @@ EXPECTED = {  # choices each mapping must make, beyond the family class's defaul
         family="gpt", pos="rope", norm="rmsnorm", activation="swiglu", n_kv_heads=2, bias=False
     ),
     "BLOOM": dict(family="gpt", pos="alibi", embed_norm=True, n_heads=6),
+    "Llama (RoPE linear)": dict(pos="rope", rope_scaling="linear", rope_factor=2.0, rope_base=100.0),
+    "Llama (RoPE dynamic NTK)": dict(
+        pos="rope", rope_scaling="ntk", rope_factor=3.0, rope_original_max_len=ORIGINAL
+    ),
+    "Llama (RoPE YaRN)": dict(
+        pos="rope", rope_scaling="yarn", rope_factor=4.0, rope_original_max_len=ORIGINAL, max_seq_len=64
+    ),
 }
+
+
+def setting(cfg: ModelConfig, key: str) -> object:
+    """A ModelConfig field, ``pos`` as its name, or a ``rope_*`` field of ``pos``."""
+    if key == "pos":
+        return cfg.pos.name
+    return getattr(cfg.pos, key) if key.startswith("rope_") else getattr(cfg, key)
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_outputs_match_transformers(name: str) -> None:
     result = run(name)
     cfg = result.cfg
-    assert {k: cfg.pos.name if k == "pos" else getattr(cfg, k) for k in EXPECTED[name]} == EXPECTED[name]
+    assert {k: setting(cfg, k) for k in EXPECTED[name]} == EXPECTED[name]
     assert result.diffs
     for output, (value, _) in result.diffs.items():
         assert value <= TOL, f"{name} {output}: max abs difference {value:.2e} > {TOL:.0e}"

@@ -59,6 +59,9 @@ def gpt2_dir(tmp_path: Path) -> Path:
         ("T5 v1.1 (gated-gelu)", "sharded"),
         ("Llama (GQA)", "bin"),
         ("BLOOM", "safetensors"),
+        ("Llama (RoPE linear)", "safetensors"),
+        ("Llama (RoPE dynamic NTK)", "bin"),
+        ("Llama (RoPE YaRN)", "safetensors"),
     ],
 )
 @torch.no_grad()
@@ -276,3 +279,49 @@ def test_a_registered_architecture_loads(gpt2_dir: Path, monkeypatch: pytest.Mon
     edit_config(gpt2_dir, model_type="gpt3", architectures=["GPT3"])
     with pytest.raises(ValueError, match=r"attnlab loads GPT2LMHeadModel, .*, BloomModel, CopyLM$"):
         attnlab.load_hf(gpt2_dir)
+
+
+@pytest.mark.parametrize("spelling", ["type", "rope_type"])
+@torch.no_grad()
+def test_transformers4_rope_scaling_spelling_loads(spelling: str, tmp_path: Path) -> None:
+    """transformers 4 wrote ``rope_scaling`` (its oldest files with ``type``) and a top-level ``rope_theta``."""
+    build, compare = CASES["Llama (RoPE dynamic NTK)"]
+    hf = build()
+    path = save(hf, tmp_path, "safetensors")
+    edit_config(
+        path, drop=("rope_parameters",), rope_theta=100.0, rope_scaling={spelling: "dynamic", "factor": 3.0}
+    )
+    model = attnlab.load_hf(path)
+    assert (model.cfg.pos.rope_scaling, model.cfg.pos.rope_factor, model.cfg.pos.rope_base) == (
+        "ntk",
+        3.0,
+        100.0,
+    )
+    for output, (value, _) in compare(hf, model).diffs.items():
+        assert value <= TOL, f"{output} differs by {value:.2e}"
+
+
+@pytest.mark.parametrize(
+    ("rope", "message"),
+    [
+        (
+            {"rope_type": "llama3", "factor": 8.0},
+            r"rope_type='llama3' is not supported \(attnlab reproduces default, ",
+        ),
+        ({"rope_type": "longrope", "factor": 8.0}, r"rope_type='longrope' is not supported"),
+        (
+            {"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 0.5},
+            r"partial_rotary_factor=0.5 is not",
+        ),
+        (
+            {"rope_type": "yarn"},
+            r"config\.json lacks 'rope_parameters\.factor', which LlamaForCausalLM needs",
+        ),
+    ],
+)
+def test_unsupported_rope_scaling_is_one_line(rope: dict, message: str, tmp_path: Path) -> None:
+    path = save(CASES["Llama (GQA)"][0](), tmp_path, "safetensors")
+    edit_config(path, rope_parameters={"rope_theta": 10000.0, **rope})
+    with pytest.raises(ValueError, match=message) as err:
+        attnlab.load_hf(path)
+    assert "\n" not in str(err.value)

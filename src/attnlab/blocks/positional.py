@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.blocks.rope_scaling import RopeScaling, attention_factor, inv_freq, rope_scaling
 from attnlab.schema.pos import (
     AlibiPos,
     Layout,
@@ -112,31 +113,41 @@ def rotate_half(x: Tensor) -> Tensor:
 
 
 class RotaryPositionalEncoding(PositionalEncoding):
-    """Rotary embeddings (Su et al. 2021) in the half-split layout used by GPT-NeoX and Llama."""
+    """Rotary embeddings (Su et al. 2021) in the half-split layout used by GPT-NeoX and Llama.
 
-    def __init__(self, head_dim: int, base: float = 10000.0) -> None:
+    ``scaling`` stretches the frequencies for contexts longer than the trained one
+    (``attnlab.blocks.rope_scaling``); it holds no weights, so a trained model can be rebuilt with
+    another scaling and the same state dict.
+    """
+
+    def __init__(self, head_dim: int, base: float = 10000.0, scaling: RopeScaling | None = None) -> None:
         super().__init__()
         check_rope_head_size(head_dim)
         self.head_dim, self.base = head_dim, base
-
-    def inv_freq(self, device: torch.device) -> Tensor:
-        """base^(-2i/hd) in float32, computed per call: a buffer would be rounded by model.to(bfloat16)."""
-        exponents = (
-            torch.arange(0, self.head_dim, 2, dtype=torch.int64, device=device).float() / self.head_dim
-        )
-        return 1.0 / (self.base**exponents)
+        self.scaling = scaling or RopeScaling()
+        self.attention_factor = attention_factor(self.scaling)
 
     def _cos_sin(self, positions: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
-        freqs = _per_batch(positions).float().unsqueeze(-1) * self.inv_freq(positions.device)  # (B, T, hd/2)
+        positions = _per_batch(positions)
+        freqs = positions.float().unsqueeze(-1) * inv_freq(self.head_dim, self.base, self.scaling, positions)
         emb = torch.cat([freqs, freqs], dim=-1).unsqueeze(1)  # (B, 1, T, hd)
-        return emb.cos().to(dtype), emb.sin().to(dtype)
+        cos, sin = emb.cos(), emb.sin()
+        if self.attention_factor != 1.0:  # YaRN: in float32 before rounding, as Hugging Face does
+            cos, sin = cos * self.attention_factor, sin * self.attention_factor
+        return cos.to(dtype), sin.to(dtype)
 
     def apply_rotation(self, x: Tensor, positions: Tensor) -> Tensor:
-        cos, sin = self._cos_sin(positions, x.dtype)
-        return x * cos + rotate_half(x) * sin
+        return _rotated(x, *self._cos_sin(positions, x.dtype))
 
     def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
-        return self.apply_rotation(q, q_pos), self.apply_rotation(k, k_pos)
+        if q_pos is not k_pos or q.dtype != k.dtype:
+            return self.apply_rotation(q, q_pos), self.apply_rotation(k, k_pos)
+        cos, sin = self._cos_sin(q_pos, q.dtype)  # self-attention: one table for queries and keys
+        return _rotated(q, cos, sin), _rotated(k, cos, sin)
+
+
+def _rotated(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    return x * cos + rotate_half(x) * sin
 
 
 def alibi_slopes(n_heads: int) -> Tensor:
@@ -203,7 +214,8 @@ class RelativePositionBias(PositionalEncoding):
 def build_positional(
     pos: PosConfig, *, d_model: int, n_heads: int, max_len: int, causal: bool
 ) -> PositionalEncoding:
-    """The positional encoding that ``pos`` describes; ``causal`` picks T5's one-sided buckets."""
+    """The positional encoding that ``pos`` describes; ``causal`` picks T5's one-sided buckets.
+    ``max_len`` sizes a learned table and is the trained length that RoPE scaling stretches from."""
     if isinstance(pos, NoPos):
         return PositionalEncoding()
     if isinstance(pos, SinusoidalPos):
@@ -211,7 +223,8 @@ def build_positional(
     if isinstance(pos, LearnedPos):
         return LearnedPositionalEncoding(d_model, max_len)
     if isinstance(pos, RopePos):
-        return RotaryPositionalEncoding(d_model // n_heads, base=pos.rope_base)
+        scaling = rope_scaling(pos, max_len)
+        return RotaryPositionalEncoding(d_model // n_heads, base=pos.rope_base, scaling=scaling)
     if isinstance(pos, AlibiPos):
         return ALiBiPositionalEncoding(n_heads)
     if isinstance(pos, RelativePos):

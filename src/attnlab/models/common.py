@@ -15,6 +15,7 @@ from attnlab.blocks.ffn import ffn_width
 from attnlab.blocks.layers import LayerConfig
 from attnlab.blocks.positional import PositionalEncoding, build_positional
 from attnlab.schema.model import ModelConfig, TokenModelConfig
+from attnlab.schema.pos import SinusoidalPos
 
 
 class FamilyModel(nn.Module):
@@ -94,6 +95,21 @@ def positional(cfg: ModelConfig, causal: bool, max_len: int) -> PositionalEncodi
     return build_positional(cfg.pos, d_model=cfg.d_model, n_heads=cfg.n_heads, max_len=max_len, causal=causal)
 
 
+def scales_embeddings(cfg: TokenModelConfig) -> bool:
+    """Whether token embeddings are multiplied by sqrt(d_model): ``model.embed_scale``, where "auto"
+    means exactly for the additive fixed encoding (sinusoidal), as in the original Transformer.
+
+    A fixed sinusoid has norm sqrt(d/2) per position, where N(0, 0.02) token embeddings have norm
+    0.02 sqrt(d): summed, the positions would swamp the tokens before the first norm. Scaled tokens
+    start at N(0, 1/d) (``init_weights``), so both parts have unit-order norms. Learned positions start
+    as small as the tokens, and the other kinds add nothing to the embeddings, so "auto" leaves
+    them unscaled (GPT-2, BERT and Llama do not scale).
+    """
+    if cfg.embed_scale == "auto":
+        return isinstance(cfg.pos, SinusoidalPos)
+    return bool(cfg.embed_scale)
+
+
 def token_embedding(cfg: TokenModelConfig, causal: bool, type_vocab_size: int = 0) -> TokenEmbedding:
     """Token embeddings with the configured positional encoding, scale, norm and dropout."""
     return TokenEmbedding(
@@ -101,7 +117,7 @@ def token_embedding(cfg: TokenModelConfig, causal: bool, type_vocab_size: int = 
         cfg.d_model,
         positional(cfg, causal=causal, max_len=cfg.max_seq_len),
         type_vocab_size=type_vocab_size,
-        scale=cfg.embed_scale,
+        scale=scales_embeddings(cfg),
         norm=cfg.norm if cfg.embed_norm else None,
         norm_eps=cfg.norm_eps,
         norm_bias=cfg.norm_bias,

@@ -113,7 +113,10 @@ class TokenModelConfig(ModelConfig):
 
     vocab_size: int = 0  # 0: taken from the data's tokenizer at build time
     max_seq_len: int = 256  # the size of a learned positional table
-    embed_scale: bool = False  # multiply token embeddings by sqrt(d_model)
+    # Multiply token embeddings by sqrt(d_model) (and start them at N(0, 1/d_model)): true, false, or
+    # "auto", exactly for pos=sinusoidal, whose fixed table would otherwise swamp the tokens
+    # (attnlab.models.common.scales_embeddings). Typed Any because OmegaConf has no bool | str field.
+    embed_scale: Any = "auto"
     embed_norm: bool = False  # norm after the embeddings (BERT, BLOOM)
     tie_embeddings: bool = True  # the output projection is the token table
 
@@ -121,6 +124,8 @@ class TokenModelConfig(ModelConfig):
         super().check()
         not_negative("model.vocab_size", self.vocab_size)
         positive("model.max_seq_len", self.max_seq_len)
+        if not (isinstance(self.embed_scale, bool) or self.embed_scale == "auto"):
+            raise ConfigError("model.embed_scale", self.embed_scale, "choose true, false or auto")
 
 
 @dataclass
@@ -167,7 +172,7 @@ class Seq2SeqConfig(TokenModelConfig):
     n_layers: int = 3
     n_decoder_layers: int | None = 3  # None: same as n_layers
     activation: Activation = Activation.relu
-    embed_scale: bool = True
+    embed_scale: Any = True  # the original Transformer's, whatever the positional encoding
     share_embeddings: bool = True  # one table for source and target
     lm_head_bias: bool = False
     tied_output_scale: bool = False  # T5: hidden * d_model**-0.5 before a tied output projection

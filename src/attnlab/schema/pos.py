@@ -27,6 +27,15 @@ class Layout(Choice):
     concat = "concat"  # all sines, then all cosines (tensor2tensor, fairseq, Marian)
 
 
+class RopeScalingKind(Choice):
+    """How RoPE stretches to contexts longer than the trained one (``attnlab.blocks.rope_scaling``)."""
+
+    none = "none"
+    linear = "linear"  # position interpolation: every frequency divided by the factor
+    ntk = "ntk"  # dynamic NTK-aware (Hugging Face's "dynamic"): the base grows with the length
+    yarn = "yarn"  # YaRN: high frequencies kept, low ones interpolated, an attention factor
+
+
 @dataclass
 class PosConfig:
     """A positional encoding; ``name`` is the tag, chosen with ``pos=<name>``."""
@@ -64,14 +73,29 @@ class LearnedPos(PosConfig):
 
 @dataclass
 class RopePos(PosConfig):
-    """Rotary embeddings of queries and keys (Su et al. 2021)."""
+    """Rotary embeddings of queries and keys (Su et al. 2021).
+
+    ``rope_scaling`` stretches them by ``rope_factor`` from ``rope_original_max_len`` (None:
+    ``model.max_seq_len``, the length the model was trained for); the fields after it are YaRN's,
+    with Hugging Face's defaults. Scaling holds no weights: a checkpoint rebuilds under another one.
+    """
 
     name: PosName = PosName.rope
     rope_base: float = 10000.0
+    rope_scaling: RopeScalingKind = RopeScalingKind.none
+    rope_factor: float = 1.0
+    rope_original_max_len: int | None = None
+    rope_beta_fast: float = 32.0
+    rope_beta_slow: float = 1.0
+    rope_attn_factor: float | None = None  # None: 0.1 ln(rope_factor) + 1 (or the mscale ratio)
+    rope_mscale: float = 0.0  # with rope_mscale_all_dim (both non-zero): DeepSeek's attention factor
+    rope_mscale_all_dim: float = 0.0
+    rope_truncate: bool = True  # round YaRN's ramp ends to whole dimensions
 
     def check(self, d_model: int, n_heads: int) -> None:
         positive("model.pos.rope_base", self.rope_base)
         check_rope_head_size(d_model // n_heads)
+        check_rope_scaling(self)
 
 
 @dataclass
@@ -120,6 +144,28 @@ def check_rope_head_size(head_dim: int) -> None:
         raise ConfigError(
             "model.pos.name", PosName.rope, f"rope needs an even head size, d_model/n_heads={head_dim}"
         )
+
+
+def check_rope_factor(factor: float) -> None:
+    """A scaling stretches RoPE's frequencies, never compresses them (1: no stretch)."""
+    if factor < 1.0:
+        raise ConfigError("model.pos.rope_factor", factor, "must be at least 1 (1: no stretch)")
+
+
+def check_rope_scaling(pos: RopePos) -> None:
+    """The scaling's factor, original length and YaRN's settings (read only when a scaling is set)."""
+    if pos.rope_scaling == RopeScalingKind.none:
+        return
+    check_rope_factor(pos.rope_factor)
+    positive("model.pos.rope_original_max_len", pos.rope_original_max_len, allow_none=True)
+    positive("model.pos.rope_beta_slow", pos.rope_beta_slow)
+    if pos.rope_beta_fast < pos.rope_beta_slow:
+        raise ConfigError(
+            "model.pos.rope_beta_fast",
+            pos.rope_beta_fast,
+            f"must be at least model.pos.rope_beta_slow={pos.rope_beta_slow}",
+        )
+    positive("model.pos.rope_attn_factor", pos.rope_attn_factor, allow_none=True)
 
 
 def check_sinusoidal_width(d_model: int) -> None:

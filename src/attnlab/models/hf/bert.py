@@ -39,6 +39,7 @@ def bert_config(c: dict, cls: str) -> BertConfig:
         embed_norm=True,
         max_seq_len=c["max_position_embeddings"],
         tie_embeddings=c.get("tie_word_embeddings", True),
+        embed_scale=False,
         type_vocab_size=c["type_vocab_size"],
         mlm_head=cls == "BertForMaskedLM",
         num_classes=num_labels(c) if cls == "BertForSequenceClassification" else 0,

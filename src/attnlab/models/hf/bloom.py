@@ -31,6 +31,7 @@ def bloom_config(c: dict, cls: str) -> GPTConfig:
         attn_dropout=c.get("attention_dropout", 0.0),
         max_seq_len=c.get("seq_length") or 2048,
         tie_embeddings=c.get("tie_word_embeddings", True),
+        embed_scale=False,
         pos=AlibiPos(),
     )
 

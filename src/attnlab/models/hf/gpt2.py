@@ -28,6 +28,7 @@ def gpt2_config(c: dict, cls: str) -> GPTConfig:
         attn_dropout=c.get("attn_pdrop", 0.1),
         max_seq_len=c["n_positions"],
         tie_embeddings=c.get("tie_word_embeddings", True),
+        embed_scale=False,
         pos=LearnedPos(),
     )
 

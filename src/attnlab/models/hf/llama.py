@@ -1,8 +1,10 @@
 """Llama (``LlamaForCausalLM``): a pre-norm decoder with RoPE, RMSNorm, SwiGLU and grouped KV heads.
 
-Only the default rotary embedding is reproduced: ``llama_config`` refuses any ``rope_scaling`` /
-``rope_parameters`` type but ``default``, a head size other than ``hidden_size / heads``, and an
-MLP bias that differs from the attention bias (attnlab has one ``bias`` switch).
+RoPE scaling is read from ``rope_parameters`` (transformers 5) or ``rope_scaling`` (4.x, whose older
+files spell the kind ``type``): ``default``, ``linear``, ``dynamic`` (attnlab's ``ntk``) and ``yarn``
+are reproduced; any other kind (``llama3``, ``longrope``, ...) is refused, as are a partial rotary
+dimension, a head size other than ``hidden_size / heads`` and an MLP bias that differs from the
+attention bias (attnlab has one ``bias`` switch).
 """
 
 from __future__ import annotations
@@ -11,12 +13,40 @@ from attnlab.models.hf.config_keys import require
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Table, attention, ffn, layers, tokens_and_head
 from attnlab.schema.model import GPTConfig
-from attnlab.schema.pos import RopePos
+from attnlab.schema.pos import RopePos, RopeScalingKind
+
+ROPE_TYPES = {"default": "none", "linear": "linear", "dynamic": "ntk", "yarn": "yarn"}  # HF -> attnlab
+
+
+def rope_config(c: dict) -> RopePos:
+    """The RoPE settings of a Llama config.json: base, and scaling with its parameters."""
+    rope = c.get("rope_parameters") or c.get("rope_scaling") or {}
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    if kind not in ROPE_TYPES:
+        raise ValueError(f"rope_type={kind!r} is not supported (attnlab reproduces {', '.join(ROPE_TYPES)})")
+    require(rope, partial_rotary_factor=1.0)
+    require(c, partial_rotary_factor=1.0)
+    base = rope.get("rope_theta", c.get("rope_theta", 10000.0))
+    if kind == "default":
+        return RopePos(rope_base=base)
+    if rope.get("factor") is None:
+        raise KeyError("rope_parameters.factor")
+    original = rope.get("original_max_position_embeddings") if kind == "yarn" else None
+    return RopePos(
+        rope_base=base,
+        rope_scaling=RopeScalingKind(ROPE_TYPES[kind]),
+        rope_factor=float(rope["factor"]),
+        rope_original_max_len=original or c["max_position_embeddings"],
+        rope_beta_fast=float(rope.get("beta_fast") or 32.0),
+        rope_beta_slow=float(rope.get("beta_slow") or 1.0),
+        rope_attn_factor=rope.get("attention_factor"),
+        rope_mscale=float(rope.get("mscale") or 0.0),
+        rope_mscale_all_dim=float(rope.get("mscale_all_dim") or 0.0),
+        rope_truncate=bool(rope.get("truncate", True)),
+    )
 
 
 def llama_config(c: dict, cls: str) -> GPTConfig:
-    rope = c.get("rope_parameters") or c.get("rope_scaling") or {}
-    require(rope, rope_type="default", type="default")
     require(c, hidden_act="silu", mlp_bias=c.get("attention_bias", False))
     d, heads = c["hidden_size"], c["num_attention_heads"]
     require(c, head_dim=d // heads)
@@ -36,7 +66,8 @@ def llama_config(c: dict, cls: str) -> GPTConfig:
         attn_dropout=c.get("attention_dropout", 0.0),
         max_seq_len=c["max_position_embeddings"],
         tie_embeddings=c.get("tie_word_embeddings", False),
-        pos=RopePos(rope_base=rope.get("rope_theta", c.get("rope_theta", 10000.0))),
+        embed_scale=False,
+        pos=rope_config(c),
     )
 
 
@@ -66,6 +97,6 @@ register(
         prefix="model.",
         config=llama_config,
         weights=llama_weights,
-        ignore=(r"rotary_emb\.inv_freq$",),  # computed from rope_theta
+        ignore=(r"rotary_emb\.(original_)?inv_freq$",),  # computed from rope_theta and the scaling
     )
 )
