@@ -7,6 +7,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from attnlab.blocks.guards import check_index
 from attnlab.blocks.norm import build_norm
 from attnlab.blocks.positional import PositionalEncoding
 
@@ -41,13 +42,13 @@ class TokenEmbedding(nn.Module):
 
     def forward(self, input_ids: Tensor, positions: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
         vocab = self.tokens.num_embeddings
-        if not input_ids.is_cuda and input_ids.numel():  # one pass for both ends: runs every decoding step
-            low, high = (int(end) for end in torch.aminmax(input_ids))
-            if low < 0 or high >= vocab:
-                raise ValueError(
-                    f"token id {low if low < 0 else high} is outside the model's vocabulary of {vocab} "
-                    f"(ids 0..{vocab - 1}; does the tokenizer match model.vocab_size?)"
-                )
+        check_index(
+            input_ids,
+            vocab,
+            "token id",
+            f"is outside the model's vocabulary of {vocab} "
+            f"(ids 0..{vocab - 1}; does the tokenizer match model.vocab_size?)",
+        )
         x = self.tokens(input_ids)
         if self.scale != 1.0:  # skipping the no-op product saves a pass over (B, T, D) forward and backward
             x = x * self.scale

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.blocks.guards import check_index
 from attnlab.blocks.rope_scaling import RopeScaling, attention_factor, inv_freq, rope_scaling
 from attnlab.schema.pos import (
     AlibiPos,
@@ -96,12 +97,13 @@ class LearnedPositionalEncoding(PositionalEncoding):
         nn.init.normal_(self.weight, std=0.02)
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
-        if positions.numel() and int(positions.max()) >= self.max_len:
-            raise ValueError(
-                f"position {int(positions.max())} is beyond the learned positional table "
-                f"(pos=learned was built for max_seq_len={self.max_len}); use a shorter input "
-                "or a larger model.max_seq_len"
-            )
+        check_index(
+            positions,
+            self.max_len,
+            "position",
+            f"is beyond the learned positional table (pos=learned was built for max_seq_len={self.max_len}); "
+            "use a shorter input or a larger model.max_seq_len",
+        )
         # a lookup rather than indexing: embedding's backward is cheaper than index_put's
         return x + F.embedding(_per_batch(positions), self.weight).to(x.dtype)
 

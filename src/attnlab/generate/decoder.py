@@ -113,7 +113,9 @@ def generate(
         else torch.Generator(device).manual_seed(seed)
     )
 
-    with eval_mode(model):
+    # eager even when the model was compiled: a KV cache changes the shapes at every step, which
+    # would recompile the model until torch._dynamo's recompile limit
+    with eval_mode(model), torch.compiler.set_stance("force_eager"):
         new = _decode(
             model,
             ids,
