@@ -1,0 +1,96 @@
+"""Every positional encoding trains: a tiny GPT on the default corpus (pydoc topics, char-level) gets
+to within a stated margin of ``pos=learned``'s validation loss, with only ``pos`` changed.
+
+A real training run, not a shape check: it caught ``pos=sinusoidal`` training worse than no
+positional encoding at all (issue 16), because its fixed table swamped the unscaled token
+embeddings. Measured with these settings, validation loss of seeds 0 and 1 (``embed_scale=auto``):
+
+    learned 1.974 1.999 | none 2.105 2.157 | sinusoidal 2.070 2.026 | rope 1.694 1.671
+    alibi 1.852 1.918 | relative 1.868 1.881 | sinusoidal with embed_scale=false 3.113 3.096
+
+so every encoding ends within 0.16 nats of learned (none is the furthest) and the old sinusoidal
+default 1.1 nats above it; ``MARGIN`` sits between the two.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pydoc_data.topics import topics
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attnlab.blocks.positional import POSITIONAL_ENCODINGS
+from attnlab.models import build_model
+from attnlab.schema.model import ModelConfig, PosConfig
+
+SEQ, BATCH, STEPS, LR = 64, 16, 300, 3e-3
+MARGIN = 0.25  # nats/char above pos=learned that any encoding may end at
+TINY = ModelConfig(family="gpt", d_model=64, n_layers=2, n_heads=4, max_seq_len=SEQ, dropout=0.0)
+
+
+def corpus() -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Char ids of the pydoc topics text (sorted by topic name), 95% train and 5% validation."""
+    text = "".join(topics[key] for key in sorted(topics))
+    chars = sorted(set(text))
+    ids = torch.tensor(_encode(text, chars))
+    cut = int(0.95 * len(ids))
+    return ids[:cut], ids[cut:], len(chars)
+
+
+def _encode(text: str, chars: list[str]) -> list[int]:
+    index = {c: i for i, c in enumerate(chars)}
+    return [index[c] for c in text]
+
+
+def windows(ids: torch.Tensor, starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs and next-token targets of the SEQ-long windows that begin at ``starts``."""
+    rows = ids[starts[:, None] + torch.arange(SEQ + 1)]
+    return rows[:, :-1], rows[:, 1:]
+
+
+def val_loss(pos: str, seed: int, data: tuple[torch.Tensor, torch.Tensor, int]) -> float:
+    """Validation loss (nats/char, 32 fixed windows) of a tiny GPT trained STEPS steps with ``pos``."""
+    train, val, vocab = data
+    torch.manual_seed(seed)
+    model = build_model(replace(TINY, vocab_size=vocab, pos=PosConfig(pos)))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
+    draws = torch.Generator().manual_seed(seed)
+    for _ in range(STEPS):
+        x, y = windows(train, torch.randint(0, len(train) - SEQ - 1, (BATCH,), generator=draws))
+        loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    x, y = windows(val, torch.linspace(0, len(val) - SEQ - 2, 32).long())
+    with torch.no_grad():
+        return float(F.cross_entropy(model(x).flatten(0, 1), y.flatten()))
+
+
+@pytest.fixture(scope="module")
+def losses() -> dict[str, float]:
+    data = corpus()
+    return {pos: val_loss(pos, seed=0, data=data) for pos in POSITIONAL_ENCODINGS}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("pos", [p for p in POSITIONAL_ENCODINGS if p != "learned"])
+def test_every_positional_encoding_trains_about_as_well_as_learned(
+    pos: str, losses: dict[str, float]
+) -> None:
+    assert losses["learned"] < 3.0, losses  # it learned something: a uniform guess is ln(vocab) > 4
+    assert losses[pos] <= losses["learned"] + MARGIN, losses
+
+
+@pytest.mark.parametrize("pos", POSITIONAL_ENCODINGS)
+@pytest.mark.parametrize("embed_scale", ["auto", True, False])
+def test_embed_scale_auto_scales_exactly_the_sinusoidal_table(pos: str, embed_scale: bool | str) -> None:
+    """Scaled token embeddings start at N(0, 1/d), so scaled by sqrt(d) they have unit variance."""
+    d = TINY.d_model
+    model = build_model(replace(TINY, vocab_size=500, pos=PosConfig(pos), embed_scale=embed_scale))
+    scaled = pos == "sinusoidal" if embed_scale == "auto" else embed_scale
+    assert model.embed.scale == (d**0.5 if scaled else 1.0)
+    std = float(model.embed.tokens.weight.std())
+    assert std == pytest.approx(d**-0.5 if scaled else TINY.init_std, rel=0.05)
