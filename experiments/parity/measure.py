@@ -27,11 +27,13 @@ def describe(cfg: ModelConfig) -> str:
     parts = [f"family={cfg.family}", f"pos={cfg.pos.name}"]
     if cfg.pos.name == "sinusoidal":
         parts[-1] += f" ({cfg.pos.layout})"
+    if cfg.pos.rope_scaling != "none":
+        parts[-1] += f" ({cfg.pos.rope_scaling} x{cfg.pos.rope_factor:g})"
     parts += [f"norm={cfg.norm}", "pre-norm" if cfg.norm_first else "post-norm", f"ffn={cfg.activation}"]
     lm_head = cfg.family in ("gpt", "seq2seq") or (cfg.family == "bert" and cfg.mlm_head)
     flags = {
         "embed_norm": cfg.embed_norm,
-        "embed_scale": cfg.embed_scale,
+        "embed_scale": cfg.embed_scale is True,
         "bias=false": not cfg.bias,
         "tied": cfg.tie_embeddings and lm_head,
         "tied_output_scale": cfg.tied_output_scale and cfg.tie_embeddings,

@@ -301,6 +301,20 @@ def test_transformers4_rope_scaling_spelling_loads(spelling: str, tmp_path: Path
         assert value <= TOL, f"{output} differs by {value:.2e}"
 
 
+@torch.no_grad()
+def test_yarn_without_factor_takes_it_from_the_lengths(tmp_path: Path) -> None:
+    """DeepSeek-V3's spelling: no factor, max_position_embeddings / original_max_position_embeddings."""
+    build, compare = CASES["Llama (RoPE YaRN)"]
+    hf = build()
+    path = save(hf, tmp_path, "safetensors")
+    rope = json.loads((path / "config.json").read_text())["rope_parameters"]
+    edit_config(path, rope_parameters={k: v for k, v in rope.items() if k != "factor"})
+    model = attnlab.load_hf(path)
+    assert (model.cfg.pos.rope_scaling, model.cfg.pos.rope_factor) == ("yarn", 4.0)
+    for output, (value, _) in compare(hf, model).diffs.items():
+        assert value <= TOL, f"{output} differs by {value:.2e}"
+
+
 @pytest.mark.parametrize(
     ("rope", "message"),
     [

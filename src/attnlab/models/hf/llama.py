@@ -29,13 +29,16 @@ def rope_config(c: dict) -> RopePos:
     base = rope.get("rope_theta", c.get("rope_theta", 10000.0))
     if kind == "default":
         return RopePos(rope_base=base)
-    if rope.get("factor") is None:
-        raise KeyError("rope_parameters.factor")
     original = rope.get("original_max_position_embeddings") if kind == "yarn" else None
+    factor = rope.get("factor")
+    if factor is None and original:  # YaRN as DeepSeek-V3 writes it: the stretch is implied by the lengths
+        factor = c["max_position_embeddings"] / original
+    if factor is None:
+        raise KeyError("rope_parameters.factor")
     return RopePos(
         rope_base=base,
         rope_scaling=RopeScalingKind(ROPE_TYPES[kind]),
-        rope_factor=float(rope["factor"]),
+        rope_factor=float(factor),
         rope_original_max_len=original or c["max_position_embeddings"],
         rope_beta_fast=float(rope.get("beta_fast") or 32.0),
         rope_beta_slow=float(rope.get("beta_slow") or 1.0),
