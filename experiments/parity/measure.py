@@ -27,18 +27,22 @@ def describe(cfg: ModelConfig) -> str:
     parts = [f"family={cfg.family}", f"pos={cfg.pos.name}"]
     if cfg.pos.name == "sinusoidal":
         parts[-1] += f" ({cfg.pos.layout})"
-    if cfg.pos.rope_scaling != "none":
+    if getattr(cfg.pos, "rope_scaling", "none") != "none":
         parts[-1] += f" ({cfg.pos.rope_scaling} x{cfg.pos.rope_factor:g})"
     parts += [f"norm={cfg.norm}", "pre-norm" if cfg.norm_first else "post-norm", f"ffn={cfg.activation}"]
     lm_head = cfg.family in ("gpt", "seq2seq") or (cfg.family == "bert" and cfg.mlm_head)
+
+    def setting(name: str, absent: object = False) -> object:  # each family's class has its own fields
+        return getattr(cfg, name, absent)
+
     flags = {
-        "embed_norm": cfg.embed_norm,
-        "embed_scale": cfg.embed_scale is True,
+        "embed_norm": setting("embed_norm"),
+        "embed_scale": setting("embed_scale") is True,
         "bias=false": not cfg.bias,
-        "tied": cfg.tie_embeddings and lm_head,
-        "tied_output_scale": cfg.tied_output_scale and cfg.tie_embeddings,
-        "lm_head_bias": cfg.lm_head_bias,
-        f"type_vocab_size={cfg.type_vocab_size}": cfg.type_vocab_size > 0,
+        "tied": setting("tie_embeddings") and lm_head,
+        "tied_output_scale": setting("tied_output_scale") and setting("tie_embeddings"),
+        "lm_head_bias": setting("lm_head_bias"),
+        f"type_vocab_size={setting('type_vocab_size', 0)}": setting("type_vocab_size", 0) > 0,
         f"attn_scale={cfg.attn_scale}": cfg.attn_scale is not None,
         f"n_kv_heads={cfg.n_kv_heads}/{cfg.n_heads}": cfg.n_kv_heads not in (None, cfg.n_heads),
     }

@@ -127,19 +127,46 @@ def test_values_are_typed_and_checked() -> None:
         run_config("model.d_model=12", "model.n_heads=4", "pos=rope")
 
 
-def test_rope_scaling_is_a_pos_setting_checked_in_one_line() -> None:
+def hydra_error(*overrides: str) -> str:
+    """The one line that attnlab-train prints for overrides that Hydra or OmegaConf refuses."""
+    with pytest.raises(HydraException) as info:
+        composed(*overrides)
+    return one_line(info.value, list(overrides))
+
+
+def test_rope_scaling_is_a_rope_setting_checked_in_one_line() -> None:
     pos = run_config("pos=rope", "model.pos.rope_scaling=yarn", "model.pos.rope_factor=8").model.pos
     assert (pos.rope_scaling, pos.rope_factor, pos.rope_original_max_len) == ("yarn", 8.0, None)
+    assert hydra_error("pos=alibi", "model.pos.rope_scaling=ntk") == (
+        "model.pos.rope_scaling=ntk: not a key of model.pos.name=alibi; "
+        "it is a key of model.pos.name=rope (choose it with pos=rope)"
+    )
+    assert hydra_error("pos=rope", "model.pos.rope_scaling=llama3") == (
+        "model.pos.rope_scaling=llama3: choose one of none, linear, ntk, yarn"
+    )
     with pytest.raises(
-        ConfigError, match=r"^model.pos.rope_scaling=ntk: applies to pos=rope only, not alibi$"
+        ConfigError, match=r"^model.pos.rope_factor=0.5: must be at least 1 \(1: no stretch\)$"
     ):
-        run_config("pos=alibi", "model.pos.rope_scaling=ntk", "model.pos.rope_factor=2")
-    with pytest.raises(
-        ConfigError, match=r"^model.pos.rope_scaling=llama3: choose one of none, linear, ntk, yarn"
-    ):
-        run_config("pos=rope", "model.pos.rope_scaling=llama3")
-    with pytest.raises(ConfigError, match=r"^model.pos.rope_factor=0.5: must be at least 1"):
         run_config("pos=rope", "model.pos.rope_scaling=linear", "model.pos.rope_factor=0.5")
+    with pytest.raises(
+        ConfigError, match=r"^model.pos.rope_beta_fast=0.5: must be at least model.pos.rope_beta_slow=1.0$"
+    ):
+        run_config(
+            "pos=rope",
+            "model.pos.rope_scaling=yarn",
+            "model.pos.rope_factor=2",
+            "model.pos.rope_beta_fast=0.5",
+        )
+
+
+@pytest.mark.parametrize(("value", "expected"), [("true", True), ("false", False), ("auto", "auto")])
+def test_embed_scale_is_true_false_or_auto_from_the_command_line(value: str, expected: object) -> None:
+    assert run_config(f"model.embed_scale={value}").model.embed_scale == expected
+
+
+def test_embed_scale_defaults_to_auto_except_for_seq2seq() -> None:
+    assert run_config("model=gpt").model.embed_scale == "auto"
+    assert run_config("model=seq2seq").model.embed_scale is True
     with pytest.raises(ConfigError, match=r"^model.embed_scale=maybe: choose true, false or auto$"):
         run_config("model.embed_scale=maybe")
 

@@ -7,32 +7,37 @@ value in eager mode on the CPU, and inside the graph (``torch._assert_async``) w
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch._dynamo.utils import counters
 
-from attnlab.blocks.positional import POSITIONAL_ENCODINGS
-from attnlab.models import build_model
-from attnlab.schema.model import ModelConfig, PosConfig
+from attnlab.schema.pos import PosName
 
 VOCAB, LEN = 32, 16
 
 
-def tiny(pos: str, dropout: float = 0.0) -> nn.Module:
-    torch.manual_seed(0)
-    cfg = ModelConfig(
-        family="gpt",
-        vocab_size=VOCAB,
-        d_model=32,
-        n_layers=1,
-        n_heads=4,
-        max_seq_len=LEN,
-        dropout=dropout,
-        pos=PosConfig(pos),
-    )
-    return build_model(cfg)
+@pytest.fixture
+def tiny(tiny_model: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
+    """``tiny(pos, dropout=0.0)``: a one-layer GPT in training mode, LEN positions long."""
+
+    def build(pos: str, dropout: float = 0.0) -> nn.Module:
+        model = tiny_model(
+            "gpt",
+            pos,
+            vocab_size=VOCAB,
+            d_model=32,
+            n_layers=1,
+            max_seq_len=LEN,
+            dropout=dropout,
+            init_std=0.02,
+        )
+        return model.train()
+
+    return build
 
 
 def ids(batch: int = 2) -> Tensor:
@@ -51,15 +56,17 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
-@pytest.mark.parametrize("pos", POSITIONAL_ENCODINGS)
-def test_training_forward_has_no_graph_break(pos: str) -> None:
+@pytest.mark.parametrize("pos", list(PosName))
+def test_training_forward_has_no_graph_break(tiny: Callable[..., nn.Module], pos: str) -> None:
     explained = torch._dynamo.explain(training_loss)(tiny(pos), ids())
     assert explained.graph_break_count == 0, [str(r.reason).splitlines()[0] for r in explained.break_reasons]
     assert explained.graph_count == 1
 
 
 @pytest.mark.parametrize("pos", ["learned", "alibi", "rope"])
-def test_training_and_validation_alternate_without_recompiling(pos: str) -> None:
+def test_training_and_validation_alternate_without_recompiling(
+    tiny: Callable[..., nn.Module], pos: str
+) -> None:
     """Training (grad) and validation (eval, no grad) each compile once; alternating them after
     that compiles nothing: the only guard that differs between them is the grad mode."""
     model, x = tiny(pos, dropout=0.1), ids()
@@ -73,7 +80,7 @@ def test_training_and_validation_alternate_without_recompiling(pos: str) -> None
     assert counters["stats"]["unique_graphs"] == 2, dict(counters["stats"])
 
 
-def test_bad_ids_and_positions_are_named_in_eager_mode() -> None:
+def test_bad_ids_and_positions_are_named_in_eager_mode(tiny: Callable[..., nn.Module]) -> None:
     model = tiny("learned").eval()
     with pytest.raises(ValueError, match=rf"^token id {VOCAB} is outside the model's vocabulary of {VOCAB} "):
         model(torch.full((1, 3), VOCAB))
@@ -81,7 +88,7 @@ def test_bad_ids_and_positions_are_named_in_eager_mode() -> None:
         model(torch.zeros(1, 3, dtype=torch.long), positions=torch.tensor([LEN - 2, LEN - 1, LEN]))
 
 
-def test_bad_ids_are_refused_inside_a_compiled_graph() -> None:
+def test_bad_ids_are_refused_inside_a_compiled_graph(tiny: Callable[..., nn.Module]) -> None:
     model = tiny("learned").eval()
     model.compile(backend="eager")
     with torch.no_grad():
@@ -91,7 +98,7 @@ def test_bad_ids_are_refused_inside_a_compiled_graph() -> None:
 
 
 @pytest.mark.parametrize("use_cache", [True, False])
-def test_generation_runs_the_compiled_model_eagerly(use_cache: bool) -> None:
+def test_generation_runs_the_compiled_model_eagerly(tiny: Callable[..., nn.Module], use_cache: bool) -> None:
     """A KV cache (or a growing prompt) changes the shapes every step: decoding a compiled model
     compiles nothing, and gives the eager model's tokens."""
     from attnlab.generate import generate

@@ -21,13 +21,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.blocks.positional import POSITIONAL_ENCODINGS
 from attnlab.models import build_model
-from attnlab.schema.model import ModelConfig, PosConfig
+from attnlab.schema.model import GPTConfig
+from attnlab.schema.pos import PosName, pos_config
+
+POSITIONAL_ENCODINGS = [str(name) for name in PosName]
 
 SEQ, BATCH, STEPS, LR = 64, 16, 300, 3e-3
 MARGIN = 0.25  # nats/char above pos=learned that any encoding may end at
-TINY = ModelConfig(family="gpt", d_model=64, n_layers=2, n_heads=4, max_seq_len=SEQ, dropout=0.0)
+TINY = GPTConfig(d_model=64, n_layers=2, n_heads=4, max_seq_len=SEQ, dropout=0.0)
 
 
 def corpus() -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -54,7 +56,7 @@ def val_loss(pos: str, seed: int, data: tuple[torch.Tensor, torch.Tensor, int]) 
     """Validation loss (nats/char, 32 fixed windows) of a tiny GPT trained STEPS steps with ``pos``."""
     train, val, vocab = data
     torch.manual_seed(seed)
-    model = build_model(replace(TINY, vocab_size=vocab, pos=PosConfig(pos)))
+    model = build_model(replace(TINY, vocab_size=vocab, pos=pos_config(pos)))
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
     draws = torch.Generator().manual_seed(seed)
     for _ in range(STEPS):
@@ -89,7 +91,7 @@ def test_every_positional_encoding_trains_about_as_well_as_learned(
 def test_embed_scale_auto_scales_exactly_the_sinusoidal_table(pos: str, embed_scale: bool | str) -> None:
     """Scaled token embeddings start at N(0, 1/d), so scaled by sqrt(d) they have unit variance."""
     d = TINY.d_model
-    model = build_model(replace(TINY, vocab_size=500, pos=PosConfig(pos), embed_scale=embed_scale))
+    model = build_model(replace(TINY, vocab_size=500, pos=pos_config(pos), embed_scale=embed_scale))
     scaled = pos == "sinusoidal" if embed_scale == "auto" else embed_scale
     assert model.embed.scale == (d**0.5 if scaled else 1.0)
     std = float(model.embed.tokens.weight.std())

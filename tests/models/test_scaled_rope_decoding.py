@@ -12,20 +12,21 @@ from torch import nn
 
 from attnlab.models import build_model
 from attnlab.models.hf import from_transformers
-from attnlab.schema.model import ModelConfig, PosConfig
+from attnlab.schema.model import GPTConfig
+from attnlab.schema.pos import RopePos, RopeScalingKind
 
 ATOL = 1e-5
 ORIGINAL = 8
-BASE = ModelConfig(
+BASE = GPTConfig(
     vocab_size=VOCAB, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, max_seq_len=ORIGINAL, dropout=0.0
 )
 
 
-def scaled(kind: str, factor: float = 4.0) -> ModelConfig:
-    return replace(BASE, pos=PosConfig("rope", rope_scaling=kind, rope_factor=factor))
+def scaled(kind: str, factor: float = 4.0) -> GPTConfig:
+    return replace(BASE, pos=RopePos(rope_scaling=RopeScalingKind(kind), rope_factor=factor))
 
 
-def random_model(cfg: ModelConfig) -> nn.Module:
+def random_model(cfg: GPTConfig) -> nn.Module:
     """Weights large enough that positions matter, the same for every scaling."""
     torch.manual_seed(0)
     model = build_model(cfg).eval()

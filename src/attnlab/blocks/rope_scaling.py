@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from attnlab.schema.errors import ConfigError
 from attnlab.schema.pos import RopePos, RopeScalingKind, check_rope_factor
 
 
@@ -48,7 +49,11 @@ class RopeScaling:
     truncate: bool = True
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", RopeScalingKind(self.kind))  # ValueError names the kind
+        if self.kind not in set(RopeScalingKind):
+            raise ConfigError(
+                "model.pos.rope_scaling", self.kind, f"choose one of {RopeScalingKind.listed()}"
+            )
+        object.__setattr__(self, "kind", RopeScalingKind(self.kind))
         if self.kind != RopeScalingKind.none:
             check_rope_factor(self.factor)
 
