@@ -93,7 +93,7 @@ class BigramDecoder(nn.Module):
 
     def logprob(self, tokens: list[int]) -> float:
         seq = [BOS, *tokens, EOS]
-        return sum(float(self.table[a, b]) for a, b in itertools.pairwise(seq))
+        return sum(float(self.table[a, b].detach()) for a, b in itertools.pairwise(seq))
 
 
 def test_beam_search_finds_a_sequence_greedy_misses() -> None:
