@@ -14,15 +14,23 @@ from __future__ import annotations
 import json
 import logging
 import math
-from dataclasses import asdict, replace
+import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from attnlab.cli.app import log_to_file, run_hydra, run_job
-from attnlab.schema.checks import validate_saved
+from attnlab.cli.app import log_to_file, run_hydra, run_job, user_errors_as_one_line
+from attnlab.cli.eval_data import (
+    chooses_preset,
+    job_run_config,
+    parse,
+    saved_run,
+    store_checkpoint_data,
+    values_of,
+)
 from attnlab.schema.data import DataConfig
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain, to_object
@@ -36,6 +44,8 @@ log = logging.getLogger("attnlab.eval")
 def main() -> None:
     """Console script ``attnlab-eval`` (also ``python -m attnlab.eval``)."""
     OmegaConf.register_new_resolver("attnlab.eval_dir", eval_dir_for, replace=True)
+    with user_errors_as_one_line():  # a bad checkpoint: one line, before any directory exists
+        store_checkpoint_data(sys.argv[1:])
     run_hydra(eval_job, "eval")
 
 
@@ -52,25 +62,43 @@ def eval_dir_for(fallback: str, *, _root_: DictConfig) -> str:
 
 
 def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> EvalConfig:
-    """The eval config, checked before the output directory exists. A multirun's base config lacks
-    a swept ``ckpt_path`` (``-m ckpt_path=a.ckpt,b.ckpt``): each of its checkpoints is checked."""
-    swept = swept_values("ckpt_path", overrides) if run_dir is None else []
-    if swept and OmegaConf.is_missing(config, "ckpt_path"):
-        checked = [check_eval_config(OmegaConf.merge(config, {"ckpt_path": c})) for c in swept]
-        return checked[0]  # each checkpoint must exist before any job starts
-    return check_eval_config(config)
+    """The eval config, checked before the output directory exists, with the run it measures (its
+    checkpoint's, with this evaluation's data). A multirun's base config is checked for every job of
+    its grid (``-m ckpt_path=a,b data.seq_len=64,128``), so a bad one stops the sweep before any job."""
+    ev: EvalConfig = to_object(config)
+    ev.check()
+    if run_dir is not None:
+        job_run_config(ev.ckpt_path, overrides, ev.data)
+        return ev
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    swept = {o.get_key_element() for o in parse(overrides) if o.is_sweep_override()}
+    for number, job in enumerate(BasicSweeper.split_arguments(parse(overrides), None)[0]):
+        ckpt_path = values_of("ckpt_path", parse(job)) or [ev.ckpt_path]
+        try:
+            if chooses_preset(parse(job)):  # the preset's data is composed in the job
+                saved_run(ckpt_path[0])
+            else:
+                job_run_config(ckpt_path[0], job, None)
+        except ConfigError as err:
+            named = " ".join(o for o in job if o.partition("=")[0] in swept)
+            raise ValueError(f"job {number} ({named}): {err}") from err
+    return ev
 
 
-def swept_values(key: str, overrides: list[str]) -> list[str]:
-    """The values of ``key=a,b`` among a multirun's command-line overrides ([] if it is not swept)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
+def eval_job(config: DictConfig) -> float | None:
+    """The Hydra task; returns the split's value of the run's monitored metric."""
+    hc = HydraConfig.get()
+    out_dir = Path(hc.runtime.output_dir)
 
-    return [
-        str(value)
-        for override in OverridesParser.create().parse_overrides(overrides)
-        if override.key_or_group == key and override.is_sweep_override()
-        for value in override.sweep_string_iterator()
-    ]
+    def job() -> float:
+        ev = check_eval_config(config)
+        run, evaluated = job_run_config(ev.ckpt_path, list(hc.overrides.task), ev.data)
+        save_config(OmegaConf.structured(replace(ev, data=evaluated.data)), out_dir)
+        metrics, monitor = evaluate(ev, run, evaluated.data, out_dir)
+        return metrics.get(monitor, math.nan)
+
+    return run_job(job)
 
 
 def check_eval_config(config: DictConfig) -> EvalConfig:
@@ -82,21 +110,9 @@ def check_eval_config(config: DictConfig) -> EvalConfig:
     return ev
 
 
-def eval_job(config: DictConfig) -> float | None:
-    """The Hydra task; returns the split's value of the run's monitored metric."""
-    out_dir = Path(HydraConfig.get().runtime.output_dir)
-
-    def job() -> float:
-        ev = check_eval_job(config, out_dir, [])
-        save_config(OmegaConf.structured(ev), out_dir)
-        metrics, monitor = evaluate(ev, out_dir)
-        return metrics.get(monitor, math.nan)
-
-    return run_job(job)
-
-
-def evaluate(ev: EvalConfig, out_dir: Path) -> tuple[dict[str, float], str]:
-    """Metrics of ``ev.ckpt_path`` on ``ev.split``, written to ``metrics.json``; and the monitored key."""
+def evaluate(ev: EvalConfig, run: RunConfig, data: DataConfig, out_dir: Path) -> tuple[dict[str, float], str]:
+    """Metrics of ``ev.ckpt_path`` (trained in ``run``) on ``ev.split`` of ``data``, written to
+    ``metrics.json``; and the monitored key."""
     import pytorch_lightning as pl
     from pytorch_lightning.callbacks import RichProgressBar
 
@@ -104,16 +120,9 @@ def evaluate(ev: EvalConfig, out_dir: Path) -> tuple[dict[str, float], str]:
     from attnlab.data import build_datamodule
     from attnlab.training.console import print_summary
     from attnlab.training.loggers import build_loggers, finish_wandb, new_wandb_id
-    from attnlab.training.resume import read_run_state
 
-    saved = read_run_state(ev.ckpt_path).get("config")
-    if not saved:
-        raise ConfigError(
-            "ckpt_path", ev.ckpt_path, "holds no attnlab run config: evaluate a checkpoint of attnlab-train"
-        )
-    run = validate_saved(saved)
     task = load_task_from_checkpoint(ev.ckpt_path)
-    data = replace(run.data, batch_size=ev.batch_size or run.data.batch_size)
+    data = replace(data, batch_size=ev.batch_size or data.batch_size)
     if task.tokenizer is not None and hasattr(data, "tokenizer"):  # the one the model was trained with
         # (kinds without the field, ListOps, build their fixed vocabulary themselves)
         data = replace(data, tokenizer=str(task.tokenizer.save(out_dir)))
@@ -173,8 +182,8 @@ def eval_overrides(run: RunConfig, data: DataConfig, ev: EvalConfig) -> dict[str
     """What this evaluation changed relative to the run, as dotted keys (``data.batch_size``, any other
     ``data.*`` it was given, a different batch limit); {} when it measured exactly what training did.
     The tokenizer is the run's own, only saved next to the results."""
-    saved, used = asdict(run.data), asdict(data)
-    changed = {f"data.{k}": v for k, v in used.items() if k != "tokenizer" and v != saved[k]}
+    saved, used = plain(run.data), plain(data)
+    changed = {f"data.{k}": v for k, v in used.items() if k != "tokenizer" and v != saved.get(k, used)}
     limit = f"limit_{ev.split}_batches"
     if ev.limit_batches is not None and ev.limit_batches != getattr(run.trainer, limit):
         changed[f"trainer.{limit}"] = ev.limit_batches

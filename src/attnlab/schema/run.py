@@ -213,6 +213,9 @@ class EvalConfig:
 
     ckpt_path: str = MISSING  # a checkpoint written by attnlab-train
     split: Split = Split.test
+    # The checkpoint's own data config (conf/eval.yaml's data/_checkpoint, see attnlab.cli.eval_data),
+    # with data.* overrides on top, or data=<preset>; None only while no checkpoint is named.
+    data: DataConfig | None = None
     batch_size: int | None = None  # None: the run's data.batch_size
     limit_batches: Any = None  # None: the run's trainer.limit_<split>_batches (as its end-of-training test)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)

@@ -1,0 +1,131 @@
+"""The data an ``attnlab-eval`` job measures on: the checkpoint's own data config with the job's
+``data.*`` overrides on top (``data.seq_len=512``, ``data.path=...``, ``data.batch_size=4``), or the
+preset ``data=<name>`` chose; typed and checked by the schema before anything heavy starts.
+
+Why the checkpoint is read before Hydra composes: under Hydra's struct mode ``data.seq_len=512``
+composes only onto a typed ``data`` node, and the data's class (its kind) is known only from the
+checkpoint. So ``store_checkpoint_data`` reads ``ckpt_path`` from the parsed command line first and
+stores that checkpoint's data config in Hydra's config store as the option ``data/_checkpoint``,
+which conf/eval.yaml names as the default of its ``data`` group: the command line's ``data.*``
+overrides are then typed and validated by Hydra against the checkpoint's own class, and
+``data=<preset>`` replaces the node as any group choice does. A multirun over several checkpoints
+(``-m ckpt_path=a,b data.seq_len=64,128``) composes against the first one; each job then applies
+its own explicit ``data.*`` overrides to its own checkpoint's data (``job_run_config``), so the
+checkpoints must share a data kind when ``data.*`` keys are overridden.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from attnlab.schema.checks import check_run, validate_saved
+from attnlab.schema.data import DataConfig
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.load import config_error, to_object
+from attnlab.schema.run import RunConfig
+
+CHECKPOINT_DATA = "_checkpoint"  # the option of the data group that holds the checkpoint's data config
+
+
+def parse(args: list[str]) -> list[Override]:
+    """Hydra's own reading of command-line overrides (sweeps, quoting and lists as Hydra sees them)."""
+    return OverridesParser.create().parse_overrides([a for a in args if not a.startswith("-")])
+
+
+def values_of(key: str, overrides: list[Override]) -> list[str]:
+    """The values ``overrides`` give ``key``: one, several for a sweep ``key=a,b``, or none."""
+    values: list[str] = []
+    for override in overrides:
+        if override.key_or_group == key and not override.is_delete():
+            if override.is_sweep_override():
+                values.extend(str(v) for v in override.sweep_string_iterator())
+            else:
+                values.append(str(override.value()))
+    return values
+
+
+def data_key_overrides(overrides: list[Override]) -> list[Override]:
+    """The overrides of single data keys (``data.seq_len=...``), not of the group (``data=<preset>``)."""
+    return [o for o in overrides if o.key_or_group.startswith("data.")]
+
+
+def chooses_preset(overrides: list[Override]) -> bool:
+    """Whether the command line replaces the checkpoint's data by a preset (``data=shakespeare``)."""
+    return any(o.key_or_group == "data" and not o.is_delete() for o in overrides)
+
+
+def saved_run(ckpt_path: str) -> RunConfig:
+    """The checked run config that a checkpoint of attnlab-train holds; ConfigError naming ckpt_path
+    for a missing file, a file that is not such a checkpoint, or one without a run config."""
+    from attnlab.training.resume import read_run_state
+
+    if not Path(ckpt_path).is_file():
+        raise ConfigError("ckpt_path", ckpt_path, "no such checkpoint file")
+    saved = read_run_state(ckpt_path).get("config")
+    if not saved:
+        raise ConfigError(
+            "ckpt_path", ckpt_path, "holds no attnlab run config: evaluate a checkpoint of attnlab-train"
+        )
+    return validate_saved(saved)
+
+
+def store_checkpoint_data(args: list[str]) -> None:
+    """Store the data config of the checkpoint(s) that ``args`` name as ``data/_checkpoint`` (see the
+    module's docstring); nothing when no ``ckpt_path`` is given (Hydra then says it is required)."""
+    overrides = parse(args)
+    paths = values_of("ckpt_path", overrides)
+    if not paths:
+        return
+    runs = [saved_run(path) for path in paths]
+    kinds = sorted({str(run.data.kind) for run in runs})
+    if len(kinds) > 1 and data_key_overrides(overrides) and not chooses_preset(overrides):
+        raise ConfigError(
+            "ckpt_path",
+            ",".join(paths),
+            f"checkpoints of different data kinds ({', '.join(kinds)}) cannot share data.* overrides; "
+            "evaluate each kind in its own command",
+        )
+    ConfigStore.instance().store(group="data", name=CHECKPOINT_DATA, node=runs[0].data)
+
+
+def job_run_config(
+    ckpt_path: str, args: list[str], composed: DataConfig | None
+) -> tuple[RunConfig, RunConfig]:
+    """The run a checkpoint was trained in, and the run this evaluation job measures: the same with the
+    job's data (``composed``, where ``data=<preset>`` chose it; else the checkpoint's own data with the
+    job's ``data.*`` overrides), checked by the rules between groups (``data.seq_len`` beyond what the
+    model's learned positions hold names the limit)."""
+    run = saved_run(ckpt_path)
+    overrides = parse(args)
+    if chooses_preset(overrides) and composed is not None:
+        data = composed
+    else:
+        data = with_overrides(run.data, data_key_overrides(overrides))
+    evaluated = replace(run, data=data)
+    check_run(evaluated)
+    return run, evaluated
+
+
+def with_overrides(data: DataConfig, overrides: list[Override]) -> DataConfig:
+    """``data`` with ``data.<key>=<value>`` overrides applied, typed by its class; the tokenizer is
+    always the checkpoint's own (the model's embeddings index its vocabulary)."""
+    root = OmegaConf.create({"data": OmegaConf.structured(data)})
+    OmegaConf.set_struct(root, True)
+    for override in overrides:
+        key, value = override.key_or_group, override.value()
+        if override.is_delete():
+            raise ConfigError(key, "~", "cannot be deleted at evaluation; give it a value")
+        if key == "data.tokenizer":
+            raise ConfigError(key, value, "the tokenizer is the checkpoint's own and cannot be changed")
+        try:
+            OmegaConf.update(root, key, value, merge=True)
+        except OmegaConfBaseException as err:
+            raise config_error(err, value) from None
+    return to_object(root.data)

@@ -1,0 +1,97 @@
+"""``attnlab-eval`` under other conditions than training's: ``data.*`` overrides on top of the
+checkpoint's data config (typed, checked against the model before anything starts), swept with -m,
+and recorded in ``metrics.json``; through the real command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from train_cli import TEXT, TINY, check, cli
+
+pytestmark = pytest.mark.slow
+# Learned positions for 64 tokens, trained on windows of 32.
+GPT = [*TINY, *TEXT, "model=gpt-tiny", "model.max_seq_len=64", "sample.max_new_tokens=0", "logger=csv"]
+EVAL = ["logger=csv", "trainer.enable_progress_bar=false", "split=val", "limit_batches=2"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cwd = tmp_path_factory.mktemp("eval_overrides")
+    check(cli([*GPT, f"run_dir={cwd / 'run'}"], cwd))
+    return cwd / "run"
+
+
+def evaluate(run: Path, *args: str, multirun: bool = False):
+    """attnlab-eval of the run's last checkpoint with ``args``; the evaluations it added."""
+    before = set((run / "eval").glob("*")) if (run / "eval").exists() else set()
+    flags = ["-m"] if multirun else []
+    ckpt = f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"
+    result = cli([*flags, ckpt, *EVAL, *args], run.parent, command="eval")
+    after = set((run / "eval").glob("*")) if (run / "eval").exists() else set()
+    return result, sorted(after - before)
+
+
+def record(out: Path) -> dict:
+    return json.loads((out / "metrics.json").read_text())
+
+
+def test_a_data_override_applies_on_top_of_the_checkpoint_data(run: Path) -> None:
+    """``data.seq_len=16`` measures windows of 16 with the run's corpus and tokenizer; metrics.json
+    records the override, config.yaml the data evaluated; the run's own length records none."""
+    result, own = evaluate(run, "data.seq_len=32")
+    check(result)
+    result, short = evaluate(run, "data.seq_len=16")
+    check(result)
+    (own,), (short,) = own, short
+    assert record(own)["overrides"] == {}
+    assert record(short)["overrides"] == {"data.seq_len": 16}
+    assert record(short)["metrics"]["val/loss"] != pytest.approx(record(own)["metrics"]["val/loss"])
+    trained = yaml.safe_load((run / "config.yaml").read_text())["data"]
+    evaluated = yaml.safe_load((short / "config.yaml").read_text())["data"]
+    assert evaluated == {**trained, "seq_len": 16, "tokenizer": evaluated["tokenizer"]}
+
+
+def test_a_length_beyond_the_learned_positions_is_one_line_before_any_directory(run: Path) -> None:
+    result, added = evaluate(run, "data.seq_len=128")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: data.seq_len=128: must be at most model.max_seq_len=64 with pos=learned"
+    ]
+    assert added == []
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("data.seq_lenx=16", "error: data.seq_lenx=16: not a known key; did you mean data.seq_len?"),
+        (
+            "data.tokenizer=gpt2",
+            "error: data.tokenizer=gpt2: the tokenizer is the checkpoint's own and cannot be changed",
+        ),
+    ],
+)
+def test_a_bad_data_override_is_one_line_before_any_directory(run: Path, override: str, message: str) -> None:
+    result, added = evaluate(run, override)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [message]
+    assert added == []
+
+
+def test_a_sweep_of_lengths_evaluates_each(run: Path) -> None:
+    result, added = evaluate(run, "data.seq_len=16,48", multirun=True)
+    check(result)
+    (sweep,) = added
+    jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
+    assert [record(j)["overrides"] for j in jobs] == [{"data.seq_len": 16}, {"data.seq_len": 48}]
+
+
+def test_a_bad_length_in_a_sweep_stops_it_before_the_first_job(run: Path) -> None:
+    result, added = evaluate(run, "data.seq_len=16,128", multirun=True)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: job 1 (data.seq_len=128): data.seq_len=128: must be at most model.max_seq_len=64 with pos=learned"
+    ]
+    assert added == []
