@@ -14,7 +14,7 @@ from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import read_optim_config
 from attnlab.schema.model import model_config
 from attnlab.schema.pos import RelativePos
-from attnlab.schema.task import AdamWConfig
+from attnlab.schema.task import AdamWConfig, Decay
 from attnlab.tasks.optim import configure_optimizers, param_groups
 
 # Two heads, a narrow feed-forward and the usual init: losses near log(vocab) at the start.
@@ -60,6 +60,35 @@ def test_vit_class_token_and_learned_positions_have_no_weight_decay(tiny_model):
     _, no_decay = param_groups(model, 0.1)
     spared = {id(p) for p in no_decay["params"]}
     assert id(model.cls_token) in spared and id(model.pos.weight) in spared
+
+
+def test_decay_matrices_and_embeddings_is_every_tensor_of_two_or_more_dimensions(tiny_model):
+    """nanoGPT's rule: token embeddings and learned position tables are decayed too; norm scales and
+    biases are not."""
+    model = tiny_model("gpt", **SIZES)
+    decay, no_decay = param_groups(model, 0.1, Decay.matrices_and_embeddings)
+    decayed = {id(p) for p in decay["params"]}
+    assert decayed == {id(p) for p in model.parameters() if p.dim() >= 2}
+    embeddings = [m.weight for m in model.modules() if isinstance(m, nn.Embedding)]
+    assert embeddings and all(id(w) in decayed for w in embeddings)
+    assert no_decay["params"] and all(p.dim() < 2 for p in no_decay["params"])
+
+
+def test_decay_all_shrinks_every_parameter_once(tiny_model):
+    model = tiny_model("gpt", **SIZES)
+    decay, no_decay = param_groups(model, 0.1, Decay.all)
+    assert [id(p) for p in decay["params"]] == [id(p) for p in model.parameters()]
+    assert no_decay["params"] == []
+
+
+@pytest.mark.parametrize("decay", list(Decay))
+def test_configure_optimizers_uses_the_decay_setting(tiny_model, decay):
+    """optim.decay reaches the optimizer: its decayed group is what param_groups makes of it."""
+    model = tiny_model("gpt", **SIZES)
+    optimizer = configure_optimizers(model, AdamWConfig(decay=decay), max_steps=10)["optimizer"]
+    expected, _ = param_groups(model, 0.1, decay)
+    assert [id(p) for p in optimizer.param_groups[0]["params"]] == [id(p) for p in expected["params"]]
+    assert optimizer.param_groups[0]["weight_decay"] == 0.1
 
 
 def _lrs(cfg: AdamWConfig, max_steps: int, steps: list[int], d_model: int = 16) -> list[float]:

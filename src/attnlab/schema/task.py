@@ -102,6 +102,14 @@ class Schedule(Choice):
     noam = "noam"
 
 
+class Decay(Choice):
+    """Which parameters weight decay shrinks (``attnlab.tasks.optim.param_groups``)."""
+
+    matrices = "matrices"  # weights of linear and convolution layers; never embeddings, norms, biases
+    matrices_and_embeddings = "matrices_and_embeddings"  # every tensor of 2+ dimensions (nanoGPT)
+    all = "all"  # every parameter
+
+
 @dataclass
 class OptimConfig:
     """What every optimiser reads: the learning rate, its schedule, weight decay; ``name`` is the tag."""
@@ -109,6 +117,7 @@ class OptimConfig:
     name: OptimName = MISSING
     lr: float = 1e-3  # peak learning rate; for ``noam`` a multiplier of the paper's formula
     weight_decay: float = 0.1
+    decay: Decay = Decay.matrices  # which parameters weight_decay applies to; the rest get none
     schedule: Schedule = Schedule.cosine
     warmup_steps: int = 100
     min_lr_ratio: float = 0.1  # cosine floor as a fraction of lr

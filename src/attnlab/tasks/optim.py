@@ -8,22 +8,21 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from attnlab.schema.task import AdamWConfig, OptimConfig
+from attnlab.schema.task import AdamWConfig, Decay, OptimConfig
 
 DECAYED_MODULES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 
 
-def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Two AdamW groups: decay on the weight matrices of linear and convolution layers only.
+def param_groups(model: nn.Module, weight_decay: float, decay: Decay = Decay.matrices) -> list[dict]:
+    """Two AdamW groups, with and without weight decay; ``decay`` says which parameters it shrinks.
 
-    Everything else -- norm scales, biases, token and segment embeddings, learned position tables,
-    relative-bias tables, the ViT class token -- gets no weight decay. Tied weights appear once.
+    ``matrices`` (the default): the weight matrices of linear and convolution layers only; norm
+    scales, biases, token and segment embeddings, learned position tables, relative-bias tables and
+    the ViT class token get none. ``matrices_and_embeddings``: every tensor of two or more dimensions,
+    embeddings and position tables included (nanoGPT's rule). ``all``: every parameter. Tied weights
+    appear once.
     """
-    decayed = {
-        id(module.weight)
-        for module in model.modules()
-        if isinstance(module, DECAYED_MODULES) and module.weight.requires_grad
-    }
+    decayed = {id(p) for p in decayed_params(model, decay)}
     decay, no_decay = [], []
     for param in model.parameters():  # yields each shared parameter once
         if param.requires_grad:
@@ -32,6 +31,15 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
+
+
+def decayed_params(model: nn.Module, decay: Decay) -> list[nn.Parameter]:
+    """The parameters of ``model`` that weight decay applies to under ``decay``."""
+    if decay == Decay.all:
+        return list(model.parameters())
+    if decay == Decay.matrices_and_embeddings:
+        return [p for p in model.parameters() if p.dim() >= 2]
+    return [m.weight for m in model.modules() if isinstance(m, DECAYED_MODULES)]
 
 
 @dataclass
@@ -83,7 +91,7 @@ def configure_optimizers(model: nn.Module, cfg: AdamWConfig, max_steps: int, *, 
     parameter is on a CPU or CUDA device.
     """
     schedule = build_schedule(cfg, max_steps, model.cfg.d_model)
-    groups = param_groups(model, cfg.weight_decay)
+    groups = param_groups(model, cfg.weight_decay, cfg.decay)
     fused = fused and all(p.device.type in ("cpu", "cuda") for g in groups for p in g["params"])
     optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, fused=fused or None)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
