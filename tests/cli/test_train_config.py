@@ -199,6 +199,16 @@ def test_ckpt_path_last_is_the_newest_last_checkpoint(tmp_path: Path) -> None:
         resolve_ckpt_path("last", tmp_path / "elsewhere")
 
 
+def test_ckpt_path_auto_resumes_the_last_checkpoint_if_there_is_one(tmp_path: Path) -> None:
+    """``auto``: a fresh run directory starts fresh; once a last checkpoint exists, it is resumed."""
+    assert resolve_ckpt_path("auto", tmp_path) is None
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "best-step000010.ckpt").write_bytes(b"x")
+    assert resolve_ckpt_path("auto", tmp_path) is None
+    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(b"x")
+    assert resolve_ckpt_path("auto", tmp_path) == str((tmp_path / "checkpoints" / "last.ckpt").resolve())
+
+
 def test_the_slurm_launcher_composes() -> None:
     register_schemas()
     with initialize_config_dir(str(config_dir()), version_base="1.3"):

@@ -172,7 +172,9 @@ class RunConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     sample: SampleConfig = field(default_factory=SampleConfig)
     seed: int = 1337
-    ckpt_path: str | None = None  # a checkpoint to resume exactly, or "last" (newest last.ckpt of run_dir)
+    # a checkpoint to resume exactly, "last" (newest last.ckpt of run_dir), or "auto" (it if there
+    # is one, else start fresh)
+    ckpt_path: str | None = None
     run_dir: str = RUN_DIR  # the directory the run writes into; give an existing run's to resume in place
     compile: bool = False  # torch.compile the model (no gain on a small CPU)
     test_after_fit: bool = True  # evaluate the best checkpoint on the test split at the end

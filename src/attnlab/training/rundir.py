@@ -68,11 +68,16 @@ def load_config(run_dir: Path) -> DictConfig:
 
 
 def resolve_ckpt_path(ckpt_path: str | None, run_dir: Path) -> str | None:
-    """``last`` -> the newest ``last*.ckpt`` of ``run_dir``; a file must exist. ConfigError otherwise."""
+    """``last`` -> the newest ``last*.ckpt`` of ``run_dir``; ``auto`` -> the same if there is one,
+    else None (start fresh: what a job restarted by torchrun or a scheduler wants); a file must exist.
+    ConfigError otherwise. Every rank decides before the processes join (no checkpoint can be
+    written before that), so all ranks of one start see the same run directory and decide alike."""
     if ckpt_path is None:
         return None
-    if ckpt_path == "last":
+    if ckpt_path in ("last", "auto"):
         candidates = sorted(checkpoint_dir(run_dir).glob("last*.ckpt"), key=lambda p: p.stat().st_mtime)
+        if not candidates and ckpt_path == "auto":
+            return None
         if not candidates:
             raise ConfigError(
                 "ckpt_path",
@@ -83,6 +88,6 @@ def resolve_ckpt_path(ckpt_path: str | None, run_dir: Path) -> str | None:
     path = Path(ckpt_path)
     if not path.is_file():
         raise ConfigError(
-            "ckpt_path", ckpt_path, "no such checkpoint file (or use ckpt_path=last with run_dir=<dir>)"
+            "ckpt_path", ckpt_path, "no such checkpoint file (or ckpt_path=last|auto with run_dir=<dir>)"
         )
     return str(path.resolve())
