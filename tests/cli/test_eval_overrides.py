@@ -95,3 +95,46 @@ def test_a_bad_length_in_a_sweep_stops_it_before_the_first_job(run: Path) -> Non
         "error: job 1 (data.seq_len=128): data.seq_len=128: must be at most model.max_seq_len=64 with pos=learned"
     ]
     assert added == []
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "model.n_heads=2",
+            "error: model.n_heads=2: the trained weights depend on it; evaluation may change only model.pos.rope_*",
+        ),
+        ("model=gpt", "error: model=gpt: the model is the checkpoint's own"),
+        (
+            "model.pos.rope_base=5",
+            "error: model.pos.rope_base=5: not a key of model.pos.name=learned; it is a key of "
+            "model.pos.name=rope (choose it with pos=rope)",
+        ),
+    ],
+)
+def test_a_model_override_that_the_weights_depend_on_is_one_line(
+    run: Path, override: str, message: str
+) -> None:
+    """Only the checkpoint's model keys that hold no weights may change, typed by its own classes."""
+    result, added = evaluate(run, override)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [message]
+    assert added == []
+
+
+def test_rope_settings_change_the_model_evaluated(tmp_path: Path) -> None:
+    """``model.pos.rope_base`` holds no weights: the checkpoint's model is rebuilt with it, the loss
+    moves, and metrics.json and config.yaml record it."""
+    check(cli([*GPT, "pos=rope", f"run_dir={tmp_path / 'run'}"], tmp_path))
+    result, own = evaluate(tmp_path / "run")
+    check(result)
+    result, based = evaluate(tmp_path / "run", "model.pos.rope_base=5")
+    check(result)
+    (own,), (based,) = own, based
+    assert record(own)["overrides"] == {}
+    assert record(based)["overrides"] == {"model.pos.rope_base": 5.0}
+    assert record(based)["metrics"]["val/loss"] != record(own)["metrics"]["val/loss"]
+    assert yaml.safe_load((based / "config.yaml").read_text())["model"]["pos"] == {
+        "name": "rope",
+        "rope_base": 5.0,
+    }

@@ -11,11 +11,13 @@ import json
 import os
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import OmegaConf
 from torch import Tensor, nn
 
 from attnlab.data import build_datamodule
@@ -24,6 +26,7 @@ from attnlab.models import build_model
 from attnlab.schema.checks import validate_saved
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import read_model_config, read_optim_config, read_task_config, upgrade_group
+from attnlab.schema.model import ModelConfig
 from attnlab.schema.rundir import LABELS_FILE, TOKENIZER_FILE, run_dir_of
 from attnlab.tasks import TaskModule, build_task
 from attnlab.tasks.base import CHECKPOINT_KEY
@@ -94,12 +97,16 @@ def image_normalisation(datamodule: Any) -> tuple[Tensor, Tensor]:
 
 
 def load_task_from_checkpoint(
-    path: str | os.PathLike, map_location: str | torch.device = "cpu"
+    path: str | os.PathLike,
+    map_location: str | torch.device = "cpu",
+    model_changes: Mapping[str, Any] | None = None,
 ) -> TaskModule:
     """The task module saved in an attnlab Lightning checkpoint, in eval mode.
 
-    The model is rebuilt from the saved ModelConfig (``attnlab.models.build_model``) and its
-    weights loaded; the tokenizer saved with it, if any, is restored as ``task.tokenizer``.
+    The model is rebuilt from the saved ModelConfig (``attnlab.models.build_model``) with
+    ``model_changes`` (dotted keys: settings that hold no weights, as attnlab-eval's
+    ``model.pos.rope_base``) and its weights loaded; the tokenizer saved with it, if any, is restored
+    as ``task.tokenizer``.
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -122,7 +129,7 @@ def load_task_from_checkpoint(
         task_cfg, optim_cfg = read_task_config(saved["task"]), read_optim_config(saved["optim"])
     except ConfigError as err:
         raise ValueError(f"{path!r} holds a config this attnlab cannot read: {err}") from None
-    model = build_model(model_cfg)
+    model = build_model(with_changes(model_cfg, model_changes or {}))
     task = build_task(
         task_cfg,
         optim_cfg,
@@ -140,6 +147,16 @@ def load_task_from_checkpoint(
             f"the weights in {path!r} do not fit the model its config describes: {details}"
         ) from None
     return task.to(map_location).eval()
+
+
+def with_changes(model_cfg: ModelConfig, changes: Mapping[str, Any]) -> ModelConfig:
+    """``model_cfg`` with ``changes`` (``{"model.pos.rope_base": 5e5}``), typed by its class."""
+    if not changes:
+        return model_cfg
+    node = OmegaConf.create({"model": OmegaConf.structured(model_cfg)})
+    for key, value in changes.items():
+        OmegaConf.update(node, key, value, merge=True)
+    return OmegaConf.to_object(node)["model"]
 
 
 def _read(path: str, map_location: str | torch.device) -> object:

@@ -31,7 +31,6 @@ from attnlab.cli.eval_data import (
     store_checkpoint_data,
     values_of,
 )
-from attnlab.schema.data import DataConfig
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain, to_object
 from attnlab.schema.run import EvalConfig, RunConfig
@@ -65,6 +64,9 @@ def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str
     """The eval config, checked before the output directory exists, with the run it measures (its
     checkpoint's, with this evaluation's data). A multirun's base config is checked for every job of
     its grid (``-m ckpt_path=a,b data.seq_len=64,128``), so a bad one stops the sweep before any job."""
+    swept = values_of("ckpt_path", parse(overrides)) if run_dir is None else []
+    if swept and OmegaConf.is_missing(config, "ckpt_path"):  # -m ckpt_path=a,b: the base config has none
+        config = OmegaConf.merge(config, {"ckpt_path": swept[0]})
     ev: EvalConfig = to_object(config)
     ev.check()
     if run_dir is not None:
@@ -94,8 +96,8 @@ def eval_job(config: DictConfig) -> float | None:
     def job() -> float:
         ev = check_eval_config(config)
         run, evaluated = job_run_config(ev.ckpt_path, list(hc.overrides.task), ev.data)
-        save_config(OmegaConf.structured(replace(ev, data=evaluated.data)), out_dir)
-        metrics, monitor = evaluate(ev, run, evaluated.data, out_dir)
+        save_config(OmegaConf.structured(replace(ev, data=evaluated.data, model=evaluated.model)), out_dir)
+        metrics, monitor = evaluate(ev, run, evaluated, out_dir)
         return metrics.get(monitor, math.nan)
 
     return run_job(job)
@@ -110,9 +112,11 @@ def check_eval_config(config: DictConfig) -> EvalConfig:
     return ev
 
 
-def evaluate(ev: EvalConfig, run: RunConfig, data: DataConfig, out_dir: Path) -> tuple[dict[str, float], str]:
-    """Metrics of ``ev.ckpt_path`` (trained in ``run``) on ``ev.split`` of ``data``, written to
-    ``metrics.json``; and the monitored key."""
+def evaluate(
+    ev: EvalConfig, run: RunConfig, evaluated: RunConfig, out_dir: Path
+) -> tuple[dict[str, float], str]:
+    """Metrics of ``ev.ckpt_path`` (trained in ``run``) on ``ev.split`` of ``evaluated``'s data with
+    its model settings, written to ``metrics.json``; and the monitored key."""
     import pytorch_lightning as pl
     from pytorch_lightning.callbacks import RichProgressBar
 
@@ -121,8 +125,9 @@ def evaluate(ev: EvalConfig, run: RunConfig, data: DataConfig, out_dir: Path) ->
     from attnlab.training.console import print_summary
     from attnlab.training.loggers import build_loggers, finish_wandb, new_wandb_id
 
-    task = load_task_from_checkpoint(ev.ckpt_path)
-    data = replace(data, batch_size=ev.batch_size or data.batch_size)
+    changes = dict(changed_keys(plain(run.model), plain(evaluated.model), "model"))
+    task = load_task_from_checkpoint(ev.ckpt_path, model_changes=changes)
+    data = replace(evaluated.data, batch_size=ev.batch_size or evaluated.data.batch_size)
     if task.tokenizer is not None and hasattr(data, "tokenizer"):  # the one the model was trained with
         # (kinds without the field, ListOps, build their fixed vocabulary themselves)
         data = replace(data, tokenizer=str(task.tokenizer.save(out_dir)))
@@ -167,7 +172,7 @@ def evaluate(ev: EvalConfig, run: RunConfig, data: DataConfig, out_dir: Path) ->
     record = {
         "ckpt_path": str(Path(ev.ckpt_path).resolve()),
         "split": ev.split,
-        "overrides": eval_overrides(run, data, ev),
+        "overrides": eval_overrides(run, replace(evaluated, data=data), ev),
         "metrics": metrics,
     }
     (out_dir / EVAL_METRICS_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
@@ -178,15 +183,30 @@ def evaluate(ev: EvalConfig, run: RunConfig, data: DataConfig, out_dir: Path) ->
     return metrics, f"{ev.split}/{run.task.monitor.split('/', 1)[-1]}"
 
 
-def eval_overrides(run: RunConfig, data: DataConfig, ev: EvalConfig) -> dict[str, Any]:
-    """What this evaluation changed relative to the run, as dotted keys (``data.batch_size``, any other
-    ``data.*`` it was given, a different batch limit); {} when it measured exactly what training did.
+def eval_overrides(run: RunConfig, evaluated: RunConfig, ev: EvalConfig) -> dict[str, Any]:
+    """What this evaluation changed relative to the run, as dotted keys (``data.seq_len``,
+    ``model.pos.rope_base``, a different batch limit); {} when it measured exactly what training did.
     The tokenizer is the run's own, only saved next to the results."""
-    saved, used = plain(run.data), plain(data)
-    changed = {f"data.{k}": v for k, v in used.items() if k != "tokenizer" and v != saved.get(k, used)}
+    changed = {
+        key: value
+        for group in ("data", "model")
+        for key, value in changed_keys(plain(getattr(run, group)), plain(getattr(evaluated, group)), group)
+        if key != "data.tokenizer"
+    }
     limit = f"limit_{ev.split}_batches"
     if ev.limit_batches is not None and ev.limit_batches != getattr(run.trainer, limit):
         changed[f"trainer.{limit}"] = ev.limit_batches
+    return changed
+
+
+def changed_keys(saved: dict, used: dict, prefix: str) -> list[tuple[str, Any]]:
+    """The dotted keys (below ``prefix``) whose value in ``used`` differs from ``saved``, with it."""
+    changed = []
+    for key, value in used.items():
+        if isinstance(value, dict) and isinstance(saved.get(key), dict):
+            changed += changed_keys(saved[key], value, f"{prefix}.{key}")
+        elif key not in saved or value != saved[key]:
+            changed.append((f"{prefix}.{key}", value))
     return changed
 
 

@@ -12,12 +12,17 @@ overrides are then typed and validated by Hydra against the checkpoint's own cla
 (``-m ckpt_path=a,b data.seq_len=64,128``) composes against the first one; each job then applies
 its own explicit ``data.*`` overrides to its own checkpoint's data (``job_run_config``), so the
 checkpoints must share a data kind when ``data.*`` keys are overridden.
+
+The model is the checkpoint's too (``model/_checkpoint``, the same way), and only its keys that hold
+no weights may change (``schema.run.eval_may_change``: ``model.pos.rope_base=20000``, and RoPE's
+scaling to longer contexts); ``model=<preset>`` is refused.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -29,7 +34,7 @@ from attnlab.schema.checks import check_run, validate_saved
 from attnlab.schema.data import DataConfig
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import config_error, to_object
-from attnlab.schema.run import RunConfig
+from attnlab.schema.run import RunConfig, eval_may_change
 
 CHECKPOINT_DATA = "_checkpoint"  # the option of the data group that holds the checkpoint's data config
 
@@ -51,14 +56,14 @@ def values_of(key: str, overrides: list[Override]) -> list[str]:
     return values
 
 
-def data_key_overrides(overrides: list[Override]) -> list[Override]:
-    """The overrides of single data keys (``data.seq_len=...``), not of the group (``data=<preset>``)."""
-    return [o for o in overrides if o.key_or_group.startswith("data.")]
+def key_overrides(group: str, overrides: list[Override]) -> list[Override]:
+    """The overrides of single keys of ``group`` (``data.seq_len=...``), not of the group itself."""
+    return [o for o in overrides if o.key_or_group.startswith(f"{group}.")]
 
 
-def chooses_preset(overrides: list[Override]) -> bool:
-    """Whether the command line replaces the checkpoint's data by a preset (``data=shakespeare``)."""
-    return any(o.key_or_group == "data" and not o.is_delete() for o in overrides)
+def chooses_preset(overrides: list[Override], group: str = "data") -> bool:
+    """Whether the command line replaces the checkpoint's ``group`` by a preset (``data=shakespeare``)."""
+    return any(o.key_or_group == group and not o.is_delete() for o in overrides)
 
 
 def saved_run(ckpt_path: str) -> RunConfig:
@@ -83,16 +88,25 @@ def store_checkpoint_data(args: list[str]) -> None:
     paths = values_of("ckpt_path", overrides)
     if not paths:
         return
+    if chooses_preset(overrides, "model"):
+        raise ConfigError("model", values_of("model", overrides)[0], "the model is the checkpoint's own")
     runs = [saved_run(path) for path in paths]
-    kinds = sorted({str(run.data.kind) for run in runs})
-    if len(kinds) > 1 and data_key_overrides(overrides) and not chooses_preset(overrides):
-        raise ConfigError(
-            "ckpt_path",
-            ",".join(paths),
-            f"checkpoints of different data kinds ({', '.join(kinds)}) cannot share data.* overrides; "
-            "evaluate each kind in its own command",
-        )
-    ConfigStore.instance().store(group="data", name=CHECKPOINT_DATA, node=runs[0].data)
+    for group in ("data", "model"):
+        classes = {schema_classes(getattr(run, group)) for run in runs}
+        if len(classes) > 1 and key_overrides(group, overrides) and not chooses_preset(overrides, group):
+            raise ConfigError(
+                "ckpt_path",
+                ",".join(paths),
+                f"checkpoints of differently shaped {group} configs cannot share {group}.* overrides; "
+                "evaluate each in its own command",
+            )
+        ConfigStore.instance().store(group=group, name=CHECKPOINT_DATA, node=getattr(runs[0], group))
+
+
+def schema_classes(config: object) -> tuple[type, ...]:
+    """The schema class of a group's config and of its positional encoding, if it has one: the keys
+    an override may name."""
+    return (type(config), type(getattr(config, "pos", None)))
 
 
 def job_run_config(
@@ -107,25 +121,36 @@ def job_run_config(
     if chooses_preset(overrides) and composed is not None:
         data = composed
     else:
-        data = with_overrides(run.data, data_key_overrides(overrides))
-    evaluated = replace(run, data=data)
+        data = with_overrides("data", run.data, key_overrides("data", overrides))
+    model = with_overrides("model", run.model, key_overrides("model", overrides))
+    evaluated = replace(run, data=data, model=model)
     check_run(evaluated)
     return run, evaluated
 
 
-def with_overrides(data: DataConfig, overrides: list[Override]) -> DataConfig:
-    """``data`` with ``data.<key>=<value>`` overrides applied, typed by its class; the tokenizer is
-    always the checkpoint's own (the model's embeddings index its vocabulary)."""
-    root = OmegaConf.create({"data": OmegaConf.structured(data)})
+def with_overrides(group: str, config: Any, overrides: list[Override]) -> Any:
+    """``config`` (the checkpoint's ``group``) with ``<group>.<key>=<value>`` overrides applied, typed
+    by its class; keys that the trained weights depend on are refused (``refuse_if_fixed``)."""
+    root = OmegaConf.create({group: OmegaConf.structured(config)})
     OmegaConf.set_struct(root, True)
     for override in overrides:
         key, value = override.key_or_group, override.value()
         if override.is_delete():
             raise ConfigError(key, "~", "cannot be deleted at evaluation; give it a value")
-        if key == "data.tokenizer":
-            raise ConfigError(key, value, "the tokenizer is the checkpoint's own and cannot be changed")
+        refuse_if_fixed(key, value)
         try:
             OmegaConf.update(root, key, value, merge=True)
         except OmegaConfBaseException as err:
             raise config_error(err, value) from None
-    return to_object(root.data)
+    return to_object(root[group])
+
+
+def refuse_if_fixed(key: str, value: object) -> None:
+    """The tokenizer is the checkpoint's own (the embeddings index its vocabulary), and so is every
+    model key that sets the weights' shapes or what they mean."""
+    if key == "data.tokenizer":
+        raise ConfigError(key, value, "the tokenizer is the checkpoint's own and cannot be changed")
+    if key.startswith("model.") and not eval_may_change(key):
+        raise ConfigError(
+            key, value, "the trained weights depend on it; evaluation may change only model.pos.rope_*"
+        )

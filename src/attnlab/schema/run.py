@@ -218,6 +218,9 @@ class EvalConfig:
     # The checkpoint's own data config (conf/eval.yaml's data/_checkpoint, see attnlab.cli.eval_data),
     # with data.* overrides on top, or data=<preset>; None only while no checkpoint is named.
     data: DataConfig | None = None
+    # The checkpoint's model config (model/_checkpoint): only keys that hold no weights may change
+    # (eval_may_change), e.g. model.pos.rope_base; None only while no checkpoint is named.
+    model: ModelConfig | None = None
     batch_size: int | None = None  # None: the run's data.batch_size
     limit_batches: Any = None  # None: the run's trainer.limit_<split>_batches (as its end-of-training test)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
@@ -230,3 +233,10 @@ class EvalConfig:
                 "limit_batches", self.limit_batches, "a fraction in [0.0, 1.0], a count of batches, or null"
             )
         self.trainer.check()
+
+
+def eval_may_change(key: str) -> bool:
+    """Whether attnlab-eval may change the model key ``key`` of a trained model: only RoPE's frequency
+    settings (``model.pos.rope_*``: its base, and its scaling to longer contexts), which hold no
+    weights. Every other key sets the shapes of the weights or what they were trained to mean."""
+    return key.startswith("model.pos.rope_")
