@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from train_cli import TEXT, TINY, check, cli
 
 from attnlab.data import build_datamodule
 from attnlab.schema.data import TextData
 from attnlab.schema.model import GPTConfig
+from attnlab.tasks.base import CHECKPOINT_KEY
 
 pytestmark = pytest.mark.slow
 transformers = pytest.importorskip("transformers")
@@ -53,6 +55,21 @@ def test_training_starts_from_the_pretrained_weights(pretrained: tuple, tmp_path
         state["model.embed.tokens.weight"], hf_model.transformer.wte.weight, atol=1e-6, rtol=0
     )
     assert "  n_layers: 2\n" in (run / "config.yaml").read_text()
+
+
+def test_every_free_field_reaches_the_pretrained_model(pretrained: tuple, tmp_path: Path) -> None:
+    """Fields a run may set on top of a pretrained checkpoint (regularisation, init of fresh heads) are
+    those of the model trained, so the checkpoint's model config and config.yaml say what it was."""
+    hf_dir, tokenizer, _ = pretrained
+    free = ["model.dropout=0.2", "model.attn_dropout=0.1", "model.init_std=0.05"]
+    args = [*TINY, *TEXT, f"model.init_from={hf_dir}", f"data.tokenizer={tokenizer}", "logger=csv", *free]
+    check(cli([*args, "trainer.max_steps=1"], tmp_path))
+    (run,) = tmp_path.glob("outputs/*/*")
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    built = ckpt[CHECKPOINT_KEY]["model"]
+    assert (built["dropout"], built["attn_dropout"], built["init_std"]) == (0.2, 0.1, 0.05)
+    saved = yaml.safe_load((run / "config.yaml").read_text())["model"]
+    assert (saved["dropout"], saved["attn_dropout"], saved["init_std"]) == (0.2, 0.1, 0.05)
 
 
 def test_a_contradicting_size_is_refused(pretrained: tuple, tmp_path: Path) -> None:

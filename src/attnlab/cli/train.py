@@ -27,7 +27,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from attnlab.cli.app import error_line, log_to_file, run_hydra, run_job
-from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
+from attnlab.cli.pretrained import FREE_MODEL_FIELDS, explicit_model_keys, resolve_init_from
 from attnlab.schema.checks import validate, validate_saved
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain
@@ -280,8 +280,12 @@ def build_model_for(run: RunConfig, datamodule: Any) -> nn.Module:
         updates["num_classes"] = datamodule.num_classes
     if cfg.family == "vit" and cfg.channels == 0:
         updates["channels"] = datamodule.channels
-    if cfg.init_from:
-        free = {k: getattr(cfg, k) for k in ("dropout", "attn_dropout", "ffn_dropout")}
+    if cfg.init_from:  # every field the run may set on a pretrained model reaches it (FREE_MODEL_FIELDS)
+        free = {
+            k: getattr(cfg, k)
+            for k in FREE_MODEL_FIELDS
+            if k != "init_from" and hasattr(cfg, k) and k not in updates
+        }
         model = load_hf(cfg.init_from, **free, **updates)
     else:
         model = build_model(replace(cfg, **updates))
