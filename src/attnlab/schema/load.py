@@ -61,7 +61,7 @@ def refuse_unknown_keys(node: DictConfig, prefix: str = "") -> None:
     for key, value in node.items_ex(resolve=False):
         if known is not None and key not in known:
             raise unknown_key(f"{prefix}{key}", value, schema)
-        if isinstance(value, DictConfig):
+        if isinstance(value, DictConfig) and not value._is_none():  # a typed null (eval.data) has no keys
             refuse_unknown_keys(value, f"{prefix}{key}.")
 
 
