@@ -123,18 +123,25 @@ def test_a_model_override_that_the_weights_depend_on_is_one_line(
 
 
 def test_rope_settings_change_the_model_evaluated(tmp_path: Path) -> None:
-    """``model.pos.rope_base`` holds no weights: the checkpoint's model is rebuilt with it, the loss
-    moves, and metrics.json and config.yaml record it."""
+    """RoPE's settings hold no weights: the checkpoint's model is rebuilt with them (its base; YaRN
+    scaling past the trained length), the loss moves, and metrics.json and config.yaml record them."""
     check(cli([*GPT, "pos=rope", f"run_dir={tmp_path / 'run'}"], tmp_path))
-    result, own = evaluate(tmp_path / "run")
-    check(result)
-    result, based = evaluate(tmp_path / "run", "model.pos.rope_base=5")
-    check(result)
-    (own,), (based,) = own, based
-    assert record(own)["overrides"] == {}
-    assert record(based)["overrides"] == {"model.pos.rope_base": 5.0}
-    assert record(based)["metrics"]["val/loss"] != record(own)["metrics"]["val/loss"]
-    assert yaml.safe_load((based / "config.yaml").read_text())["model"]["pos"] == {
-        "name": "rope",
-        "rope_base": 5.0,
-    }
+    results = [
+        evaluate(tmp_path / "run", *args)
+        for args in [
+            (),
+            ("model.pos.rope_base=5",),
+            ("model.pos.rope_scaling=yarn", "model.pos.rope_factor=4"),
+        ]
+    ]
+    for result, _ in results:
+        check(result)
+    own, based, yarn = (record(out) for _, (out,) in results)
+    assert own["overrides"] == {}
+    assert based["overrides"] == {"model.pos.rope_base": 5.0}
+    assert yarn["overrides"] == {"model.pos.rope_scaling": "yarn", "model.pos.rope_factor": 4.0}
+    assert based["metrics"]["val/loss"] != own["metrics"]["val/loss"]
+    assert yarn["metrics"]["val/loss"] != own["metrics"]["val/loss"]
+    (based_dir,) = results[1][1]
+    pos = yaml.safe_load((based_dir / "config.yaml").read_text())["model"]["pos"]
+    assert (pos["name"], pos["rope_base"]) == ("rope", 5.0)
