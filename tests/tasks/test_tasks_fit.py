@@ -14,7 +14,8 @@ from torch.utils.data import DataLoader
 
 from attnlab.cli.checkpoint import load_task_from_checkpoint
 from attnlab.data.tokenizers import SPECIAL_TOKENS, char_tokenizer
-from attnlab.schema.task import AdamWConfig, task_config
+from attnlab.schema.optim import AdamWConfig
+from attnlab.schema.task import task_config
 from attnlab.tasks import build_task
 from attnlab.training.callbacks import ThroughputLogger
 from attnlab.training.callbacks.throughput import measure_peak_flops, precision_dtype

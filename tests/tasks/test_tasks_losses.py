@@ -10,7 +10,8 @@ import torch
 
 from attnlab.data.tokenizers import SPECIAL_TOKENS, char_tokenizer
 from attnlab.models import count_parameters
-from attnlab.schema.task import AdamWConfig, task_config
+from attnlab.schema.optim import AdamWConfig
+from attnlab.schema.task import task_config
 from attnlab.tasks import build_task
 
 # Two heads, a narrow feed-forward and the usual init: losses near log(vocab) at the start.

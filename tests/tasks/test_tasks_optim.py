@@ -13,8 +13,8 @@ from attnlab.blocks.positional import LearnedPositionalEncoding, RelativePositio
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import read_optim_config
 from attnlab.schema.model import model_config
+from attnlab.schema.optim import AdamWConfig, Decay
 from attnlab.schema.pos import RelativePos
-from attnlab.schema.task import AdamWConfig, Decay
 from attnlab.tasks.optim import configure_optimizers, param_groups
 
 # Two heads, a narrow feed-forward and the usual init: losses near log(vocab) at the start.

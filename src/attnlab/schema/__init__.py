@@ -15,6 +15,7 @@ from attnlab.schema.data import DATA, DataConfig, DataKind, data_config
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain, read_run_config, to_object
 from attnlab.schema.model import MODELS, Family, ModelConfig, model_config
+from attnlab.schema.optim import OPTIMIZERS, OptimConfig
 from attnlab.schema.pos import POSITIONS, PosConfig, PosName, pos_config
 from attnlab.schema.run import (
     CheckpointConfig,
@@ -24,7 +25,7 @@ from attnlab.schema.run import (
     SampleConfig,
     TrainerConfig,
 )
-from attnlab.schema.task import OPTIMIZERS, TASKS, OptimConfig, TaskConfig
+from attnlab.schema.task import TASKS, TaskConfig
 
 __all__ = [
     "DATA",

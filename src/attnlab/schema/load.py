@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from difflib import get_close_matches
 from enum import Enum
-from typing import Any, get_args
+from typing import Any, get_args, get_type_hints
 
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import (
@@ -32,9 +32,10 @@ from attnlab.schema.choice import TaggedUnion
 from attnlab.schema.data import DATA
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.model import MODELS, ModelConfig
+from attnlab.schema.optim import OPTIMIZERS, OptimConfig
 from attnlab.schema.pos import POSITIONS
 from attnlab.schema.run import RunConfig
-from attnlab.schema.task import OPTIMIZERS, TASKS, OptimConfig, TaskConfig
+from attnlab.schema.task import TASKS, TaskConfig
 
 UNIONS = (MODELS, POSITIONS, DATA, TASKS, OPTIMIZERS)
 
@@ -199,13 +200,15 @@ def unknown_key(key: str, value: object, schema: type | None) -> ConfigError:
     group = ".".join(path)
     union = next((u for u in UNIONS if u.tag_of(schema) is not None), None)
     owners = union.owners(name) if union is not None else []
+    block = nested_block(schema, name)
+    mean = f" (did you mean {'.'.join([*path, block, name])}?)" if block else ""
     if owners:
         tagged = f"{group}.{union.tag}"
         how = f" (choose it with {union.choose.format(owners[0])})" if len(owners) == 1 else ""
         return ConfigError(
             key,
             value,
-            f"not a key of {tagged}={union.tag_of(schema)}; it is a key of "
+            f"not a key of {tagged}={union.tag_of(schema)}{mean}; it is a key of "
             f"{tagged}={', '.join(str(o) for o in owners)}{how}",
         )
     known = [f.name for f in fields(schema)] if is_dataclass(schema) else []
@@ -215,3 +218,14 @@ def unknown_key(key: str, value: object, schema: type | None) -> ConfigError:
     return ConfigError(
         key, value, f"not a known key; allowed keys: {', '.join(known)}" if known else "not a known key"
     )
+
+
+def nested_block(schema: type | None, name: str) -> str | None:
+    """The field of ``schema`` holding a block whose class has the key ``name`` (``optim=muon``'s
+    ``adamw`` block has ``betas``), or None."""
+    if not is_dataclass(schema):
+        return None
+    for key, kind in get_type_hints(schema).items():
+        if is_dataclass(kind) and name in {f.name for f in fields(kind)}:
+            return key
+    return None

@@ -12,7 +12,8 @@ from attnlab.schema.choice import Choice, missing
 from attnlab.schema.data import DataConfig, TextData
 from attnlab.schema.errors import ConfigError, not_negative, positive
 from attnlab.schema.model import GPTConfig, ModelConfig
-from attnlab.schema.task import AdamWConfig, CausalLMTask, OptimConfig, TaskConfig
+from attnlab.schema.optim import AdamWConfig, OptimConfig
+from attnlab.schema.task import CausalLMTask, TaskConfig
 
 PRECISIONS = ("32", "bf16-mixed", "16-mixed")  # not identifiers, so a string with one check
 RUN_DIR = "outputs/${now:%Y-%m-%d}/${now:%H-%M-%S}"  # a run's directory unless run_dir is given

@@ -20,7 +20,8 @@ from torchmetrics import MeanMetric, Metric
 
 from attnlab.blocks.positional import PositionalEncoding
 from attnlab.schema.load import plain
-from attnlab.schema.task import OptimConfig, TaskConfig
+from attnlab.schema.optim import OptimConfig
+from attnlab.schema.task import TaskConfig
 from attnlab.tasks.optim import configure_optimizers
 
 STAGES = ("val", "test")

@@ -6,7 +6,8 @@ import pytorch_lightning as pl
 from torch import nn
 
 from attnlab.schema.checks import check_trains
-from attnlab.schema.task import OptimConfig, TaskConfig
+from attnlab.schema.optim import OptimConfig
+from attnlab.schema.task import TaskConfig
 from attnlab.tasks.base import TaskModule
 from attnlab.tasks.causal_lm import CausalLMTask
 from attnlab.tasks.classification import ClassificationTask
