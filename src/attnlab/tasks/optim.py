@@ -1,20 +1,26 @@
-"""AdamW with weight-decay groups, and the learning-rate schedules as a per-step LambdaLR."""
+"""The optimisers of the ``optim`` group (AdamW with weight-decay groups; Muon with AdamW) and the
+learning-rate schedules as a per-step LambdaLR."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
-from attnlab.schema.task import AdamWConfig, Decay, OptimConfig
+from attnlab.schema.optim import AdamWConfig, Decay, MuonConfig, OptimConfig, OptimName
+from attnlab.tasks.muon import MuonWithAdamW, hidden_matrices
 
 DECAYED_MODULES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
 
 
-def param_groups(model: nn.Module, weight_decay: float, decay: Decay = Decay.matrices) -> list[dict]:
-    """Two AdamW groups, with and without weight decay; ``decay`` says which parameters it shrinks.
+def param_groups(
+    model: nn.Module, weight_decay: float, decay: Decay = Decay.matrices, exclude: Sequence[Tensor] = ()
+) -> list[dict]:
+    """Two AdamW groups, with and without weight decay; ``decay`` says which parameters it shrinks,
+    ``exclude`` which parameters another optimizer takes (Muon's).
 
     ``matrices`` (the default): the weight matrices of linear and convolution layers only; norm
     scales, biases, token and segment embeddings, learned position tables, relative-bias tables and
@@ -23,9 +29,10 @@ def param_groups(model: nn.Module, weight_decay: float, decay: Decay = Decay.mat
     appear once.
     """
     decayed = {id(p) for p in decayed_params(model, decay)}
+    excluded = {id(p) for p in exclude}
     decay, no_decay = [], []
     for param in model.parameters():  # yields each shared parameter once
-        if param.requires_grad:
+        if param.requires_grad and id(param) not in excluded:
             (decay if id(param) in decayed else no_decay).append(param)
     return [
         {"params": decay, "weight_decay": weight_decay},
@@ -84,16 +91,50 @@ def build_schedule(cfg: OptimConfig, max_steps: int, d_model: int) -> Schedule:
     return Schedule(str(cfg.schedule), cfg.warmup_steps, steps or 0, cfg.min_lr_ratio, d_model)
 
 
-def configure_optimizers(model: nn.Module, cfg: AdamWConfig, max_steps: int, *, fused: bool = True) -> dict:
-    """AdamW and its schedule in the form ``LightningModule.configure_optimizers`` returns.
+def adamw(model: nn.Module, cfg: AdamWConfig, fused: bool) -> torch.optim.Optimizer:
+    """AdamW on every parameter, with weight decay on those ``cfg.decay`` names."""
+    groups = param_groups(model, cfg.weight_decay, cfg.decay)
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, fused=fused or None)
+
+
+def muon(model: nn.Module, cfg: MuonConfig, fused: bool) -> torch.optim.Optimizer:
+    """Muon on the hidden matrices (``cfg``'s settings), AdamW on the rest (``cfg.adamw``'s), as one.
+
+    The hidden matrices are all weight matrices, so Muon decays them under every ``cfg.decay``; of
+    the others, AdamW decays those that ``cfg.decay`` names.
+    """
+    hidden = hidden_matrices(model)
+    matrices = torch.optim.Muon(
+        hidden,
+        lr=cfg.lr,
+        weight_decay=cfg.weight_decay,
+        momentum=cfg.momentum,
+        nesterov=cfg.nesterov,
+        ns_steps=cfg.ns_steps,
+        adjust_lr_fn=str(cfg.adjust_lr),
+    )
+    rest = cfg.adamw
+    groups = param_groups(model, rest.weight_decay, cfg.decay, exclude=hidden)
+    others = torch.optim.AdamW(groups, lr=rest.lr, betas=tuple(rest.betas), eps=rest.eps, fused=fused or None)
+    return MuonWithAdamW(matrices, others)
+
+
+OPTIMIZER_BUILDERS: dict[OptimName, Callable[[nn.Module, OptimConfig, bool], torch.optim.Optimizer]] = {
+    OptimName.adamw: adamw,
+    OptimName.muon: muon,
+}
+
+
+def configure_optimizers(model: nn.Module, cfg: OptimConfig, max_steps: int, *, fused: bool = True) -> dict:
+    """The optimiser of ``cfg`` and its schedule in the form ``LightningModule.configure_optimizers``
+    returns. The schedule multiplies every group's learning rate by the same factor.
 
     ``fused`` selects PyTorch's fused AdamW kernel (about 3x faster steps on CPU) where every
     parameter is on a CPU or CUDA device.
     """
     schedule = build_schedule(cfg, max_steps, model.cfg.d_model)
-    groups = param_groups(model, cfg.weight_decay, cfg.decay)
-    fused = fused and all(p.device.type in ("cpu", "cuda") for g in groups for p in g["params"])
-    optimizer = torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, fused=fused or None)
+    fused = fused and all(p.device.type in ("cpu", "cuda") for p in model.parameters())
+    optimizer = OPTIMIZER_BUILDERS[cfg.name](model, cfg, fused)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     return {
         "optimizer": optimizer,

@@ -1,0 +1,221 @@
+"""``optim=muon``: which parameters Muon takes in each family, the composite optimizer against
+``torch.optim.Muon`` and ``torch.optim.AdamW`` stepped separately, its state saved and restored,
+one schedule over both learning rates, and Lightning clipping and fitting with it."""
+
+from __future__ import annotations
+
+import copy
+import io
+import re
+
+import pytest
+import pytorch_lightning as pl
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.load import read_optim_config
+from attnlab.schema.optim import MuonConfig
+from attnlab.schema.pos import RelativePos
+from attnlab.schema.task import task_config
+from attnlab.tasks import build_task
+from attnlab.tasks.muon import MuonWithAdamW, hidden_matrices
+from attnlab.tasks.optim import build_schedule, configure_optimizers, param_groups
+
+SIZES = dict(n_heads=2, d_ff=32, init_std=0.02)
+FAMILY_SETUPS = [
+    ("gpt", {}),  # the output head tied to the token embedding
+    ("gpt", {"tie_embeddings": False, "norm": "rmsnorm", "lm_head_bias": True}),
+    ("bert", {"type_vocab_size": 2, "num_classes": 3, "classifier_hidden": True}),
+    ("seq2seq", {"pos": RelativePos()}),  # cross-attention; relative position bias tables
+    ("vit", {"num_classes": 4}),  # a convolution as patch embedding, a class token
+]
+# Named independently of the rule in hidden_matrices: a 2-D weight of a projection or feed-forward
+# layer inside a Transformer layer (stack.layers.3.self_attn.fn.qkv_proj.weight, ...ffn.fn.fc_in.weight).
+HIDDEN = re.compile(r"(stack|encoder|decoder)\.layers\.\d+\.(self_attn|cross_attn|ffn)\.fn\.\w+\.weight")
+
+
+def muon_cfg(**settings: object) -> MuonConfig:
+    return MuonConfig(schedule="constant", warmup_steps=0, **settings)
+
+
+@pytest.mark.parametrize(("family", "overrides"), FAMILY_SETUPS)
+def test_muon_takes_the_layers_matrices_and_adamw_everything_else(tiny_model, family, overrides):
+    model = tiny_model(family, **overrides, **SIZES)
+    optimizer = configure_optimizers(model, muon_cfg(), max_steps=10)["optimizer"]
+    muon_ids = {id(p) for group in optimizer.muon.param_groups for p in group["params"]}
+    adamw_ids = [id(p) for group in optimizer.adamw.param_groups for p in group["params"]]
+    expected = {id(p) for name, p in model.named_parameters() if HIDDEN.fullmatch(name) and p.dim() == 2}
+    assert muon_ids == expected and len(expected) >= 8  # 2 layers x (attention in, out, ffn in, out)
+    assert len(set(adamw_ids)) == len(adamw_ids) and not muon_ids & set(adamw_ids)
+    assert muon_ids | set(adamw_ids) == {id(p) for p in model.parameters()}
+    for name, module in model.named_modules():
+        if isinstance(module, (nn.Embedding, nn.Conv2d)) or "head" in name:
+            assert not {id(p) for p in module.parameters()} & muon_ids, name
+
+
+def test_a_tied_output_matrix_goes_to_adamw(tiny_model):
+    model = tiny_model("gpt", **SIZES)
+    assert model.lm_head.weight is model.embed.tokens.weight
+    optimizer = configure_optimizers(model, muon_cfg(), max_steps=10)["optimizer"]
+    assert any(p is model.lm_head.weight for g in optimizer.adamw.param_groups for p in g["params"])
+    # a linear layer of a Transformer layer sharing its matrix with an embedding is not hidden either
+    model.stack.layers[0].ffn.fn.fc_in.weight = model.embed.tokens.weight = nn.Parameter(torch.randn(23, 16))
+    assert all(p is not model.embed.tokens.weight for p in hidden_matrices(model))
+
+
+def test_groups_learning_rates_and_weight_decay(tiny_model):
+    model = tiny_model("vit", num_classes=4, **SIZES)
+    cfg = muon_cfg(lr=0.05, weight_decay=0.02, momentum=0.9, nesterov=False, ns_steps=3)
+    cfg.adamw.lr, cfg.adamw.weight_decay, cfg.adamw.betas = 3e-4, 0.05, [0.8, 0.95]
+    optimizer = configure_optimizers(model, cfg, max_steps=10)["optimizer"]
+    (muon,), (decay, no_decay) = optimizer.muon.param_groups, optimizer.adamw.param_groups
+    assert optimizer.param_groups == [muon, decay, no_decay]  # the very dicts the two optimizers step
+    assert (muon["lr"], muon["weight_decay"], muon["momentum"], muon["nesterov"], muon["ns_steps"]) == (
+        0.05, 0.02, 0.9, False, 3
+    )  # fmt: skip
+    assert muon["adjust_lr_fn"] == "original"
+    assert (decay["lr"], decay["weight_decay"], no_decay["weight_decay"]) == (3e-4, 0.05, 0.0)
+    assert decay["betas"] == (0.8, 0.95) and decay["fused"]
+    # AdamW decays the matrices Muon does not take: the patch convolution and the classifier
+    assert {id(p) for p in decay["params"]} == {
+        id(model.patches.proj.weight),
+        id(model.head.classifier.weight),
+    }
+
+
+def gpt_loss(model: nn.Module, step: int) -> torch.Tensor:
+    tokens = torch.randint(0, 23, (4, 12), generator=torch.Generator().manual_seed(step))
+    logits = model.logits({"input_ids": tokens})
+    return nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 23), tokens[:, 1:].reshape(-1))
+
+
+def train(model: nn.Module, optimizer: torch.optim.Optimizer, steps: range) -> None:
+    model.train()
+    for step in steps:
+        optimizer.zero_grad()
+        gpt_loss(model, step).backward()
+        optimizer.step()
+
+
+def test_one_step_equals_muon_and_adamw_stepped_separately(tiny_model):
+    cfg = muon_cfg(lr=0.05, weight_decay=0.02)
+    model = tiny_model("gpt", tie_embeddings=False, **SIZES)
+    reference = copy.deepcopy(model)
+    train(model, configure_optimizers(model, cfg, max_steps=10)["optimizer"], range(3))
+
+    muon = torch.optim.Muon(hidden_matrices(reference), lr=0.05, weight_decay=0.02, momentum=0.95)
+    rest = param_groups(reference, 0.1, exclude=hidden_matrices(reference))
+    adamw = torch.optim.AdamW(rest, lr=1e-3, betas=(0.9, 0.99), eps=1e-8, fused=True)
+    reference.train()
+    for step in range(3):
+        muon.zero_grad(), adamw.zero_grad()
+        gpt_loss(reference, step).backward()
+        muon.step(), adamw.step()
+    for (name, got), want in zip(model.named_parameters(), reference.parameters()):
+        assert torch.equal(got, want), name
+    assert not torch.equal(
+        model.stack.layers[0].ffn.fn.fc_in.weight,
+        tiny_model("gpt", **SIZES).stack.layers[0].ffn.fn.fc_in.weight,
+    )
+
+
+def test_saved_state_resumes_exactly(tiny_model):
+    """Two steps, state_dict through torch.save and a weights-only load into a fresh optimizer over a
+    copy of the model, two more steps: the same parameters as four steps without the round trip."""
+    model = tiny_model("gpt", **SIZES)
+    optimizer = configure_optimizers(model, muon_cfg(), max_steps=10)["optimizer"]
+    train(model, optimizer, range(2))
+    buffer = io.BytesIO()
+    torch.save(optimizer.state_dict(), buffer)
+    resumed_model = copy.deepcopy(model)
+    resumed = configure_optimizers(resumed_model, muon_cfg(), max_steps=10)["optimizer"]
+    resumed.load_state_dict(torch.load(io.BytesIO(buffer.getvalue()), weights_only=True))
+    assert resumed.muon.state is resumed.adamw.state is resumed.state
+    assert resumed.muon.param_groups[0] is resumed.param_groups[0]
+    first = hidden_matrices(resumed_model)[0]
+    assert torch.equal(
+        resumed.state[first]["momentum_buffer"], optimizer.state[hidden_matrices(model)[0]]["momentum_buffer"]
+    )
+    train(model, optimizer, range(2, 4))
+    train(resumed_model, resumed, range(2, 4))
+    for (name, got), want in zip(resumed_model.named_parameters(), model.parameters()):
+        assert torch.equal(got, want), name
+
+
+def test_the_schedule_scales_both_learning_rates_alike(tiny_model):
+    cfg = MuonConfig(lr=0.02, schedule="cosine", warmup_steps=3, min_lr_ratio=0.1)
+    model = tiny_model("gpt", **SIZES)
+    out = configure_optimizers(model, cfg, max_steps=10)
+    optimizer, scheduler = out["optimizer"], out["lr_scheduler"]["scheduler"]
+    schedule = build_schedule(cfg, 10, model.cfg.d_model)
+    for step in range(10):
+        muon_lr, adamw_lr = optimizer.muon.param_groups[0]["lr"], optimizer.adamw.param_groups[0]["lr"]
+        assert muon_lr == pytest.approx(0.02 * schedule(step)) and adamw_lr == pytest.approx(
+            1e-3 * schedule(step)
+        )
+        optimizer.step()
+        scheduler.step()
+
+
+class Recorder(pl.Callback):
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+        self.losses.append(outputs["loss"].item())
+
+
+def test_lightning_fits_with_it_and_clips_every_parameter(tiny_model, monkeypatch):
+    clipped: list[set[int]] = []
+    clip = torch.nn.utils.clip_grad_norm_
+
+    def recording_clip(parameters, *args, **kwargs):
+        parameters = list(parameters)
+        clipped.append({id(p) for p in parameters})
+        return clip(parameters, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recording_clip)
+    model = tiny_model("gpt", **SIZES)
+    cfg = muon_cfg(lr=0.05)
+    cfg.adamw.lr = 1e-2
+    task = build_task(task_config("causal_lm"), cfg, model, max_steps=20)
+    starts = torch.randint(0, 23, (64, 1), generator=torch.Generator().manual_seed(0))
+    counting = (starts + torch.arange(13)) % 23  # the next token is always the successor
+    data = [{"input_ids": s[:-1], "labels": s[1:]} for s in counting]
+    recorder = Recorder()
+    trainer = pl.Trainer(
+        max_steps=20,
+        accelerator="cpu",
+        gradient_clip_val=0.5,
+        logger=False,
+        limit_val_batches=0,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[recorder],
+    )
+    trainer.fit(task, DataLoader(data, batch_size=8, shuffle=True))
+    assert len(recorder.losses) == 20 and sum(recorder.losses[-5:]) < 0.5 * sum(recorder.losses[:5])
+    assert isinstance(trainer.optimizers[0], MuonWithAdamW)
+    assert len(clipped) == 20 and all(ids == {id(p) for p in model.parameters()} for ids in clipped)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"momentum": 1.0}, "optim.momentum=1.0: must be in [0, 1)"),
+        ({"ns_steps": 0}, "optim.ns_steps=0: must be in 1..99"),
+        ({"ns_steps": 100}, "optim.ns_steps=100: must be in 1..99"),
+        ({"adjust_lr": "keller"}, "optim.adjust_lr=keller: choose one of original, match_rms_adamw"),
+        ({"adamw": {"lr": 0.0}}, "optim.adamw.lr=0.0: must be positive"),
+        ({"adamw": {"betas": [0.9, 1.0]}}, "optim.adamw.betas=[0.9,1.0]: must be two numbers in [0, 1)"),
+        ({"adamw": {"weight_decay": -1.0}}, "optim.adamw.weight_decay=-1.0: must be 0 or more"),
+        ({"weight_decay": -0.1}, "optim.weight_decay=-0.1: must be 0 or more"),
+    ],
+)
+def test_bad_muon_settings_name_the_key(settings, message):
+    with pytest.raises(ConfigError) as err:
+        read_optim_config({"name": "muon", **settings}).check()
+    assert str(err.value) == message
