@@ -5,17 +5,20 @@ keeps logging to the same wandb run."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-import torch
-from train_cli import TEXT, TINY, check, cli, cli_env, csv_series, wandb_history, wandb_run
+from train_cli import (
+    TEXT,
+    TINY,
+    check,
+    cli,
+    csv_series,
+    start_and_kill_after_first_checkpoint,
+    wandb_history,
+    wandb_run,
+)
 
 pytestmark = pytest.mark.slow
 STEPS = 24
@@ -33,47 +36,11 @@ ARGS = [
 ]
 
 
-def wait_until_group_is_gone(pgid: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
-
-
-def start_and_kill_after_first_checkpoint(cwd: Path, run_dir: Path) -> int:
-    """Start a run, SIGKILL it once its first last.ckpt exists; the step of the checkpoint left behind.
-
-    The whole process group is killed, as a scheduler or Ctrl-C would: a lone SIGKILL leaves wandb's
-    service process behind, holding the run id for a while, and the resume would find it "in use".
-    """
-    env = cli_env(cwd)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "attnlab.train", *ARGS, f"run_dir={run_dir}"],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    last = run_dir / "checkpoints" / "last.ckpt"
-    deadline = time.monotonic() + 300
-    while not last.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.wait() == -signal.SIGKILL, "the run ended before it could be killed"
-    wait_until_group_is_gone(proc.pid)
-    return torch.load(last, map_location="cpu", weights_only=True)["global_step"]
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path | int]:
     cwd = tmp_path_factory.mktemp("resume")
     check(cli([*ARGS, "run_dir=full"], cwd))
-    killed_at = start_and_kill_after_first_checkpoint(cwd, cwd / "killed")
+    killed_at = start_and_kill_after_first_checkpoint(ARGS, cwd, cwd / "killed")
     check(cli([*ARGS, "run_dir=resumed", "ckpt_path=killed/checkpoints/last.ckpt"], cwd))
     return {"full": cwd / "full", "killed": cwd / "killed", "resumed": cwd / "resumed", "step": killed_at}
 

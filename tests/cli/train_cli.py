@@ -6,9 +6,13 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import torch
 
 HERE = Path(__file__).resolve().parent
 WANDB = Path(sys.executable).with_name("wandb")
@@ -65,6 +69,43 @@ def cli(
         timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
+
+
+def wait_until_group_is_gone(pgid: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+
+
+def start_and_kill_after_first_checkpoint(args: list[str], cwd: Path, run_dir: Path) -> int:
+    """Start a run of ``args``, SIGKILL it once its first last.ckpt exists; the step of the checkpoint
+    left behind.
+
+    The whole process group is killed, as a scheduler or Ctrl-C would: a lone SIGKILL leaves wandb's
+    service process behind, holding the run id for a while, and the resume would find it "in use".
+    """
+    env = cli_env(cwd)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnlab.train", *args, f"run_dir={run_dir}"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    last = run_dir / "checkpoints" / "last.ckpt"
+    deadline = time.monotonic() + 300
+    while not last.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL, "the run ended before it could be killed"
+    wait_until_group_is_gone(proc.pid)
+    return torch.load(last, map_location="cpu", weights_only=True)["global_step"]
 
 
 def check(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:

@@ -1,6 +1,7 @@
 """``optim=muon``: which parameters Muon takes in each family, the composite optimizer against
 ``torch.optim.Muon`` and ``torch.optim.AdamW`` stepped separately, its state saved and restored,
-one schedule over both learning rates, and Lightning clipping and fitting with it."""
+one schedule over both learning rates, Lightning clipping and fitting with it in every family.
+(Exact resume of a killed ``attnlab-train optim=muon`` run: tests/cli/test_train_muon.py.)"""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import io
 import re
 
 import pytest
-import pytorch_lightning as pl
 import torch
+from test_tasks_fit import FAMILY_TASKS, SIZES, LossRecorder, family_batch, trainer
 from torch import nn
 from torch.utils.data import DataLoader
 
+from attnlab.cli.checkpoint import load_task_from_checkpoint
+from attnlab.data.tokenizers import SPECIAL_TOKENS, char_tokenizer
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import read_optim_config
 from attnlab.schema.optim import MuonConfig
@@ -23,7 +26,6 @@ from attnlab.tasks import build_task
 from attnlab.tasks.muon import MuonWithAdamW, hidden_matrices
 from attnlab.tasks.optim import build_schedule, configure_optimizers, param_groups
 
-SIZES = dict(n_heads=2, d_ff=32, init_std=0.02)
 FAMILY_SETUPS = [
     ("gpt", {}),  # the output head tied to the token embedding
     ("gpt", {"tie_embeddings": False, "norm": "rmsnorm", "lm_head_bias": True}),
@@ -159,14 +161,6 @@ def test_the_schedule_scales_both_learning_rates_alike(tiny_model):
         scheduler.step()
 
 
-class Recorder(pl.Callback):
-    def __init__(self) -> None:
-        self.losses: list[float] = []
-
-    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
-        self.losses.append(outputs["loss"].item())
-
-
 def test_lightning_fits_with_it_and_clips_every_parameter(tiny_model, monkeypatch):
     clipped: list[set[int]] = []
     clip = torch.nn.utils.clip_grad_norm_
@@ -184,21 +178,11 @@ def test_lightning_fits_with_it_and_clips_every_parameter(tiny_model, monkeypatc
     starts = torch.randint(0, 23, (64, 1), generator=torch.Generator().manual_seed(0))
     counting = (starts + torch.arange(13)) % 23  # the next token is always the successor
     data = [{"input_ids": s[:-1], "labels": s[1:]} for s in counting]
-    recorder = Recorder()
-    trainer = pl.Trainer(
-        max_steps=20,
-        accelerator="cpu",
-        gradient_clip_val=0.5,
-        logger=False,
-        limit_val_batches=0,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[recorder],
-    )
-    trainer.fit(task, DataLoader(data, batch_size=8, shuffle=True))
+    recorder = LossRecorder()
+    fit = trainer(20, [recorder], gradient_clip_val=0.5, limit_val_batches=0)
+    fit.fit(task, DataLoader(data, batch_size=8, shuffle=True))
     assert len(recorder.losses) == 20 and sum(recorder.losses[-5:]) < 0.5 * sum(recorder.losses[:5])
-    assert isinstance(trainer.optimizers[0], MuonWithAdamW)
+    assert isinstance(fit.optimizers[0], MuonWithAdamW)
     assert len(clipped) == 20 and all(ids == {id(p) for p in model.parameters()} for ids in clipped)
 
 
@@ -219,3 +203,27 @@ def test_bad_muon_settings_name_the_key(settings, message):
     with pytest.raises(ConfigError) as err:
         read_optim_config({"name": "muon", **settings}).check()
     assert str(err.value) == message
+
+
+@pytest.mark.parametrize(("family", "name", "overrides"), FAMILY_TASKS)
+def test_each_family_trains_with_muon_and_its_checkpoint_loads(tmp_path, tiny_model, family, name, overrides):
+    """A few steps on one batch (gradient clipping on, as attnlab-train's default) lower its loss; the
+    checkpoint holds both optimizers' state and rebuilds the run's Muon config."""
+    tokenizer = char_tokenizer(["abcdefghi"], roles=SPECIAL_TOKENS) if family != "vit" else None
+    model = tiny_model(family, **overrides, **SIZES)
+    task = build_task(task_config(name), muon_cfg(), model, tokenizer=tokenizer, max_steps=5)
+    batch = family_batch(family)
+    with torch.no_grad():
+        before = task.training_loss(batch).item()
+    fit = trainer(5, gradient_clip_val=1.0, limit_val_batches=0)
+    fit.fit(task, DataLoader([batch] * 5, batch_size=None))
+    with torch.no_grad():
+        assert task.training_loss(batch).item() < before
+    path = tmp_path / "run.ckpt"
+    fit.save_checkpoint(path)
+    (state,) = torch.load(path, weights_only=True)["optimizer_states"]
+    muon, decay, no_decay = state["param_groups"]
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert {"momentum_buffer"} == set(state["state"][muon["params"][0]])
+    assert {"step", "exp_avg", "exp_avg_sq"} == set(state["state"][no_decay["params"][0]])
+    assert load_task_from_checkpoint(path).optim_cfg == task.optim_cfg
