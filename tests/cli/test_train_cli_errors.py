@@ -39,6 +39,12 @@ CASES = [
         ["optim.schedule=step"],
         "optim.schedule=step: choose one of constant, cosine, linear, noam",
     ),
+    (
+        ["optim=muon", "optim.betas=[0.9,0.95]"],
+        "optim.betas=[0.9,0.95]: not a key of optim.name=muon (did you mean optim.adamw.betas?)",
+    ),
+    (["optim=muon", "optim.ns_steps=0"], "optim.ns_steps=0: must be in 1..99"),
+    (["optim=muon", "trainer=fsdp"], "optim.name=muon: cannot run under trainer.strategy=fsdp"),
     (["trainer.precision=64"], "trainer.precision=64: choose one of 32, bf16-mixed, 16-mixed"),
     (["trainer.devices=0"], "trainer.devices=0: a positive count, -1 or auto (all), or a list of device ids"),
     (["logger.names=[comet]"], "logger.names[0]=comet: choose one of wandb, csv, tensorboard"),

@@ -12,8 +12,9 @@ from attnlab.schema.data import ImageData, SequenceData
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import read_run_config, to_object
 from attnlab.schema.model import TokenModelConfig, ViTConfig
+from attnlab.schema.optim import MuonConfig
 from attnlab.schema.pos import LearnedPos
-from attnlab.schema.run import RunConfig
+from attnlab.schema.run import RunConfig, Strategy
 
 # Which data kinds each (model family, task) pair can consume; the first kind is the one its preset picks.
 ACCEPTED_KINDS: dict[tuple[str, str], tuple[str, ...]] = {
@@ -54,6 +55,13 @@ def check_run(run: RunConfig) -> None:
             "data.seq_len",
             data.seq_len,
             f"must be at most model.max_seq_len={m.max_seq_len} with pos=learned",
+        )
+    if isinstance(run.optim, MuonConfig) and run.trainer.strategy == Strategy.fsdp:
+        raise ConfigError(
+            "optim.name",
+            "muon",
+            "cannot run under trainer.strategy=fsdp: FSDP shards the weight matrices that Muon "
+            "orthogonalises whole; use trainer=ddp",
         )
     if (
         isinstance(m, ViTConfig)

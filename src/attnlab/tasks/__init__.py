@@ -1,4 +1,4 @@
-"""Lightning task modules: causal LM, masked LM, seq2seq and classification, with AdamW schedules.
+"""Lightning task modules: causal LM, masked LM, seq2seq and classification, with their optimisers and schedules.
 
 A task module wraps one model and the batch layout of its objective; it gets the tokenizer as an
 object (nothing here imports ``attnlab.data``). The configs it is built from are in ``attnlab.schema.task``.

@@ -1,4 +1,4 @@
-"""What every task module shares: configs saved for rebuilding, AdamW + schedule, val/test metrics.
+"""What every task module shares: configs saved for rebuilding, optimiser + schedule, val/test metrics.
 
 A task module wraps one model and knows the batch layout of its objective; it never branches on
 the model's family beyond the forward signature. Subclasses implement ``training_loss`` (one
@@ -126,7 +126,7 @@ class TaskModule(pl.LightningModule):
         )
 
     def configure_optimizers(self) -> dict:
-        """AdamW + schedule over ``max_steps``; without one (``max_steps <= 0``, a run bounded by
+        """The optimiser of ``optim`` (``attnlab.tasks.optim``) + schedule over ``max_steps``; without one (``max_steps <= 0``, a run bounded by
         epochs), over the step count Lightning estimates from the epochs, data and devices."""
         steps, fused = self.max_steps, True
         if self._trainer is not None:
