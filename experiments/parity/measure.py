@@ -45,6 +45,8 @@ def describe(cfg: ModelConfig) -> str:
         f"type_vocab_size={setting('type_vocab_size', 0)}": setting("type_vocab_size", 0) > 0,
         f"attn_scale={cfg.attn_scale}": cfg.attn_scale is not None,
         f"n_kv_heads={cfg.n_kv_heads}/{cfg.n_heads}": cfg.n_kv_heads not in (None, cfg.n_heads),
+        f"attn_window={cfg.attn_window}": cfg.attn_window is not None,
+        "qk_norm": cfg.qk_norm,
     }
     return ", ".join(parts + [name for name, on in flags.items() if on])
 

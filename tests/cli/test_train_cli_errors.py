@@ -35,6 +35,13 @@ CASES = [
         "model.image_size=31: must be divisible into patches of model.patch_size=2",
     ),
     (["data.batch_size=0"], "data.batch_size=0: must be at least 1"),
+    (["model.attn_window=0"], "model.attn_window=0: must be positive"),
+    (["model.attn_window=wide"], "model.attn_window=wide: Value 'wide' of type 'str' could not be converted"),
+    (
+        ["model=vit", "model.attn_window=17"],
+        "model.attn_window=17: a window this wide covers all 17 tokens of an image and changes nothing",
+    ),
+    (["model.qk_norm=maybe"], "model.qk_norm=maybe: Value 'maybe' is not a valid bool"),
     (
         ["optim.schedule=step"],
         "optim.schedule=step: choose one of constant, cosine, linear, noam",

@@ -14,19 +14,22 @@ GENERATOR = dict(vocab_size=41, d_model=32, max_seq_len=64, tie_embeddings=False
 PROMPTS = [[5, 9, 2, 7, 1, 3], [4], [8, 8, 3]]
 
 
+@pytest.mark.parametrize("window", [None, 4], ids=["full", "window4"])
 @pytest.mark.parametrize("pos", list(PosName))
-def test_greedy_with_cache_equals_without_cache(tiny_model, pos: str) -> None:
-    model = tiny_model("gpt", pos, **GENERATOR)
+def test_greedy_with_cache_equals_without_cache(tiny_model, pos: str, window: int | None) -> None:
+    """Left-padded prompts; with a window the cache keeps 4 keys while 20 tokens are generated."""
+    model = tiny_model("gpt", pos, attn_window=window, **GENERATOR)
     cached = generate(model, PROMPTS, max_new_tokens=20, temperature=0)
     uncached = generate(model, PROMPTS, max_new_tokens=20, temperature=0, use_cache=False)
     assert cached == uncached
     assert all(len(row) == 20 for row in cached)
 
 
+@pytest.mark.parametrize("window", [None, 4], ids=["full", "window4"])
 @pytest.mark.parametrize("pos", list(PosName))
-def test_sampling_with_cache_equals_without_cache(tiny_model, pos: str) -> None:
+def test_sampling_with_cache_equals_without_cache(tiny_model, pos: str, window: int | None) -> None:
     """Sampled sequences wander more than greedy ones, so they exercise more cache states."""
-    model = tiny_model("gpt", pos, **GENERATOR)
+    model = tiny_model("gpt", pos, attn_window=window, **GENERATOR)
     kwargs = dict(max_new_tokens=20, temperature=1.0, seed=0, repetition_penalty=1.3)
     assert generate(model, PROMPTS, **kwargs) == generate(model, PROMPTS, use_cache=False, **kwargs)
 

@@ -20,15 +20,18 @@ BOS, EOS, PAD = 1, 2, 0
 SOURCES = [[5, 9, 12, 7, 30, 3], [4, 6], [8, 8, 3, 21]]
 
 
+@pytest.mark.parametrize("window", [None, 3], ids=["full", "window3"])
 @pytest.mark.parametrize("pos", list(PosName))
-def test_greedy_with_cache_equals_without_cache(tiny_model, pos: str) -> None:
-    model = tiny_model("seq2seq", pos, **GENERATOR)
+def test_greedy_with_cache_equals_without_cache(tiny_model, pos: str, window: int | None) -> None:
+    model = tiny_model("seq2seq", pos, attn_window=window, **GENERATOR)
     cached = greedy_decode(model, SOURCES, bos_id=BOS, eos_id=EOS, max_new_tokens=16)
     assert cached == greedy_decode(model, SOURCES, bos_id=BOS, eos_id=EOS, max_new_tokens=16, use_cache=False)
 
 
-def test_beam_search_with_cache_equals_without_cache(tiny_model) -> None:
-    model = tiny_model("seq2seq", "relative", **GENERATOR)
+@pytest.mark.parametrize("window", [None, 3], ids=["full", "window3"])
+def test_beam_search_with_cache_equals_without_cache(tiny_model, window: int | None) -> None:
+    """Beam search reorders the caches; a window's trimmed cache too."""
+    model = tiny_model("seq2seq", "relative", attn_window=window, **GENERATOR)
     kwargs = dict(bos_id=BOS, eos_id=EOS, num_beams=3, n_best=3, max_new_tokens=12)
     cached, uncached = (
         beam_search(model, SOURCES, **kwargs),

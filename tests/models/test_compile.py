@@ -24,7 +24,7 @@ VOCAB, LEN = 32, 16
 def tiny(tiny_model: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
     """``tiny(pos, dropout=0.0)``: a one-layer GPT in training mode, LEN positions long."""
 
-    def build(pos: str, dropout: float = 0.0) -> nn.Module:
+    def build(pos: str, dropout: float = 0.0, **switches: object) -> nn.Module:
         model = tiny_model(
             "gpt",
             pos,
@@ -34,6 +34,7 @@ def tiny(tiny_model: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
             max_seq_len=LEN,
             dropout=dropout,
             init_std=0.02,
+            **switches,
         )
         return model.train()
 
@@ -59,6 +60,13 @@ def fresh_dynamo():
 @pytest.mark.parametrize("pos", list(PosName))
 def test_training_forward_has_no_graph_break(tiny: Callable[..., nn.Module], pos: str) -> None:
     explained = torch._dynamo.explain(training_loss)(tiny(pos), ids())
+    assert explained.graph_break_count == 0, [str(r.reason).splitlines()[0] for r in explained.break_reasons]
+    assert explained.graph_count == 1
+
+
+@pytest.mark.parametrize("pos", ["rope", "relative"])
+def test_window_and_qk_norm_add_no_graph_break(tiny: Callable[..., nn.Module], pos: str) -> None:
+    explained = torch._dynamo.explain(training_loss)(tiny(pos, attn_window=4, qk_norm=True), ids())
     assert explained.graph_break_count == 0, [str(r.reason).splitlines()[0] for r in explained.break_reasons]
     assert explained.graph_count == 1
 

@@ -65,6 +65,35 @@ def test_every_family_and_positional_encoding_trains(tiny, family: str, pe: str)
         assert p.grad.abs().sum() > 0, f"{name} has an all-zero gradient"
 
 
+SWITCHES = {
+    "attn_window": dict(attn_window=2),
+    "qk_norm": dict(qk_norm=True),
+}  # issue 20's attention switches
+
+
+@pytest.mark.parametrize("switch", list(SWITCHES))
+@pytest.mark.parametrize("pe", POSITIONAL_ENCODINGS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_trains_with_each_attention_switch(tiny, family: str, pe: str, switch: str) -> None:
+    """A few optimizer steps on one batch lower its loss, with every parameter (QK-norms too) learning."""
+    model = tiny(family, pe, **SWITCHES[switch]).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    losses, moved = [], set()
+    for _ in range(3):
+        loss = loss_of(model, family)
+        optimizer.zero_grad()
+        loss.backward()
+        # (a ViT's CLS token starts at zero, so its QK-norms get no gradient before the first step)
+        moved |= {n for n, p in model.named_parameters() if p.grad is not None and p.grad.abs().sum() > 0}
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0], losses
+    assert moved == {n for n, _ in model.named_parameters()}
+    attention = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    assert all(m.window == (None if m.cross else model.cfg.attn_window) for m in attention)
+    assert all((m.q_norm is not None) == model.cfg.qk_norm for m in attention)
+
+
 def outputs(model: nn.Module, family: str) -> torch.Tensor:
     torch.manual_seed(1)
     ids = torch.randint(0, VOCAB, (2, 6))
@@ -78,11 +107,12 @@ def outputs(model: nn.Module, family: str) -> torch.Tensor:
     return model(torch.randn(2, 3, 8, 8))
 
 
+@pytest.mark.parametrize("switch", [None, *SWITCHES])
 @pytest.mark.parametrize("pe", POSITIONAL_ENCODINGS)
 @pytest.mark.parametrize("family", FAMILIES)
-def test_recording_attention_changes_no_output(tiny, family: str, pe: str) -> None:
+def test_recording_attention_changes_no_output(tiny, family: str, pe: str, switch: str | None) -> None:
     """The explicit path (taken while recording) equals the fused one inside every family."""
-    model = tiny(family, pe)
+    model = tiny(family, pe, **SWITCHES.get(switch, {}))
     with torch.no_grad():
         fused = outputs(model, family)
         with record_attention(model) as maps:

@@ -177,6 +177,45 @@ def scaled_llama(rope_parameters: dict) -> Callable[[], nn.Module]:
     return build
 
 
+WINDOW = 4  # Mistral's and Qwen3's sliding window: shorter than the LEN-token test batches
+
+
+def mistral() -> nn.Module:
+    config = transformers.MistralConfig(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        sliding_window=WINDOW,
+    )
+    return reference(transformers.MistralForCausalLM, config)
+
+
+def qwen3(window: bool) -> Callable[[], nn.Module]:
+    """Qwen3 with full attention, or with every layer windowed (``max_window_layers=0``)."""
+
+    def build() -> nn.Module:
+        config = transformers.Qwen3Config(
+            vocab_size=VOCAB,
+            hidden_size=32,
+            intermediate_size=48,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=8,
+            max_position_embeddings=32,
+            use_sliding_window=window,
+            sliding_window=WINDOW,
+            max_window_layers=0,
+        )
+        return reference(transformers.Qwen3ForCausalLM, config)
+
+    return build
+
+
 def bloom() -> nn.Module:
     config = transformers.BloomConfig(
         vocab_size=VOCAB, hidden_size=48, n_layer=2, n_head=6
@@ -263,6 +302,9 @@ CASES: dict[str, tuple[Callable[[], nn.Module], Callable[[nn.Module, nn.Module],
     "T5 v1.1 (gated-gelu)": (t5("gated-gelu"), seq2seq),
     "Llama (GQA)": (llama, decoder_lm),
     "BLOOM": (bloom, decoder_lm),
+    "Mistral (sliding window)": (mistral, decoder_lm),
+    "Qwen3 (QK-norm, GQA)": (qwen3(window=False), decoder_lm),
+    "Qwen3 (QK-norm, sliding window)": (qwen3(window=True), decoder_lm),
     "Llama (RoPE linear)": (scaled_llama({"rope_type": "linear", "factor": 2.0}), long_decoder_lm),
     "Llama (RoPE dynamic NTK)": (scaled_llama({"rope_type": "dynamic", "factor": 3.0}), long_decoder_lm),
     "Llama (RoPE YaRN)": (
@@ -314,6 +356,11 @@ EXPECTED = {  # choices each mapping must make, beyond the family class's defaul
         family="gpt", pos="rope", norm="rmsnorm", activation="swiglu", n_kv_heads=2, bias=False
     ),
     "BLOOM": dict(family="gpt", pos="alibi", embed_norm=True, n_heads=6),
+    "Mistral (sliding window)": dict(
+        family="gpt", pos="rope", norm="rmsnorm", n_kv_heads=2, attn_window=WINDOW, qk_norm=False
+    ),
+    "Qwen3 (QK-norm, GQA)": dict(family="gpt", pos="rope", n_kv_heads=2, qk_norm=True, attn_window=None),
+    "Qwen3 (QK-norm, sliding window)": dict(qk_norm=True, attn_window=WINDOW),
     "Llama (RoPE linear)": dict(pos="rope", rope_scaling="linear", rope_factor=2.0, rope_base=100.0),
     "Llama (RoPE dynamic NTK)": dict(
         pos="rope", rope_scaling="ntk", rope_factor=3.0, rope_original_max_len=ORIGINAL
@@ -339,3 +386,23 @@ def test_outputs_match_transformers(name: str) -> None:
     assert result.diffs
     for output, (value, _) in result.diffs.items():
         assert value <= TOL, f"{name} {output}: max abs difference {value:.2e} > {TOL:.0e}"
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+@torch.no_grad()
+def test_mistral_window_acts_in_the_reference_and_in_attnlab(implementation: str) -> None:
+    """Hugging Face applies the sliding window with either attention implementation, and the window
+    changes the logits of a LEN-token batch: parity is not the trivial parity of a window too wide.
+
+    Compared at real tokens: a padded query whose window holds only padding sees no key at all, and
+    there Hugging Face's SDPA path gives other (unused) outputs than its eager path and attnlab."""
+    hf = mistral()
+    ours = from_transformers(hf)
+    hf.set_attn_implementation(implementation)
+    x, mask = ids(), right_padded()
+    real = mask.bool()
+    windowed = hf(x, attention_mask=mask).logits
+    assert diff(windowed[real], ours(x, attention_mask=mask)[real])[0] <= TOL
+    hf.config.sliding_window = None
+    full = hf(x, attention_mask=mask).logits
+    assert (windowed - full)[real].abs().max() > 1e-2

@@ -125,24 +125,35 @@ def test_seq2seq_outputs_ignore_source_padding(model, pe: str) -> None:
 # --- cached decoding ------------------------------------------------------------------------
 
 
+WINDOWS = pytest.mark.parametrize("window", [None, 3], ids=["full", "window3"])
+
+
 @pytest.mark.parametrize("pe", POSITIONAL_ENCODINGS)
 @pytest.mark.parametrize("n_kv_heads", [None, 2, 1], ids=["mha", "gqa", "mqa"])
-def test_gpt_cached_decoding_equals_full_forward(model, pe: str, n_kv_heads: int | None) -> None:
-    m = model("gpt", pe, n_kv_heads)
+@WINDOWS
+def test_gpt_cached_decoding_equals_full_forward(
+    model, pe: str, n_kv_heads: int | None, window: int | None
+) -> None:
+    """With a window, the cache keeps only the last 3 keys and the outputs stay those of the full pass."""
+    m = model("gpt", pe, n_kv_heads, attn_window=window)
     x = ids(2, 9, seed=5)
     with torch.no_grad():
         full = m(x)
         cache = m.new_cache()
-        steps = [m(x[:, :3], cache=cache)]  # prefill, then one token at a time
-        steps += [m(x[:, t : t + 1], cache=cache) for t in range(3, 9)]
-    assert cache.offset == 9
+        steps = [m(x[:, :4], cache=cache)]  # prefill longer than the window, then one token at a time
+        steps += [m(x[:, t : t + 1], cache=cache) for t in range(4, 9)]
+    assert cache.offset == 9 and all(c.length == (window or 9) for c in cache.self_attn)
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=ATOL, rtol=0)
 
 
 @pytest.mark.parametrize("pe", POSITIONAL_ENCODINGS)
 @pytest.mark.parametrize("n_kv_heads", [None, 1], ids=["mha", "mqa"])
-def test_seq2seq_cached_decoding_equals_full_forward(model, pe: str, n_kv_heads: int | None) -> None:
-    m = model("seq2seq", pe, n_kv_heads)
+@WINDOWS
+def test_seq2seq_cached_decoding_equals_full_forward(
+    model, pe: str, n_kv_heads: int | None, window: int | None
+) -> None:
+    """A window bands the encoder and slides over the decoder; cross-attention still sees every source."""
+    m = model("seq2seq", pe, n_kv_heads, attn_window=window)
     src, tgt = ids(2, 7, seed=6), ids(2, 6, seed=7)
     src_mask = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])
     with torch.no_grad():
@@ -153,6 +164,7 @@ def test_seq2seq_cached_decoding_equals_full_forward(model, pe: str, n_kv_heads:
         # the encoder's keys and values are cached: later steps need no memory
         steps += [m.decode(tgt[:, t : t + 1], None, src_mask, cache=cache) for t in range(1, 6)]
     assert cache.offset == 6 and all(c.length == 7 for c in cache.cross_attn)
+    assert all(c.length == (window or 6) for c in cache.self_attn)
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=ATOL, rtol=0)
 
 

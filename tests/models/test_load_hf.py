@@ -62,6 +62,8 @@ def gpt2_dir(tmp_path: Path) -> Path:
         ("Llama (RoPE linear)", "safetensors"),
         ("Llama (RoPE dynamic NTK)", "bin"),
         ("Llama (RoPE YaRN)", "safetensors"),
+        ("Mistral (sliding window)", "bin"),
+        ("Qwen3 (QK-norm, sliding window)", "sharded"),
     ],
 )
 @torch.no_grad()
@@ -277,7 +279,10 @@ def test_a_registered_architecture_loads(gpt2_dir: Path, monkeypatch: pytest.Mon
     with pytest.raises(ValueError, match="model_type 'gpt2-copy' is registered twice"):
         attnlab_hf.register(copy)
     edit_config(gpt2_dir, model_type="gpt3", architectures=["GPT3"])
-    with pytest.raises(ValueError, match=r"attnlab loads GPT2LMHeadModel, .*, BloomModel, CopyLM$"):
+    with pytest.raises(
+        ValueError,
+        match=r"attnlab loads GPT2LMHeadModel, .*, BloomModel, MistralForCausalLM, Qwen3ForCausalLM, CopyLM$",
+    ):
         attnlab.load_hf(gpt2_dir)
 
 
@@ -339,3 +344,31 @@ def test_unsupported_rope_scaling_is_one_line(rope: dict, message: str, tmp_path
     with pytest.raises(ValueError, match=message) as err:
         attnlab.load_hf(path)
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (dict(head_dim=16), r"Qwen3ForCausalLM: head_dim=16 is not supported \(attnlab needs 8\)"),
+        (
+            dict(layer_types=["full_attention", "sliding_attention"], max_window_layers=1),
+            r"layer_types mixes full_attention, sliding_attention \(max_window_layers=1\); attnlab has one window",
+        ),
+    ],
+    ids=["head_dim", "mixed-windows"],
+)
+def test_qwen3_options_attnlab_cannot_reproduce_are_one_line(
+    changes: dict, message: str, tmp_path: Path
+) -> None:
+    path = save(CASES["Qwen3 (QK-norm, sliding window)"][0](), tmp_path, "safetensors")
+    edit_config(path, **changes)
+    with pytest.raises(ValueError, match=message) as err:
+        attnlab.load_hf(path)
+    assert "\n" not in str(err.value)
+
+
+def test_full_attention_qwen3_has_no_window(tmp_path: Path) -> None:
+    """``use_sliding_window=false`` (Qwen3's default) ignores ``sliding_window``."""
+    path = save(CASES["Qwen3 (QK-norm, GQA)"][0](), tmp_path, "safetensors")
+    cfg = model_config_from_hf(path)
+    assert (cfg.qk_norm, cfg.attn_window) == (True, None)

@@ -4,7 +4,6 @@ from attnlab.blocks.attention import (
     ATTENTION_PATHS,
     MultiHeadAttention,
     attention_modules,
-    build_attention_mask,
     record_attention,
     use_attention_path,
 )
@@ -19,6 +18,7 @@ from attnlab.blocks.layers import (
     decoder_layer,
     encoder_layer,
 )
+from attnlab.blocks.masks import KeyRule, additive_mask
 from attnlab.blocks.norm import RMSNorm, build_norm
 from attnlab.blocks.positional import PositionalEncoding, build_positional
 
@@ -28,6 +28,7 @@ __all__ = [
     "ClassificationHead",
     "FeedForward",
     "KVCache",
+    "KeyRule",
     "LMHead",
     "LayerConfig",
     "MaskedLMHead",
@@ -37,8 +38,8 @@ __all__ = [
     "TokenEmbedding",
     "TransformerLayer",
     "TransformerStack",
+    "additive_mask",
     "attention_modules",
-    "build_attention_mask",
     "build_norm",
     "build_positional",
     "decoder_layer",

@@ -3,7 +3,8 @@
 The fused path (``"sdpa"``, the default) calls ``scaled_dot_product_attention`` so PyTorch's
 flash/memory-efficient kernels run. The explicit path computes the softmax itself and passes the
 weights through a probe submodule (an identity), whose forward hooks can read them; the fused
-kernels do not return weights, so ``record_attention`` switches to it while it records.
+kernels do not return weights, so ``record_attention`` switches to it while it records. Both paths
+mask with the same ``KeyRule`` (causality, a sliding window; ``attnlab.blocks.masks``).
 """
 
 from __future__ import annotations
@@ -17,40 +18,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.blocks.cache import AttentionCache
+from attnlab.blocks.masks import KeyRule, additive_mask
+from attnlab.blocks.norm import RMSNorm
 from attnlab.blocks.positional import PositionalEncoding
 from attnlab.schema.model import check_heads
 
 ATTENTION_PATHS = ("sdpa", "explicit")  # fused kernels; the softmax written out (its weights are probed)
-
-
-def build_attention_mask(
-    q_pos: Tensor,
-    k_pos: Tensor,
-    *,
-    causal: bool,
-    key_padding_mask: Tensor | None,
-    bias: Tensor | None,
-    dtype: torch.dtype,
-) -> Tensor | None:
-    """Fold causality, key padding and a score bias into one additive float mask.
-
-    ``key_padding_mask`` is boolean (B, Tk), True where a key is a real token. Disallowed
-    entries get the dtype's most negative finite value rather than -inf, so a fully masked
-    row (a left-padded query) gives a uniform distribution instead of NaN.
-    """
-    allowed = None
-    if causal:
-        q = q_pos if q_pos.dim() == 2 else q_pos.unsqueeze(0)
-        k = k_pos if k_pos.dim() == 2 else k_pos.unsqueeze(0)
-        allowed = (k.unsqueeze(-2) <= q.unsqueeze(-1)).unsqueeze(1)  # (B, 1, Tq, Tk)
-    if key_padding_mask is not None:
-        keep = key_padding_mask.bool()[:, None, None, :]
-        allowed = keep if allowed is None else allowed & keep
-    if allowed is None:
-        return bias.to(dtype) if bias is not None else None
-    mask = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
-    mask = mask.masked_fill(~allowed, torch.finfo(dtype).min)
-    return mask if bias is None else mask + bias.to(dtype)
 
 
 class MultiHeadAttention(nn.Module):
@@ -59,6 +32,9 @@ class MultiHeadAttention(nn.Module):
     ``n_kv_heads`` < ``n_heads`` gives grouped-query attention (1 gives multi-query).
     ``scale`` defaults to 1/sqrt(head_dim); T5 uses 1.0. ``cross=True`` builds cross-attention,
     whose keys and values come from a context (the encoder output) of width ``d_context``.
+    ``window`` limits self-attention to keys less than ``window`` positions away (before the query when
+    causal); a KV cache then keeps only the last ``window`` keys. ``qk_norm`` puts an RMSNorm (of
+    epsilon ``norm_eps``) on each head's queries and keys, before RoPE, as Qwen3 does.
     """
 
     def __init__(
@@ -72,15 +48,25 @@ class MultiHeadAttention(nn.Module):
         scale: float | None = None,
         cross: bool = False,
         d_context: int | None = None,
+        window: int | None = None,
+        qk_norm: bool = False,
+        norm_eps: float = 1e-6,
     ) -> None:
         super().__init__()
         check_heads(d_model, n_heads, n_kv_heads)
+        if cross and window is not None:
+            raise ValueError("cross-attention is never windowed: every query sees the whole context")
+        if window is not None and window < 1:
+            raise ValueError(f"attention window={window}: must be positive")
         n_kv_heads = n_kv_heads or n_heads
         self.n_heads, self.n_kv_heads = n_heads, n_kv_heads
         self.head_dim = d_model // n_heads
         self.scale = scale if scale is not None else 1.0 / math.sqrt(self.head_dim)
         self.dropout = dropout
         self.cross = cross
+        self.window = window
+        self.q_norm = RMSNorm(self.head_dim, norm_eps) if qk_norm else None
+        self.k_norm = RMSNorm(self.head_dim, norm_eps) if qk_norm else None
         q_dim, kv_dim = n_heads * self.head_dim, n_kv_heads * self.head_dim
         self.split_sizes = (q_dim, kv_dim, kv_dim)
         if cross:  # queries from the decoder, keys and values from the encoder output
@@ -95,6 +81,12 @@ class MultiHeadAttention(nn.Module):
     def _split(self, x: Tensor, n: int) -> Tensor:
         b, t, _ = x.shape
         return x.view(b, t, n, self.head_dim).transpose(1, 2)
+
+    def _normed(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
+        """Queries and keys (B, H, T, hd) with QK-norm applied per head, where the module has it."""
+        if self.q_norm is None:
+            return q, k
+        return self.q_norm(q), self.k_norm(k)
 
     def forward(
         self,
@@ -119,12 +111,16 @@ class MultiHeadAttention(nn.Module):
                 self._split(k, self.n_kv_heads),
                 self._split(v, self.n_kv_heads),
             )
+            q, k = self._normed(q, k)
             k_pos = positions
             if pos is not None:
                 q, k = pos.rotate(q, k, positions, positions)
             if cache is not None:
-                k, v, k_pos = cache.append(k, v, positions)
+                if key_padding_mask is not None:  # it has columns for the keys a window trimmed before
+                    key_padding_mask = key_padding_mask[:, cache.dropped :]
+                k, v, k_pos = cache.append(k, v, positions, keep=self.window if causal else None)
             bias = pos.score_bias(positions, k_pos) if pos is not None else None
+            rule = KeyRule(causal=causal, window=self.window)
         else:
             q = self._split(self.q_proj(x), self.n_heads)
             if cache is not None and cache.k is not None:
@@ -134,16 +130,19 @@ class MultiHeadAttention(nn.Module):
                     raise ValueError("cross-attention needs a context (the encoder output) or a filled cache")
                 k, v = self.kv_proj(context).chunk(2, dim=-1)
                 k, v = self._split(k, self.n_kv_heads), self._split(v, self.n_kv_heads)
+                k = k if self.k_norm is None else self.k_norm(k)
                 if cache is not None:
                     cache.k, cache.v = k, v
-            k_pos, bias, causal = torch.arange(k.shape[2], device=x.device), None, False
+            q = q if self.q_norm is None else self.q_norm(q)
+            k_pos, bias, rule = torch.arange(k.shape[2], device=x.device), None, KeyRule()
 
         if key_padding_mask is not None and tuple(key_padding_mask.shape) != (q.shape[0], k.shape[2]):
             raise ValueError(
                 f"attention mask of shape {tuple(key_padding_mask.shape)} does not match the keys: expected "
-                f"({q.shape[0]}, {k.shape[2]}), one entry per cached and new token"
+                f"({q.shape[0]}, {k.shape[2] + (cache.dropped if cache is not None else 0)}), "
+                "one entry per cached and new token"
             )
-        y = self._attend(q, k, v, positions, k_pos, causal, key_padding_mask, bias)
+        y = self._attend(q, k, v, positions, k_pos, rule, key_padding_mask, bias)
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
         return self.out_proj(y)
 
@@ -154,19 +153,19 @@ class MultiHeadAttention(nn.Module):
         v: Tensor,
         q_pos: Tensor,
         k_pos: Tensor,
-        causal: bool,
+        rule: KeyRule,
         key_padding_mask: Tensor | None,
         bias: Tensor | None,
     ) -> Tensor:
         dropout = self.dropout if self.training else 0.0
-        plain_causal = causal and bias is None and key_padding_mask is None
+        plain_causal = rule.causal and rule.window is None and bias is None and key_padding_mask is None
         if plain_causal and q.shape[2] == 1:
             mask, is_causal = None, False  # one new query sees every cached key
-        elif plain_causal and q.shape[2] == k.shape[2]:
+        elif plain_causal and q.shape[2] == k.shape[2] and self.path == "sdpa":
             mask, is_causal = None, True  # the fused kernels' fast path
         else:
-            mask = build_attention_mask(
-                q_pos, k_pos, causal=causal, key_padding_mask=key_padding_mask, bias=bias, dtype=q.dtype
+            mask = additive_mask(
+                rule, q_pos, k_pos, key_padding_mask=key_padding_mask, bias=bias, dtype=q.dtype
             )
             is_causal = False
         if self.path == "sdpa":
@@ -179,10 +178,6 @@ class MultiHeadAttention(nn.Module):
                 is_causal=is_causal,
                 scale=self.scale,
                 enable_gqa=self.n_kv_heads != self.n_heads,
-            )
-        if is_causal:
-            mask = build_attention_mask(
-                q_pos, k_pos, causal=True, key_padding_mask=None, bias=None, dtype=q.dtype
             )
         return self._explicit(q, k, v, mask, dropout)
 

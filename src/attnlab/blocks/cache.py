@@ -7,6 +7,9 @@ see the same offsets as in a full forward pass.
 Outside autograd, keys, values and positions are written into buffers that grow by doubling, and
 ``k``/``v``/``positions`` are views of their filled part: a decoding step then copies only its new
 entries, where concatenating would copy the whole cache at every step (quadratic in the length).
+With a sliding window the cache keeps only the window's last keys: the views' start moves forward,
+and when the buffers are full the kept entries move into fresh ones of the same size, so the memory
+of a cache stays at about twice the window however long the decoding runs.
 """
 
 from __future__ import annotations
@@ -19,19 +22,39 @@ from torch import Tensor
 
 @dataclass
 class AttentionCache:
-    """Keys and values (B, Hkv, T, hd) seen so far and their positions (B or 1, T)."""
+    """Keys and values (B, Hkv, T, hd) kept so far and their positions (B or 1, T).
+
+    A sliding window (``append(..., keep=W)``) keeps only the last W entries: ``dropped`` counts the
+    ones trimmed from the front, so memory stays flat however many tokens are decoded.
+    """
 
     k: Tensor | None = None
     v: Tensor | None = None
     positions: Tensor | None = None
+    dropped: int = 0  # entries trimmed from the front by a window; an attention mask still has their columns
     _buffers: tuple[Tensor, Tensor, Tensor] | None = field(default=None, repr=False, compare=False)
+    _start: int = field(default=0, repr=False, compare=False)  # where ``k`` begins in the buffers
 
     @property
     def length(self) -> int:
+        """Entries kept."""
         return 0 if self.k is None else self.k.shape[2]
 
-    def append(self, k: Tensor, v: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Add new keys/values and return everything cached, new entries included."""
+    @property
+    def seen(self) -> int:
+        """Entries ever appended (kept or trimmed): where the next token's position starts."""
+        return self.dropped + self.length
+
+    @property
+    def capacity(self) -> int:
+        """Entries the allocated storage can hold (the buffers, or what is kept where there are none)."""
+        return self._buffers[0].shape[2] if self._buffers is not None else self.length
+
+    def append(
+        self, k: Tensor, v: Tensor, positions: Tensor, keep: int | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Add new keys/values and return everything cached, new entries included; then, with ``keep``,
+        trim the cache to its last ``keep`` entries (the returned tensors still hold them all)."""
         positions = positions if positions.dim() == 2 else positions.unsqueeze(0)
         if self.k is None:
             self.k, self.v, self.positions = k, v, positions
@@ -40,36 +63,69 @@ class AttentionCache:
             self.k, self.v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
             self.positions = torch.cat([self.positions.expand(rows, -1), positions.expand(rows, -1)], dim=1)
         else:
-            if not self._has_room(k, positions):
-                self._grow(k.shape[2], positions.shape[0])
-            kb, vb, pb = self._buffers
-            n, new = self.k.shape[2], k.shape[2]
-            kb.narrow(2, n, new).copy_(k)
-            vb.narrow(2, n, new).copy_(v)
-            pb.narrow(1, n, new).copy_(positions)
-            self.k, self.v, self.positions = (
-                kb.narrow(2, 0, n + new),
-                vb.narrow(2, 0, n + new),
-                pb.narrow(1, 0, n + new),
-            )
-        return self.k, self.v, self.positions
+            self._write(k, v, positions)
+        everything = (self.k, self.v, self.positions)
+        if keep is not None and self.length > keep:
+            self._trim(self.length - keep)
+        return everything
 
-    def _has_room(self, k: Tensor, positions: Tensor) -> bool:
-        """Whether the buffers hold exactly the cached entries (nobody replaced them) and fit ``k``."""
+    def _write(self, k: Tensor, v: Tensor, positions: Tensor) -> None:
+        """Copy the new entries into the buffers, after the kept ones (new buffers when they do not fit)."""
+        if not self._has_room(k, positions):
+            self._grow(k.shape[2], positions.shape[0])
+        kb, vb, pb = self._buffers
+        start, end, new = self._start, self._start + self.k.shape[2], k.shape[2]
+        kb.narrow(2, end, new).copy_(k)
+        vb.narrow(2, end, new).copy_(v)
+        pb.narrow(1, end, new).copy_(positions)
+        self._view(start, end + new)
+
+    def _view(self, start: int, end: int) -> None:
+        """Make ``k``/``v``/``positions`` the views of the buffers' entries ``start:end``."""
+        kb, vb, pb = self._buffers
+        self._start = start
+        self.k, self.v, self.positions = (
+            kb.narrow(2, start, end - start),
+            vb.narrow(2, start, end - start),
+            pb.narrow(1, start, end - start),
+        )
+
+    def _trim(self, drop: int) -> None:
+        """Forget the first ``drop`` entries: in the buffers a moved start, otherwise a view (copied into
+        buffers of the window's size at the next step)."""
+        self.dropped += drop
+        if self._backed():
+            self._view(self._start + drop, self._start + self.k.shape[2])
+        else:
+            self.k, self.v, self.positions = (
+                self.k[:, :, drop:],
+                self.v[:, :, drop:],
+                self.positions[:, drop:],
+            )
+
+    def _backed(self) -> bool:
+        """Whether ``k``/``v``/``positions`` are still views of the buffers (nobody replaced them)."""
         if self._buffers is None:
             return False
-        kb, vb, pb = self._buffers
+        # inference tensors have no ``_base``: compare where the data starts
+        return all(
+            t.data_ptr() == b.data_ptr() + self._start * b.stride(dim) * b.element_size()
+            for t, b, dim in zip((self.k, self.v, self.positions), self._buffers, (2, 2, 1))
+        )
+
+    def _has_room(self, k: Tensor, positions: Tensor) -> bool:
+        """Whether the buffers hold exactly the cached entries and fit ``k`` after them."""
+        if not self._backed():
+            return False
+        kb, _, pb = self._buffers
         return (
-            self.k.data_ptr() == kb.data_ptr()  # views of the buffers (inference tensors have no ``_base``)
-            and self.v.data_ptr() == vb.data_ptr()
-            and self.positions.data_ptr() == pb.data_ptr()
-            and self.k.shape[2] + k.shape[2] <= kb.shape[2]
+            self._start + self.k.shape[2] + k.shape[2] <= kb.shape[2]
             and kb.shape[:2] == k.shape[:2]
             and positions.shape[0] in (1, pb.shape[0])
         )
 
     def _grow(self, new: int, new_rows: int) -> None:
-        """Buffers of twice the needed length, holding what is cached so far."""
+        """Buffers of twice the needed length, holding what is cached so far at their start."""
         n = self.k.shape[2]
         capacity = 2 * (n + new)
         rows = max(self.positions.shape[0], new_rows)
@@ -78,7 +134,7 @@ class AttentionCache:
         pb = self.positions.new_empty((rows, capacity))
         kb[:, :, :n], vb[:, :, :n], pb[:, :n] = self.k, self.v, self.positions
         self._buffers = (kb, vb, pb)
-        self.k, self.v, self.positions = kb[:, :, :n], vb[:, :, :n], pb[:, :n]
+        self._view(0, n)
 
     def reorder(self, index: Tensor) -> None:
         """Keep the batch rows in ``index`` (beam search)."""
@@ -108,7 +164,7 @@ class KVCache:
     @property
     def offset(self) -> int:
         """Number of positions already decoded: where the next token's position starts."""
-        return self.self_attn[0].length if self.self_attn else 0
+        return self.self_attn[0].seen if self.self_attn else 0
 
     def reorder(self, index: Tensor) -> None:
         for cache in (*self.self_attn, *self.cross_attn):

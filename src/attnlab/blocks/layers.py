@@ -36,6 +36,8 @@ class LayerConfig:
     attn_dropout: float = 0.0
     ffn_dropout: float = 0.0
     attn_scale: float | None = None
+    attn_window: int | None = None  # self-attention only: cross-attention is never windowed
+    qk_norm: bool = False
 
 
 class Residual(nn.Module):
@@ -70,6 +72,9 @@ def _attention(cfg: LayerConfig, cross: bool = False) -> MultiHeadAttention:
         dropout=cfg.attn_dropout,
         scale=cfg.attn_scale,
         cross=cross,
+        window=None if cross else cfg.attn_window,
+        qk_norm=cfg.qk_norm,
+        norm_eps=cfg.norm_eps,
     )
 
 

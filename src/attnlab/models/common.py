@@ -86,6 +86,8 @@ def layer_config(cfg: ModelConfig) -> LayerConfig:
         attn_dropout=cfg.attn_dropout,
         ffn_dropout=cfg.ffn_dropout,
         attn_scale=cfg.attn_scale,
+        attn_window=cfg.attn_window,
+        qk_norm=cfg.qk_norm,
     )
 
 

@@ -79,6 +79,11 @@ class ModelConfig:
     attn_dropout: float = 0.0
     ffn_dropout: float = 0.0
     attn_scale: float | None = None  # None: 1/sqrt(head_dim)
+    # Sliding-window self-attention: a query sees the keys less than attn_window positions away (itself
+    # included), before it in a decoder (Mistral's window), on both sides in an encoder. None: no window.
+    # Cross-attention is never windowed.
+    attn_window: int | None = None
+    qk_norm: bool = False  # RMSNorm on each head's queries and keys, before RoPE (Qwen3, OLMo 2)
     init_std: float = 0.02
     init_from: str | None = None  # a local Hugging Face checkpoint directory
     # A PosConfig, chosen with pos=<name>. Typed Any because OmegaConf merges a class into a typed field
@@ -96,7 +101,7 @@ class ModelConfig:
         MODELS.check_tag(self)
         for name in ("d_model", "n_layers", "n_heads", "ffn_mult", "norm_eps", "init_std"):
             positive(f"model.{name}", getattr(self, name))
-        for name in ("n_kv_heads", "d_ff", "attn_scale"):
+        for name in ("n_kv_heads", "d_ff", "attn_scale", "attn_window"):
             positive(f"model.{name}", getattr(self, name), allow_none=True)
         check_heads(self.d_model, self.n_heads, self.n_kv_heads)
         for name in ("dropout", "attn_dropout", "ffn_dropout"):
@@ -203,6 +208,14 @@ class ViTConfig(ClassifierConfig):
                 "model.channels", self.channels, "choose 1 (grey), 3 (RGB) or 0 (from the data)"
             )
         check_patches(self.image_size, self.patch_size)
+        tokens = (self.image_size // self.patch_size) ** 2 + int(self.pooling == Pooling.cls)
+        if self.attn_window is not None and self.attn_window >= tokens:
+            raise ConfigError(
+                "model.attn_window",
+                self.attn_window,
+                f"a window this wide covers all {tokens} tokens of an image and changes nothing; "
+                f"choose at most {tokens - 1}, or null",
+            )
 
 
 MODELS = TaggedUnion(

@@ -1,4 +1,4 @@
-"""Hugging Face checkpoints as attnlab models: GPT-2, BERT, ViT, Marian, T5, Llama and BLOOM.
+"""Hugging Face checkpoints as attnlab models: GPT-2, BERT, ViT, Marian, T5, Llama, BLOOM, Mistral, Qwen3.
 
 Each architecture is one module here with two small functions and a ``register`` call: one function
 reads its ``config.json`` into a ``ModelConfig``, one is a table saying where every attnlab module
@@ -37,7 +37,7 @@ from attnlab.models.hf.convert import (
 from attnlab.models.hf.io import read_config, read_weights
 from attnlab.schema.model import ModelConfig
 
-ARCHITECTURE_MODULES = ("gpt2", "bert", "vit", "marian", "t5", "llama", "bloom")
+ARCHITECTURE_MODULES = ("gpt2", "bert", "vit", "marian", "t5", "llama", "bloom", "mistral", "qwen3")
 for _name in ARCHITECTURE_MODULES:
     importlib.import_module(f"{__name__}.{_name}")  # each architecture module registers itself
 

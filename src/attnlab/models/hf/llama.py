@@ -52,7 +52,8 @@ def rope_config(c: dict) -> RopePos:
 def llama_config(c: dict, cls: str) -> GPTConfig:
     require(c, hidden_act="silu", mlp_bias=c.get("attention_bias", False))
     d, heads = c["hidden_size"], c["num_attention_heads"]
-    require(c, head_dim=d // heads)
+    if c.get("head_dim") is not None:  # null (Mistral's default) means d // heads
+        require(c, head_dim=d // heads)
     return GPTConfig(
         vocab_size=c["vocab_size"],
         d_model=d,
