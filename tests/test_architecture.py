@@ -58,6 +58,7 @@ def loaded_after(statement: str) -> set[str]:
         ("import attnlab.models", {"attnlab.data", "attnlab.tasks", "pytorch_lightning"}),
         ("import attnlab.explain", {"pytorch_lightning", "matplotlib"}),
         ("import attnlab.generate", {"pytorch_lightning", "attnlab.data", "attnlab.tasks"}),
+        ("import attnlab.compress", {"pytorch_lightning", "attnlab.data", "attnlab.tasks", "torchao"}),
         ("import attnlab.report", {"torch", "pytorch_lightning", "hydra", "attnlab.models"}),
     ],
 )

@@ -28,7 +28,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from attnlab.schema.commands import ExplainCommand, SampleCommand
+from attnlab.schema.commands import CompressCommand, ExplainCommand, SampleCommand
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import UNIONS, config_error
 from attnlab.schema.run import EvalConfig, RunConfig
@@ -45,7 +45,13 @@ USER_ERRORS = (
     NotADirectoryError,
 )
 # The schema each command's primary config (conf/<name>.yaml) starts from.
-COMMANDS = {"train": RunConfig, "eval": EvalConfig, "sample": SampleCommand, "explain": ExplainCommand}
+COMMANDS = {
+    "train": RunConfig,
+    "eval": EvalConfig,
+    "sample": SampleCommand,
+    "explain": ExplainCommand,
+    "compress": CompressCommand,
+}
 SCHEMA_NODE = "{}_schema"  # the name of a schema node in Hydra's config store; not a choice for users
 log = logging.getLogger("attnlab")
 failed_jobs: list[str] = []  # one line per job of this multirun that failed

@@ -20,6 +20,7 @@ import torch
 from omegaconf import OmegaConf
 from torch import Tensor, nn
 
+from attnlab.compress import QUANTIZATION_KEY, allow_quantized_tensors, quantized_layout
 from attnlab.data import build_datamodule
 from attnlab.data.tokenizers import load_tokenizer
 from attnlab.models import build_model
@@ -105,8 +106,8 @@ def load_task_from_checkpoint(
 
     The model is rebuilt from the saved ModelConfig (``attnlab.models.build_model``) with
     ``model_changes`` (dotted keys: settings that hold no weights, as attnlab-eval's
-    ``model.pos.rope_base``) and its weights loaded; the tokenizer saved with it, if any, is restored
-    as ``task.tokenizer``.
+    ``model.pos.rope_base``) and its weights loaded (into the quantized layout for a checkpoint of
+    attnlab-compress); the tokenizer saved with it, if any, is restored as ``task.tokenizer``.
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -130,6 +131,8 @@ def load_task_from_checkpoint(
     except ConfigError as err:
         raise ValueError(f"{path!r} holds a config this attnlab cannot read: {err}") from None
     model = build_model(with_changes(model_cfg, model_changes or {}))
+    if QUANTIZATION_KEY in saved:  # written by attnlab-compress: its weights fit the quantized layout
+        model = quantized_layout(model, saved[QUANTIZATION_KEY]["method"])
     task = build_task(
         task_cfg,
         optim_cfg,
@@ -165,6 +168,7 @@ def _read(path: str, map_location: str | torch.device) -> object:
         raise ValueError(
             f"{path!r} is not a readable PyTorch checkpoint: not a zip archive (damaged or truncated?)"
         )
+    allow_quantized_tensors(path)
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:  # zip, pickle and EOF errors all mean the same to the user

@@ -10,7 +10,7 @@ a second.
 """
 
 from attnlab.schema.checks import check_run, validate
-from attnlab.schema.commands import ExplainCommand, SampleCommand
+from attnlab.schema.commands import CompressCommand, CompressMethod, ExplainCommand, SampleCommand
 from attnlab.schema.data import DATA, DataConfig, DataKind, data_config
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain, read_run_config, to_object
@@ -34,6 +34,8 @@ __all__ = [
     "POSITIONS",
     "TASKS",
     "CheckpointConfig",
+    "CompressCommand",
+    "CompressMethod",
     "ConfigError",
     "DataConfig",
     "DataKind",

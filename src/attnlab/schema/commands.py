@@ -1,4 +1,5 @@
-"""Schemas of the commands that read a checkpoint: ``attnlab-sample`` and ``attnlab-explain``."""
+"""Schemas of the commands that read a checkpoint: ``attnlab-sample``, ``attnlab-explain`` and
+``attnlab-compress``."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from dataclasses import dataclass, field
 
 from omegaconf import MISSING
 
+from attnlab.schema.choice import Choice
 from attnlab.schema.errors import at_least_one
 
 
@@ -66,3 +68,19 @@ class ExplainCommand:
 
     def check(self) -> None:
         at_least_one("importance_batches", self.importance_batches)
+
+
+class CompressMethod(Choice):
+    """How ``attnlab-compress`` makes a checkpoint smaller."""
+
+    int8 = "int8"  # the Linear weights as int8 with one scale per output channel (torchao, weight-only)
+
+
+@dataclass
+class CompressCommand:
+    """The keys of ``attnlab-compress``: a smaller checkpoint of a trained one, that attnlab-eval,
+    attnlab-sample and attnlab-explain read like any other."""
+
+    ckpt_path: str = MISSING
+    method: CompressMethod = CompressMethod.int8
+    out: str | None = None  # the file to write; None: ``<method>-<name>`` next to ckpt_path

@@ -19,6 +19,9 @@ def read_run_state(ckpt_path: str) -> dict[str, Any]:
     checkpoints), and its ``global_step``: the optimizer steps done when it was saved."""
     import torch
 
+    from attnlab.compress import allow_quantized_tensors
+
+    allow_quantized_tensors(ckpt_path)  # a checkpoint of attnlab-compress holds torchao's int8 tensors
     try:
         checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as err:  # a damaged or foreign file fails in many ways; all mean the same here

@@ -1,0 +1,106 @@
+"""``attnlab-compress``: a smaller checkpoint of a trained one, that attnlab-eval, attnlab-sample and
+attnlab-explain read like any other.
+
+    attnlab-compress ckpt_path=outputs/.../checkpoints/last.ckpt method=int8
+    attnlab-compress ckpt_path=... method=int8 out=small/gpt-int8.ckpt
+
+The new checkpoint holds what those commands read (the model, task and run configs, the tokenizer)
+and the compressed weights (``attnlab.compress``), but not what only resuming training needs (the
+optimizer's state, the loops', the callbacks'): it is for inference, not for training on. It is
+written whole or not at all (``<out>.tmp``, then a rename), as plain data: ``torch.load(...,
+weights_only=True)`` reads it once torchao is imported.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from attnlab.cli.app import run_hydra, user_errors_as_one_line
+from attnlab.schema.commands import CompressCommand
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.load import to_object
+
+# What only resuming training reads: a compressed checkpoint leaves it out.
+TRAINING_STATE = ("optimizer_states", "lr_schedulers", "loops", "callbacks")
+
+
+def main() -> None:
+    """Console script ``attnlab-compress`` (also ``python -m attnlab.cli.compress``)."""
+    run_hydra(compress_job, "compress")
+
+
+def compress_job(config: DictConfig) -> None:
+    """The Hydra task: write the compressed checkpoint and print where it is and how large."""
+    from attnlab.training.files import DiskFullError
+
+    with user_errors_as_one_line():
+        cmd: CompressCommand = to_object(config)
+        out = output_path(cmd)
+        try:
+            print(compress_checkpoint(Path(cmd.ckpt_path), str(cmd.method), out))
+        except DiskFullError as err:  # nothing written: the file and the space it needed, in one line
+            print(f"error: {err.strerror}", file=sys.stderr)
+            sys.exit(1)
+
+
+def output_path(cmd: CompressCommand) -> Path:
+    """The file to write (``out``, or ``<method>-<name>`` beside the checkpoint), checked before any
+    work: the checkpoint exists, the folder of ``out`` exists, and ``out`` is not the checkpoint."""
+    ckpt = Path(cmd.ckpt_path)
+    if not ckpt.is_file():
+        raise ConfigError("ckpt_path", cmd.ckpt_path, "no such checkpoint file")
+    # "int8-last.ckpt", not "last-int8.ckpt": ckpt_path=last resumes the newest last*.ckpt
+    out = Path(cmd.out) if cmd.out is not None else ckpt.with_name(f"{cmd.method}-{ckpt.name}")
+    if out.is_dir():
+        raise ConfigError("out", cmd.out, "is a folder: name the file to write")
+    if not out.parent.is_dir():
+        raise ConfigError("out", cmd.out, f"its folder {out.parent} does not exist: create it first")
+    if out.resolve() == ckpt.resolve():
+        raise ConfigError("out", cmd.out, "is the checkpoint to compress: name another file")
+    return out
+
+
+def compress_checkpoint(ckpt: Path, method: str, out: Path) -> str:
+    """Write ``ckpt`` with its model compressed by ``method`` to ``out``; returns a line saying so."""
+    import torch
+
+    from attnlab.cli.checkpoint import load_task_from_checkpoint
+    from attnlab.compress import QUANTIZATION_KEY, QUANTIZERS
+    from attnlab.tasks.base import CHECKPOINT_KEY
+    from attnlab.training.files import staged
+
+    task = load_task_from_checkpoint(ckpt)  # one-line errors for a file that is not an attnlab checkpoint
+    checkpoint = torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)
+    saved = checkpoint[CHECKPOINT_KEY]
+    if QUANTIZATION_KEY in saved:
+        raise ConfigError(
+            "ckpt_path",
+            str(ckpt),
+            f"is already compressed ({saved[QUANTIZATION_KEY]['method']}): give a checkpoint of attnlab-train",
+        )
+    QUANTIZERS[method](task.model)
+    compressed = {key: value for key, value in checkpoint.items() if key not in TRAINING_STATE}
+    compressed[CHECKPOINT_KEY] = {**saved, QUANTIZATION_KEY: quantization_record(method)}
+    compressed["state_dict"] = task.state_dict()
+    with staged(out) as tmp:
+        torch.save(compressed, tmp)
+    before, after = ckpt.stat().st_size, out.stat().st_size
+    return f"{out}: {method}, {after / 2**20:.2f} MiB ({ckpt.name}: {before / 2**20:.2f} MiB, {before / after:.1f}x)"
+
+
+def quantization_record(method: str) -> dict[str, str]:
+    """What the checkpoint's attnlab entry says about its compression (plain data)."""
+    from importlib.metadata import version
+
+    return {
+        "method": method,
+        "weights": "nn.Linear: int8, one scale per output channel",
+        "torchao": version("torchao"),
+    }
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,23 @@
+"""Smaller checkpoints of trained models: int8 weights (``quantize``).
+
+A library over models, as ``generate`` and ``explain`` are: it takes a model and changes it, and
+knows nothing of Lightning, Hydra, data or tasks. ``attnlab-compress`` (``attnlab.cli.compress``)
+drives it on a checkpoint; ``attnlab.cli.checkpoint`` asks it for the layout that a compressed
+checkpoint's weights load into.
+"""
+
+from attnlab.compress.quantize import (
+    QUANTIZATION_KEY,
+    QUANTIZERS,
+    allow_quantized_tensors,
+    quantize_int8,
+    quantized_layout,
+)
+
+__all__ = [
+    "QUANTIZATION_KEY",
+    "QUANTIZERS",
+    "allow_quantized_tensors",
+    "quantize_int8",
+    "quantized_layout",
+]

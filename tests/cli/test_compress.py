@@ -1,0 +1,228 @@
+"""attnlab-compress end to end on tiny checkpoints of every family: the int8 checkpoint is smaller,
+plain data, keeps the loss, and attnlab-eval, attnlab-sample and attnlab-explain read it like any
+other; bad input is one line and writes nothing, and a failed write leaves no file behind.
+
+The commands run in-process through Hydra, as the console scripts do (see test_sample_explain.py).
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.slow  # end to end: trains four tiny runs (about 1 s each), then compresses
+
+RUNS = {
+    "gpt": ["model=gpt-tiny", "data.seq_len=16", "data.batch_size=4"],
+    "bert": [
+        "model=bert-tiny",
+        "data.num_train=64",
+        "data.num_val=16",
+        "data.num_test=16",
+        "data.seq_len=48",
+        "data.batch_size=8",
+        "data.listops_max_depth=2",
+    ],
+    "seq2seq": [
+        "model=seq2seq-tiny",
+        "data.num_train=64",
+        "data.num_val=16",
+        "data.num_test=16",
+        "data.batch_size=8",
+    ],
+    "vit": ["model=vit-tiny", "model.image_size=8", "model.patch_size=2", "data.batch_size=8"],
+}
+COMMON = [
+    "trainer.max_steps=4",
+    "logger=none",
+    "trainer.enable_progress_bar=false",
+    "test_after_fit=false",
+    "sample.max_new_tokens=0",
+    "trainer.val_every_n_steps=4",
+    "trainer.limit_val_batches=2",
+]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """``checkpoint(family)``: the last.ckpt of a tiny run of that family, trained on first use."""
+    from hydra import compose, initialize_config_dir
+
+    from attnlab.cli.app import config_dir, register_schemas
+    from attnlab.cli.train import train
+    from attnlab.schema.checks import validate
+
+    register_schemas()
+    made: dict[str, Path] = {}
+
+    def get(family: str) -> Path:
+        if family not in made:
+            run_dir = tmp_path_factory.mktemp(family)
+            with initialize_config_dir(str(config_dir()), version_base="1.3"):
+                cfg = compose("train", overrides=RUNS[family] + COMMON)
+            train(validate(cfg), run_dir)
+            made[family] = run_dir / "checkpoints" / "last.ckpt"
+        return made[family]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def int8(checkpoint) -> Callable[[str], Path]:
+    """``int8(family)``: that family's checkpoint compressed by attnlab-compress (beside it)."""
+    from attnlab.cli.compress import main
+
+    made: dict[str, Path] = {}
+
+    def get(family: str) -> Path:
+        if family not in made:
+            with pytest.MonkeyPatch.context() as patch:
+                assert run_command(main, [f"ckpt_path={checkpoint(family)}", "method=int8"], patch) == 0
+            made[family] = checkpoint(family).with_name("int8-last.ckpt")
+        return made[family]
+
+    return get
+
+
+def run_command(main: Callable[[], None], args: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
+    """Run a console script's ``main`` with ``args``; returns its exit status."""
+    monkeypatch.setattr(sys, "argv", ["attnlab", *args])
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "0")
+    try:
+        main()
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    return 0
+
+
+def validation_loss(ckpt: Path, batches: int = 2) -> float:
+    """The task's loss over the first validation batches of the checkpoint's run."""
+    from attnlab.cli.checkpoint import load_checkpoint, run_datamodule
+
+    loaded = load_checkpoint(ckpt)
+    losses = []
+    with torch.no_grad():
+        for _, batch in zip(range(batches), run_datamodule(loaded).val_dataloader()):
+            losses.append(float(loaded.task.training_loss(batch)))
+    return sum(losses) / len(losses)
+
+
+def files_under(folder: Path) -> set[Path]:
+    return set(folder.rglob("*"))
+
+
+@pytest.mark.parametrize("family", ["gpt", "bert", "seq2seq", "vit"])
+def test_the_int8_checkpoint_is_smaller_plain_data_and_keeps_the_loss(checkpoint, int8, family) -> None:
+    from torchao.quantization import Int8Tensor
+
+    path = int8(family)
+    assert path.stat().st_size < checkpoint(family).stat().st_size / 3  # no optimizer state, int8 weights
+    assert torch.serialization.get_unsafe_globals_in_checkpoint(str(path)) == []  # nothing pickled
+    saved = torch.load(path, weights_only=True)
+    assert not {"optimizer_states", "lr_schedulers", "loops", "callbacks"} & set(saved)
+    assert saved["attnlab"]["quantization"]["method"] == "int8"
+    weights = [v for k, v in saved["state_dict"].items() if isinstance(v, Int8Tensor)]
+    assert weights and all(w.qdata.dtype == torch.int8 for w in weights)
+    assert validation_loss(path) == pytest.approx(validation_loss(checkpoint(family)), abs=0.02)
+
+
+def test_attnlab_eval_reads_the_int8_checkpoint_like_any_other(checkpoint, int8, monkeypatch) -> None:
+    """Both evaluations land in the run's eval/ folder, with losses within 0.02 nats."""
+    from attnlab.cli.eval import main
+
+    run_dir = checkpoint("gpt").parent.parent
+    losses = {}
+    for name, ckpt in (("fp32", checkpoint("gpt")), ("int8", int8("gpt"))):
+        args = [f"ckpt_path={ckpt}", "logger=none", "trainer.enable_progress_bar=false", "split=val"]
+        assert run_command(main, [*args, "limit_batches=2"], monkeypatch) == 0
+        (record,) = [
+            json.loads(p.read_text())
+            for p in (run_dir / "eval").glob("*/metrics.json")
+            if json.loads(p.read_text())["ckpt_path"] == str(ckpt.resolve())
+        ]
+        losses[name] = record["metrics"]["val/loss"]
+    assert losses["int8"] == pytest.approx(losses["fp32"], abs=0.02)
+
+
+def test_attnlab_sample_and_explain_read_the_int8_checkpoint(int8, tmp_path, monkeypatch, capsys) -> None:
+    from attnlab.cli.explain import main as explain
+    from attnlab.cli.sample import main as sample
+
+    args = [f"ckpt_path={int8('gpt')}", "prompt=To be", "max_new_tokens=5", "use_cache=true"]
+    assert run_command(sample, args, monkeypatch) == 0
+    assert "To be" in capsys.readouterr().out
+    args = [f"ckpt_path={int8('gpt')}", "input=To be", f"out_dir={tmp_path / 'out'}", "layers=[-1]"]
+    assert run_command(explain, [*args, "importance_batches=2"], monkeypatch) == 0
+    page = (tmp_path / "out" / "index.html").read_text(encoding="utf-8")
+    assert "<h2>Head importance (Michel et al. 2019)</h2>" in page
+
+
+def test_attnlab_sample_classifies_images_with_an_int8_vit(int8, tmp_path, monkeypatch, capsys) -> None:
+    import numpy as np
+    from PIL import Image
+
+    from attnlab.cli.sample import main
+
+    image = tmp_path / "digit.png"
+    Image.fromarray((np.random.default_rng(0).random((8, 8)) * 255).astype(np.uint8)).save(image)
+    assert run_command(main, [f"ckpt_path={int8('vit')}", f"image={image}"], monkeypatch) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == str(image) and len(lines) == 6  # the image, then its five likeliest classes
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ckpt_path={tmp}/no.ckpt"], "error: ckpt_path={tmp}/no.ckpt: no such checkpoint file"),
+        (["ckpt_path={tmp}/notes.ckpt"], "error: '{tmp}/notes.ckpt' is not a readable PyTorch checkpoint"),
+        (["ckpt_path={tmp}/weights.ckpt"], "error: '{tmp}/weights.ckpt' is not an attnlab checkpoint"),
+        (["method=prune"], "error: method=prune: choose one of int8"),
+        (
+            ["out={tmp}/missing/x.ckpt"],
+            "error: out={tmp}/missing/x.ckpt: its folder {tmp}/missing does not exist",
+        ),
+        (["out={tmp}"], "error: out={tmp}: is a folder: name the file to write"),
+        (["out={ckpt}"], "error: out={ckpt}: is the checkpoint to compress: name another file"),
+        (["ckpt_path={int8}"], "error: ckpt_path={int8}: is already compressed (int8)"),
+    ],
+)
+def test_bad_input_is_one_line_and_writes_nothing(
+    checkpoint, int8, tmp_path, monkeypatch, capsys, args, message
+) -> None:
+    from attnlab.cli.compress import main
+
+    (tmp_path / "notes.ckpt").write_text("not a checkpoint")
+    torch.save({"weight": torch.zeros(2)}, tmp_path / "weights.ckpt")
+    names = {"tmp": tmp_path, "ckpt": checkpoint("gpt"), "int8": int8("gpt")}
+    args = [a.format(**names) for a in args]
+    if not any(a.startswith("ckpt_path=") for a in args):
+        args.append(f"ckpt_path={checkpoint('gpt')}")
+    before = files_under(tmp_path) | files_under(checkpoint("gpt").parent.parent)
+    capsys.readouterr()
+    assert run_command(main, args, monkeypatch) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(message.format(**names))
+    assert files_under(tmp_path) | files_under(checkpoint("gpt").parent.parent) == before
+
+
+def test_a_write_that_fails_leaves_no_file(checkpoint, tmp_path, monkeypatch, capsys) -> None:
+    """A full disk halfway through the file: one line naming it, and neither it nor its .tmp remains."""
+    from attnlab.cli.compress import main
+
+    def half_then_full(obj: object, path: Path) -> None:
+        Path(path).write_bytes(b"PK\x03\x04 half a checkpoint")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", half_then_full)
+    out = tmp_path / "gpt-int8.ckpt"
+    capsys.readouterr()
+    assert run_command(main, [f"ckpt_path={checkpoint('gpt')}", f"out={out}"], monkeypatch) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: no space left on device to write {out}")
+    assert list(tmp_path.iterdir()) == []
