@@ -182,6 +182,35 @@ def test_seq2seq_decoded_metrics_match_sacrebleu(tiny_model):
     )
 
 
+def test_seq2seq_metrics_of_two_shards_add_up_to_the_whole_corpus(tiny_model):
+    """What processes do at compute time (torchmetrics sums each state), done by hand: the n-gram
+    statistics and counts of two uneven shards add up to the corpus's, while averaging the shards'
+    scores would not (chrF is not a mean over sentences)."""
+    tokenizer = char_tokenizer(["abcdefghi"], roles=SPECIAL_TOKENS)
+    eos, pad = tokenizer.eos_id, -100
+    a, b, c, d, e = (tokenizer.encode(ch)[0] for ch in "abcde")
+    model = tiny_model("seq2seq", vocab_size=tokenizer.vocab_size, **SIZES)
+    task = build_task(task_config("seq2seq"), AdamWConfig(), model, tokenizer=tokenizer, max_steps=10)
+    generated = [[a, b, c], [a, b, d, e, a], [c, c]]
+    labels = torch.tensor([[a, b, c, eos, pad], [a, b, c, d, eos], [c, c, d, eos, pad]])
+    task.score_decoded(generated[:1], labels[:1], task.metrics["val"])  # rank 0's shard
+    task.score_decoded(generated[1:], labels[1:], task.metrics["test"])  # rank 1's
+    for name in ("exact_match", "bleu", "chrf"):
+        task.metrics["val"][name].merge_state(task.metrics["test"][name])
+    merged = task.metrics["val"]
+    hyps, refs = ["abc", "abdea", "cc"], ["abc", "abcd", "ccd"]
+    chrf = sacrebleu.corpus_chrf(hyps, [refs]).score
+    assert merged["exact_match"].compute().item() == pytest.approx(1 / 3)
+    assert merged["bleu"].compute().item() == pytest.approx(
+        sacrebleu.corpus_bleu(hyps, [refs]).score, rel=1e-6
+    )
+    assert merged["chrf"].compute().item() == pytest.approx(chrf, rel=1e-6)
+    shard_chrf = [
+        sacrebleu.corpus_chrf(h, [r]).score for h, r in ((hyps[:1], refs[:1]), (hyps[1:], refs[1:]))
+    ]
+    assert sum(shard_chrf) / 2 != pytest.approx(chrf, rel=1e-2)
+
+
 def test_seq2seq_validation_decodes_only_with_a_tokenizer(tiny_model):
     tokenizer = char_tokenizer(["abcdefghi"], roles=SPECIAL_TOKENS)
     model = tiny_model("seq2seq", vocab_size=tokenizer.vocab_size, **SIZES)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import pytorch_lightning as pl
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torchmetrics import MeanMetric, Metric
@@ -141,9 +142,18 @@ class TaskModule(pl.LightningModule):
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         loss = self.training_loss(batch)
         if self._trainer is not None and self._logs_this_step():
-            self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True)
+            self.log("train/loss", self.global_loss(loss, batch), on_step=True, on_epoch=False, prog_bar=True)
             self.log("lr", self.lr_schedulers().get_last_lr()[0], on_step=True, on_epoch=False)
         return loss
+
+    def global_loss(self, loss: Tensor, batch: dict[str, Tensor]) -> Tensor:
+        """The loss of the global batch (all ranks' shards): each rank's mean weighted by the labels it
+        averaged over (tokens, or samples), so it equals one process's loss of the whole batch. One
+        all-reduce of two numbers; called on logged steps only, so ranks stay in step."""
+        count = count_labels(batch["labels"]).to(loss.dtype)
+        total = torch.stack([loss.detach() * count, count])
+        total = self.trainer.strategy.reduce(total, reduce_op="sum")
+        return total[0] / total[1].clamp(min=1)
 
     def _logs_this_step(self) -> bool:
         """Whether this step's values reach the logger: Lightning passes them on when
@@ -171,8 +181,12 @@ class TaskModule(pl.LightningModule):
         self.log_epoch_metrics("test")
 
     def log_epoch_metrics(self, stage: str) -> None:
-        """Compute (synchronised across processes by torchmetrics), log as ``stage/name``, reset."""
-        values = {name: m.compute() for name, m in self.metrics[stage].items() if m.update_called}
+        """Compute, log as ``stage/name``, reset. Each metric's states (sums of losses, counts,
+        n-gram statistics) are summed over the processes by torchmetrics before it is computed, so
+        the values are those of one process that scored every sample; ``sync_dist`` then averages
+        equal numbers."""
+        metrics = self.metrics[stage]
+        values = {name: metrics[name].compute() for name in self.updated_metrics(metrics)}
         if "loss" in values and self.reports_perplexity:
             values["ppl"] = values["loss"].exp()
         for name, value in values.items():
@@ -184,6 +198,17 @@ class TaskModule(pl.LightningModule):
             self.log("epoch", float(self.current_epoch))  # what Lightning adds when it picks the step
         for metric in self.metrics[stage].values():
             metric.reset()
+
+    def updated_metrics(self, metrics: nn.ModuleDict) -> list[str]:
+        """The metrics updated on any process. Every process must compute the same ones (computing
+        synchronises them), also one whose shard was empty or held nothing to score (MLM batches
+        without masked tokens): one all-reduce of a flag per metric."""
+        names = list(metrics.keys())
+        if self._trainer is None or self.trainer.world_size == 1:
+            return [name for name in names if metrics[name].update_called]
+        called = torch.tensor([float(metrics[name].update_called) for name in names], device=self.device)
+        called = self.trainer.strategy.reduce(called, reduce_op="sum")
+        return [name for name, n in zip(names, called.tolist()) if n > 0]
 
     def evaluated_step(self, stage: str) -> int:
         """The optimizer step of the weights being evaluated: the checkpoint's when one was loaded to test."""
