@@ -8,7 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from train_cli import cli
+
+NO_GPU = "this machine has no GPU; on the CPU use trainer=cpu (one process), or trainer=ddp_sim (DDP over 2"
+needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="the machine has a GPU")
+SMALL_DATES = ["data.num_train=64", "data.num_val=8", "data.num_test=8"]
 
 CASES = [
     (["pos=spiral"], "pos=spiral: choose one of alibi, learned, none, relative, rope, sinusoidal"),
@@ -73,14 +78,46 @@ CASES = [
         ["model=vit", "hparams_search=optuna"],
         "hydra.sweeper.direction=minimize: must be maximize for task.monitor=val/acc",
     ),
+    *(
+        pytest.param([f"trainer={name}"], f"trainer.accelerator=gpu: {NO_GPU}", marks=needs_no_gpu)
+        for name in ("gpu", "ddp", "fsdp")
+    ),
+    (
+        ["task.monitor=bogus/metric"],
+        "task.monitor=bogus/metric: choose one of val/loss, val/ppl (what task=causal_lm logs at validation)",
+    ),
+    (
+        ["model=seq2seq-tiny", "task.eval_decode=false", "task.monitor=val/bleu"],
+        "task.monitor=val/bleu: choose one of val/loss, val/acc, val/ppl (what task=seq2seq logs",
+    ),
+    (
+        ["model.vocab_size=10"],
+        "model.vocab_size=10: the tokenizer (data.tokenizer='char') has 103 tokens; set 0 to size the model "
+        "from the data, or use the tokenizer the model was trained with",
+    ),
+    (
+        ["model=vit-tiny", "model.num_classes=3"],
+        "model.num_classes=3: the data has 10 classes (data.kind=digits); set at least 10, or 0 to size "
+        "the head from the data",
+    ),
+    (
+        ["model=seq2seq-tiny", *SMALL_DATES, "data.seq_len=3"],
+        "data.seq_len=3: too short for data.kind='dates': its longest example needs",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("args", "message"), CASES, ids=[" ".join(a) for a, _ in CASES])
+def case_id(case: object) -> str:
+    args = case.values[0] if hasattr(case, "values") else case[0]
+    return " ".join(args)
+
+
+@pytest.mark.parametrize(("args", "message"), CASES, ids=map(case_id, CASES))
 def test_bad_config_is_one_line_and_leaves_no_directory(
     tmp_path: Path, args: list[str], message: str
 ) -> None:
-    result = cli(args, tmp_path, timeout=120)
+    # Those that build the data import torch: slow on a busy machine.
+    result = cli(args, tmp_path, timeout=300)
     assert result.returncode == 2
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()

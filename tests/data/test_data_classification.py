@@ -144,8 +144,8 @@ def test_labels_that_do_not_fit_the_head(make_dm, tmp_path):
     (folder / "val.csv").write_text("text,label\na,1\n")
     with pytest.raises(
         ValueError,
-        match=r"the data has 5 classes \(data.label_column='label'\) but the model's head has "
-        r"model.num_classes=3",
+        match=r"^model.num_classes=3: the data has 5 classes \(data.label_column='label'\); set at least 5, "
+        r"or 0 to size the head from the data$",
     ):
         make_dm("text_classification", path=str(folder), model={"num_classes": 3})
     dm = make_dm("text_classification", path=str(folder), model={"num_classes": 8})

@@ -85,7 +85,8 @@ def test_generated_modules(make_dm, kind):
 def test_generated_task_longer_than_seq_len(make_dm):
     with pytest.raises(
         ValueError,
-        match=r"data.seq_len=8 is too short for data.kind='dates': its longest example needs \d+ tokens",
+        match=r"^data.seq_len=8: too short for data.kind='dates': its longest example needs (\d+) tokens; "
+        r"set at least \1$",
     ):
         make_dm("dates", num_train=50, num_val=5, num_test=5, seq_len=8)
 

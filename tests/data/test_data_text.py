@@ -236,7 +236,10 @@ def test_bad_hf_sources(make_dm, tmp_path):
 def test_tokenizer_that_does_not_fit_the_model(make_dm, tmp_path):
     dm = make_dm("text", seq_len=32)
     dm.save_tokenizer(tmp_path / "run")
-    with pytest.raises(ValueError, match=r"has \d+ tokens but model.vocab_size=50000; use the tokenizer"):
+    with pytest.raises(
+        ValueError,
+        match=r"^model.vocab_size=50000: the tokenizer \(data.tokenizer='char'\) has \d+ tokens; set 0 to",
+    ):
         make_dm("text", seq_len=32, model={"vocab_size": 50000})
     restored = make_dm(
         "text", seq_len=32, tokenizer=str(tmp_path / "run"), model={"vocab_size": dm.vocab_size}

@@ -321,3 +321,26 @@ def test_foreign_checkpoint_is_a_clear_error(tmp_path, tiny_model):
     torch.save({"state_dict": tiny_model("gpt", **SIZES).state_dict(), "epoch": 3}, foreign)
     with pytest.raises(ValueError, match=re.escape(f"{str(foreign)!r} is not an attnlab checkpoint")):
         load_task_from_checkpoint(foreign)
+
+
+@pytest.mark.parametrize(
+    ("family", "task", "model", "settings"),
+    [
+        ("gpt", "causal_lm", {}, {}),
+        ("bert", "mlm", {"mlm_head": True}, {}),
+        ("bert", "classification", {"num_classes": 3}, {}),
+        ("seq2seq", "seq2seq", {}, {}),
+        ("seq2seq", "seq2seq", {}, {"eval_decode": False}),
+        ("vit", "classification", {"num_classes": 3}, {}),
+    ],
+)
+def test_each_task_logs_at_validation_the_metrics_its_schema_lets_task_monitor_name(
+    tiny_model, family, task, model, settings
+):
+    """``task.monitor`` is checked against ``val_metrics`` of the task's schema before a run starts;
+    the task module must log exactly those (it logs ``ppl`` next to the metrics it builds)."""
+    cfg = task_config(task, **settings)
+    tokenizer = char_tokenizer(["abcdefghijklmnop"], roles=SPECIAL_TOKENS)
+    module = build_task(cfg, AdamWConfig(), tiny_model(family, **model), tokenizer=tokenizer, max_steps=1)
+    logged = set(module.build_metrics()) | ({"ppl"} if module.reports_perplexity else set())
+    assert logged == set(cfg.val_metrics())

@@ -27,6 +27,8 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from attnlab.cli.app import error_line, log_to_file, run_hydra, run_job
+from attnlab.cli.devices import check_devices
+from attnlab.cli.prepared import prepare_datamodule, take_datamodule
 from attnlab.cli.pretrained import FREE_MODEL_FIELDS, explicit_model_keys, resolve_init_from
 from attnlab.schema.checks import validate, validate_saved
 from attnlab.schema.errors import ConfigError
@@ -69,13 +71,14 @@ def main() -> None:
 
 def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> RunConfig:
     """All that can be checked before the run directory exists: types, rules between fields, the
-    pretrained checkpoint of ``model.init_from``, the data's files (their heads), the run directory,
-    and the checkpoint to resume from. ``run_dir`` is the directory Hydra will write into (None for a
+    pretrained checkpoint of ``model.init_from``, the accelerators, the data's files (their heads), the
+    run directory, and the checkpoint to resume from. ``run_dir`` is the directory Hydra will write into (None for a
     multirun's base config)."""
     from attnlab.data import check_source
 
     run = resolve_init_from(validate(config), explicit_model_keys(overrides))
     check_sweeper(config, run)
+    check_devices(run.trainer)
     check_source(run.data, run.model)
     given = run_dir_given(config)
     if run_dir is None:  # a multirun's base config: every job is checked again
@@ -95,6 +98,7 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
     from attnlab.training.resume import check_resume
 
     check_resume(run)
+    prepare_datamodule(run)
     return run
 
 
@@ -213,7 +217,6 @@ def _job_environment(run_dir: Path):
 def _fit(run: RunConfig, run_dir: Path, config: dict, group: str | None, summary: RunSummary | None) -> float:
     import pytorch_lightning as pl
 
-    from attnlab.data import build_datamodule
     from attnlab.tasks import build_task
     from attnlab.training.callbacks import LastCheckpoint, build_callbacks
     from attnlab.training.files import save_into
@@ -226,10 +229,7 @@ def _fit(run: RunConfig, run_dir: Path, config: dict, group: str | None, summary
     warnings.filterwarnings("ignore", ".*does not have many workers.*")  # workers are data.num_workers
     warnings.filterwarnings("ignore", ".*LeafSpec.*is deprecated.*")  # Lightning's, on recent torch
     pl.seed_everything(run.seed, workers=True, verbose=False)
-    datamodule = build_datamodule(
-        run.data, family=run.model.family, task=run.task.name, seed=run.seed, model_cfg=run.model
-    )
-    datamodule.setup("fit")
+    datamodule = take_datamodule(run)  # built (and checked) by the validation of a single run
     model = build_model_for(run, datamodule)
     if summary is not None:
         summary.update(n_params=count_parameters(model))

@@ -22,6 +22,7 @@ from attnlab.data.sampling import ResumableLoader, SampleBatches, ShardedBatches
 from attnlab.data.sources import load_hf
 from attnlab.data.tokenizers import TASK_SPECIALS, Tokenizer
 from attnlab.schema.data import CarvedData, DataConfig, SourcedData
+from attnlab.schema.errors import ConfigError
 from attnlab.schema.model import ModelConfig
 from attnlab.schema.rundir import LABELS_FILE
 
@@ -107,15 +108,18 @@ class AttnlabDataModule(pl.LightningDataModule):
             and model.vocab_size > 0
             and model.vocab_size != self.tokenizer.vocab_size
         ):
-            raise ValueError(
-                f"the tokenizer (data.tokenizer={self.cfg.tokenizer!r}) has {self.tokenizer.vocab_size} tokens but "
-                f"model.vocab_size={model.vocab_size}; use the tokenizer the model was trained with, or 0 to size "
-                "the model from the data"
+            raise ConfigError(
+                "model.vocab_size",
+                model.vocab_size,
+                f"the tokenizer (data.tokenizer={self.cfg.tokenizer!r}) has {self.tokenizer.vocab_size} tokens; "
+                "set 0 to size the model from the data, or use the tokenizer the model was trained with",
             )
         if self.num_classes and model.num_classes > 0 and self.num_classes > model.num_classes:
-            raise ValueError(
-                f"the data has {self.num_classes} classes{self.label_source()} but the model's head has "
-                f"model.num_classes={model.num_classes}"
+            raise ConfigError(
+                "model.num_classes",
+                model.num_classes,
+                f"the data has {self.num_classes} classes{self.label_source()}; set at least "
+                f"{self.num_classes}, or 0 to size the head from the data",
             )
         if self.num_classes and model.num_classes > self.num_classes:
             self.num_classes = model.num_classes  # integer labels that leave the top classes unused

@@ -23,6 +23,7 @@ from attnlab.data.module import AttnlabDataModule
 from attnlab.data.sampling import Key, split_key
 from attnlab.data.sources import column_splits
 from attnlab.data.tokenizers import Tokenizer, build_tokenizer
+from attnlab.schema.errors import ConfigError
 
 
 class Pairs(Dataset):
@@ -81,9 +82,11 @@ class PairsDataModule(AttnlabDataModule):
         datasets = {split: Pairs(pairs, self.tokenizer, cfg.seq_len) for split, pairs in splits.items()}
         longest = max(d.longest for d in datasets.values())
         if cfg.kind in GENERATED and longest > cfg.seq_len:
-            raise ValueError(
-                f"data.seq_len={cfg.seq_len} is too short for data.kind={cfg.kind!r}: its longest example needs "
-                f"{longest} tokens"
+            raise ConfigError(
+                "data.seq_len",
+                cfg.seq_len,
+                f"too short for data.kind={cfg.kind!r}: its longest example needs {longest} tokens; "
+                f"set at least {longest}",
             )
         return datasets
 

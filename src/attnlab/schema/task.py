@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from omegaconf import MISSING
 
 from attnlab.schema.choice import Choice, TaggedUnion
-from attnlab.schema.errors import fraction, not_negative
+from attnlab.schema.errors import ConfigError, fraction, not_negative
 
 
 class TaskName(Choice):
@@ -37,6 +37,18 @@ class TaskConfig:
         TASKS.check_tag(self)
         fraction("task.label_smoothing", self.label_smoothing)
         not_negative("task.log_attention_every_n_epochs", self.log_attention_every_n_epochs)
+        monitors = [f"val/{name}" for name in self.val_metrics()]
+        if self.monitor not in monitors:
+            raise ConfigError(
+                "task.monitor",
+                self.monitor,
+                f"choose one of {', '.join(monitors)} (what task={self.name} logs at validation)",
+            )
+
+    def val_metrics(self) -> tuple[str, ...]:
+        """The metrics the task module logs at each validation, as ``val/<name>``: what ``monitor``
+        may name (``attnlab.tasks`` logs exactly these; a test holds the two together)."""
+        return ("loss",)
 
 
 @dataclass
@@ -45,12 +57,18 @@ class CausalLMTask(TaskConfig):
 
     name: TaskName = TaskName.causal_lm
 
+    def val_metrics(self) -> tuple[str, ...]:
+        return ("loss", "ppl")
+
 
 @dataclass
 class MaskedLMTask(TaskConfig):
     """Masked language modelling (BERT's 80/10/10 masking, in the data collator)."""
 
     name: TaskName = TaskName.mlm
+
+    def val_metrics(self) -> tuple[str, ...]:
+        return ("loss", "acc", "ppl")
 
 
 @dataclass
@@ -61,6 +79,10 @@ class Seq2SeqTask(TaskConfig):
     label_smoothing: float = 0.1
     eval_decode: bool = True  # greedy-decode val/test batches for exact match, BLEU, chrF
 
+    def val_metrics(self) -> tuple[str, ...]:
+        decoded = ("exact_match", "bleu", "chrf") if self.eval_decode else ()
+        return ("loss", "acc", "ppl", *decoded)
+
 
 @dataclass
 class ClassificationTask(TaskConfig):
@@ -69,6 +91,9 @@ class ClassificationTask(TaskConfig):
     name: TaskName = TaskName.classification
     monitor: str = "val/acc"
     monitor_mode: MonitorMode = MonitorMode.max
+
+    def val_metrics(self) -> tuple[str, ...]:
+        return ("loss", "acc", "f1")
 
 
 TASKS = TaggedUnion(

@@ -1,0 +1,43 @@
+"""Whether this machine has the accelerators a trainer config asks for, checked before any directory
+exists (Lightning would find out only after the run directory is written, naming no key).
+
+Torch is imported only when a GPU (or Apple's MPS) is asked for, so a CPU config validates torch-free.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.run import Accelerator
+
+# What a run may use instead on a machine without GPUs (attnlab-eval runs in one process: trainer=cpu).
+ON_THE_CPU = "on the CPU use trainer=cpu (one process), or trainer=ddp_sim (DDP over 2 CPU processes)"
+
+
+def check_devices(trainer: Any, on_the_cpu: str = ON_THE_CPU) -> None:
+    """ConfigError when ``trainer.accelerator`` names a kind of device this machine lacks (saying
+    ``on_the_cpu``), or ``trainer.devices`` more of them (or other ids) than it has. ``trainer`` is a
+    TrainerConfig or attnlab-eval's; ``accelerator=auto`` is Lightning's to choose."""
+    accelerator = Accelerator(trainer.accelerator)
+    if accelerator in (Accelerator.gpu, Accelerator.cuda):
+        import torch
+
+        count, kind = torch.cuda.device_count(), "GPU"
+    elif accelerator == Accelerator.mps:
+        import torch
+
+        count, kind = int(torch.backends.mps.is_available()), "MPS device"
+    else:
+        return
+    if count == 0:
+        raise ConfigError(
+            "trainer.accelerator", str(accelerator), f"this machine has no {kind}; {on_the_cpu}"
+        )
+    devices = trainer.devices
+    if isinstance(devices, int) and devices > count:
+        raise ConfigError("trainer.devices", devices, f"this machine has {count} {kind}(s)")
+    if isinstance(devices, list) and any(d >= count for d in devices):
+        raise ConfigError(
+            "trainer.devices", list(devices), f"this machine has {count} {kind}(s): ids 0 to {count - 1}"
+        )
