@@ -153,6 +153,16 @@ def test_sample_classifies_images_with_a_vit(checkpoint, digit, monkeypatch, cap
         ("mlm", ["prompt=no mask"], "error: prompt=no mask: a masked-LM checkpoint fills '<mask>'"),
         ("vit", [], "error: image=null: a ViT checkpoint classifies images"),
         ("seq2seq", [], "error: prompt='': a seq2seq checkpoint needs a source text"),
+        (
+            "gpt",
+            ["image=x.png"],
+            "error: image=x.png: a gpt checkpoint reads text: give prompt=... (or prompts=[...])",
+        ),
+        (
+            "vit",
+            ["prompt=a cat"],
+            "error: prompt=a cat: a vit checkpoint reads images: give image=<file> (or images=[...])",
+        ),
     ],
 )
 def test_sample_bad_input_is_one_line(checkpoint, monkeypatch, capsys, name, args, message) -> None:
@@ -163,6 +173,32 @@ def test_sample_bad_input_is_one_line(checkpoint, monkeypatch, capsys, name, arg
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(message)
     assert not any("Traceback" in line for line in err)
+
+
+class RunsCode:
+    """Unpickled, it would create ``marker``: what a poisoned checkpoint does."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return (Path.touch, (self.marker,))
+
+
+def test_sample_refuses_a_checkpoint_that_would_run_code(tmp_path, monkeypatch, capsys) -> None:
+    """One line that never repeats torch's advice to load it with weights_only=False."""
+    import torch
+
+    from attnlab.cli.sample import main
+
+    path, marker = tmp_path / "evil.ckpt", tmp_path / "ran"
+    torch.save({"state_dict": RunsCode(marker)}, path)
+    assert run_command(main, [f"ckpt_path={path}"], monkeypatch, capsys) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: '{path}' is not a checkpoint of attnlab: it holds pickled objects beyond tensors and plain "
+        "data, which could run code, so it is not loaded"
+    ]
+    assert not marker.exists()
 
 
 # -- attnlab-explain -------------------------------------------------------------------------------

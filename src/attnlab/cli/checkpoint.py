@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import tempfile
 import zipfile
 from collections.abc import Mapping
@@ -171,7 +172,12 @@ def _read(path: str, map_location: str | torch.device) -> object:
     allow_quantized_tensors(path)
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as err:  # zip, pickle and EOF errors all mean the same to the user
+    except pickle.UnpicklingError:  # torch's message advises weights_only=False: never do that here
+        raise ValueError(
+            f"{path!r} is not a checkpoint of attnlab: it holds pickled objects beyond tensors and plain "
+            "data, which could run code, so it is not loaded"
+        ) from None
+    except Exception as err:  # zip and EOF errors all mean the same to the user
         first_line = str(err).split("\n")[0]
         raise ValueError(
             f"{path!r} is not a readable PyTorch checkpoint ({type(err).__name__}: {first_line})"

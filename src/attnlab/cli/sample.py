@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 
 from attnlab.cli.app import run_hydra, user_errors_as_one_line
 from attnlab.schema.commands import SampleCommand
+from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
 
 
@@ -33,7 +34,22 @@ def sample_job(config: DictConfig) -> None:
         from attnlab.cli.families import FAMILY_COMMANDS
 
         loaded = load_checkpoint(cmd.ckpt_path, cmd.device)
+        refuse_other_inputs(cmd, loaded.model.input_kind, loaded.family)
         print(FAMILY_COMMANDS[loaded.family].sample(loaded, cmd))
+
+
+def refuse_other_inputs(cmd: SampleCommand, input_kind: str, family: str) -> None:
+    """The model would ignore inputs of the other kind (``image=`` for a model that reads text,
+    ``prompt=`` for a ViT): refuse them rather than print an answer to another question."""
+    if input_kind == "tokens":
+        ignored = {"image": cmd.image, "images": list(cmd.images)}
+        reads = "text: give prompt=... (or prompts=[...])"
+    else:
+        ignored = {"prompt": cmd.prompt, "prompts": list(cmd.prompts)}
+        reads = "images: give image=<file> (or images=[...])"
+    key = next((k for k, v in ignored.items() if v), None)
+    if key is not None:
+        raise ConfigError(key, ignored[key], f"a {family} checkpoint reads {reads}")
 
 
 if __name__ == "__main__":
