@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from train_cli import TEXT, TINY, check, cli
 
@@ -71,9 +72,31 @@ def test_a_length_beyond_the_learned_positions_is_one_line_before_any_directory(
             "data.tokenizer=gpt2",
             "error: data.tokenizer=gpt2: the tokenizer is the checkpoint's own and cannot be changed",
         ),
+        *(  # eval runs in one process on one device: the trainer keys it would ignore are not its keys
+            (
+                f"trainer.{key}",
+                f"error: trainer.{key}: not a known key; allowed keys: accelerator, devices, precision, "
+                "enable_progress_bar",
+            )
+            for key in ("strategy=ddp", "num_nodes=2", "max_steps=5")
+        ),
+        (
+            "trainer.devices=2",
+            "error: trainer.devices=2: attnlab-eval runs in one process on one device: 1, or [<id>] for a "
+            "given GPU",
+        ),
+        (
+            "trainer=ddp_sim",
+            "error: trainer=ddp_sim: attnlab-eval runs in one process on one device: choose one of cpu, gpu",
+        ),
+        pytest.param(
+            "trainer=gpu",
+            "error: trainer.accelerator=gpu: this machine has no GPU; use trainer=cpu",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="the machine has a GPU"),
+        ),
     ],
 )
-def test_a_bad_data_override_is_one_line_before_any_directory(run: Path, override: str, message: str) -> None:
+def test_a_bad_override_is_one_line_before_any_directory(run: Path, override: str, message: str) -> None:
     result, added = evaluate(run, override)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [message]

@@ -23,6 +23,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from attnlab.cli.app import log_to_file, run_hydra, run_job, user_errors_as_one_line
+from attnlab.cli.devices import check_devices
+from attnlab.cli.eval_choices import help_groups, refuse_other_trainers
 from attnlab.cli.eval_data import (
     chooses_preset,
     job_run_config,
@@ -43,7 +45,9 @@ log = logging.getLogger("attnlab.eval")
 def main() -> None:
     """Console script ``attnlab-eval`` (also ``python -m attnlab.eval``)."""
     OmegaConf.register_new_resolver("attnlab.eval_dir", eval_dir_for, replace=True)
+    OmegaConf.register_new_resolver("attnlab.eval_groups", help_groups, replace=True)
     with user_errors_as_one_line():  # a bad checkpoint: one line, before any directory exists
+        refuse_other_trainers(sys.argv[1:])
         store_checkpoint_data(sys.argv[1:])
     run_hydra(eval_job, "eval")
 
@@ -69,6 +73,7 @@ def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str
         config = OmegaConf.merge(config, {"ckpt_path": swept[0]})
     ev: EvalConfig = to_object(config)
     ev.check()
+    check_devices(ev.trainer, on_the_cpu="use trainer=cpu")
     if run_dir is not None:
         job_run_config(ev.ckpt_path, overrides, ev.data)
         return ev
@@ -150,7 +155,7 @@ def evaluate(
     )
     trainer = pl.Trainer(
         accelerator=str(ev.trainer.accelerator),
-        devices=1,
+        devices=ev.trainer.devices,
         precision=ev.trainer.precision,
         logger=loggers or False,
         limit_test_batches=limit,

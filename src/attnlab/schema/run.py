@@ -205,6 +205,28 @@ class RunConfig:
                 raise ConfigError(f"callbacks[{i}]", callback, "must be a mapping with a _target_ class path")
 
 
+@dataclass
+class EvalTrainerConfig:
+    """The trainer settings ``attnlab-eval`` uses: it evaluates in one process on one device, so it
+    has no strategy, no nodes and no training intervals (trainer=cpu or trainer=gpu chooses these)."""
+
+    accelerator: Accelerator = Accelerator.cpu
+    devices: Any = 1  # one device: 1, or [<id>] for a given GPU
+    precision: str = "32"  # 32 | bf16-mixed | 16-mixed
+    enable_progress_bar: bool = True
+
+    def check(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ConfigError("trainer.precision", self.precision, f"choose one of {', '.join(PRECISIONS)}")
+        an_id = isinstance(self.devices, list) and len(self.devices) == 1 and devices_ok(self.devices)
+        if not (self.devices == 1 or (an_id and self.accelerator != Accelerator.cpu)):
+            raise ConfigError(
+                "trainer.devices",
+                self.devices,
+                "attnlab-eval runs in one process on one device: 1, or [<id>] for a given GPU",
+            )
+
+
 class Split(Choice):
     test = "test"
     val = "val"
@@ -224,7 +246,7 @@ class EvalConfig:
     model: ModelConfig | None = None
     batch_size: int | None = None  # None: the run's data.batch_size
     limit_batches: Any = None  # None: the run's trainer.limit_<split>_batches (as its end-of-training test)
-    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    trainer: EvalTrainerConfig = field(default_factory=EvalTrainerConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
 
     def check(self) -> None:
