@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The whole study, from the repository root:  experiments/pos_extrapolation/run.sh [train|eval|report|all]
 #   train   the 18 trainings (experiment=pos_extrapolation: 6 encodings x 3 seeds, 1,500 steps at length 64)
-#   eval    every checkpoint at 64, 128, 256, 512, 1024 tokens (one attnlab-eval multirun); the RoPE ones
-#           again with linear, NTK (dynamic) and YaRN scaling, factor 16 = 1024 / 64 (a second one)
+#   eval    every last checkpoint at 64, 128, 256, 512, 1024 tokens on the first quarter of the val
+#           split; the RoPE ones again with linear, NTK (dynamic) and YaRN scaling, factor 16 = 1024 / 64
+#           (attnlab-eval multiruns, two side by side)
 #   report  attnlab-report over the runs: report.md, runs.csv and plots/ into $HERE/results/
 # Tiny Shakespeare is read from $TINYSHAKESPEARE (default ../shared/data/tinyshakespeare.txt).
 #
 # The 2 cores of the machine this was written on are shared with other developers' (niced) test runs;
 # under that load torch's 2-thread kernels ran 5-10x slower than 1 thread, so the trainings run as two
-# multiruns side by side (encodings split in halves), one thread each (THREADS, STREAMS to change it).
+# multiruns side by side (encodings split in halves), one thread each (THREADS=<n> to change that).
 set -euo pipefail
 STAGE=${1:-all}
 HERE=experiments/pos_extrapolation
