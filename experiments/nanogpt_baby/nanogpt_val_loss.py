@@ -13,6 +13,7 @@ reads ``$NANOGPT_DIR/out-shakespeare-char/ckpt.pt`` and ``$NANOGPT_DIR/data/shak
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -30,7 +31,8 @@ def load_nanogpt(nanogpt_dir: Path, ckpt_path: Path) -> tuple[torch.nn.Module, i
     from model import GPT, GPTConfig  # nanoGPT's model.py, found through NANOGPT_DIR
 
     checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-    model = GPT(GPTConfig(**checkpoint["model_args"]))
+    with contextlib.redirect_stdout(sys.stderr):  # it prints its size: keep stdout for the JSON
+        model = GPT(GPTConfig(**checkpoint["model_args"]))
     state = {k.removeprefix("_orig_mod."): v for k, v in checkpoint["model"].items()}
     model.load_state_dict(state)
     return model.eval(), checkpoint["iter_num"]
