@@ -43,6 +43,15 @@ def test_keys_that_move_in_lockstep_show_once(tmp_path: Path) -> None:
     assert hidden == {"data.kind": "model.family"}
 
 
+def test_keys_a_shown_key_determines_show_once(tmp_path: Path) -> None:
+    """rope_base is set for RoPE only: the position name says all it says, though not one to one."""
+    for job, (pos, base) in enumerate([("learned", None), ("alibi", None), ("rope", 10000.0)]):
+        write_run(tmp_path / str(job), config(model__pos__name=pos, model__pos__rope_base=base))
+    shown, hidden = shown_keys(read_sweep([tmp_path]).configs)
+    assert shown == ["model.pos.name"]
+    assert hidden == {"model.pos.rope_base": "model.pos.name"}
+
+
 def test_values_show_as_the_configs_hold_them(tmp_path: Path) -> None:
     """A key null in one run and a number in another is no float column: 128, not 128.0."""
     write_run(tmp_path / "0", config(model__max_seq_len=None, optim__lr=1.0))

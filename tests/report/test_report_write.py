@@ -18,14 +18,14 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 
 def with_length_evals(root: Path) -> Path:
-    """Every completed job of ``pos_seed_sweep`` evaluated at 64 (its training length), 128 and 256."""
+    """Every completed job of ``pos_seed_sweep`` evaluated at 64 (its training length), 128 and 256;
+    as attnlab-eval records only what it changed, the evaluation at 64 has no override."""
     for job in range(6):
         if (root / str(job) / "test_metrics.json").exists():
             for length in (64, 128, 256):
                 loss = 2.0 + job * 0.01 + (length / 64 - 1) * (0.5 if job < 3 else 0.0)
-                write_eval(
-                    root / str(job), f"e/{length}", {"val/loss": loss}, overrides={"data.seq_len": length}
-                )
+                overrides = {} if length == 64 else {"data.seq_len": length}
+                write_eval(root / str(job), f"e/{length}", {"val/loss": loss}, overrides=overrides)
     return root
 
 

@@ -31,6 +31,7 @@ UNITS = {
 }
 MAX_LEGEND = 16  # more lines than this get no legend: the tables name them
 WIDE_LABEL = 32  # characters; a legend with longer labels goes below the plot
+LABEL_CHAR_INCHES = 0.065  # the mean width of a character of a legend label (fontsize "small")
 LENGTH_KEY = "data.seq_len"
 
 
@@ -149,7 +150,8 @@ def length_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
     """One plot per split and monitored metric evaluated at several ``data.seq_len``."""
     if LENGTH_KEY not in sweep.evals:
         return []
-    evals = sweep.evals[sweep.evals[LENGTH_KEY].notna()]
+    all_lengths = eval_lengths(sweep)
+    evals = sweep.evals[all_lengths.notna()]
     keys, _ = shown_keys(sweep.configs)
     lines = length_line_labels(sweep, evals)
     paths = []
@@ -160,7 +162,7 @@ def length_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
             if rows.empty:
                 continue
             fig, ax = new_figure()
-            lengths = pd.to_numeric(rows[LENGTH_KEY])
+            lengths = all_lengths[rows.index]
             plot_length_lines(ax, lengths, rows[metric], lines[rows.index])
             trained = pd.to_numeric(sweep.configs.loc[rows["job"].unique(), LENGTH_KEY], errors="coerce")
             for i, length in enumerate(sorted(trained.dropna().unique())):
@@ -178,12 +180,23 @@ def length_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
     return paths
 
 
+def eval_lengths(sweep: Sweep) -> pd.Series:
+    """The length of each evaluation: its ``data.seq_len`` override, else its run's own ``data.seq_len``
+    (attnlab-eval records only what it changed, so an evaluation at the training length has none)."""
+    given = pd.to_numeric(sweep.evals[LENGTH_KEY], errors="coerce")
+    if LENGTH_KEY not in sweep.configs:
+        return given
+    own = pd.to_numeric(sweep.configs[LENGTH_KEY], errors="coerce")
+    return given.fillna(pd.Series(own[sweep.evals["job"]].to_numpy(), index=sweep.evals.index))
+
+
 def length_line_labels(sweep: Sweep, evals: pd.DataFrame) -> pd.Series:
     """The line of each evaluation: its run's configuration, and the evaluation settings other than
-    the length (``model.pos.rope_scaling=yarn``; the checkpoint where both best and last were used)."""
+    the length that differ between the evaluations (``model.pos.rope_scaling=yarn``; the checkpoint
+    where both best and last were used)."""
     keys, _ = shown_keys(sweep.configs)
     labels = configuration_labels(sweep.configs, keys)[evals["job"]].set_axis(evals.index)
-    settings = [k for k in sweep.eval_keys if k != LENGTH_KEY]
+    settings = [k for k in sweep.eval_keys if k != LENGTH_KEY and as_text(evals[k]).nunique() > 1]
     settings += ["ckpt"] if evals["ckpt"].nunique() > 1 else []
     for key in settings:
         given = evals[key].notna()
@@ -218,8 +231,9 @@ def legend(ax: Axes, title: str) -> None:
     elif labels and labels != ["all runs"]:
         wide = max(map(len, labels)) > WIDE_LABEL
         where = "outside lower center" if wide else "outside right upper"
-        if wide:  # room for the legend's rows under a plot of the usual height
+        if wide:  # room for the legend's rows under a plot of the usual height, and for its widest row
             width, height = ax.figure.get_size_inches()
+            width = max(width, LABEL_CHAR_INCHES * max(map(len, labels)) + 1.0)
             ax.figure.set_size_inches(width, height + 0.6 + 0.2 * len(labels))
         ax.figure.legend(handles, labels, title=title or None, fontsize="small", loc=where)
 

@@ -30,14 +30,15 @@ def swept_keys(configs: pd.DataFrame) -> list[str]:
 
 
 def shown_keys(configs: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
-    """The swept keys worth a column, and the others, each with the shown key it moves in lockstep
-    with (one value of one always goes with one value of the other, as ``data.kind`` with
-    ``model.family`` when families are swept): such a column would say nothing new."""
+    """The swept keys worth a column, and the others, each with the shown key that determines it
+    (each value of the shown key always goes with one value of the other, as ``data.kind`` with
+    ``model.family`` when families are swept, or ``model.pos.rope_base``, set only for RoPE, with
+    ``model.pos.name``): such a column would say nothing new."""
     shown: list[str] = []
     hidden: dict[str, str] = {}
     text = as_text(configs)
     for key in swept_keys(configs):
-        twin = next((k for k in shown if k != SEED and key != SEED and one_to_one(text, k, key)), None)
+        twin = next((k for k in shown if k != SEED and key != SEED and determines(text, k, key)), None)
         if twin is None:
             shown.append(key)
         else:
@@ -45,9 +46,9 @@ def shown_keys(configs: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
     return shown, hidden
 
 
-def one_to_one(text: pd.DataFrame, a: str, b: str) -> bool:
-    pairs = text[[a, b]].drop_duplicates()
-    return pairs[a].is_unique and pairs[b].is_unique
+def determines(text: pd.DataFrame, a: str, b: str) -> bool:
+    """Whether each value of ``a`` goes with a single value of ``b``."""
+    return text[[a, b]].drop_duplicates()[a].is_unique
 
 
 def configuration_labels(configs: pd.DataFrame, keys: list[str]) -> pd.Series:

@@ -72,7 +72,7 @@ def overview(sweep: Sweep) -> list[str]:
     lines.append(f"Swept: {', '.join(keys) or 'nothing (all runs share one config)'}.")
     if hidden:
         pairs = ", ".join(f"{k} (with {twin})" for k, twin in hidden.items())
-        lines.append(f"Not shown, as they change in lockstep with a shown key: {pairs}.")
+        lines.append(f"Not shown, as a shown key determines them: {pairs}.")
     return lines
 
 

@@ -1,0 +1,75 @@
+"""nanoGPT's checkpoint scored the way attnlab scores its own: mean cross-entropy over every
+non-overlapping window of the whole val split (windows of block_size + 1 tokens starting at 0,
+block_size, 2 * block_size, ...; each window's block_size predictions count once).
+
+nanoGPT's own model code is imported at run time from its checkout, nothing of it is kept here:
+
+    NANOGPT_DIR=/path/to/nanoGPT python experiments/nanogpt_baby/nanogpt_val_loss.py
+
+reads ``$NANOGPT_DIR/out-shakespeare-char/ckpt.pt`` and ``$NANOGPT_DIR/data/shakespeare_char/val.bin``
+(what its ``prepare.py`` and ``train.py`` wrote) and prints the loss as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+
+def load_nanogpt(nanogpt_dir: Path, ckpt_path: Path) -> tuple[torch.nn.Module, int]:
+    """nanoGPT's GPT from its model.py with the weights of ``ckpt_path`` (as its sample.py loads
+    them), and the iteration the checkpoint was saved at."""
+    sys.path.insert(0, str(nanogpt_dir))
+    from model import GPT, GPTConfig  # nanoGPT's model.py, found through NANOGPT_DIR
+
+    checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+    with contextlib.redirect_stdout(sys.stderr):  # it prints its size: keep stdout for the JSON
+        model = GPT(GPTConfig(**checkpoint["model_args"]))
+    state = {k.removeprefix("_orig_mod."): v for k, v in checkpoint["model"].items()}
+    model.load_state_dict(state)
+    return model.eval(), checkpoint["iter_num"]
+
+
+@torch.no_grad()
+def val_loss(model: torch.nn.Module, tokens: torch.Tensor, block: int, batch_size: int) -> tuple[float, int]:
+    """Mean cross-entropy over the non-overlapping windows of ``tokens``, and the number of windows."""
+    count = (len(tokens) - block - 1) // block + 1
+    windows = torch.stack([tokens[i * block : i * block + block + 1] for i in range(count)])
+    total = 0.0
+    for start in range(0, count, batch_size):
+        batch = windows[start : start + batch_size]
+        inputs, targets = batch[:, :-1].contiguous(), batch[:, 1:].contiguous()
+        logits, _ = model(inputs, targets)  # given targets, it returns the logits at every position
+        total += F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum").item()
+    return total / (count * block), count
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--nanogpt-dir", type=Path, default=os.environ.get("NANOGPT_DIR"), help="default: $NANOGPT_DIR"
+    )
+    p.add_argument("--batch-size", type=int, default=12)
+    args = p.parse_args()
+    if args.nanogpt_dir is None:
+        p.error("give --nanogpt-dir or set NANOGPT_DIR (a nanoGPT checkout that has run the baby config)")
+    ckpt = args.nanogpt_dir / "out-shakespeare-char" / "ckpt.pt"
+    data = args.nanogpt_dir / "data" / "shakespeare_char" / "val.bin"
+    model, iteration = load_nanogpt(args.nanogpt_dir, ckpt)
+    tokens = torch.from_numpy(np.fromfile(data, dtype=np.uint16).astype(np.int64))
+    block = model.config.block_size
+    loss, windows = val_loss(model, tokens, block, args.batch_size)
+    record = {"ckpt": str(ckpt), "iter": iteration, "val_loss": round(loss, 4), "windows": windows}
+    print(json.dumps({**record, "predictions": windows * block}))
+
+
+if __name__ == "__main__":
+    main()

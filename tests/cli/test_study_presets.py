@@ -1,0 +1,168 @@
+"""The command paths of the studies in experiments/ at tiny sizes: each study's preset through the
+real attnlab-train (and, for the length study, attnlab-eval at other lengths and with RoPE scaling,
+then attnlab-report), on a small corpus the test writes, so no Tiny Shakespeare is needed. The
+presets' own settings (the studies' sizes and optimiser) are checked in the configs the runs saved;
+only the budget and, where said, the model's width are made tiny."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import yaml
+from train_cli import check, cli
+
+pytestmark = pytest.mark.slow
+QUICK = [
+    "trainer.max_steps=2",
+    "trainer.val_every_n_steps=2",
+    "checkpoint.every_n_steps=2",
+    "trainer.limit_val_batches=1",
+    "trainer.enable_progress_bar=false",
+]
+SMALL_MODEL = ["model.d_model=32", "model.n_heads=2", "model.n_layers=1"]
+WORDS = [
+    "the",
+    "king",
+    "shall",
+    "speak",
+    "of",
+    "love",
+    "and",
+    "death",
+    "to",
+    "thee",
+    "my",
+    "lord",
+    "good",
+    "night",
+    "what",
+    "news",
+    "sweet",
+]
+
+
+def write_corpus(path: Path, n_chars: int = 40_000) -> Path:
+    """Seeded verse-like lines of a few words: every character occurs in every split."""
+    rng = random.Random(0)
+    lines = []
+    while sum(map(len, lines)) < n_chars:
+        lines.append(" ".join(rng.choices(WORDS, k=rng.randint(3, 9))).capitalize() + rng.choice(",.;!?:"))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def saved_config(run: Path) -> dict:
+    return yaml.safe_load((run / "config.yaml").read_text())
+
+
+def test_pos_extrapolation_trains_evaluates_at_other_lengths_and_reports(tmp_path: Path) -> None:
+    """experiment=pos_extrapolation's multirun (two of its encodings, one seed), the runs evaluated at
+    64 and 256 tokens and the RoPE run also with YaRN scaling, then the report with its length plot."""
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    runs = tmp_path / "runs"
+    sweep = ["experiment=pos_extrapolation", "seed=1", "pos=learned,rope", f"hydra.sweep.dir={runs}"]
+    check(cli([*sweep, f"data.path={corpus}", *QUICK, *SMALL_MODEL], tmp_path))
+    jobs = [runs / "0", runs / "1"]
+    configs = [saved_config(job) for job in jobs]
+    assert [c["model"]["pos"]["name"] for c in configs] == ["learned", "rope"]
+    for config in configs:
+        assert (config["data"]["seq_len"], config["data"]["batch_size"]) == (64, 12)
+        assert config["model"]["max_seq_len"] == 1024  # learned positions can be evaluated to 1024
+        assert (config["model"]["dropout"], config["logger"]["names"], config["seed"]) == (0.0, [], 1)
+        assert config["test_after_fit"] is False
+    ckpts = ",".join(str(job / "checkpoints" / "last.ckpt") for job in jobs)
+    length = ["split=val", "limit_batches=1", "logger=none", "trainer.enable_progress_bar=false"]
+    check(cli(["-m", f"ckpt_path={ckpts}", "data.seq_len=64,256", *length], tmp_path, command="eval"))
+    yarn = ["model.pos.rope_scaling=yarn", "model.pos.rope_factor=16", "model.pos.rope_original_max_len=64"]
+    check(
+        cli(
+            ["-m", f"ckpt_path={jobs[1]}/checkpoints/last.ckpt", "data.seq_len=256", *yarn, *length],
+            tmp_path,
+            command="eval",
+        )
+    )
+
+    evals = {job.name: [json.loads(p.read_text()) for p in job.glob("eval/*/*/metrics.json")] for job in jobs}
+    lengths = {
+        name: sorted(e["overrides"].get("data.seq_len", 64) for e in found) for name, found in evals.items()
+    }
+    assert lengths == {"0": [64, 256], "1": [64, 256, 256]}
+    scaled = [e for e in evals["1"] if "model.pos.rope_scaling" in e["overrides"]]
+    assert [e["overrides"]["model.pos.rope_factor"] for e in scaled] == [16]
+    assert all(0 < e["metrics"]["val/loss"] < 10 for found in evals.values() for e in found)
+
+    report = check(cli([str(runs), "--out", str(tmp_path / "results")], tmp_path, command="cli.report"))
+    assert "model.pos.rope_scaling" in report.stdout
+    assert (tmp_path / "results" / "plots" / "val-loss_by_length.png").stat().st_size > 0
+
+
+def test_nanogpt_baby_preset_is_nanogpts_baby_configuration(tmp_path: Path) -> None:
+    """experiment=nanogpt_baby at its full size for two steps: nanoGPT's baby settings, and as many
+    parameters as nanoGPT's model of that size (no biases, a 64-row position table, tied output)."""
+    corpus = write_corpus(tmp_path / "corpus.txt")
+    check(
+        cli(
+            ["experiment=nanogpt_baby", f"data.path={corpus}", f"run_dir={tmp_path / 'run'}", *QUICK],
+            tmp_path,
+        )
+    )
+    config = saved_config(tmp_path / "run")
+    model, data, optim = config["model"], config["data"], config["optim"]
+    assert (model["n_layers"], model["n_heads"], model["d_model"], model["dropout"]) == (4, 4, 128, 0.0)
+    assert (model["bias"], model["norm_bias"], model["max_seq_len"]) == (False, False, 64)
+    assert (data["seq_len"], data["batch_size"], data["val_fraction"], data["test_fraction"]) == (
+        64,
+        12,
+        0.1,
+        0.0,
+    )
+    assert (optim["lr"], optim["warmup_steps"], optim["min_lr_ratio"], optim["betas"]) == (
+        1e-3,
+        100,
+        0.1,
+        [0.9, 0.99],
+    )
+    assert (optim["weight_decay"], optim["decay"], optim["schedule"]) == (
+        0.1,
+        "matrices_and_embeddings",
+        "cosine",
+    )
+    assert config["trainer"]["gradient_clip_val"] == 1.0
+    vocab = len(json.loads((tmp_path / "run" / "tokenizer.json").read_text())["model"]["vocab"])
+    d, layers, block = 128, 4, 64
+    nanogpt = (vocab + block) * d + layers * (12 * d * d + 2 * d) + d  # wte, wpe, blocks, ln_f
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert (summary["status"], summary["n_params"]) == ("completed", nanogpt)
+
+
+def test_families_preset_runs_the_four_families_on_their_default_tasks(tmp_path: Path) -> None:
+    """experiment=families: one multirun of four jobs, one per family, each on its family's task."""
+    runs = tmp_path / "runs"
+    check(
+        cli(
+            [
+                "experiment=families",
+                f"hydra.sweep.dir={runs}",
+                "logger=none",
+                "sample.max_new_tokens=0",
+                "trainer.limit_test_batches=1",
+                *QUICK,
+                *SMALL_MODEL,
+            ],
+            tmp_path,
+            timeout=600,
+        )
+    )
+    configs = [saved_config(runs / str(i)) for i in range(4)]
+    tasks = [(c["model"]["family"], c["task"]["name"], c["data"]["kind"]) for c in configs]
+    assert tasks == [
+        ("gpt", "causal_lm", "text"),
+        ("bert", "classification", "listops"),
+        ("seq2seq", "seq2seq", "dates"),
+        ("vit", "classification", "digits"),
+    ]
+    summaries = [json.loads((runs / str(i) / "summary.json").read_text()) for i in range(4)]
+    assert [(s["status"], s["final_step"]) for s in summaries] == [("completed", 2)] * 4
