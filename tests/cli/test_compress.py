@@ -219,10 +219,26 @@ def test_a_write_that_fails_leaves_no_file(checkpoint, tmp_path, monkeypatch, ca
         Path(path).write_bytes(b"PK\x03\x04 half a checkpoint")
         raise OSError(errno.ENOSPC, "No space left on device")
 
+    ckpt = checkpoint("gpt")  # trained before torch.save is broken
     monkeypatch.setattr(torch, "save", half_then_full)
     out = tmp_path / "gpt-int8.ckpt"
     capsys.readouterr()
-    assert run_command(main, [f"ckpt_path={checkpoint('gpt')}", f"out={out}"], monkeypatch) == 1
+    assert run_command(main, [f"ckpt_path={ckpt}", f"out={out}"], monkeypatch) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: no space left on device to write {out}")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_attnlab_train_refuses_to_resume_from_an_int8_checkpoint(int8, tmp_path, monkeypatch, capsys) -> None:
+    """It holds no optimizer state: one line before the run directory exists."""
+    from attnlab.cli.train import main
+
+    run_dir = tmp_path / "resumed"
+    args = [*RUNS["gpt"], *COMMON, f"run_dir={run_dir}", f"ckpt_path={int8('gpt')}"]
+    capsys.readouterr()
+    assert run_command(main, args, monkeypatch) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: ckpt_path={int8('gpt')}: is an int8 checkpoint of attnlab-compress, for inference only "
+        "(no optimizer state): resume from the checkpoint of attnlab-train"
+    ]
+    assert not run_dir.exists()
