@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -132,6 +132,20 @@ def test_the_int8_checkpoint_is_smaller_plain_data_and_keeps_the_loss(checkpoint
     assert validation_loss(path) == pytest.approx(validation_loss(checkpoint(family)), abs=0.02)
 
 
+@pytest.fixture
+def config_store() -> Iterator[None]:
+    """attnlab-eval stores its checkpoint's data and model in Hydra's config store: taken out again
+    afterwards, so that later tests in this process compose eval's schema defaults."""
+    from hydra.core.config_store import ConfigStore
+
+    from attnlab.cli.eval_data import CHECKPOINT_DATA
+
+    yield
+    for group in ("data", "model"):
+        ConfigStore.instance().repo.get(group, {}).pop(f"{CHECKPOINT_DATA}.yaml", None)
+
+
+@pytest.mark.usefixtures("config_store")
 def test_attnlab_eval_reads_the_int8_checkpoint_like_any_other(checkpoint, int8, monkeypatch) -> None:
     """Both evaluations land in the run's eval/ folder, with losses within 0.02 nats."""
     from attnlab.cli.eval import main
