@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -132,6 +132,20 @@ def test_the_int8_checkpoint_is_smaller_plain_data_and_keeps_the_loss(checkpoint
     assert validation_loss(path) == pytest.approx(validation_loss(checkpoint(family)), abs=0.02)
 
 
+@pytest.fixture
+def config_store() -> Iterator[None]:
+    """attnlab-eval stores its checkpoint's data and model in Hydra's config store: taken out again
+    afterwards, so that later tests in this process compose eval's schema defaults."""
+    from hydra.core.config_store import ConfigStore
+
+    from attnlab.cli.eval_data import CHECKPOINT_DATA
+
+    yield
+    for group in ("data", "model"):
+        ConfigStore.instance().repo.get(group, {}).pop(f"{CHECKPOINT_DATA}.yaml", None)
+
+
+@pytest.mark.usefixtures("config_store")
 def test_attnlab_eval_reads_the_int8_checkpoint_like_any_other(checkpoint, int8, monkeypatch) -> None:
     """Both evaluations land in the run's eval/ folder, with losses within 0.02 nats."""
     from attnlab.cli.eval import main
@@ -219,10 +233,26 @@ def test_a_write_that_fails_leaves_no_file(checkpoint, tmp_path, monkeypatch, ca
         Path(path).write_bytes(b"PK\x03\x04 half a checkpoint")
         raise OSError(errno.ENOSPC, "No space left on device")
 
+    ckpt = checkpoint("gpt")  # trained before torch.save is broken
     monkeypatch.setattr(torch, "save", half_then_full)
     out = tmp_path / "gpt-int8.ckpt"
     capsys.readouterr()
-    assert run_command(main, [f"ckpt_path={checkpoint('gpt')}", f"out={out}"], monkeypatch) == 1
+    assert run_command(main, [f"ckpt_path={ckpt}", f"out={out}"], monkeypatch) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: no space left on device to write {out}")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_attnlab_train_refuses_to_resume_from_an_int8_checkpoint(int8, tmp_path, monkeypatch, capsys) -> None:
+    """It holds no optimizer state: one line before the run directory exists."""
+    from attnlab.cli.train import main
+
+    run_dir = tmp_path / "resumed"
+    args = [*RUNS["gpt"], *COMMON, f"run_dir={run_dir}", f"ckpt_path={int8('gpt')}"]
+    capsys.readouterr()
+    assert run_command(main, args, monkeypatch) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: ckpt_path={int8('gpt')}: is an int8 checkpoint of attnlab-compress, for inference only "
+        "(no optimizer state): resume from the checkpoint of attnlab-train"
+    ]
+    assert not run_dir.exists()

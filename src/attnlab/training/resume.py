@@ -16,10 +16,12 @@ COMPARED = ("model", "data", "task", "optim", "seed")
 
 def read_run_state(ckpt_path: str) -> dict[str, Any]:
     """``{"config": ..., "wandb_id": ...}`` stored in an attnlab checkpoint (neither for other
-    checkpoints), and its ``global_step``: the optimizer steps done when it was saved."""
+    checkpoints), its ``global_step``: the optimizer steps done when it was saved, and ``compressed``:
+    the method of attnlab-compress that wrote it (None for a checkpoint of attnlab-train)."""
     import torch
 
-    from attnlab.compress import allow_quantized_tensors
+    from attnlab.compress import QUANTIZATION_KEY, allow_quantized_tensors
+    from attnlab.tasks.base import CHECKPOINT_KEY
 
     allow_quantized_tensors(ckpt_path)  # a checkpoint of attnlab-compress holds torchao's int8 tensors
     try:
@@ -31,14 +33,23 @@ def read_run_state(ckpt_path: str) -> dict[str, Any]:
     state = checkpoint.get(RUN_KEY) if isinstance(checkpoint, dict) else None
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise ConfigError("ckpt_path", ckpt_path, "not a Lightning checkpoint written by attnlab-train")
-    return {**(state or {}), "global_step": int(checkpoint.get("global_step", 0))}
+    compressed = (checkpoint.get(CHECKPOINT_KEY) or {}).get(QUANTIZATION_KEY, {}).get("method")
+    return {**(state or {}), "global_step": int(checkpoint.get("global_step", 0)), "compressed": compressed}
 
 
 def check_resume(run: RunConfig) -> None:
     """A resumed run must compute what the checkpoint's run computed: same model, data, task, optimiser, seed."""
     if run.ckpt_path is None:
         return
-    saved = read_run_state(run.ckpt_path).get("config")
+    state = read_run_state(run.ckpt_path)
+    if state["compressed"]:
+        raise ConfigError(
+            "ckpt_path",
+            run.ckpt_path,
+            f"is an {state['compressed']} checkpoint of attnlab-compress, for inference only (no optimizer "
+            "state): resume from the checkpoint of attnlab-train",
+        )
+    saved = state.get("config")
     if not saved:
         return
     if is_format_1(saved):
