@@ -13,7 +13,6 @@ from train_cli import TEXT, TINY, check, cli
 from attnlab.data import build_datamodule
 from attnlab.schema.data import TextData
 from attnlab.schema.model import GPTConfig
-from attnlab.tasks.base import CHECKPOINT_KEY
 
 pytestmark = pytest.mark.slow
 transformers = pytest.importorskip("transformers")
@@ -66,7 +65,7 @@ def test_every_free_field_reaches_the_pretrained_model(pretrained: tuple, tmp_pa
     check(cli([*args, "trainer.max_steps=1"], tmp_path))
     (run,) = tmp_path.glob("outputs/*/*")
     ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
-    built = ckpt[CHECKPOINT_KEY]["model"]
+    built = ckpt["hyper_parameters"]["model"]
     assert (built["dropout"], built["attn_dropout"], built["init_std"]) == (0.2, 0.1, 0.05)
     saved = yaml.safe_load((run / "config.yaml").read_text())["model"]
     assert (saved["dropout"], saved["attn_dropout"], saved["init_std"]) == (0.2, 0.1, 0.05)

@@ -25,14 +25,16 @@ from attnlab.compress import QUANTIZATION_KEY, allow_quantized_tensors, quantize
 from attnlab.data import build_datamodule
 from attnlab.data.tokenizers import load_tokenizer
 from attnlab.models import build_model
-from attnlab.schema.checks import validate_saved
+from attnlab.schema.checks import check_trains, validate_saved
 from attnlab.schema.errors import ConfigError
-from attnlab.schema.load import read_model_config, read_optim_config, read_task_config, upgrade_group
+from attnlab.schema.load import plain, read_model_config, read_optim_config, read_task_config, upgrade_group
 from attnlab.schema.model import ModelConfig
 from attnlab.schema.rundir import LABELS_FILE, TOKENIZER_FILE, run_dir_of
-from attnlab.tasks import TaskModule, build_task
-from attnlab.tasks.base import CHECKPOINT_KEY
+from attnlab.tasks import TASK_CLASSES, TaskModule
+from attnlab.tasks.base import TOKENIZER_KEY
 from attnlab.training.resume import read_run_state
+
+OLD_CHECKPOINT_KEY = "attnlab"  # formats 1 and 2: the configs and tokenizer in one entry of their own
 
 
 @dataclass
@@ -105,52 +107,73 @@ def load_task_from_checkpoint(
 ) -> TaskModule:
     """The task module saved in an attnlab Lightning checkpoint, in eval mode.
 
-    The model is rebuilt from the saved ModelConfig (``attnlab.models.build_model``) with
-    ``model_changes`` (dotted keys: settings that hold no weights, as attnlab-eval's
-    ``model.pos.rope_base``) and its weights loaded (into the quantized layout for a checkpoint of
-    attnlab-compress); the tokenizer saved with it, if any, is restored as ``task.tokenizer``.
+    Lightning's ``load_from_checkpoint`` (``weights_only=True``: plain data, no pickled code) of the
+    task's class rebuilds the model from the saved ModelConfig with ``model_changes`` (dotted keys:
+    settings that hold no weights, as attnlab-eval's ``model.pos.rope_base``) and loads its weights.
+    The file is checked and its configs read (those of older formats converted) first, so that a
+    foreign, damaged or newer checkpoint is one clear error; the tokenizer saved with it, if any, is
+    restored as ``task.tokenizer``. A checkpoint of attnlab-compress loads into the
+    quantized layout of its method (the model given to ``load_from_checkpoint`` in place of its config).
     """
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"checkpoint {path!r} does not exist")
-    checkpoint = _read(path, map_location)
-    saved = checkpoint.get(CHECKPOINT_KEY) if isinstance(checkpoint, dict) else None
-    if not isinstance(saved, dict) or "state_dict" not in checkpoint:
-        found = sorted(checkpoint)[:8] if isinstance(checkpoint, dict) else type(checkpoint).__name__
-        raise ValueError(
-            f"{path!r} is not an attnlab checkpoint: it has no {CHECKPOINT_KEY!r} entry and state_dict "
-            f"(found {found}); attnlab-train writes them"
-        )
+    checkpoint = _read(path)
+    hparams, tokenizer = saved_hparams(checkpoint, path)
+    quantization = quantization_of(checkpoint)
     try:
-        if saved.get("format", 1) == 1:  # written before the tagged groups: in today's shape first
-            saved = {
-                **saved,
-                **{name: upgrade_group(name, saved[name]) for name in ("model", "task", "optim")},
-            }
-        model_cfg = read_model_config(saved["model"])
-        task_cfg, optim_cfg = read_task_config(saved["task"]), read_optim_config(saved["optim"])
+        model_cfg = with_changes(read_model_config(hparams["model"]), model_changes or {})
+        task_cfg = read_task_config(hparams["task"])
+        read_optim_config(hparams["optim"])
     except ConfigError as err:
         raise ValueError(f"{path!r} holds a config this attnlab cannot read: {err}") from None
-    model = build_model(with_changes(model_cfg, model_changes or {}))
-    if QUANTIZATION_KEY in saved:  # written by attnlab-compress: its weights fit the quantized layout
-        model = quantized_layout(model, saved[QUANTIZATION_KEY]["method"])
-    task = build_task(
-        task_cfg,
-        optim_cfg,
-        model,
-        tokenizer=_restore_tokenizer(saved.get("tokenizer")),
-        max_steps=saved["max_steps"],
-    )
-    # A model trained under torch.compile saved its weights under "_orig_mod." names.
-    state = {key.replace("_orig_mod.", ""): value for key, value in checkpoint["state_dict"].items()}
+    check_trains(model_cfg.family, task_cfg.name)
+    model: Any = plain(model_cfg)
+    if quantization is not None:  # written by attnlab-compress: its weights fit the quantized layout
+        model = quantized_layout(build_model(model_cfg), quantization["method"])
     try:
-        task.load_state_dict(state)
+        task = TASK_CLASSES[task_cfg.name].load_from_checkpoint(
+            path,
+            map_location=map_location,
+            weights_only=True,
+            **{**hparams, "model": model},  # each overrides the saved one of its name
+            tokenizer=_restore_tokenizer(tokenizer),
+        )
     except RuntimeError as err:  # torch lists every mismatch; the first two say enough
         details = "; ".join(line.strip() for line in str(err).split("\n")[1:3])
         raise ValueError(
             f"the weights in {path!r} do not fit the model its config describes: {details}"
         ) from None
     return task.to(map_location).eval()
+
+
+HPARAMS = ("model", "task", "optim", "max_steps")  # TaskModule's hyperparameters
+LIGHTNING_KEYS = ("state_dict", "pytorch-lightning_version")  # in every checkpoint Lightning writes
+
+
+def saved_hparams(checkpoint: object, path: str) -> tuple[dict[str, Any], dict[str, str] | None]:
+    """The task module's hyperparameters saved in ``checkpoint`` in today's shape, and the files of its
+    tokenizer (None: none saved). Checkpoints of formats 1 and 2 hold both in an ``"attnlab"`` entry,
+    format 1's configs in the flat classes of before the tagged groups."""
+    if not isinstance(checkpoint, dict) or not all(key in checkpoint for key in LIGHTNING_KEYS):
+        found = sorted(checkpoint)[:8] if isinstance(checkpoint, dict) else type(checkpoint).__name__
+        raise ValueError(
+            f"{path!r} is not an attnlab checkpoint: it has no {' and '.join(LIGHTNING_KEYS)} (found {found})"
+        )
+    old = checkpoint.get(OLD_CHECKPOINT_KEY)
+    if isinstance(old, dict):
+        saved, tokenizer = old, old.get("tokenizer")
+    else:
+        saved, tokenizer = checkpoint.get("hyper_parameters"), checkpoint.get(TOKENIZER_KEY)
+    if not isinstance(saved, dict) or not all(key in saved for key in HPARAMS):
+        raise ValueError(
+            f"{path!r} is not an attnlab checkpoint: its hyper_parameters are not {', '.join(HPARAMS)} "
+            "(attnlab-train writes them)"
+        )
+    hparams = {key: saved[key] for key in HPARAMS}
+    if isinstance(old, dict) and old.get("format", 1) == 1:  # before the tagged groups
+        hparams.update({name: upgrade_group(name, hparams[name]) for name in ("model", "task", "optim")})
+    return hparams, tokenizer
 
 
 def with_changes(model_cfg: ModelConfig, changes: Mapping[str, Any]) -> ModelConfig:
@@ -163,15 +186,23 @@ def with_changes(model_cfg: ModelConfig, changes: Mapping[str, Any]) -> ModelCon
     return OmegaConf.to_object(node)["model"]
 
 
-def _read(path: str, map_location: str | torch.device) -> object:
-    """``torch.load`` of plain data (no pickled code), with failures turned into one clear error."""
+def quantization_of(checkpoint: dict) -> dict | None:
+    """What attnlab-compress recorded of the checkpoint's quantization (None: not compressed): its own
+    entry, or (compressed before format 3) an item of the "attnlab" entry."""
+    old = checkpoint.get(OLD_CHECKPOINT_KEY)
+    return checkpoint.get(QUANTIZATION_KEY) or (old.get("quantization") if isinstance(old, dict) else None)
+
+
+def _read(path: str) -> object:
+    """``torch.load`` of plain data (no pickled code), with failures turned into one clear error. The
+    tensors are memory-mapped, not read: this only looks at the checkpoint before Lightning loads it."""
     if not zipfile.is_zipfile(path):  # what torch.save writes; a damaged or truncated file is not one
         raise ValueError(
             f"{path!r} is not a readable PyTorch checkpoint: not a zip archive (damaged or truncated?)"
         )
     allow_quantized_tensors(path)
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        return torch.load(path, map_location="cpu", weights_only=True, mmap=True)  # tensors not read yet
     except pickle.UnpicklingError:  # torch's message advises weights_only=False: never do that here
         raise ValueError(
             f"{path!r} is not a checkpoint of attnlab: it holds pickled objects beyond tensors and plain "

@@ -67,23 +67,22 @@ def compress_checkpoint(ckpt: Path, method: str, out: Path) -> str:
     """Write ``ckpt`` with its model compressed by ``method`` to ``out``; returns a line saying so."""
     import torch
 
-    from attnlab.cli.checkpoint import load_task_from_checkpoint
+    from attnlab.cli.checkpoint import load_task_from_checkpoint, quantization_of
     from attnlab.compress import QUANTIZATION_KEY, QUANTIZERS
-    from attnlab.tasks.base import CHECKPOINT_KEY
     from attnlab.training.files import staged
 
     task = load_task_from_checkpoint(ckpt)  # one-line errors for a file that is not an attnlab checkpoint
     checkpoint = torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)
-    saved = checkpoint[CHECKPOINT_KEY]
-    if QUANTIZATION_KEY in saved:
+    done = quantization_of(checkpoint)
+    if done is not None:
         raise ConfigError(
             "ckpt_path",
             str(ckpt),
-            f"is already compressed ({saved[QUANTIZATION_KEY]['method']}): give a checkpoint of attnlab-train",
+            f"is already compressed ({done['method']}): give a checkpoint of attnlab-train",
         )
     QUANTIZERS[method](task.model)
     compressed = {key: value for key, value in checkpoint.items() if key not in TRAINING_STATE}
-    compressed[CHECKPOINT_KEY] = {**saved, QUANTIZATION_KEY: quantization_record(method)}
+    compressed[QUANTIZATION_KEY] = quantization_record(method)
     compressed["state_dict"] = task.state_dict()
     with staged(out) as tmp:
         torch.save(compressed, tmp)
@@ -92,7 +91,7 @@ def compress_checkpoint(ckpt: Path, method: str, out: Path) -> str:
 
 
 def quantization_record(method: str) -> dict[str, str]:
-    """What the checkpoint's attnlab entry says about its compression (plain data)."""
+    """What the checkpoint says about its compression (plain data, its own entry)."""
     from importlib.metadata import version
 
     return {

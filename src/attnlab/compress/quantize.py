@@ -30,7 +30,7 @@ from types import ModuleType
 import torch
 from torch import nn
 
-QUANTIZATION_KEY = "quantization"  # in a checkpoint's attnlab entry: {"method": "int8", ...}
+QUANTIZATION_KEY = "attnlab_quantization"  # a checkpoint entry: {"method": "int8", ...}
 TORCHAO_PREFIX = "torchao."
 
 

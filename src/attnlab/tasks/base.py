@@ -3,6 +3,10 @@
 A task module wraps one model and knows the batch layout of its objective; it never branches on
 the model's family beyond the forward signature. Subclasses implement ``training_loss`` (one
 batch, one scalar), ``build_metrics`` and ``evaluate`` (update the val/test metrics).
+
+Its hyperparameters are plain data (the model, task and optimiser configs, the step budget), from
+which ``__init__`` builds the model, so that ``CausalLMTask.load_from_checkpoint(path,
+weights_only=True)`` (Lightning's own loader) rebuilds a trained task from its checkpoint.
 """
 
 from __future__ import annotations
@@ -10,8 +14,8 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
 
 import pytorch_lightning as pl
 import torch
@@ -20,14 +24,17 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric, Metric
 
 from attnlab.blocks.positional import PositionalEncoding
-from attnlab.schema.load import plain
-from attnlab.schema.optim import OptimConfig
-from attnlab.schema.task import TaskConfig
+from attnlab.models import build_model
+from attnlab.schema.load import plain, read_model_config, read_optim_config, read_task_config
 from attnlab.tasks.optim import configure_optimizers
 
 STAGES = ("val", "test")
-CHECKPOINT_KEY = "attnlab"  # the entry of a Lightning checkpoint that marks it as ours
-CHECKPOINT_FORMAT = 2  # 2: each config as its own class (family, task, optimiser), enums as strings
+# Checkpoint entries beside Lightning's: the files of the tokenizer (plain text), restored by the
+# commands (``attnlab.cli.checkpoint``), and the format of the saved configs. Format 3: the configs
+# are the module's hyperparameters only; 2 and 1 (before the tagged groups) also had an "attnlab" entry.
+TOKENIZER_KEY = "attnlab_tokenizer"
+FORMAT_KEY = "attnlab_format"
+CHECKPOINT_FORMAT = 3
 LOG_AXES = ("step", "epoch")  # logged with the val/test metrics to label them; not metrics themselves
 
 
@@ -67,28 +74,39 @@ def tokenizer_files(tokenizer: object) -> dict[str, str] | None:
 
 
 class TaskModule(pl.LightningModule):
-    """Base of the task modules; ``model`` is any attnlab model (it has ``.cfg``)."""
+    """Base of the task modules.
+
+    ``model`` is the model's config as plain data (what a checkpoint holds; the model is built from
+    it), or a model built already (any attnlab model: it has ``.cfg``), e.g. with pretrained weights.
+    ``task`` and ``optim`` are their configs as plain data (``attnlab.schema.load.plain``).
+    """
 
     reports_perplexity = False  # language-model tasks log ``ppl = exp(loss)`` at epoch end
 
     def __init__(
         self,
-        model: nn.Module,
-        task: TaskConfig,
-        optim: OptimConfig,
-        *,
+        model: Mapping | nn.Module,
+        task: Mapping,
+        optim: Mapping,
         max_steps: int,
         tokenizer: object = None,
     ) -> None:
         super().__init__()
-        self.model = model
-        self.task_cfg = task
-        self.optim_cfg = optim
+        self.model = model if isinstance(model, nn.Module) else build_model(read_model_config(model))
+        self.task_cfg = read_task_config(task)
+        self.optim_cfg = read_optim_config(optim)
         self.max_steps = max_steps
         self.tokenizer = tokenizer
+        # Counted now, on the whole model: a strategy may shard it (FSDP) before the first batch.
+        self.n_matmul_params = matmul_params(self.model)
         # Plain data only: the checkpoint rebuilds the model from its config, not from a pickle.
         self.save_hyperparameters(
-            {"model": plain(model.cfg), "task": plain(task), "optim": plain(optim), "max_steps": max_steps}
+            {
+                "model": plain(self.model.cfg),
+                "task": plain(self.task_cfg),
+                "optim": plain(self.optim_cfg),
+                "max_steps": max_steps,
+            }
         )
         self.metrics = nn.ModuleDict({stage: nn.ModuleDict(self.build_metrics()) for stage in STAGES})
         self.loaded_step: int | None = None  # the optimizer step of the checkpoint loaded to test
@@ -110,10 +128,6 @@ class TaskModule(pl.LightningModule):
         b, t = self.model.batch_shape(batch)
         cfg = self.model.cfg
         return Work(b * t, b, b * t * flops_per_token(self.n_matmul_params, cfg.n_layers, t, cfg.d_model))
-
-    @cached_property
-    def n_matmul_params(self) -> int:
-        return matmul_params(self.model)
 
     # -- shared pieces --------------------------------------------------------------------------
 
@@ -227,14 +241,8 @@ class TaskModule(pl.LightningModule):
         self.loaded_step = None  # the weights are the fitted ones until a test loads a checkpoint
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint[CHECKPOINT_KEY] = {
-            "format": CHECKPOINT_FORMAT,
-            "model": plain(self.model.cfg),
-            "task": plain(self.task_cfg),
-            "optim": plain(self.optim_cfg),
-            "max_steps": self.max_steps,
-            "tokenizer": tokenizer_files(self.tokenizer),
-        }
+        checkpoint[FORMAT_KEY] = CHECKPOINT_FORMAT
+        checkpoint[TOKENIZER_KEY] = tokenizer_files(self.tokenizer)
 
 
 def token_hits(logits: Tensor, labels: Tensor) -> Tensor:

@@ -6,6 +6,7 @@ import pytorch_lightning as pl
 from torch import nn
 
 from attnlab.schema.checks import check_trains
+from attnlab.schema.load import plain
 from attnlab.schema.optim import OptimConfig
 from attnlab.schema.task import TaskConfig
 from attnlab.tasks.base import TaskModule
@@ -49,4 +50,4 @@ def build_task(
         )
     if cfg.name == "mlm" and not model.cfg.mlm_head:
         raise ValueError("model.mlm_head=false: task.name='mlm' needs the encoder's masked-LM head")
-    return TASK_CLASSES[cfg.name](model, cfg, optim, max_steps=max_steps, tokenizer=tokenizer)
+    return TASK_CLASSES[cfg.name](model, plain(cfg), plain(optim), max_steps, tokenizer=tokenizer)

@@ -1,8 +1,18 @@
-"""Throughput and model-FLOPs utilisation (MFU), logged every few optimizer steps.
+"""Throughput, and model-FLOPs utilisation (MFU) where the device's peak is known, every few steps.
 
-The task module counts tokens and FLOPs of a batch from its shapes (``TaskModule.batch_work``, after
-PaLM's ``6 * N + 12 * L * T * d`` per token), so the callback never touches tensor values and adds no
-device synchronisation but one per log. Image models report samples/s, text models tokens/s.
+The task module counts the tokens, samples and FLOPs of a batch from its shapes and the model's size
+(``TaskModule.batch_work``: PaLM's ``6 * N + 12 * L * T * d`` per token, ``N`` counted on the whole
+model as built, so it stays right when a strategy shards it). Lightning does the rest:
+``lightning_fabric.utilities.throughput.Throughput`` (the bookkeeping under Lightning's
+``ThroughputMonitor``) turns the counts into rates over all devices and the MFU, and
+``get_available_flops`` gives the datasheet peak of a GPU in the run's precision. A CPU has no such
+peak, so no MFU is logged there.
+
+Not Lightning's ``ThroughputMonitor`` callback itself: it synchronises a CUDA device after every
+batch (this callback only at the steps it logs), logs under its own names (``train/device/mfu``,
+``train/items_per_sec``) through a private logger connector, so neither the progress bar nor
+``metrics.jsonl``'s names (``train/tokens_per_s``, ``train/mfu``, which attnlab-report reads) stay,
+and it reports nothing before 100 batches (its window).
 """
 
 from __future__ import annotations
@@ -11,8 +21,9 @@ import time
 
 import pytorch_lightning as pl
 import torch
+from lightning_fabric.utilities.throughput import Throughput, get_available_flops
 
-_PEAK_FLOPS: dict[tuple[str, torch.dtype], float] = {}  # measured once per process
+from attnlab.tasks.base import Work
 
 
 def precision_dtype(precision: str | int | None) -> torch.dtype:
@@ -25,38 +36,13 @@ def precision_dtype(precision: str | int | None) -> torch.dtype:
     return torch.float32
 
 
-def measure_peak_flops(device: torch.device, dtype: torch.dtype = torch.float32) -> float:
-    """Matrix-multiply FLOP/s of ``device`` in ``dtype``, measured once and cached for the process.
-
-    A square matmul (1024 on CPU, 4096 on GPU) is timed after a warm-up; this is the attainable
-    peak the MFU is relative to, not the vendor's datasheet figure.
-    """
-    key = (device.type, dtype)
-    if key not in _PEAK_FLOPS:
-        n, repeats = (4096, 10) if device.type == "cuda" else (1024, 3)
-        a = torch.randn(n, n, device=device, dtype=dtype)
-        b = torch.randn(n, n, device=device, dtype=dtype)
-        a @ b  # warm-up: kernel selection, thread pool start
-        _synchronize(device)
-        start = time.perf_counter()
-        for _ in range(repeats):
-            a @ b
-        _synchronize(device)
-        _PEAK_FLOPS[key] = 2.0 * n**3 * repeats / (time.perf_counter() - start)
-    return _PEAK_FLOPS[key]
-
-
-def _synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 class ThroughputLogger(pl.Callback):
-    """Logs ``train/tokens_per_s`` (``train/samples_per_s`` for images) and ``train/mfu``.
+    """Logs ``train/tokens_per_s`` (``train/samples_per_s`` for images) over all devices, and
+    ``train/mfu`` (per device) when the peak FLOP/s of a device is known.
 
-    ``log_every_n_steps`` defaults to the trainer's, so every value reaches the logger;
-    ``peak_flops`` (FLOP/s of one device) defaults to a quick matmul measurement at fit start.
-    Rates are over all devices; the MFU is per device. Validation time is not counted.
+    ``log_every_n_steps`` defaults to the trainer's, so every value reaches the logger; ``peak_flops``
+    (FLOP/s of one device) defaults to Lightning's table for the run's GPU and precision. Each value
+    is the rate since the previous one; validation time is not counted.
     """
 
     def __init__(self, log_every_n_steps: int | None = None, peak_flops: float | None = None) -> None:
@@ -64,55 +50,72 @@ class ThroughputLogger(pl.Callback):
         self.log_every_n_steps = log_every_n_steps
         self.peak_flops = peak_flops
         self.unit = "tokens"  # or samples, for images
-        self.total_count = 0.0  # tokens (samples) and seconds of every window logged in this fit
+        self.total_count = 0.0  # tokens (samples) over all devices, and training seconds, until the last log
         self.total_time = 0.0
-        self._reset()
+        self.throughput: Throughput | None = None
 
     @property
     def mean_rate(self) -> float | None:
         """Tokens (samples) per second over the fit, validation excluded; None before the first log."""
         return self.total_count / self.total_time if self.total_time > 0 else None
 
-    def _reset(self) -> None:
-        self.tokens = self.samples = 0
-        self.flops = 0.0
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.peak_flops is None:
+            dtype = precision_dtype(trainer.precision)
+            self.peak_flops = get_available_flops(trainer.strategy.root_device, dtype)
+        # A window of two updates: each rate is over the steps since the previous log.
+        self.throughput = Throughput(
+            available_flops=self.peak_flops, world_size=trainer.world_size, window_size=2
+        )
+        self.done = Work(0, 0, 0.0)  # on this device since the fit started
+        self.batches = 0
+        self.flops_logged = 0.0  # FLOPs of this device until the last log
+        self.seconds = 0.0  # of training before the current stretch (validation pauses the clock)
         self.start = time.perf_counter()
         self.last_step = -1
+        self.throughput.update(time=0.0, batches=0, samples=0, lengths=0, flops=0)
 
-    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self.peak_flops is None:
-            self.peak_flops = measure_peak_flops(pl_module.device, precision_dtype(trainer.precision))
-
-    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._reset()
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.throughput is not None and not trainer.sanity_checking:
+            self.seconds += time.perf_counter() - self.start
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._reset()  # a new window after validation, so its time is not counted as training
+        if self.throughput is not None and not trainer.sanity_checking:
+            self.start = time.perf_counter()
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: object, batch: dict, batch_idx: int
     ) -> None:
         work = pl_module.batch_work(batch)
-        self.tokens += work.tokens
-        self.samples += work.samples
-        self.flops += work.flops
+        done = self.done
+        self.done = Work(done.tokens + work.tokens, done.samples + work.samples, done.flops + work.flops)
+        self.batches += 1
         every = self.log_every_n_steps or trainer.log_every_n_steps or 1
         step = trainer.global_step
         if step == 0 or step == self.last_step or step % every:
             return  # before the first optimizer step, mid-accumulation, or not a logging step
         self.last_step = step
-        _synchronize(pl_module.device)
-        elapsed = max(time.perf_counter() - self.start, 1e-9)
-        world = trainer.world_size
-        unit = "samples" if pl_module.model.input_kind == "images" else "tokens"
-        count = self.samples if unit == "samples" else self.tokens
-        self.unit = unit
-        self.total_count += count * world
-        self.total_time += elapsed
-        pl_module.log(
-            f"train/{unit}_per_s", count * world / elapsed, on_step=True, on_epoch=False, prog_bar=True
+        self.log_rates(trainer, pl_module)
+
+    def log_rates(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Update the rates with the work done since the last log, and log them."""
+        if pl_module.device.type == "cuda":
+            torch.cuda.synchronize(pl_module.device)  # the steps queued so far are done
+        elapsed = self.seconds + time.perf_counter() - self.start
+        self.throughput.update(
+            time=elapsed,
+            batches=self.batches,
+            samples=self.done.samples,
+            lengths=self.done.tokens,
+            flops=self.done.flops - self.flops_logged,
         )
-        pl_module.log("train/mfu", self.flops / elapsed / self.peak_flops, on_step=True, on_epoch=False)
-        self.tokens = self.samples = 0
-        self.flops = 0.0
-        self.start = time.perf_counter()
+        self.flops_logged = self.done.flops
+        rates = self.throughput.compute()
+        scope = "" if trainer.world_size > 1 else "device/"  # the sums over devices, or the one device's
+        self.unit = "samples" if pl_module.model.input_kind == "images" else "tokens"
+        rate = rates[f"{scope}{'samples' if self.unit == 'samples' else 'items'}_per_sec"]
+        pl_module.log(f"train/{self.unit}_per_s", rate, on_step=True, on_epoch=False, prog_bar=True)
+        if "device/mfu" in rates:
+            pl_module.log("train/mfu", rates["device/mfu"], on_step=True, on_epoch=False)
+        count = self.done.samples if self.unit == "samples" else self.done.tokens
+        self.total_count, self.total_time = count * trainer.world_size, elapsed
