@@ -23,8 +23,6 @@ import pytorch_lightning as pl
 import torch
 from lightning_fabric.utilities.throughput import Throughput, get_available_flops
 
-from attnlab.tasks.base import Work
-
 
 def precision_dtype(precision: str | int | None) -> torch.dtype:
     """The dtype the matrix products run in under a Lightning ``precision`` setting."""
@@ -67,8 +65,8 @@ class ThroughputLogger(pl.Callback):
         self.throughput = Throughput(
             available_flops=self.peak_flops, world_size=trainer.world_size, window_size=2
         )
-        self.done = Work(0, 0, 0.0)  # on this device since the fit started
-        self.batches = 0
+        self.tokens = self.samples = self.batches = 0  # on this device since the fit started
+        self.flops = 0.0
         self.flops_logged = 0.0  # FLOPs of this device until the last log
         self.seconds = 0.0  # of training before the current stretch (validation pauses the clock)
         self.start = time.perf_counter()
@@ -87,8 +85,9 @@ class ThroughputLogger(pl.Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: object, batch: dict, batch_idx: int
     ) -> None:
         work = pl_module.batch_work(batch)
-        done = self.done
-        self.done = Work(done.tokens + work.tokens, done.samples + work.samples, done.flops + work.flops)
+        self.tokens += work.tokens
+        self.samples += work.samples
+        self.flops += work.flops
         self.batches += 1
         every = self.log_every_n_steps or trainer.log_every_n_steps or 1
         step = trainer.global_step
@@ -105,11 +104,11 @@ class ThroughputLogger(pl.Callback):
         self.throughput.update(
             time=elapsed,
             batches=self.batches,
-            samples=self.done.samples,
-            lengths=self.done.tokens,
-            flops=self.done.flops - self.flops_logged,
+            samples=self.samples,
+            lengths=self.tokens,
+            flops=self.flops - self.flops_logged,
         )
-        self.flops_logged = self.done.flops
+        self.flops_logged = self.flops
         rates = self.throughput.compute()
         scope = "" if trainer.world_size > 1 else "device/"  # the sums over devices, or the one device's
         self.unit = "samples" if pl_module.model.input_kind == "images" else "tokens"
@@ -117,5 +116,5 @@ class ThroughputLogger(pl.Callback):
         pl_module.log(f"train/{self.unit}_per_s", rate, on_step=True, on_epoch=False, prog_bar=True)
         if "device/mfu" in rates:
             pl_module.log("train/mfu", rates["device/mfu"], on_step=True, on_epoch=False)
-        count = self.done.samples if self.unit == "samples" else self.done.tokens
+        count = self.samples if self.unit == "samples" else self.tokens
         self.total_count, self.total_time = count * trainer.world_size, elapsed
