@@ -69,7 +69,7 @@ def time_to_first_step(model: str, timeout: float = 300.0) -> tuple[float, float
             "trainer.enable_progress_bar=false",
             "test_after_fit=false",
             f"run_dir={tmp}",
-            "callbacks=[{_target_:benchmarks.startup.FirstStepMarker}]",
+            "+callbacks.first_step={_target_:benchmarks.startup.FirstStepMarker}",
         ]
         env = {
             **os.environ,

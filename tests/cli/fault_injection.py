@@ -1,4 +1,4 @@
-"""Callbacks that break a run on purpose (used through ``callbacks=[...]``): an exception after some
+"""Callbacks that break a run on purpose (used through ``+callbacks.<name>={_target_: ...}``): an exception after some
 optimizer steps, or SIGKILL at a chosen write or rename of a checkpoint."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class InjectFaults(pl.Callback):
     makes, one line each in ``record``; with ``kill_at=k`` the process kills itself (SIGKILL) at the k-th
     of them (0-based): halfway through a write, or just before a rename or removal.
 
-    Installed when the callback is built (``callbacks=[{_target_: fault_injection.InjectFaults, ...}]``),
+    Installed when the callback is built (``+callbacks.faults={_target_: fault_injection.InjectFaults, ...}``),
     before any checkpoint is written. The events are found by patching ``open`` (for writing),
     ``os.replace``, ``os.remove`` and ``os.unlink``: whatever writes them, nothing is guessed.
     """

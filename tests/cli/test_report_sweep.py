@@ -16,7 +16,7 @@ from attnlab.report.table import format_number
 
 pytestmark = pytest.mark.slow
 GPT = [*TINY, *TEXT, "model=gpt-tiny", "sample.max_new_tokens=0", "logger=csv"]
-FAIL_SEED_3 = "callbacks=[{_target_:fault_injection.FailAtStep,step:2,seed:3}]"
+FAIL_SEED_3 = "+callbacks.fault={_target_:fault_injection.FailAtStep,step:2,seed:3}"
 ERROR = "RuntimeError: deliberate failure at step 2"
 
 

@@ -59,7 +59,17 @@ CASES = [
     (["optim=muon", "trainer=fsdp"], "optim.name=muon: cannot run under trainer.strategy=fsdp"),
     (["trainer.precision=64"], "trainer.precision=64: choose one of 32, bf16-mixed, 16-mixed"),
     (["trainer.devices=0"], "trainer.devices=0: a positive count, -1 or auto (all), or a list of device ids"),
-    (["logger.names=[comet]"], "logger.names[0]=comet: choose one of wandb, csv, tensorboard"),
+    (["logger.wandb.mode=cloud"], "logger.wandb.mode=cloud: choose one of offline, online, disabled"),
+    (["+logger.comet={}"], "logger.comet={}: not a known key; allowed keys: wandb, csv, tensorboard"),
+    (
+        ["+callbacks.x={_target_:nonexistent.Cls}"],
+        "callbacks.x._target_=nonexistent.Cls: the import path of a Callback subclass (package.module.Class); "
+        "not importable (ModuleNotFoundError)",
+    ),
+    (
+        ["trainer._target_=nonexistent.Trainer"],
+        "trainer._target_=nonexistent.Trainer: the import path of a Trainer",
+    ),
     (["ckpt_path=last"], "ckpt_path=last: no checkpoints/last.ckpt in"),
     (["ckpt_path=nowhere.ckpt"], "ckpt_path=nowhere.ckpt: no such checkpoint file"),
     (

@@ -31,7 +31,7 @@ def assert_failed_cleanly(result: subprocess.CompletedProcess, run_dir: Path) ->
 
 def test_a_failed_checkpoint_write_keeps_the_previous_checkpoint(tmp_path: Path) -> None:
     """The third checkpoint write (step 6's best) fails half-way; last.ckpt of step 3 stays as it was."""
-    fail = "callbacks=[{_target_:fault_injection.DiskFullAtWrite,at:2}]"
+    fail = "+callbacks.fault={_target_:fault_injection.DiskFullAtWrite,at:2}"
     result = cli([*ARGS, "run_dir=run", fail], tmp_path)
     error = assert_failed_cleanly(result, tmp_path / "run")
     assert f"{tmp_path / 'run' / 'checkpoints'}" in error and "MB free" in error, error

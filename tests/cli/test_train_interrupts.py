@@ -38,7 +38,7 @@ def full(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize(("name", "step"), [("SIGTERM", 2), ("SIGINT", 3)])  # step 3 validates
 def test_a_signal_saves_the_step_and_prints_an_exact_resume_command(full: Path, name: str, step: int) -> None:
     cwd, run_dir = full.parent, full.parent / name
-    stop = f"callbacks=[{{_target_:fault_injection.SignalAtStep,step:{step},signal:{name}}}]"
+    stop = f"+callbacks.stop={{_target_:fault_injection.SignalAtStep,step:{step},signal:{name}}}"
     stopped = cli([*ARGS, f"run_dir={run_dir.name}", stop], cwd)
     assert stopped.returncode == 128 + getattr(signal, name), stopped.stderr
     last = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
@@ -46,7 +46,7 @@ def test_a_signal_saves_the_step_and_prints_an_exact_resume_command(full: Path, 
     command = stopped.stderr.split("resume with: ", 1)[1].splitlines()[0]
     program, *args = shlex.split(command)
     assert program == "attnlab-train" and f"run_dir={run_dir}" in args and "ckpt_path=last" in args
-    check(cli([a for a in args if not a.startswith("callbacks=")], cwd))
+    check(cli([a for a in args if not a.startswith("+callbacks.")], cwd))
 
     before, after = run_dir / "csv", run_dir / "csv" / "resumed-1"
     losses = csv_series(before, "train/loss") | csv_series(after, "train/loss")

@@ -40,7 +40,7 @@ ARGS = [
 
 
 def faults(record: Path, kill_at: int = -1) -> str:
-    return f"callbacks=[{{_target_:fault_injection.InjectFaults,record:'{record}',kill_at:{kill_at}}}]"
+    return f"+callbacks.faults={{_target_:fault_injection.InjectFaults,record:'{record}',kill_at:{kill_at}}}"
 
 
 def newest_csv(run_dir: Path) -> Path:

@@ -32,8 +32,8 @@ def test_each_logger_writes_only_its_files(tmp_path: Path) -> None:
 
 
 def test_a_failed_job_leaves_the_others_intact(tmp_path: Path) -> None:
-    fail = "[{_target_:fault_injection.FailAtStep,step:2}]"
-    result = cli(["-m", f"callbacks=[],{fail},[]", "logger=many", *GPT], tmp_path)
+    fail = "+callbacks.fault={_target_:fault_injection.FailAtStep,step:2,seed:3}"  # job 1 only
+    result = cli(["-m", "seed=1,3,5", fail, "logger=many", *GPT], tmp_path)
     assert result.returncode == 1
     assert "error: job 1 (" in result.stderr and "RuntimeError: deliberate failure at step 2" in result.stderr
     assert "error: 1 job(s) of the multirun failed:" in result.stderr
@@ -58,7 +58,7 @@ def test_optuna_search_runs_its_trials_and_reports_the_best(tmp_path: Path) -> N
 
 
 def test_a_failed_single_run_ends_with_one_line_and_its_traceback_in_the_log(tmp_path: Path) -> None:
-    fail = "callbacks=[{_target_:fault_injection.FailAtStep,step:2}]"
+    fail = "+callbacks.fault={_target_:fault_injection.FailAtStep,step:2}"
     result = cli([fail, "logger=wandb", *GPT], tmp_path)
     (run,) = tmp_path.glob("outputs/*/*")
     assert result.returncode == 1

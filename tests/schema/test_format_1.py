@@ -48,3 +48,17 @@ def test_keys_of_other_families_are_dropped_and_unknown_keys_still_refused() -> 
     assert read_optim_config(upgrade_group("optim", old["optim"])).betas == old["optim"]["betas"]
     with pytest.raises(ConfigError, match=r"model\.n_experts=8: not a known key"):
         read_model_config(upgrade_group("model", {**old["model"], "n_experts": 8}))
+
+
+def test_loggers_by_name_and_a_list_of_callbacks_read_as_target_configs() -> None:
+    """Formats 1 and 2 (before loggers and callbacks were _target_ configs) named loggers in ``logger.names`` and listed callbacks."""
+    old = saved("bert")["run"]
+    old = {
+        **old,
+        "logger": {**old["logger"], "names": ["wandb", "tensorboard"], "run_name": "r", "tags": ["t"]},
+        "callbacks": [{"_target_": "pytorch_lightning.callbacks.EarlyStopping", "monitor": "val/loss"}],
+    }
+    run = validate_saved(old)
+    assert run.logger.csv is None and run.logger.tensorboard is not None and run.logger.tags == ["t"]
+    assert (run.logger.wandb.name, run.logger.wandb.project) == ("r", old["logger"]["project"])
+    assert run.callbacks == {"callback_0": old["callbacks"][0]}

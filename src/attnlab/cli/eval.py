@@ -142,8 +142,9 @@ def evaluate(
     pl.seed_everything(run.seed, verbose=False)
     name = f"eval-{Path(ev.ckpt_path).resolve().parent.parent.name}"
     loggers = build_loggers(
-        replace(ev.logger, run_name=ev.logger.run_name or name),
+        ev.logger,
         out_dir,
+        name=name,
         group="eval",
         wandb_id=new_wandb_id(),
         config=plain(ev),

@@ -45,6 +45,7 @@ from attnlab.training.rundir import (
     resolve_ckpt_path,
     save_config,
 )
+from attnlab.training.targets import check_targets
 
 if TYPE_CHECKING:
     import pytorch_lightning as pl
@@ -79,6 +80,7 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
     run = resolve_init_from(validate(config), explicit_model_keys(overrides))
     check_sweeper(config, run)
     check_devices(run.trainer)
+    check_targets(run)
     check_source(run.data, run.model)
     given = run_dir_given(config)
     if run_dir is None:  # a multirun's base config: every job is checked again
@@ -245,14 +247,14 @@ def _fit(run: RunConfig, run_dir: Path, config: dict, group: str | None, summary
     wandb_id = resumed.get("wandb_id") or new_wandb_id()
     metrics_file = MetricsFileLogger(run_dir, resume_step=resumed.get("global_step"))  # whatever logger=
     loggers = [
-        *build_loggers(run.logger, run_dir, group=group, wandb_id=wandb_id, config=config),
+        *build_loggers(run.logger, run_dir, name=run_dir.name, group=group, wandb_id=wandb_id, config=config),
         metrics_file,
     ]
     trainer = build_trainer(run, run_dir, loggers, build_callbacks(run, run_dir, config, wandb_id))
     metrics_file.trainer = trainer
     if trainer.is_global_zero:
         save_into(run_dir, datamodule.save_tokenizer)  # whole files or none, even on a full disk
-    trainer.fit(task, datamodule=datamodule, ckpt_path=run.ckpt_path)
+    trainer.fit(task, datamodule=datamodule, ckpt_path=run.ckpt_path, weights_only=True)  # plain data only
     for callback in trainer.checkpoint_callbacks:
         if isinstance(callback, LastCheckpoint):
             callback.save_final(trainer)  # the final state, unless last.ckpt holds it already
@@ -324,7 +326,7 @@ def test(trainer: pl.Trainer, task: pl.LightningModule, datamodule: Any, run_dir
     from attnlab.tasks.base import LOG_AXES
 
     ckpt = best_checkpoint(trainer)
-    results = trainer.test(task, datamodule=datamodule, ckpt_path=ckpt, verbose=False)
+    results = trainer.test(task, datamodule=datamodule, ckpt_path=ckpt, verbose=False, weights_only=True)
     metrics = {k: float(v) for k, v in (results[0] if results else {}).items() if k not in LOG_AXES}
     if trainer.is_global_zero:
         text = json.dumps({"ckpt_path": ckpt, "metrics": metrics}, indent=1)

@@ -70,6 +70,7 @@ def read_run_config(values: Mapping) -> RunConfig:
     """A run's config saved as plain data (``config.yaml``, a checkpoint's run config), of any format."""
     if is_format_1(values):
         values = from_format_1(values)
+    values = with_logger_targets(values)
     node = OmegaConf.structured(RunConfig)
     node.model = _model_node(_group(values, "model"))
     for name, union in (("data", DATA), ("task", TASKS), ("optim", OPTIMIZERS)):
@@ -110,6 +111,26 @@ def from_format_1(run: Mapping) -> dict:
             upgraded[name] = upgrade_group(name, run[name])
     if isinstance(run.get("data"), Mapping):
         upgraded["data"] = _own_keys(DATA, run["data"])
+    return upgraded
+
+
+def with_logger_targets(run: Mapping) -> Mapping:
+    """A run config saved before loggers and callbacks were ``_target_`` configs (``logger.names``, a
+    list of callbacks: formats 1 and 2) in today's shape: a config per logger named, the callbacks by
+    their position."""
+    logger, callbacks = run.get("logger"), run.get("callbacks")
+    upgraded = dict(run)
+    if isinstance(logger, Mapping) and "names" in logger:
+        names = list(logger["names"] or [])
+        wandb = {k: logger[k] for k in ("project", "group", "mode") if k in logger}
+        upgraded["logger"] = {
+            "wandb": {**wandb, "name": logger.get("run_name")} if "wandb" in names else None,
+            "csv": {} if "csv" in names else None,
+            "tensorboard": {} if "tensorboard" in names else None,
+            "tags": list(logger.get("tags") or []),
+        }
+    if isinstance(callbacks, list):
+        upgraded["callbacks"] = {f"callback_{i}": c for i, c in enumerate(callbacks)}
     return upgraded
 
 

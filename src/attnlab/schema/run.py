@@ -39,12 +39,6 @@ class Profiler(Choice):
     pytorch = "pytorch"
 
 
-class LoggerName(Choice):
-    wandb = "wandb"
-    csv = "csv"
-    tensorboard = "tensorboard"
-
-
 class WandbMode(Choice):
     offline = "offline"
     online = "online"
@@ -53,8 +47,14 @@ class WandbMode(Choice):
 
 @dataclass
 class TrainerConfig:
-    """Lightning Trainer settings; intervals count optimizer steps (not micro-batches)."""
+    """Lightning Trainer settings; intervals count optimizer steps (not micro-batches).
 
+    ``hydra.utils.instantiate`` builds the Trainer from ``_target_`` and the fields that are its
+    arguments; ``strategy``, ``val_every_n_steps`` and ``profiler`` are attnlab's own, translated
+    into Trainer arguments by ``attnlab.training.trainer.lightning_settings``.
+    """
+
+    _target_: str = "pytorch_lightning.Trainer"
     accelerator: Accelerator = Accelerator.cpu
     devices: Any = 1  # a count, -1 or "auto" for all, or a list of device ids
     num_nodes: int = 1
@@ -122,14 +122,44 @@ def batches_ok(value: Any) -> bool:
 
 
 @dataclass
-class LoggerConfig:
-    """Which loggers record the run; all write under the run directory."""
+class WandbLoggerConfig:
+    """Weights & Biases, offline unless ``mode=online`` (or ``$WANDB_MODE``): no account is needed."""
 
-    names: list[LoggerName] = field(default_factory=lambda: [LoggerName.wandb])  # [] for none
+    _target_: str = "pytorch_lightning.loggers.WandbLogger"
     project: str = "attnlab"
     group: str | None = None  # None: one group per multirun (its sweep directory)
-    run_name: str | None = None  # None: the run directory's name
-    mode: WandbMode | None = None  # wandb; None: $WANDB_MODE, else offline
+    name: str | None = None  # None: the run directory's name
+    mode: WandbMode | None = None  # None: $WANDB_MODE, else offline
+
+
+@dataclass
+class CSVLoggerConfig:
+    """Lightning's CSV logger: ``<run_dir>/<name>/metrics.csv``."""
+
+    _target_: str = "pytorch_lightning.loggers.CSVLogger"
+    name: str = "csv"
+
+
+@dataclass
+class TensorBoardLoggerConfig:
+    """TensorBoard event files in ``<run_dir>/<name>/``."""
+
+    _target_: str = "pytorch_lightning.loggers.TensorBoardLogger"
+    name: str = "tensorboard"
+    default_hp_metric: bool = False
+
+
+@dataclass
+class LoggerConfig:
+    """The loggers that record the run, each instantiated from its ``_target_`` (null: not used); all
+    write under the run directory (``attnlab.training.loggers.build_loggers`` adds where and the run's
+    names). The ``logger`` group's options (wandb, csv, tensorboard, many, none) switch them."""
+
+    wandb: WandbLoggerConfig | None = field(default_factory=WandbLoggerConfig)
+    csv: CSVLoggerConfig | None = None
+    tensorboard: TensorBoardLoggerConfig | None = None
+    # The run's tags, for the loggers that take tags (wandb): outside a logger's config, so that an
+    # experiment tags its runs whichever loggers are chosen.
     tags: list[str] = field(default_factory=list)
 
 
@@ -179,7 +209,10 @@ class RunConfig:
     run_dir: str = RUN_DIR  # the directory the run writes into; give an existing run's to resume in place
     compile: bool = False  # torch.compile the model (no gain on a small CPU)
     test_after_fit: bool = True  # evaluate the best checkpoint on the test split at the end
-    callbacks: list[Any] = field(default_factory=list)  # extra Lightning callbacks: [{_target_: ...}]
+    # Lightning callbacks beside attnlab's own, by name: each {_target_: package.Class, its arguments}
+    # (null: left out). The callbacks group adds some (callbacks=early_stopping); +callbacks.<name>={...}
+    # adds any.
+    callbacks: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         defaults = {"model": GPTConfig, "data": TextData, "task": CausalLMTask, "optim": AdamWConfig}
@@ -200,9 +233,11 @@ class RunConfig:
         ):
             group.check()
         not_negative("seed", self.seed)
-        for i, callback in enumerate(self.callbacks):
-            if not isinstance(callback, Mapping) or "_target_" not in callback:
-                raise ConfigError(f"callbacks[{i}]", callback, "must be a mapping with a _target_ class path")
+        for name, callback in self.callbacks.items():
+            if callback is not None and (not isinstance(callback, Mapping) or "_target_" not in callback):
+                raise ConfigError(
+                    f"callbacks.{name}", callback, "must be a mapping with a _target_ class path, or null"
+                )
 
 
 @dataclass

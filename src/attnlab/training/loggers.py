@@ -1,4 +1,5 @@
-"""The run's loggers (wandb offline by default, CSV, TensorBoard), all writing under the run directory."""
+"""The run's loggers (wandb offline by default, CSV, TensorBoard) from their ``_target_`` configs, all
+writing under the run directory."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ import sys
 from itertools import count
 from pathlib import Path
 
-from pytorch_lightning.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
+from hydra.utils import instantiate
+from pytorch_lightning.loggers import Logger
 
-from attnlab.schema.run import LoggerConfig
+from attnlab.schema.load import plain
+from attnlab.schema.run import LoggerConfig, WandbLoggerConfig
 
 
-def wandb_mode(cfg: LoggerConfig) -> str:
-    """``logger.mode``, else ``$WANDB_MODE``, else offline: no account is needed by default."""
+def wandb_mode(cfg: WandbLoggerConfig) -> str:
+    """``logger.wandb.mode``, else ``$WANDB_MODE``, else offline: no account is needed by default."""
     mode = str(cfg.mode or os.environ.get("WANDB_MODE") or "offline")
     return "offline" if mode == "dryrun" else mode
 
@@ -24,35 +27,39 @@ def new_wandb_id() -> str:
 
 
 def build_loggers(
-    cfg: LoggerConfig, run_dir: Path, *, group: str | None, wandb_id: str, config: dict
+    cfg: LoggerConfig, run_dir: Path, *, name: str, group: str | None, wandb_id: str, config: dict
 ) -> list[Logger]:
-    """One logger per name in ``cfg.names``; ``wandb_id`` continues a resumed run's wandb curve."""
-    name = cfg.run_name or run_dir.name
+    """Each logger of ``cfg`` that is set, instantiated from its ``_target_``, writing into ``run_dir``.
+    ``name`` is the run's (unless the logger's config names it), ``group`` its multirun's, ``wandb_id``
+    continues a resumed run's wandb curve, and ``config`` is the run's, which wandb records."""
     loggers: list[Logger] = []
-    for kind in cfg.names:
-        if kind == "wandb":
-            loggers.append(
-                WandbLogger(
-                    name=name,
-                    save_dir=str(run_dir),
-                    id=wandb_id,
-                    project=cfg.project,
-                    group=cfg.group or group,
-                    tags=list(cfg.tags),
-                    mode=wandb_mode(cfg),
-                    config=config,
-                    resume="allow",
-                )
+    if cfg.wandb is not None:
+        w = cfg.wandb
+        loggers.append(
+            _instantiate(
+                w,
+                save_dir=str(run_dir),
+                name=w.name or name,
+                group=w.group or group,
+                mode=wandb_mode(w),
+                tags=list(cfg.tags),
+                id=wandb_id,
+                config=config,
+                resume="allow",
             )
-        elif kind == "csv":
-            loggers.append(CSVLogger(save_dir=str(run_dir), name="csv", version=csv_version(run_dir / "csv")))
-        elif kind == "tensorboard":
-            loggers.append(
-                TensorBoardLogger(
-                    save_dir=str(run_dir), name="tensorboard", version="", default_hp_metric=False
-                )
-            )
+        )
+    if cfg.csv is not None:
+        loggers.append(
+            _instantiate(cfg.csv, save_dir=str(run_dir), version=csv_version(run_dir / cfg.csv.name))
+        )
+    if cfg.tensorboard is not None:
+        loggers.append(_instantiate(cfg.tensorboard, save_dir=str(run_dir), version=""))
     return loggers
+
+
+def _instantiate(cfg: object, **run_settings: object) -> Logger:
+    """The logger of ``cfg._target_``, its fields and ``run_settings`` as arguments."""
+    return instantiate({**plain(cfg), **run_settings}, _convert_="all")  # wandb's `config` is no kwarg here
 
 
 def csv_version(root: Path) -> str:

@@ -1,16 +1,19 @@
-"""The Lightning Trainer of a run, from its trainer settings."""
+"""The Lightning Trainer of a run, instantiated from its trainer settings (``trainer._target_``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytorch_lightning as pl
+from hydra.utils import instantiate
 from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import Logger
 from pytorch_lightning.profilers import AdvancedProfiler, PyTorchProfiler, SimpleProfiler
 from pytorch_lightning.strategies import DDPStrategy, FSDPStrategy, Strategy
 
 from attnlab.blocks.layers import TransformerLayer
+from attnlab.schema.load import plain
 from attnlab.schema.run import RunConfig, TrainerConfig
 from attnlab.training.callbacks import AtomicCheckpointIO
 
@@ -27,37 +30,38 @@ def strategy(cfg: TrainerConfig) -> str | Strategy:
     return str(cfg.strategy)
 
 
+# TrainerConfig fields that are not arguments of Lightning's Trainer: lightning_settings translates them.
+ATTNLAB_SETTINGS = ("strategy", "val_every_n_steps", "profiler")
+
+
+def lightning_settings(t: TrainerConfig, run_dir: Path) -> dict[str, Any]:
+    """The Trainer arguments that attnlab's own trainer settings stand for: validation every
+    ``val_every_n_steps`` optimizer steps, a strategy whose checkpoints are written whole or not at
+    all, a profiler writing into the run directory, a run bounded by steps, and data modules that
+    shard over ranks themselves (exact resume)."""
+    return {
+        "strategy": strategy(t),
+        "plugins": [AtomicCheckpointIO()] if t.strategy not in ("ddp", "fsdp") else [],
+        "val_check_interval": t.val_every_n_steps * t.accumulate_grad_batches,
+        "check_val_every_n_epoch": None,
+        "profiler": PROFILERS[t.profiler](dirpath=run_dir, filename="profile") if t.profiler else None,
+        "max_epochs": -1,
+        "enable_checkpointing": not t.fast_dev_run,
+        "use_distributed_sampler": False,
+        "default_root_dir": run_dir,
+    }
+
+
 def build_trainer(
     run: RunConfig, run_dir: Path, loggers: list[Logger], callbacks: list[Callback]
 ) -> pl.Trainer:
-    t = run.trainer
-    profiler = PROFILERS[t.profiler](dirpath=run_dir, filename="profile") if t.profiler else None
-    plugins = [AtomicCheckpointIO()] if t.strategy not in ("ddp", "fsdp") else []
-    return pl.Trainer(
-        accelerator=str(t.accelerator),
-        devices=t.devices,
-        num_nodes=t.num_nodes,
-        strategy=strategy(t),
-        precision=t.precision,
-        max_steps=t.max_steps,
-        max_epochs=-1,
-        val_check_interval=t.val_every_n_steps * t.accumulate_grad_batches,
-        check_val_every_n_epoch=None,
-        limit_val_batches=t.limit_val_batches,
-        limit_test_batches=t.limit_test_batches,
-        num_sanity_val_steps=t.num_sanity_val_steps,
-        gradient_clip_val=t.gradient_clip_val,
-        accumulate_grad_batches=t.accumulate_grad_batches,
-        log_every_n_steps=t.log_every_n_steps,
-        enable_progress_bar=t.enable_progress_bar,
-        enable_checkpointing=not t.fast_dev_run,
-        deterministic=t.deterministic,
-        fast_dev_run=t.fast_dev_run or False,
-        overfit_batches=t.overfit_batches,
-        profiler=profiler,
+    """The Trainer of ``run.trainer._target_`` (Lightning's by default): its fields as the Trainer's
+    arguments, with attnlab's own settings translated (``lightning_settings``)."""
+    arguments = {k: v for k, v in plain(run.trainer).items() if k not in ATTNLAB_SETTINGS}
+    return instantiate(
+        arguments,
+        **lightning_settings(run.trainer, run_dir),
         logger=loggers or False,
         callbacks=callbacks,
-        default_root_dir=run_dir,
-        use_distributed_sampler=False,  # the data modules shard over ranks themselves (exact resume)
-        plugins=plugins,
+        _convert_="all",
     )

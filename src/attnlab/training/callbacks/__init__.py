@@ -45,7 +45,7 @@ def build_callbacks(run: RunConfig, run_dir: Path, config: dict, wandb_id: str) 
     if run.task.log_attention_every_n_epochs > 0:
         every = run.task.log_attention_every_n_epochs
         callbacks.append(AttentionMapLogger(every, save_dir=run_dir / "attention"))
-    callbacks += [instantiate(c) for c in run.callbacks]
+    callbacks += [instantiate(c) for c in run.callbacks.values() if c is not None]
     return callbacks
 
 

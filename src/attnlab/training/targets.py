@@ -1,0 +1,44 @@
+"""The classes a run's config names by ``_target_`` (its Trainer, extra callbacks), checked before the
+run directory exists: one line naming the key, instead of an error from ``instantiate`` mid-run."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.run import RunConfig, TrainerConfig
+
+
+def check_targets(run: RunConfig) -> None:
+    """``trainer._target_`` names a Lightning Trainer, each ``callbacks.<name>._target_`` a Callback.
+    Each class is imported first, Lightning only then (to compare), and only when there is something
+    other than the default Trainer to check: a path that names nothing fails fast."""
+    targets = [
+        (f"callbacks.{name}._target_", c["_target_"], "Callback") for name, c in run.callbacks.items() if c
+    ]
+    if run.trainer._target_ != TrainerConfig._target_:
+        targets.append(("trainer._target_", run.trainer._target_, "Trainer"))
+    found = [(key, path, kind, target_class(key, path, kind)) for key, path, kind in targets]
+    if not found:
+        return
+    import pytorch_lightning as pl
+
+    for key, path, kind, cls in found:
+        if not isinstance(cls, type) or not issubclass(cls, getattr(pl, kind)):
+            raise ConfigError(key, path, f"{allowed(kind)}; {path.rpartition('.')[2]} is not one")
+
+
+def allowed(kind: str) -> str:
+    return f"the import path of a {kind} subclass (package.module.Class)"
+
+
+def target_class(key: str, path: Any, kind: str) -> object:
+    """What the dotted ``path`` names, imported."""
+    if not isinstance(path, str):
+        raise ConfigError(key, path, allowed(kind))
+    module, _, name = path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as err:  # ValueError: no module part
+        raise ConfigError(key, path, f"{allowed(kind)}; not importable ({type(err).__name__})") from None

@@ -1,0 +1,84 @@
+"""The Trainer, the loggers and the callbacks of a run, instantiated from their ``_target_`` configs as
+``attnlab-train`` composes them (no fit: building them is what is checked)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+from pytorch_lightning.callbacks import EarlyStopping
+from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+
+from attnlab.cli.app import config_dir, register_schemas
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.load import to_object
+from attnlab.training.callbacks import build_callbacks
+from attnlab.training.loggers import build_loggers
+from attnlab.training.targets import check_targets
+from attnlab.training.trainer import build_trainer
+
+
+def composed(*overrides: str) -> DictConfig:
+    """``attnlab-train``'s config with ``overrides``, as Hydra composes it."""
+    register_schemas()
+    with initialize_config_dir(str(config_dir()), version_base="1.3"):
+        return compose("train", overrides=list(overrides))
+
+
+LOGGERS = {
+    "wandb": [WandbLogger],
+    "csv": [CSVLogger],
+    "tensorboard": [TensorBoardLogger],
+    "many": [WandbLogger, CSVLogger, TensorBoardLogger],
+    "none": [],
+}
+
+
+@pytest.mark.parametrize("option", sorted(LOGGERS))
+def test_each_logger_option_builds_its_loggers_in_the_run_directory(
+    option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    run = to_object(composed(f"logger={option}", "+logger.tags=[sweep]"))
+    loggers = build_loggers(run.logger, tmp_path, name="job", group="g", wandb_id="abc", config={"seed": 1})
+    assert [type(logger) for logger in loggers] == LOGGERS[option]
+    for logger in loggers:
+        if isinstance(logger, WandbLogger):
+            assert logger._wandb_init["tags"] == ["sweep"] and logger._wandb_init["id"] == "abc"
+            assert logger._wandb_init["name"] == "job" and logger._wandb_init["mode"] == "offline"
+        else:
+            assert Path(logger.log_dir).parent == tmp_path
+
+
+def test_the_trainer_gets_its_arguments_and_attnlabs_settings_translated(tmp_path: Path) -> None:
+    run = to_object(composed("trainer.val_every_n_steps=7", "trainer.accumulate_grad_batches=2"))
+    trainer = build_trainer(run, tmp_path, [], [])
+    assert trainer.max_steps == run.trainer.max_steps and trainer.accumulate_grad_batches == 2
+    assert trainer.val_check_interval == 14  # micro-batches between validations
+    assert trainer.gradient_clip_val == run.trainer.gradient_clip_val
+    assert type(trainer.strategy.checkpoint_io).__name__ == "AtomicCheckpointIO"
+
+
+def test_early_stopping_is_an_option_of_the_callbacks_group(tmp_path: Path) -> None:
+    run = to_object(composed("model=vit", "callbacks=early_stopping", "callbacks.early_stopping.patience=5"))
+    (stopping,) = [c for c in build_callbacks(run, tmp_path, {}, "abc") if isinstance(c, EarlyStopping)]
+    assert (stopping.monitor, stopping.mode, stopping.patience) == ("val/acc", "max", 5)  # vit's task.monitor
+    assert to_object(composed()).callbacks == {}
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "+callbacks.x={_target_:nonexistent.Cls}",
+            "callbacks.x._target_=nonexistent.Cls: the import path of",
+        ),
+        ("+callbacks.x={_target_:torch.nn.Linear}", "Linear is not one"),
+        ("trainer._target_=pytorch_lightning.Callback", "trainer._target_=pytorch_lightning.Callback: "),
+    ],
+)
+def test_a_target_that_is_not_an_importable_class_of_its_kind_is_refused(override: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        check_targets(to_object(composed(override)))
