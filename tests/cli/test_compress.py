@@ -126,7 +126,7 @@ def test_the_int8_checkpoint_is_smaller_plain_data_and_keeps_the_loss(checkpoint
     assert torch.serialization.get_unsafe_globals_in_checkpoint(str(path)) == []  # nothing pickled
     saved = torch.load(path, weights_only=True)
     assert not {"optimizer_states", "lr_schedulers", "loops", "callbacks"} & set(saved)
-    assert saved["attnlab"]["quantization"]["method"] == "int8"
+    assert saved["attnlab_quantization"]["method"] == "int8"
     weights = [v for k, v in saved["state_dict"].items() if isinstance(v, Int8Tensor)]
     assert weights and all(w.qdata.dtype == torch.int8 for w in weights)
     assert validation_loss(path) == pytest.approx(validation_loss(checkpoint(family)), abs=0.02)
