@@ -42,12 +42,14 @@ def test_each_logger_option_builds_its_loggers_in_the_run_directory(
 ) -> None:
     monkeypatch.setenv("WANDB_MODE", "offline")
     run = to_object(composed(f"logger={option}", "+logger.tags=[sweep]"))
-    loggers = build_loggers(run.logger, tmp_path, name="job", group="g", wandb_id="abc", config={"seed": 1})
+    config = {"seed": 1, "trainer": {"_target_": "pytorch_lightning.Trainer", "val_every_n_steps": 3}}
+    loggers = build_loggers(run.logger, tmp_path, name="job", group="g", wandb_id="abc", config=config)
     assert [type(logger) for logger in loggers] == LOGGERS[option]
     for logger in loggers:
         if isinstance(logger, WandbLogger):
             assert logger._wandb_init["tags"] == ["sweep"] and logger._wandb_init["id"] == "abc"
             assert logger._wandb_init["name"] == "job" and logger._wandb_init["mode"] == "offline"
+            assert logger._wandb_init["config"] == config  # recorded as data, not instantiated
         else:
             assert Path(logger.log_dir).parent == tmp_path
 

@@ -59,7 +59,9 @@ def build_loggers(
 
 def _instantiate(cfg: object, **run_settings: object) -> Logger:
     """The logger of ``cfg._target_``, its fields and ``run_settings`` as arguments."""
-    return instantiate({**plain(cfg), **run_settings}, _convert_="all")  # wandb's `config` is no kwarg here
+    # Not recursive: the run's config that wandb records holds _target_ nodes (trainer, loggers,
+    # callbacks) that are data here, not objects to build. wandb's `config` is no kwarg of instantiate.
+    return instantiate({**plain(cfg), **run_settings}, _recursive_=False, _convert_="all")
 
 
 def csv_version(root: Path) -> str:

@@ -63,5 +63,6 @@ def build_trainer(
         **lightning_settings(run.trainer, run_dir),
         logger=loggers or False,
         callbacks=callbacks,
+        _recursive_=False,
         _convert_="all",
     )
