@@ -21,7 +21,7 @@ import torch
 from omegaconf import OmegaConf
 from torch import Tensor, nn
 
-from attnlab.compress import QUANTIZATION_KEY, allow_quantized_tensors, quantized_layout
+from attnlab.compress import allow_quantized_tensors, quantization_of, quantized_layout
 from attnlab.data import build_datamodule
 from attnlab.data.tokenizers import load_tokenizer
 from attnlab.models import build_model
@@ -184,13 +184,6 @@ def with_changes(model_cfg: ModelConfig, changes: Mapping[str, Any]) -> ModelCon
     for key, value in changes.items():
         OmegaConf.update(node, key, value, merge=True)
     return OmegaConf.to_object(node)["model"]
-
-
-def quantization_of(checkpoint: dict) -> dict | None:
-    """What attnlab-compress recorded of the checkpoint's quantization (None: not compressed): its own
-    entry, or (compressed before format 3) an item of the "attnlab" entry."""
-    old = checkpoint.get(OLD_CHECKPOINT_KEY)
-    return checkpoint.get(QUANTIZATION_KEY) or (old.get("quantization") if isinstance(old, dict) else None)
 
 
 def _read(path: str) -> object:

@@ -67,8 +67,8 @@ def compress_checkpoint(ckpt: Path, method: str, out: Path) -> str:
     """Write ``ckpt`` with its model compressed by ``method`` to ``out``; returns a line saying so."""
     import torch
 
-    from attnlab.cli.checkpoint import load_task_from_checkpoint, quantization_of
-    from attnlab.compress import QUANTIZATION_KEY, QUANTIZERS
+    from attnlab.cli.checkpoint import load_task_from_checkpoint
+    from attnlab.compress import QUANTIZATION_KEY, QUANTIZERS, quantization_of
     from attnlab.training.files import staged
 
     task = load_task_from_checkpoint(ckpt)  # one-line errors for a file that is not an attnlab checkpoint

@@ -10,6 +10,7 @@ from attnlab.compress.quantize import (
     QUANTIZATION_KEY,
     QUANTIZERS,
     allow_quantized_tensors,
+    quantization_of,
     quantize_int8,
     quantized_layout,
 )
@@ -18,6 +19,7 @@ __all__ = [
     "QUANTIZATION_KEY",
     "QUANTIZERS",
     "allow_quantized_tensors",
+    "quantization_of",
     "quantize_int8",
     "quantized_layout",
 ]

@@ -34,6 +34,15 @@ QUANTIZATION_KEY = "attnlab_quantization"  # a checkpoint entry: {"method": "int
 TORCHAO_PREFIX = "torchao."
 
 
+def quantization_of(checkpoint: object) -> dict | None:
+    """What attnlab-compress recorded of a loaded checkpoint's quantization (None: not compressed): its
+    own entry, or (compressed before checkpoint format 3) an item of the "attnlab" entry."""
+    if not isinstance(checkpoint, dict):
+        return None
+    old = checkpoint.get("attnlab")
+    return checkpoint.get(QUANTIZATION_KEY) or (old.get("quantization") if isinstance(old, dict) else None)
+
+
 def quantize_int8(model: nn.Module) -> nn.Module:
     """``model`` with every ``nn.Linear`` weight as int8 with per-output-channel scales (in place)."""
     ao = torchao_quantization()

@@ -20,8 +20,7 @@ def read_run_state(ckpt_path: str) -> dict[str, Any]:
     the method of attnlab-compress that wrote it (None for a checkpoint of attnlab-train)."""
     import torch
 
-    from attnlab.compress import QUANTIZATION_KEY, allow_quantized_tensors
-    from attnlab.tasks.base import CHECKPOINT_KEY
+    from attnlab.compress import allow_quantized_tensors, quantization_of
 
     allow_quantized_tensors(ckpt_path)  # a checkpoint of attnlab-compress holds torchao's int8 tensors
     try:
@@ -33,7 +32,7 @@ def read_run_state(ckpt_path: str) -> dict[str, Any]:
     state = checkpoint.get(RUN_KEY) if isinstance(checkpoint, dict) else None
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise ConfigError("ckpt_path", ckpt_path, "not a Lightning checkpoint written by attnlab-train")
-    compressed = (checkpoint.get(CHECKPOINT_KEY) or {}).get(QUANTIZATION_KEY, {}).get("method")
+    compressed = (quantization_of(checkpoint) or {}).get("method")
     return {**(state or {}), "global_step": int(checkpoint.get("global_step", 0)), "compressed": compressed}
 
 
