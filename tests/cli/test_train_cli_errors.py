@@ -165,3 +165,29 @@ def test_validation_imports_neither_torch_nor_lightning(tmp_path: Path) -> None:
         result.stderr.strip().splitlines()[-1]
         == "error: model.d_model=128: must be divisible by model.n_heads=3"
     )
+
+
+class RunsCode:
+    """Unpickled, it would create ``marker``: what a poisoned checkpoint does."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return (Path.touch, (self.marker,))
+
+
+@pytest.mark.parametrize("command", ["train", "eval"])
+def test_a_checkpoint_that_would_run_code_is_one_line_and_never_loaded(tmp_path: Path, command: str) -> None:
+    """Resume and eval refuse it before anything is created, never advising weights_only=False."""
+    torch.save({"state_dict": RunsCode(tmp_path / "ran")}, tmp_path / "evil.ckpt")
+    result = cli(["ckpt_path=evil.ckpt"], tmp_path, command=command, timeout=120)
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    path, message = line.removeprefix("error: ckpt_path=").split(": ", 1)
+    assert Path(path).name == "evil.ckpt"  # train names the resolved path, eval the given one
+    assert message == (
+        "not a checkpoint of attnlab: it holds pickled objects beyond tensors and plain data, "
+        "which could run code, so it is not loaded"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".wandb")) == ["evil.ckpt"]

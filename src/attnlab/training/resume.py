@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 from attnlab.schema.errors import ConfigError
@@ -25,6 +26,13 @@ def read_run_state(ckpt_path: str) -> dict[str, Any]:
     allow_quantized_tensors(ckpt_path)  # a checkpoint of attnlab-compress holds torchao's int8 tensors
     try:
         checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
+    except pickle.UnpicklingError:  # torch's message advises weights_only=False: never do that here
+        raise ConfigError(
+            "ckpt_path",
+            ckpt_path,
+            "not a checkpoint of attnlab: it holds pickled objects beyond tensors and plain data, "
+            "which could run code, so it is not loaded",
+        ) from None
     except Exception as err:  # a damaged or foreign file fails in many ways; all mean the same here
         raise ConfigError(
             "ckpt_path", ckpt_path, f"not a readable checkpoint ({type(err).__name__})"
