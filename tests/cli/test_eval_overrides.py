@@ -75,10 +75,15 @@ def test_a_length_beyond_the_learned_positions_is_one_line_before_any_directory(
         *(  # eval runs in one process on one device: the trainer keys it would ignore are not its keys
             (
                 f"trainer.{key}",
-                f"error: trainer.{key}: not a known key; allowed keys: accelerator, devices, precision, "
+                f"error: trainer.{key}: not a known key; allowed keys: _target_, accelerator, devices, precision, "
                 "enable_progress_bar",
             )
             for key in ("strategy=ddp", "num_nodes=2", "max_steps=5")
+        ),
+        (
+            "trainer._target_=nonexistent.Trainer",
+            "error: trainer._target_=nonexistent.Trainer: the import path of a Trainer subclass "
+            "(package.module.Class); not importable (ModuleNotFoundError)",
         ),
         (
             "trainer.devices=2",

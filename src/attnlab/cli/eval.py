@@ -38,6 +38,7 @@ from attnlab.schema.load import plain, to_object
 from attnlab.schema.run import EvalConfig, RunConfig
 from attnlab.schema.rundir import EVAL_DIR, EVAL_METRICS_FILE, eval_dir_of
 from attnlab.training.rundir import save_config
+from attnlab.training.targets import check_trainer_target
 
 log = logging.getLogger("attnlab.eval")
 
@@ -74,6 +75,7 @@ def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str
     ev: EvalConfig = to_object(config)
     ev.check()
     check_devices(ev.trainer, on_the_cpu="use trainer=cpu")
+    check_trainer_target(ev.trainer._target_)
     if run_dir is not None:
         job_run_config(ev.ckpt_path, overrides, ev.data)
         return ev
@@ -123,6 +125,7 @@ def evaluate(
     """Metrics of ``ev.ckpt_path`` (trained in ``run``) on ``ev.split`` of ``evaluated``'s data with
     its model settings, written to ``metrics.json``; and the monitored key."""
     import pytorch_lightning as pl
+    from hydra.utils import instantiate
     from pytorch_lightning.callbacks import RichProgressBar
 
     from attnlab.cli.checkpoint import load_task_from_checkpoint
@@ -154,10 +157,8 @@ def evaluate(
         if ev.limit_batches is not None
         else getattr(run.trainer, f"limit_{ev.split}_batches")
     )
-    trainer = pl.Trainer(
-        accelerator=str(ev.trainer.accelerator),
-        devices=ev.trainer.devices,
-        precision=ev.trainer.precision,
+    trainer = instantiate(
+        plain(ev.trainer),
         logger=loggers or False,
         limit_test_batches=limit,
         limit_val_batches=limit,
@@ -165,6 +166,7 @@ def evaluate(
         use_distributed_sampler=False,
         callbacks=[RichProgressBar()] if ev.trainer.enable_progress_bar else [],
         default_root_dir=out_dir,
+        _convert_="all",
     )
     from attnlab.tasks.base import LOG_AXES
 

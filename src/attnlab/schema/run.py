@@ -243,8 +243,10 @@ class RunConfig:
 @dataclass
 class EvalTrainerConfig:
     """The trainer settings ``attnlab-eval`` uses: it evaluates in one process on one device, so it
-    has no strategy, no nodes and no training intervals (trainer=cpu or trainer=gpu chooses these)."""
+    has no strategy, no nodes and no training intervals (trainer=cpu or trainer=gpu chooses these).
+    ``hydra.utils.instantiate`` builds the Trainer from ``_target_`` and these fields, as for training."""
 
+    _target_: str = "pytorch_lightning.Trainer"
     accelerator: Accelerator = Accelerator.cpu
     devices: Any = 1  # one device: 1, or [<id>] for a given GPU
     precision: str = "32"  # 32 | bf16-mixed | 16-mixed

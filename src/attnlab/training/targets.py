@@ -19,6 +19,17 @@ def check_targets(run: RunConfig) -> None:
     ]
     if run.trainer._target_ != TrainerConfig._target_:
         targets.append(("trainer._target_", run.trainer._target_, "Trainer"))
+    check_classes(targets)
+
+
+def check_trainer_target(path: str) -> None:
+    """``trainer._target_`` of a command other than training (attnlab-eval) names a Lightning Trainer."""
+    if path != TrainerConfig._target_:
+        check_classes([("trainer._target_", path, "Trainer")])
+
+
+def check_classes(targets: list[tuple[str, Any, str]]) -> None:
+    """Each ``(key, dotted path, Lightning base class name)`` imports and is a subclass of that base."""
     found = [(key, path, kind, target_class(key, path, kind)) for key, path, kind in targets]
     if not found:
         return
