@@ -19,6 +19,7 @@ from train_cli import TEST_PRESETS, check, cli, csv_rows, csv_series
 
 pytestmark = pytest.mark.slow
 REL = 1e-6
+# attnlab-eval takes the first two (its trainer has no logging interval)
 COMMON = ["logger=csv", "trainer.enable_progress_bar=false", "trainer.log_every_n_steps=1"]
 # The commands, on a corpus small enough for seconds of evaluation.
 GPT = [*COMMON, "model=gpt-tiny", "trainer.max_steps=8", "trainer.val_every_n_steps=8", "data.seq_len=32"]
@@ -91,7 +92,7 @@ def test_classifier_and_seq2seq_on_two_processes_report_one_process_metrics(tmp_
     }
     assert all(ckpt.endswith(f"best-step{GENERATED_STEPS:06d}.ckpt") for ckpt in ckpts.values())
     # One process: every split of every checkpoint, in one attnlab-eval multirun.
-    sweep = ["-m", f"ckpt_path={ckpts['bert']},{ckpts['seq2seq']}", "split=val,test", *COMMON]
+    sweep = ["-m", f"ckpt_path={ckpts['bert']},{ckpts['seq2seq']}", "split=val,test", *COMMON[:2]]
     check(cli(sweep, tmp_path, command="eval", timeout=600))
 
     names = {"bert": {"loss", "acc", "f1"}, "seq2seq": {"loss", "ppl", "acc", "exact_match", "bleu", "chrf"}}
