@@ -107,4 +107,5 @@ def test_eval_reproduces_the_test_metrics_of_training(jobs: list[Path], family: 
     evaluated = json.loads((out / "metrics.json").read_text())
     assert evaluated["metrics"] == pytest.approx(trained["metrics"], rel=1e-6)
     assert evaluated["overrides"] == {}  # the run's own split, data and batches
-    assert csv_series(out, "test/loss") == pytest.approx({0: trained["metrics"]["test/loss"]}, rel=1e-6)
+    step = int(Path(trained["ckpt_path"]).stem.removeprefix("best-step"))  # logged at the step it evaluates
+    assert csv_series(out, "test/loss") == pytest.approx({step: trained["metrics"]["test/loss"]}, rel=1e-6)
