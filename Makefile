@@ -22,11 +22,11 @@ install: $(STAMP) ## create .venv and install attnlab with the dev extra, pinned
 train: $(STAMP) ## train the default small GPT on the embedded corpus, then print a sample (ARGS="model=vit ...")
 	$(BIN)/attnlab-train $(ARGS)
 
-test: $(STAMP) ## the whole test suite (slow cases included)
-	$(BIN)/pytest -q
+test: $(STAMP) ## the whole test suite (slow cases included), on every core (pytest-xdist)
+	$(BIN)/pytest -q -n auto --dist worksteal
 
 test-fast: $(STAMP) ## the suite without the slow end-to-end cases
-	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -q -n auto --dist worksteal -m "not slow"
 
 lint: $(STAMP) ## ruff, then the import contracts of docs/architecture.md (pyproject.toml [tool.importlinter])
 	$(BIN)/ruff check .
