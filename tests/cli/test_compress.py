@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from train_cli import tiny_checkpoints
 
 pytestmark = pytest.mark.slow  # end to end: trains four tiny runs (about 1 s each), then compresses
 
@@ -52,25 +53,7 @@ COMMON = [
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
     """``checkpoint(family)``: the last.ckpt of a tiny run of that family, trained on first use."""
-    from hydra import compose, initialize_config_dir
-
-    from attnlab.cli.app import config_dir, register_schemas
-    from attnlab.cli.train import train
-    from attnlab.schema.checks import validate
-
-    register_schemas()
-    made: dict[str, Path] = {}
-
-    def get(family: str) -> Path:
-        if family not in made:
-            run_dir = tmp_path_factory.mktemp(family)
-            with initialize_config_dir(str(config_dir()), version_base="1.3"):
-                cfg = compose("train", overrides=RUNS[family] + COMMON)
-            train(validate(cfg), run_dir)
-            made[family] = run_dir / "checkpoints" / "last.ckpt"
-        return made[family]
-
-    return get
+    return tiny_checkpoints(tmp_path_factory, RUNS, COMMON)
 
 
 @pytest.fixture(scope="module")

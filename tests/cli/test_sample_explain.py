@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+from train_cli import tiny_checkpoints
 
 pytest.importorskip("attnlab.train", reason="attnlab.train (issue 3) is not in the tree yet")
 pytestmark = pytest.mark.slow  # end to end: trains five tiny runs (about 1 s each), then runs the commands
@@ -53,25 +54,7 @@ COMMON = [
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
     """``checkpoint(name)``: the last.ckpt of a tiny run of that default experiment, trained on first use."""
-    from hydra import compose, initialize_config_dir
-
-    from attnlab.cli.app import config_dir, register_schemas
-    from attnlab.cli.train import train
-    from attnlab.schema.checks import validate
-
-    register_schemas()
-    made: dict[str, Path] = {}
-
-    def get(name: str) -> Path:
-        if name not in made:
-            run_dir = tmp_path_factory.mktemp(name)
-            with initialize_config_dir(str(config_dir()), version_base="1.3"):
-                cfg = compose("train", overrides=RUNS[name] + COMMON)
-            train(validate(cfg), run_dir)
-            made[name] = run_dir / "checkpoints" / "last.ckpt"
-        return made[name]
-
-    return get
+    return tiny_checkpoints(tmp_path_factory, RUNS, COMMON)
 
 
 @pytest.fixture

@@ -10,8 +10,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import torch
 
 HERE = Path(__file__).resolve().parent
@@ -156,3 +158,29 @@ def wandb_history(run_dir: Path, key: str) -> dict[int, float]:
 def wandb_run(run_dir: Path) -> dict:
     """The run record (id, group, name) of the run's offline wandb log."""
     return next(r["run"] for r in wandb_records(run_dir) if r["type"] == "run")
+
+
+def tiny_checkpoints(
+    factory: pytest.TempPathFactory, runs: dict[str, list[str]], common: list[str]
+) -> Callable[[str], Path]:
+    """``get(name)``: the last.ckpt of a tiny in-process run with ``runs[name] + common``, trained on
+    first use (for module-scoped fixtures of the commands that read checkpoints)."""
+    from hydra import compose, initialize_config_dir
+
+    from attnlab.cli.app import config_dir, register_schemas
+    from attnlab.cli.train import train
+    from attnlab.schema.checks import validate
+
+    register_schemas()
+    made: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in made:
+            run_dir = factory.mktemp(name)
+            with initialize_config_dir(str(config_dir()), version_base="1.3"):
+                cfg = compose("train", overrides=runs[name] + common)
+            train(validate(cfg), run_dir)
+            made[name] = run_dir / "checkpoints" / "last.ckpt"
+        return made[name]
+
+    return get
