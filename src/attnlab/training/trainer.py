@@ -17,6 +17,7 @@ from attnlab.blocks.layers import TransformerLayer
 from attnlab.schema.load import plain
 from attnlab.schema.run import RunConfig, TrainerConfig
 from attnlab.training.callbacks import AtomicCheckpointIO
+from attnlab.training.slurm import slurm_plugins
 
 PROFILERS = {"simple": SimpleProfiler, "advanced": AdvancedProfiler, "pytorch": PyTorchProfiler}
 
@@ -59,10 +60,14 @@ def lightning_settings(t: TrainerConfig, run_dir: Path) -> dict[str, Any]:
     """The Trainer arguments that attnlab's own trainer settings stand for: validation every
     ``val_every_n_steps`` optimizer steps, a strategy whose checkpoints are written whole or not at
     all, a profiler writing into the run directory, a run bounded by steps, and data modules that
-    shard over ranks themselves (exact resume)."""
+    shard over ranks themselves (exact resume); under SLURM, Lightning's SLURM environment without its
+    requeue handler (``training.slurm``)."""
     return {
         "strategy": strategy(t),
-        "plugins": [AtomicCheckpointIO()] if t.strategy not in ("ddp", "fsdp") else [],
+        "plugins": [
+            *([AtomicCheckpointIO()] if t.strategy not in ("ddp", "fsdp") else []),
+            *slurm_plugins(),
+        ],
         "val_check_interval": t.val_every_n_steps * t.accumulate_grad_batches,
         "check_val_every_n_epoch": None,
         "profiler": PROFILERS[t.profiler](dirpath=run_dir, filename="profile") if t.profiler else None,
