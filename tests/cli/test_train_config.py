@@ -218,6 +218,7 @@ def test_the_slurm_launcher_composes() -> None:
     launcher = cfg.hydra.launcher
     assert launcher._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
     assert (launcher.partition, launcher.tasks_per_node, launcher.nodes) == ("gpu", 1, 1)
+    assert launcher.max_num_timeout == 3  # submitit requeues a job that reaches its time limit
 
 
 GPT2_CONFIG = {

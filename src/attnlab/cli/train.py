@@ -132,6 +132,7 @@ def train_job(config: DictConfig) -> float | None:
 
     def job() -> float:
         from attnlab.training.callbacks.interrupts import RunInterrupted
+        from attnlab.training.slurm import REQUEUE_SIGNAL, requeue_job
 
         overrides = list(hc.overrides.task)
         with run_summary(run_dir) as summary:
@@ -140,6 +141,8 @@ def train_job(config: DictConfig) -> float | None:
                 return train(run, run_dir, group=group, summary=summary)
             except RunInterrupted as stop:  # summary.json: interrupted (SystemExit)
                 message = f"{stop}\nresume with: {resume_command(run_dir, overrides)}"
+                if stop.signum == REQUEUE_SIGNAL and is_rank_zero():  # SLURM's warning before the time limit
+                    message += f"\n{requeue_job()}"
                 log_to_file(logging.WARNING, "interrupted by %s", message)
                 print(f"interrupted by {message}", file=sys.stderr)
                 sys.exit(stop.exit_code)

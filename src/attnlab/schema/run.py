@@ -50,8 +50,13 @@ class TrainerConfig:
     """Lightning Trainer settings; intervals count optimizer steps (not micro-batches).
 
     ``hydra.utils.instantiate`` builds the Trainer from ``_target_`` and the fields that are its
-    arguments; ``strategy``, ``val_every_n_steps`` and ``profiler`` are attnlab's own, translated
-    into Trainer arguments by ``attnlab.training.trainer.lightning_settings``.
+    arguments; ``strategy``, ``timeout``, ``val_every_n_steps`` and ``profiler`` are attnlab's own,
+    translated into Trainer arguments by ``attnlab.training.trainer.lightning_settings``.
+
+    ``timeout`` (seconds) bounds every collective of the DDP/FSDP strategies: a process whose peer died
+    (a killed node) fails after it instead of waiting forever. None: 120 s on the CPU (gloo: the
+    collectives of small runs take milliseconds, so a dead peer is noticed quickly) and 1800 s on GPUs
+    (NCCL: PyTorch's own default, room for slow first steps, compilation and large checkpoints).
     """
 
     _target_: str = "pytorch_lightning.Trainer"
@@ -59,6 +64,7 @@ class TrainerConfig:
     devices: Any = 1  # a count, -1 or "auto" for all, or a list of device ids
     num_nodes: int = 1
     strategy: Strategy = Strategy.auto
+    timeout: int | None = None  # seconds a collective may wait for the other processes (None: see above)
     precision: str = "32"  # 32 | bf16-mixed | 16-mixed
     max_steps: int = 300
     val_every_n_steps: int = 100
@@ -104,6 +110,7 @@ class TrainerConfig:
             )
         not_negative("trainer.num_sanity_val_steps", self.num_sanity_val_steps)
         not_negative("trainer.fast_dev_run", self.fast_dev_run)
+        positive("trainer.timeout", self.timeout, allow_none=True)
 
 
 def devices_ok(devices: Any) -> bool:

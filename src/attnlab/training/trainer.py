@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,32 +17,57 @@ from attnlab.blocks.layers import TransformerLayer
 from attnlab.schema.load import plain
 from attnlab.schema.run import RunConfig, TrainerConfig
 from attnlab.training.callbacks import AtomicCheckpointIO
+from attnlab.training.slurm import slurm_plugins
 
 PROFILERS = {"simple": SimpleProfiler, "advanced": AdvancedProfiler, "pytorch": PyTorchProfiler}
 
 
+CPU_TIMEOUT_S = 120  # gloo: a tiny run's collectives take milliseconds; a dead peer shows within minutes
+GPU_TIMEOUT_S = 1800  # NCCL: PyTorch's own default
+
+
+def collective_timeout(cfg: TrainerConfig) -> timedelta:
+    """How long a collective waits for the other processes before it fails (``trainer.timeout``, or
+    by the backend its accelerator uses: gloo on the CPU, NCCL on GPUs)."""
+    if cfg.timeout is not None:
+        return timedelta(seconds=cfg.timeout)
+    import torch
+
+    on_cpu = cfg.accelerator == "cpu" or (cfg.accelerator == "auto" and not torch.cuda.is_available())
+    return timedelta(seconds=CPU_TIMEOUT_S if on_cpu else GPU_TIMEOUT_S)
+
+
 def strategy(cfg: TrainerConfig) -> str | Strategy:
     """DDP without unused-parameter search (attnlab builds only the heads a task uses); FSDP with one
-    unit per TransformerLayer."""
+    unit per TransformerLayer. Both bound their collectives by ``collective_timeout``: a process whose
+    peer died fails instead of hanging."""
     if cfg.strategy == "ddp":
-        return DDPStrategy(find_unused_parameters=False, checkpoint_io=AtomicCheckpointIO())
+        return DDPStrategy(
+            find_unused_parameters=False, checkpoint_io=AtomicCheckpointIO(), timeout=collective_timeout(cfg)
+        )
     if cfg.strategy == "fsdp":
-        return FSDPStrategy(auto_wrap_policy={TransformerLayer}, state_dict_type="full")
+        return FSDPStrategy(
+            auto_wrap_policy={TransformerLayer}, state_dict_type="full", timeout=collective_timeout(cfg)
+        )
     return str(cfg.strategy)
 
 
 # TrainerConfig fields that are not arguments of Lightning's Trainer: lightning_settings translates them.
-ATTNLAB_SETTINGS = ("strategy", "val_every_n_steps", "profiler")
+ATTNLAB_SETTINGS = ("strategy", "timeout", "val_every_n_steps", "profiler")
 
 
 def lightning_settings(t: TrainerConfig, run_dir: Path) -> dict[str, Any]:
     """The Trainer arguments that attnlab's own trainer settings stand for: validation every
     ``val_every_n_steps`` optimizer steps, a strategy whose checkpoints are written whole or not at
     all, a profiler writing into the run directory, a run bounded by steps, and data modules that
-    shard over ranks themselves (exact resume)."""
+    shard over ranks themselves (exact resume); under SLURM, Lightning's SLURM environment without its
+    requeue handler (``training.slurm``)."""
     return {
         "strategy": strategy(t),
-        "plugins": [AtomicCheckpointIO()] if t.strategy not in ("ddp", "fsdp") else [],
+        "plugins": [
+            *([AtomicCheckpointIO()] if t.strategy not in ("ddp", "fsdp") else []),
+            *slurm_plugins(),
+        ],
         "val_check_interval": t.val_every_n_steps * t.accumulate_grad_batches,
         "check_val_every_n_epoch": None,
         "profiler": PROFILERS[t.profiler](dirpath=run_dir, filename="profile") if t.profiler else None,

@@ -1,4 +1,5 @@
-"""Stopping on SIGINT (Ctrl-C) or SIGTERM (a scheduler's pre-emption) at a step a resume continues exactly.
+"""Stopping on SIGINT (Ctrl-C), SIGTERM (a scheduler's pre-emption) or SIGUSR1 (SLURM's warning before a
+requeue, ``training.slurm``) at a step a resume continues exactly.
 
 The handlers only note the signal; the training loop stops at the end of the current optimizer step
 (after its validation, if it validates), once ``last.ckpt`` holds that step (``LastCheckpoint``). A
@@ -14,7 +15,9 @@ from types import FrameType
 
 import pytorch_lightning as pl
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+from attnlab.training.slurm import REQUEUE_SIGNAL
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, REQUEUE_SIGNAL)
 
 
 class RunInterrupted(BaseException):
@@ -27,7 +30,7 @@ class RunInterrupted(BaseException):
 
     @property
     def exit_code(self) -> int:
-        return 128 + self.signum  # what a shell reports for a process ended by the signal: 130, 143
+        return 128 + self.signum  # what a shell reports for a process ended by the signal: 130, 143, 138
 
 
 class StopSignals:

@@ -54,7 +54,20 @@ class RunState(Callback):
 
 
 class RankConsistency(Callback):
-    """Under DDP, compares a digest of the weights of every rank after fit; they must be identical."""
+    """Under DDP, every rank must start training from the same step (each resolves ``ckpt_path=auto``
+    itself: a rank that resumed another checkpoint, or none, would train on other data positions), and
+    a digest of the weights of every rank after fit must be identical."""
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.world_size < 2 or not torch.distributed.is_initialized():
+            return
+        steps: list[int | None] = [None] * trainer.world_size
+        torch.distributed.all_gather_object(steps, trainer.global_step)
+        if len(set(steps)) != 1:
+            raise RuntimeError(
+                f"the DDP ranks start from different checkpoints: optimizer steps by rank {steps}; "
+                "give every rank the same run_dir and ckpt_path"
+            )
 
     def on_fit_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.world_size < 2 or not torch.distributed.is_initialized():

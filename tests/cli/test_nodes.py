@@ -1,0 +1,126 @@
+"""Two torchrun "nodes" on this machine (one process each, gloo): they train as one process with the
+doubled batch and write one run; a dead or frozen node ends the other within ``trainer.timeout``; and
+torchrun's elastic restart continues from ``last.ckpt`` with the losses of an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from nodes import DDP, Node, elastic_rendezvous, free_port, static_rendezvous, wait_for
+from train_cli import TEXT, TINY, check, cli, wandb_run
+
+pytestmark = pytest.mark.slow
+TIMEOUT_S = 20  # trainer.timeout of these runs
+ARGS = [
+    *TINY,
+    *TEXT,
+    "model=gpt-tiny",
+    "trainer.max_steps=8",
+    "trainer.val_every_n_steps=4",
+    "checkpoint.every_n_steps=2",
+    "sample.max_new_tokens=0",
+]
+NODES = [*ARGS, *DDP, "trainer.precision=32", f"trainer.timeout={TIMEOUT_S}", "data.batch_size=8"]
+
+
+def losses(run_dir: Path, key: str = "train/loss") -> dict[int, float]:
+    """{step: value} of ``key`` in the run's metrics.jsonl (each step must appear once)."""
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["step"] for r in records if key in r]
+    assert len(steps) == len(set(steps)), f"a step logged twice: {steps}"
+    return {r["step"]: r[key] for r in records if key in r}
+
+
+@pytest.fixture
+def started() -> Iterator[list[Node]]:
+    """The nodes a test starts; every process of them is killed at the end, whatever happened."""
+    nodes: list[Node] = []
+    yield nodes
+    for node in nodes:
+        node.kill()
+
+
+def run_nodes(nodes: list[Node], rendezvous: list[str], args: list[str], cwd: Path) -> list[int | None]:
+    nodes += [Node(rank, rendezvous, args, cwd) for rank in (0, 1)]
+    return [node.wait(timeout=600) for node in nodes]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run directory of two nodes started as the issue starts them (static rendezvous)."""
+    cwd = tmp_path_factory.mktemp("two_nodes")
+    nodes: list[Node] = []
+    try:
+        codes = run_nodes(nodes, static_rendezvous(free_port()), [*NODES, "run_dir=run"], cwd)
+        assert codes == [0, 0], "\n".join(n.output() for n in nodes)
+    finally:
+        for node in nodes:
+            node.kill()
+    return cwd / "run"
+
+
+def test_two_nodes_write_one_run_directory_and_one_logger_run(uninterrupted: Path) -> None:
+    made = [p.name for p in uninterrupted.parent.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    assert made == ["run"]  # no outputs/ of a rank that chose its own directory
+    assert sorted(p.name for p in uninterrupted.glob("*.log")) == ["train.log", "train_rank1.log"]
+    assert len(list((uninterrupted / "wandb").glob("offline-run-*"))) == 1
+    assert wandb_run(uninterrupted)["run_id"]
+
+
+def test_two_nodes_match_one_process_with_the_doubled_batch(uninterrupted: Path, tmp_path: Path) -> None:
+    check(cli([*ARGS, "data.batch_size=16", "logger=csv", "run_dir=single"], tmp_path))
+    single = tmp_path / "single"
+    assert sorted(losses(uninterrupted)) == list(range(1, 9))
+    assert losses(uninterrupted) == pytest.approx(losses(single), abs=1e-5)
+    assert losses(uninterrupted, "val/loss") == pytest.approx(losses(single, "val/loss"), abs=1e-5)
+
+
+@pytest.mark.parametrize("fault", ["killed", "frozen"])
+def test_a_dead_node_ends_the_other_within_the_timeout(
+    fault: str, tmp_path: Path, started: list[Node]
+) -> None:
+    """SIGKILL of node 1 (its agent and worker: the machine is gone) or SIGSTOP (it hangs, its
+    connections stay open): node 0 exits non-zero within trainer.timeout + 30 s."""
+    args = [*NODES, "trainer.max_steps=100000", "logger=csv", "run_dir=run"]
+    rendezvous = static_rendezvous(free_port())
+    started += [Node(rank, rendezvous, args, tmp_path) for rank in (0, 1)]
+    survivor, victim = started
+    wait_for(tmp_path / "run" / "checkpoints" / "last.ckpt", started)  # both are training
+    if fault == "killed":
+        victim.kill()
+    else:
+        for pid in [victim.agent.pid, *victim.workers()]:
+            os.kill(pid, signal.SIGSTOP)
+    begin = time.monotonic()
+    code = survivor.wait(timeout=TIMEOUT_S + 30)
+    assert code is not None, f"node 0 still runs {TIMEOUT_S + 30} s after node 1 was {fault}"
+    assert code != 0
+    print(f"node 1 {fault}: node 0 exited {code} after {time.monotonic() - begin:.1f} s")
+
+
+def test_an_elastic_restart_continues_from_the_last_checkpoint(
+    uninterrupted: Path, tmp_path: Path, started: list[Node]
+) -> None:
+    """torchrun --max-restarts 1 (c10d rendezvous): rank 1 dies before step 6; both nodes restart the
+    same command, ckpt_path=auto resumes last.ckpt of step 4, and every step's loss is the
+    uninterrupted run's."""
+    marker = tmp_path / "killed-once"
+    kill = (
+        f"+callbacks.kill={{_target_: fault_injection.KillOnceAtStep, step: 5, rank: 1, marker: '{marker}'}}"
+    )
+    args = [*NODES, "logger=csv", "run_dir=run", "ckpt_path=auto", kill]
+    codes = run_nodes(started, elastic_rendezvous(free_port(), restarts=1), args, tmp_path)
+    assert codes == [0, 0], "\n".join(n.output() for n in started)
+    run = tmp_path / "run"
+    assert marker.exists()  # rank 1 was killed once
+    log = (run / "train.log").read_text()
+    assert f"Restoring states from the checkpoint path at {run / 'checkpoints' / 'last.ckpt'}" in log
+    assert (run / "csv" / "resumed-1").is_dir()
+    assert losses(run) == losses(uninterrupted)
+    assert losses(run, "val/loss") == losses(uninterrupted, "val/loss")
