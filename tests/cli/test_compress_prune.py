@@ -170,3 +170,20 @@ def test_bad_input_is_one_line_and_writes_nothing(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(message.format(**names))
     assert files_under(tmp_path) | files_under(checkpoint("gpt").parent.parent) == before
+
+
+def test_attnlab_train_refuses_to_resume_from_a_pruned_checkpoint(
+    pruned, tmp_path, monkeypatch, capsys
+) -> None:
+    """It holds no optimizer state (and its optimizer would not fit the smaller model): one line."""
+    from attnlab.cli.train import main
+
+    run_dir = tmp_path / "resumed"
+    args = [*RUNS["gpt"], *COMMON, f"run_dir={run_dir}", f"ckpt_path={pruned('gpt')}"]
+    capsys.readouterr()
+    assert run_command(main, args, monkeypatch) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"error: ckpt_path={pruned('gpt')}: is a checkpoint of attnlab-compress method=prune_heads, for "
+        "inference only (no optimizer state): resume from the checkpoint of attnlab-train"
+    ]
+    assert not run_dir.exists()

@@ -20,16 +20,14 @@ from dataclasses import replace
 from typing import Any
 
 from attnlab.schema.commands import CompressCommand
-
-PRUNING_KEY = "attnlab_pruning"  # a checkpoint entry: what pruning removed, and how it was chosen
-RUN_KEY = "attnlab_run"  # training.resume.RUN_KEY: the run's config, whose model is now the pruned one
+from attnlab.training.resume import RUN_KEY  # the run's config, whose model becomes the pruned one
 
 
 def prune_loaded(cmd: CompressCommand, loaded: Any, checkpoint: dict) -> tuple[dict, str]:
     """``checkpoint`` (the entries of ``loaded``'s file that inference reads) with the heads pruned,
     and what was removed."""
     from attnlab.cli.checkpoint import run_datamodule
-    from attnlab.compress import heads_to_keep, prune_heads, total_heads
+    from attnlab.compress import PRUNING_KEY, heads_to_keep, prune_heads, total_heads
     from attnlab.explain import head_importance
     from attnlab.schema.load import plain
 

@@ -6,7 +6,7 @@ drives it on a checkpoint; ``attnlab.cli.checkpoint`` asks it for the layout tha
 checkpoint's weights load into.
 """
 
-from attnlab.compress.prune import heads_to_keep, prune_heads, total_heads
+from attnlab.compress.prune import PRUNING_KEY, heads_to_keep, prune_heads, total_heads
 from attnlab.compress.quantize import (
     QUANTIZATION_KEY,
     QUANTIZERS,
@@ -17,6 +17,7 @@ from attnlab.compress.quantize import (
 )
 
 __all__ = [
+    "PRUNING_KEY",
     "QUANTIZATION_KEY",
     "QUANTIZERS",
     "allow_quantized_tensors",

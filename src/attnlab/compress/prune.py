@@ -28,6 +28,8 @@ from torch import Tensor, nn
 from attnlab.blocks.attention import MultiHeadAttention, attention_modules
 from attnlab.models import build_model
 
+PRUNING_KEY = "attnlab_pruning"  # a checkpoint entry of attnlab-compress: what pruning removed, and how
+
 
 def total_heads(model: nn.Module) -> int:
     """The query heads of every attention module of ``model``, summed."""
