@@ -42,7 +42,7 @@ def main() -> None:
         steps = int(next(iter(tuned.values()))["finetune_steps"]) if tuned else 0
         ax.plot([r["fraction"] for r in base], [r[metric] for r in base], "o-", label="pruned")
         if tuned:
-            points = [base[0]] + [tuned[f] for f in sorted(tuned)]
+            points = [tuned[f] for f in sorted(tuned)]
             ax.plot(
                 [r["fraction"] for r in points],
                 [r[metric] for r in points],

@@ -54,15 +54,14 @@ def main() -> None:
         "--finetune-steps", type=int, default=0, help="also each fraction fine-tuned (0: not)"
     )
     parser.add_argument("--importance-batches", type=int, default=8)
+    parser.add_argument("--fractions", type=float, nargs="+", default=FRACTIONS)
     args = parser.parse_args()
     torch.set_num_threads(1)
     folder = args.ckpt.parent / "pruned"
     folder.mkdir(exist_ok=True)
     rows = []
     for steps in sorted({0, args.finetune_steps}):
-        for fraction in FRACTIONS:
-            if fraction == 0.0 and steps > 0:
-                continue  # nothing removed: nothing to recover
+        for fraction in args.fractions:  # fraction 0 fine-tuned: the control (what more steps alone give)
             start = time.perf_counter()
             out = folder / f"prune-{fraction}-ft{steps}.ckpt"
             cmd = CompressCommand(
