@@ -235,7 +235,7 @@ def test_attnlab_train_refuses_to_resume_from_an_int8_checkpoint(int8, tmp_path,
     capsys.readouterr()
     assert run_command(main, args, monkeypatch) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        f"error: ckpt_path={int8('gpt')}: is an int8 checkpoint of attnlab-compress, for inference only "
-        "(no optimizer state): resume from the checkpoint of attnlab-train"
+        f"error: ckpt_path={int8('gpt')}: is a checkpoint of attnlab-compress method=int8, for inference "
+        "only (no optimizer state): resume from the checkpoint of attnlab-train"
     ]
     assert not run_dir.exists()

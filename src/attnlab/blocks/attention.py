@@ -10,7 +10,7 @@ mask with the same ``KeyRule`` (causality, a sliding window; ``attnlab.blocks.ma
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
@@ -21,7 +21,7 @@ from attnlab.blocks.cache import AttentionCache
 from attnlab.blocks.masks import KeyRule, additive_mask
 from attnlab.blocks.norm import RMSNorm
 from attnlab.blocks.positional import PositionalEncoding
-from attnlab.schema.model import check_heads
+from attnlab.schema.model import check_heads, kept_kv_groups
 
 ATTENTION_PATHS = ("sdpa", "explicit")  # fused kernels; the softmax written out (its weights are probed)
 
@@ -35,6 +35,9 @@ class MultiHeadAttention(nn.Module):
     ``window`` limits self-attention to keys less than ``window`` positions away (before the query when
     causal); a KV cache then keeps only the last ``window`` keys. ``qk_norm`` puts an RMSNorm (of
     epsilon ``norm_eps``) on each head's queries and keys, before RoPE, as Qwen3 does.
+    ``head_ids`` builds a pruned module (``attnlab.compress.prune``): only those of the ``n_heads``
+    heads, whole key/value groups of them; the head size stays ``d_model // n_heads``, and a per-head
+    score bias (ALiBi's slopes, T5's buckets) is taken at the kept heads' indices.
     """
 
     def __init__(
@@ -51,6 +54,7 @@ class MultiHeadAttention(nn.Module):
         window: int | None = None,
         qk_norm: bool = False,
         norm_eps: float = 1e-6,
+        head_ids: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
         check_heads(d_model, n_heads, n_kv_heads)
@@ -58,23 +62,27 @@ class MultiHeadAttention(nn.Module):
             raise ValueError("cross-attention is never windowed: every query sees the whole context")
         if window is not None and window < 1:
             raise ValueError(f"attention window={window}: must be positive")
-        n_kv_heads = n_kv_heads or n_heads
-        self.n_heads, self.n_kv_heads = n_heads, n_kv_heads
         self.head_dim = d_model // n_heads
+        self.total_heads = n_heads  # before pruning: the index space of head_ids
+        self.head_ids = tuple(range(n_heads)) if head_ids is None else tuple(head_ids)
+        self.n_heads = len(self.head_ids)
+        self.n_kv_heads = len(kept_kv_groups(self.head_ids, n_heads, n_kv_heads))
+        pruned = torch.tensor(self.head_ids) if self.n_heads < n_heads else None
+        self.register_buffer("bias_heads", pruned, persistent=False)  # None: every head kept
         self.scale = scale if scale is not None else 1.0 / math.sqrt(self.head_dim)
         self.dropout = dropout
         self.cross = cross
         self.window = window
         self.q_norm = RMSNorm(self.head_dim, norm_eps) if qk_norm else None
         self.k_norm = RMSNorm(self.head_dim, norm_eps) if qk_norm else None
-        q_dim, kv_dim = n_heads * self.head_dim, n_kv_heads * self.head_dim
+        q_dim, kv_dim = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
         self.split_sizes = (q_dim, kv_dim, kv_dim)
         if cross:  # queries from the decoder, keys and values from the encoder output
             self.q_proj = nn.Linear(d_model, q_dim, bias=bias)
             self.kv_proj = nn.Linear(d_context or d_model, 2 * kv_dim, bias=bias)
         else:  # one matrix product for queries, keys and values
             self.qkv_proj = nn.Linear(d_model, q_dim + 2 * kv_dim, bias=bias)
-        self.out_proj = nn.Linear(n_heads * self.head_dim, d_model, bias=bias)  # input: heads concatenated
+        self.out_proj = nn.Linear(q_dim, d_model, bias=bias)  # input: heads concatenated
         self.path = "sdpa"  # one of ATTENTION_PATHS; set for a whole model with use_attention_path()
         self.weights_probe = nn.Identity()  # the explicit path passes its weights (B, H, Tq, Tk) through it
 
@@ -119,7 +127,7 @@ class MultiHeadAttention(nn.Module):
                 if key_padding_mask is not None:  # it has columns for the keys a window trimmed before
                     key_padding_mask = key_padding_mask[:, cache.dropped :]
                 k, v, k_pos = cache.append(k, v, positions, keep=self.window if causal else None)
-            bias = pos.score_bias(positions, k_pos) if pos is not None else None
+            bias = self._kept(pos.score_bias(positions, k_pos)) if pos is not None else None
             rule = KeyRule(causal=causal, window=self.window)
         else:
             q = self._split(self.q_proj(x), self.n_heads)
@@ -145,6 +153,12 @@ class MultiHeadAttention(nn.Module):
         y = self._attend(q, k, v, positions, k_pos, rule, key_padding_mask, bias)
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
         return self.out_proj(y)
+
+    def _kept(self, bias: Tensor | None) -> Tensor | None:
+        """A score bias (B, n_heads, Tq, Tk) of the unpruned heads at the heads this module keeps."""
+        if bias is None or self.bias_heads is None:
+            return bias
+        return bias.index_select(1, self.bias_heads)
 
     def _attend(
         self,

@@ -6,7 +6,7 @@ encoder's output between them. Decoder-only models use the encoder layer with a 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from torch import Tensor, nn
@@ -63,7 +63,10 @@ class Residual(nn.Module):
         return self.dropout(y) if self.training and self.dropout.p > 0 else y
 
 
-def _attention(cfg: LayerConfig, cross: bool = False) -> MultiHeadAttention:
+Heads = Sequence[int] | None  # the heads an attention module keeps (attnlab.compress.prune); None: all
+
+
+def _attention(cfg: LayerConfig, cross: bool = False, heads: Heads = None) -> MultiHeadAttention:
     return MultiHeadAttention(
         cfg.d_model,
         cfg.n_heads,
@@ -75,16 +78,25 @@ def _attention(cfg: LayerConfig, cross: bool = False) -> MultiHeadAttention:
         window=None if cross else cfg.attn_window,
         qk_norm=cfg.qk_norm,
         norm_eps=cfg.norm_eps,
+        head_ids=heads,
     )
 
 
 class TransformerLayer(nn.Module):
-    """Self-attention, optional cross-attention, feed-forward; each a ``Residual`` sublayer."""
+    """Self-attention, optional cross-attention, feed-forward; each a ``Residual`` sublayer.
+    ``self_heads`` and ``cross_heads`` prune their attention to those heads (None: all)."""
 
-    def __init__(self, cfg: LayerConfig, cross_attention: bool = False) -> None:
+    def __init__(
+        self,
+        cfg: LayerConfig,
+        cross_attention: bool = False,
+        self_heads: Heads = None,
+        cross_heads: Heads = None,
+    ) -> None:
         super().__init__()
-        self.self_attn = Residual(_attention(cfg), cfg)
-        self.cross_attn = Residual(_attention(cfg, cross=True), cfg) if cross_attention else None
+        self.self_attn = Residual(_attention(cfg, heads=self_heads), cfg)
+        cross = Residual(_attention(cfg, cross=True, heads=cross_heads), cfg) if cross_attention else None
+        self.cross_attn = cross
         ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias, cfg.ffn_dropout)
         self.ffn = Residual(ffn, cfg)
 
@@ -132,11 +144,31 @@ def decoder_layer(cfg: LayerConfig) -> TransformerLayer:
 
 
 class TransformerStack(nn.Module):
-    """``n_layers`` layers and, for pre-norm stacks, the final norm."""
+    """``n_layers`` layers and, for pre-norm stacks, the final norm.
 
-    def __init__(self, cfg: LayerConfig, n_layers: int, cross_attention: bool, final_norm: bool) -> None:
+    ``kept_heads`` prunes attention heads: the heads each attention module keeps, one entry per module
+    in the order they run (per layer: self-attention, then cross-attention); None: every head.
+    """
+
+    def __init__(
+        self,
+        cfg: LayerConfig,
+        n_layers: int,
+        cross_attention: bool,
+        final_norm: bool,
+        kept_heads: Sequence[Sequence[int]] | None = None,
+    ) -> None:
         super().__init__()
-        self.layers = nn.ModuleList(TransformerLayer(cfg, cross_attention) for _ in range(n_layers))
+        per_layer = 2 if cross_attention else 1
+        heads = list(kept_heads) if kept_heads is not None else [None] * (n_layers * per_layer)
+        if len(heads) != n_layers * per_layer:
+            raise ValueError(
+                f"kept_heads has {len(heads)} entries: the stack has {n_layers * per_layer} attentions"
+            )
+        self.layers = nn.ModuleList(
+            TransformerLayer(cfg, cross_attention, *heads[i * per_layer : (i + 1) * per_layer])
+            for i in range(n_layers)
+        )
         self.final_norm = (
             build_norm(cfg.norm, cfg.d_model, cfg.norm_eps, cfg.norm_bias) if final_norm else None
         )

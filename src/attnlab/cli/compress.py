@@ -3,6 +3,11 @@ attnlab-explain read like any other.
 
     attnlab-compress ckpt_path=outputs/.../checkpoints/last.ckpt method=int8
     attnlab-compress ckpt_path=... method=int8 out=small/gpt-int8.ckpt
+    attnlab-compress ckpt_path=... method=prune_heads fraction=0.25 [finetune_steps=200]
+
+int8 quantizes every Linear weight (``attnlab.compress.quantize``); prune_heads removes the least
+important attention heads (``attnlab.cli.prune``), and the checkpoint's model config says which
+heads each attention module kept (``model.kept_heads``).
 
 The new checkpoint holds what those commands read (the model, task and run configs, the tokenizer)
 and the compressed weights (``attnlab.compress``), but not what only resuming training needs (the
@@ -19,7 +24,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from attnlab.cli.app import run_hydra, user_errors_as_one_line
-from attnlab.schema.commands import CompressCommand
+from attnlab.schema.commands import CompressCommand, CompressMethod
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
 
@@ -38,9 +43,10 @@ def compress_job(config: DictConfig) -> None:
 
     with user_errors_as_one_line():
         cmd: CompressCommand = to_object(config)
+        cmd.check()
         out = output_path(cmd)
         try:
-            print(compress_checkpoint(Path(cmd.ckpt_path), str(cmd.method), out))
+            print(compress_checkpoint(cmd, out))
         except DiskFullError as err:  # nothing written: the file and the space it needed, in one line
             print(f"error: {err.strerror}", file=sys.stderr)
             sys.exit(1)
@@ -63,15 +69,41 @@ def output_path(cmd: CompressCommand) -> Path:
     return out
 
 
-def compress_checkpoint(ckpt: Path, method: str, out: Path) -> str:
-    """Write ``ckpt`` with its model compressed by ``method`` to ``out``; returns a line saying so."""
+def compress_checkpoint(cmd: CompressCommand, out: Path) -> str:
+    """Write ``cmd.ckpt_path`` compressed by ``cmd.method`` to ``out``; returns a line saying so. The
+    checkpoint is loaded first, so that a file that is not an attnlab checkpoint is one line."""
+    ckpt = Path(cmd.ckpt_path)
+    if cmd.method == CompressMethod.prune_heads:
+        from attnlab.cli.checkpoint import load_checkpoint
+        from attnlab.cli.prune import prune_loaded
+
+        loaded = load_checkpoint(ckpt)  # with its tokenizer: the run's data is rebuilt
+        checkpoint, what = prune_loaded(cmd, loaded, uncompressed_checkpoint(ckpt))
+    else:
+        checkpoint, what = quantized(ckpt, str(cmd.method))
+    return f"{out}: {what}, {write_checkpoint(checkpoint, ckpt, out)}"
+
+
+def quantized(ckpt: Path, method: str) -> tuple[dict, str]:
+    """The checkpoint with its model's Linear weights quantized by ``method``, and what was done."""
+    from attnlab.cli.checkpoint import load_task_from_checkpoint
+    from attnlab.compress import QUANTIZATION_KEY, QUANTIZERS
+
+    task = load_task_from_checkpoint(ckpt)
+    checkpoint = uncompressed_checkpoint(ckpt)
+    QUANTIZERS[method](task.model)
+    checkpoint[QUANTIZATION_KEY] = quantization_record(method)
+    checkpoint["state_dict"] = task.state_dict()
+    return checkpoint, method
+
+
+def uncompressed_checkpoint(ckpt: Path) -> dict:
+    """The entries of ``ckpt`` that inference reads (not ``TRAINING_STATE``); an int8 checkpoint is
+    refused in one line (its int8 weights are compressed once: quantize after any other method)."""
     import torch
 
-    from attnlab.cli.checkpoint import load_task_from_checkpoint
-    from attnlab.compress import QUANTIZATION_KEY, QUANTIZERS, quantization_of
-    from attnlab.training.files import staged
+    from attnlab.compress import quantization_of
 
-    task = load_task_from_checkpoint(ckpt)  # one-line errors for a file that is not an attnlab checkpoint
     checkpoint = torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)
     done = quantization_of(checkpoint)
     if done is not None:
@@ -80,14 +112,19 @@ def compress_checkpoint(ckpt: Path, method: str, out: Path) -> str:
             str(ckpt),
             f"is already compressed ({done['method']}): give a checkpoint of attnlab-train",
         )
-    QUANTIZERS[method](task.model)
-    compressed = {key: value for key, value in checkpoint.items() if key not in TRAINING_STATE}
-    compressed[QUANTIZATION_KEY] = quantization_record(method)
-    compressed["state_dict"] = task.state_dict()
+    return {key: value for key, value in checkpoint.items() if key not in TRAINING_STATE}
+
+
+def write_checkpoint(checkpoint: dict, ckpt: Path, out: Path) -> str:
+    """Write ``checkpoint`` to ``out`` whole or not at all; returns its size against ``ckpt``'s."""
+    import torch
+
+    from attnlab.training.files import staged
+
     with staged(out) as tmp:
-        torch.save(compressed, tmp)
+        torch.save(checkpoint, tmp)
     before, after = ckpt.stat().st_size, out.stat().st_size
-    return f"{out}: {method}, {after / 2**20:.2f} MiB ({ckpt.name}: {before / 2**20:.2f} MiB, {before / after:.1f}x)"
+    return f"{after / 2**20:.2f} MiB ({ckpt.name}: {before / 2**20:.2f} MiB, {before / after:.1f}x)"
 
 
 def quantization_record(method: str) -> dict[str, str]:

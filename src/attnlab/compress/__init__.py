@@ -1,4 +1,4 @@
-"""Smaller checkpoints of trained models: int8 weights (``quantize``).
+"""Smaller checkpoints of trained models: int8 weights (``quantize``), attention heads pruned (``prune``).
 
 A library over models, as ``generate`` and ``explain`` are: it takes a model and changes it, and
 knows nothing of Lightning, Hydra, data or tasks. ``attnlab-compress`` (``attnlab.cli.compress``)
@@ -6,6 +6,7 @@ drives it on a checkpoint; ``attnlab.cli.checkpoint`` asks it for the layout tha
 checkpoint's weights load into.
 """
 
+from attnlab.compress.prune import PRUNING_KEY, heads_to_keep, prune_heads, total_heads
 from attnlab.compress.quantize import (
     QUANTIZATION_KEY,
     QUANTIZERS,
@@ -16,10 +17,14 @@ from attnlab.compress.quantize import (
 )
 
 __all__ = [
+    "PRUNING_KEY",
     "QUANTIZATION_KEY",
     "QUANTIZERS",
     "allow_quantized_tensors",
+    "heads_to_keep",
+    "prune_heads",
     "quantization_of",
     "quantize_int8",
     "quantized_layout",
+    "total_heads",
 ]

@@ -8,7 +8,8 @@ outputs concatenated, (B, T, H * head_dim)), so ``dL/d xi_{b,h} = sum_{t,d} x_{b
 with ``g`` the gradient at that input. With the loss a sum over examples of each example's own loss,
 one backward pass gives every example's gate gradients exactly. A head whose output cannot reach the
 loss scores exactly 0. Scores can be normalised per layer (L2 over the heads of each module), as
-the paper does before comparing heads across layers.
+the paper does before comparing heads across layers. A pruned model's heads (``attnlab.compress``)
+score at their indices before pruning, and the heads it removed are NaN.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from attnlab.models.common import eval_mode, model_device, need
 
 @dataclass
 class HeadImportance:
-    """Scores (modules, heads): one row per attention module, labelled by ``names``; ``examples`` is
-    the number of examples they average over."""
+    """Scores (modules, heads): one row per attention module, labelled by ``names``, a column per head
+    index of the unpruned model (NaN: a head that pruning removed); ``examples`` is the number of
+    examples they average over."""
 
     names: list[str]
     scores: Tensor
@@ -139,7 +141,9 @@ def head_importance(
             seen += 1
     if seen == 0:
         raise ValueError("head_importance got no batches: give at least one validation batch")
-    scores = (torch.stack(list(totals.values())) / examples).float()
-    if normalize:
-        scores = scores / scores.norm(dim=1, keepdim=True).clamp(min=1e-20)
+    columns = max(m.total_heads for m in modules.values())
+    scores = torch.full((len(modules), columns), float("nan"))
+    for row, (name, attn) in zip(scores, modules.items()):
+        mean = (totals[name] / examples).float()
+        row[list(attn.head_ids)] = mean / mean.norm().clamp(min=1e-20) if normalize else mean
     return HeadImportance(list(modules), scores, examples)

@@ -32,8 +32,9 @@ MAX_TICKS = 48  # label at most this many positions on an axis; longer inputs ge
 
 def colour_scale(values: np.ndarray, signed: bool) -> dict[str, Any]:
     """``imshow``'s colormap and norm: from 0 to the maximum for a non-negative map, and symmetric
-    around 0 (``vmin = -vmax``, white at zero) for a signed one, so the colour of zero never moves."""
-    bound = float(np.abs(values).max()) if values.size else 0.0
+    around 0 (``vmin = -vmax``, white at zero) for a signed one, so the colour of zero never moves.
+    NaN (a pruned head's importance) is left out."""
+    bound = float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 0.0
     bound = bound if bound > 0 else 1.0
     if signed:
         return {"cmap": DIVERGING, "norm": Normalize(vmin=-bound, vmax=bound)}
@@ -193,7 +194,8 @@ def image_patches_figure(
 def head_importance_figure(
     scores: Tensor, labels: Sequence[str], *, title: str = "head importance", value_label: str = ""
 ) -> Figure:
-    """A (modules × heads) heat map with the values written in the cells and a colour bar."""
+    """A (modules × heads) heat map with the values written in the cells and a colour bar; a head
+    that pruning removed (NaN) is a blank cell marked "pruned"."""
     values = scores.detach().float().cpu().numpy()
     fig = Figure(
         figsize=(2.4 + 0.7 * values.shape[1] + 1.5, 1.4 + 0.4 * values.shape[0]), layout="constrained"
@@ -204,11 +206,10 @@ def head_importance_figure(
     ax.set_yticks(range(values.shape[0]), list(labels), fontsize=8)
     ax.set_xlabel("head")
     ax.set_ylabel("attention module")
-    bright = values.max() * 0.6 if values.size else 0.0
+    bright = np.nanmax(values) * 0.6 if np.isfinite(values).any() else 0.0
     for (r, c), v in np.ndenumerate(values):
-        ax.text(
-            c, r, f"{v:.2f}", ha="center", va="center", fontsize=7, color="black" if v > bright else "white"
-        )
+        text, colour = ("pruned", "grey") if np.isnan(v) else (f"{v:.2f}", "black" if v > bright else "white")
+        ax.text(c, r, text, ha="center", va="center", fontsize=7, color=colour)
     fig.colorbar(image, ax=ax, label=value_label)
     ax.set_title(title, fontsize=10)
     return fig

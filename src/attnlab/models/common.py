@@ -91,6 +91,12 @@ def layer_config(cfg: ModelConfig) -> LayerConfig:
     )
 
 
+def stack_heads(cfg: ModelConfig, first: int, count: int) -> list[list[int]] | None:
+    """The kept heads (``model.kept_heads``) of the ``count`` attention modules from the ``first``-th
+    of the model on: those of one stack; None when the model is not pruned."""
+    return None if cfg.kept_heads is None else cfg.kept_heads[first : first + count]
+
+
 def positional(cfg: ModelConfig, causal: bool, max_len: int) -> PositionalEncoding:
     """The positional encoding of ``cfg.pos`` for ``max_len`` positions; ``causal`` selects T5's
     one-sided buckets."""

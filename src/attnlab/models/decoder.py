@@ -16,6 +16,7 @@ from attnlab.models.common import (
     init_weights,
     layer_config,
     need,
+    stack_heads,
     token_embedding,
 )
 from attnlab.schema.model import GPTConfig
@@ -32,7 +33,9 @@ class DecoderLM(FamilyModel):
         check_vocab(cfg)
         self.cfg = cfg
         self.embed = token_embedding(cfg, causal=True)
-        self.stack = TransformerStack(layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg))
+        self.stack = TransformerStack(
+            layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg), stack_heads(cfg, 0, cfg.n_layers)
+        )
         tied = self.embed.tokens if cfg.tie_embeddings else None
         self.lm_head = LMHead(cfg.d_model, cfg.vocab_size, tied, bias=cfg.lm_head_bias)
         init_weights(self, cfg.init_std, cfg.n_layers)

@@ -15,6 +15,7 @@ from attnlab.models.common import (
     init_weights,
     layer_config,
     need,
+    stack_heads,
     token_embedding,
 )
 from attnlab.schema.model import BertConfig
@@ -31,7 +32,9 @@ class EncoderModel(FamilyModel):
         check_vocab(cfg)
         self.cfg = cfg
         self.embed = token_embedding(cfg, causal=False, type_vocab_size=cfg.type_vocab_size)
-        self.stack = TransformerStack(layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg))
+        self.stack = TransformerStack(
+            layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg), stack_heads(cfg, 0, cfg.n_layers)
+        )
         tied = self.embed.tokens if cfg.tie_embeddings else None
         self.mlm_head = (
             MaskedLMHead(

@@ -16,6 +16,7 @@ from attnlab.models.common import (
     init_weights,
     layer_config,
     need,
+    stack_heads,
     token_embedding,
 )
 from attnlab.schema.model import Seq2SeqConfig
@@ -39,8 +40,10 @@ class Seq2SeqModel(FamilyModel):
         self.tgt_embed = token_embedding(cfg, causal=True)
         if cfg.share_embeddings:
             self.tgt_embed.tokens = self.src_embed.tokens
-        self.encoder = TransformerStack(layer, cfg.n_layers, False, has_final_norm(cfg))
-        self.decoder = TransformerStack(layer, n_dec, True, has_final_norm(cfg))
+        encoder_heads = stack_heads(cfg, 0, cfg.n_layers)
+        decoder_heads = stack_heads(cfg, cfg.n_layers, 2 * n_dec)
+        self.encoder = TransformerStack(layer, cfg.n_layers, False, has_final_norm(cfg), encoder_heads)
+        self.decoder = TransformerStack(layer, n_dec, True, has_final_norm(cfg), decoder_heads)
         tied = self.tgt_embed.tokens if cfg.tie_embeddings else None
         scale = cfg.d_model**-0.5 if cfg.tied_output_scale and tied is not None else 1.0
         self.lm_head = LMHead(cfg.d_model, cfg.vocab_size, tied, bias=cfg.lm_head_bias, scale=scale)

@@ -7,7 +7,15 @@ from torch import Tensor, nn
 
 from attnlab.blocks.heads import ClassificationHead
 from attnlab.blocks.layers import TransformerStack
-from attnlab.models.common import FamilyModel, has_final_norm, init_weights, layer_config, need, positional
+from attnlab.models.common import (
+    FamilyModel,
+    has_final_norm,
+    init_weights,
+    layer_config,
+    need,
+    positional,
+    stack_heads,
+)
 from attnlab.schema.model import ViTConfig, check_patches
 
 
@@ -45,7 +53,9 @@ class ViT(FamilyModel):
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.d_model)) if self.use_cls else None
         self.pos = positional(cfg, causal=False, max_len=self.n_tokens)
         self.dropout = nn.Dropout(cfg.dropout)
-        self.stack = TransformerStack(layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg))
+        self.stack = TransformerStack(
+            layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg), stack_heads(cfg, 0, cfg.n_layers)
+        )
         self.head = ClassificationHead(cfg.d_model, cfg.num_classes, cfg.pooling, cfg.classifier_hidden)
         init_weights(self, cfg.init_std, cfg.n_layers)
 

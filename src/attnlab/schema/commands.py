@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from omegaconf import MISSING
 
 from attnlab.schema.choice import Choice
-from attnlab.schema.errors import at_least_one
+from attnlab.schema.errors import ConfigError, at_least_one, not_negative
 
 
 @dataclass
@@ -74,6 +74,7 @@ class CompressMethod(Choice):
     """How ``attnlab-compress`` makes a checkpoint smaller."""
 
     int8 = "int8"  # the Linear weights as int8 with one scale per output channel (torchao, weight-only)
+    prune_heads = "prune_heads"  # the least important attention heads removed (Michel et al. 2019)
 
 
 @dataclass
@@ -84,3 +85,13 @@ class CompressCommand:
     ckpt_path: str = MISSING
     method: CompressMethod = CompressMethod.int8
     out: str | None = None  # the file to write; None: ``<method>-<name>`` next to ckpt_path
+    # method=prune_heads
+    fraction: float = 0.25  # the share of all attention heads to remove, in [0, 1)
+    importance_batches: int = 8  # validation batches of the run that head importance averages over
+    finetune_steps: int = 0  # training steps on the run's training data after pruning (0: none)
+
+    def check(self) -> None:
+        if not 0.0 <= self.fraction < 1.0:
+            raise ConfigError("fraction", self.fraction, "the share of heads to remove: a number in [0, 1)")
+        at_least_one("importance_batches", self.importance_batches)
+        not_negative("finetune_steps", self.finetune_steps)

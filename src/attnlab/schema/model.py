@@ -15,6 +15,7 @@ only what differs from them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -89,6 +90,10 @@ class ModelConfig:
     # A PosConfig, chosen with pos=<name>. Typed Any because OmegaConf merges a class into a typed field
     # only if it subclasses the class already there: pos=rope over a LearnedPos would be refused.
     pos: Any = MISSING
+    # Written by attnlab-compress method=prune_heads: the heads each attention module keeps, as their
+    # indices among n_heads, one list per module in the order the model runs them (seq2seq: the
+    # encoder's layers, then each decoder layer's self- and cross-attention). None: every head.
+    kept_heads: list[list[int]] | None = None
 
     default_pos: ClassVar[type[PosConfig]] = LearnedPos  # what a Python caller gets without a pos
 
@@ -110,6 +115,12 @@ class ModelConfig:
             raise ConfigError("model.pos", self.pos, "choose the positional encoding with pos=<name>")
         POSITIONS.check_tag(self.pos)
         self.pos.check(self.d_model, self.n_heads)
+        if self.kept_heads is not None:
+            check_kept_heads(self.kept_heads, self.attention_modules(), self.n_heads, self.n_kv_heads)
+
+    def attention_modules(self) -> int:
+        """How many attention modules the family's model has (one per layer; seq2seq: more)."""
+        return self.n_layers
 
 
 @dataclass
@@ -188,6 +199,10 @@ class Seq2SeqConfig(TokenModelConfig):
         super().check()
         positive("model.n_decoder_layers", self.n_decoder_layers, allow_none=True)
 
+    def attention_modules(self) -> int:
+        """The encoder's self-attention, and each decoder layer's self- and cross-attention."""
+        return self.n_layers + 2 * (self.n_decoder_layers or self.n_layers)
+
 
 @dataclass
 class ViTConfig(ClassifierConfig):
@@ -237,6 +252,38 @@ def check_heads(d_model: int, n_heads: int, n_kv_heads: int | None = None) -> No
         raise ConfigError("model.d_model", d_model, f"must be divisible by model.n_heads={n_heads}")
     if n_kv_heads and n_heads % n_kv_heads:
         raise ConfigError("model.n_kv_heads", n_kv_heads, f"must divide model.n_heads={n_heads}")
+
+
+def check_kept_heads(kept: list[list[int]], modules: int, n_heads: int, n_kv_heads: int | None) -> None:
+    """``model.kept_heads``: one list per attention module, each at least one head (a module without
+    heads would cut its layer's attention out), distinct increasing indices below n_heads, and whole
+    key/value groups under grouped-query attention."""
+    if len(kept) != modules:
+        raise ConfigError("model.kept_heads", kept, f"needs one list per attention module: {modules} lists")
+    for i, heads in enumerate(kept):
+        key = f"model.kept_heads[{i}]"
+        if not heads:
+            raise ConfigError(key, heads, "keep at least one head in every attention module")
+        if list(heads) != sorted(set(heads)) or heads[0] < 0 or heads[-1] >= n_heads:
+            raise ConfigError(key, heads, f"distinct increasing head indices in 0..{n_heads - 1}")
+        kept_kv_groups(heads, n_heads, n_kv_heads, key)
+
+
+def kept_kv_groups(
+    heads: Sequence[int], n_heads: int, n_kv_heads: int | None, key: str = "model.kept_heads"
+) -> list[int]:
+    """The key/value groups that query heads ``heads`` use: under grouped-query attention a group's
+    key and value heads serve all its query heads, so heads are kept (or pruned) by whole groups."""
+    size = n_heads // (n_kv_heads or n_heads)
+    groups = sorted({h // size for h in heads})
+    if len(heads) != size * len(groups):
+        raise ConfigError(
+            key,
+            list(heads),
+            f"keep whole key/value groups: with n_heads={n_heads} and n_kv_heads={n_kv_heads} "
+            f"each group is {size} consecutive heads",
+        )
+    return groups
 
 
 def check_patches(image_size: int, patch_size: int) -> None:

@@ -21,7 +21,7 @@ def read_run_state(ckpt_path: str) -> dict[str, Any]:
     the method of attnlab-compress that wrote it (None for a checkpoint of attnlab-train)."""
     import torch
 
-    from attnlab.compress import allow_quantized_tensors, quantization_of
+    from attnlab.compress import PRUNING_KEY, allow_quantized_tensors, quantization_of
 
     allow_quantized_tensors(ckpt_path)  # a checkpoint of attnlab-compress holds torchao's int8 tensors
     try:
@@ -41,6 +41,7 @@ def read_run_state(ckpt_path: str) -> dict[str, Any]:
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise ConfigError("ckpt_path", ckpt_path, "not a Lightning checkpoint written by attnlab-train")
     compressed = (quantization_of(checkpoint) or {}).get("method")
+    compressed = compressed or ("prune_heads" if PRUNING_KEY in checkpoint else None)
     return {**(state or {}), "global_step": int(checkpoint.get("global_step", 0)), "compressed": compressed}
 
 
@@ -53,8 +54,8 @@ def check_resume(run: RunConfig) -> None:
         raise ConfigError(
             "ckpt_path",
             run.ckpt_path,
-            f"is an {state['compressed']} checkpoint of attnlab-compress, for inference only (no optimizer "
-            "state): resume from the checkpoint of attnlab-train",
+            f"is a checkpoint of attnlab-compress method={state['compressed']}, for inference only (no "
+            "optimizer state): resume from the checkpoint of attnlab-train",
         )
     saved = state.get("config")
     if not saved:
