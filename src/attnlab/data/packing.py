@@ -223,3 +223,13 @@ def document_batches(module: TextDataModule, **shard: int) -> ShardedBatches:
     if isinstance(train, Pieces):
         return SampleBatches(train, default_collate, **shard)
     return PackedBatches(train.stream, train.span, module.masking, module.cfg.document_mask, **shard)
+
+
+class DocumentDataModule(TextDataModule):
+    """``data.kind=text`` with ``data.packing=documents|padded``: the text as separate documents."""
+
+    def build(self) -> dict[str, Dataset]:
+        return build_documents(self)
+
+    def train_batches(self, **shard: int) -> ShardedBatches:
+        return document_batches(self, **shard)

@@ -31,7 +31,7 @@ from attnlab.data.sampling import (
 )
 from attnlab.data.sources import carve_text, hf_columns, hf_splits, read_text_files
 from attnlab.data.tokenizers import Tokenizer, build_tokenizer
-from attnlab.schema.data import DataConfig, Packing
+from attnlab.schema.data import DataConfig
 
 
 def default_corpus() -> str:
@@ -187,15 +187,12 @@ class WindowBatches(ShardedBatches):
 
 
 class TextDataModule(AttnlabDataModule):
-    """``data.kind=text`` for ``task=causal_lm`` (GPT) and ``task=mlm`` (BERT)."""
+    """``data.kind=text`` for ``task=causal_lm`` (GPT) and ``task=mlm`` (BERT); with ``data.packing`` set,
+    ``attnlab.data.packing.DocumentDataModule`` reads it as separate documents."""
 
     masking: Masking | None = None
 
     def build(self) -> dict[str, Dataset]:
-        if self.cfg.packing != Packing.none:
-            from attnlab.data.packing import build_documents
-
-            return build_documents(self)
         cfg = self.cfg
         texts = text_splits(cfg, self.seed)
         self.tokenizer = build_tokenizer(
@@ -234,10 +231,6 @@ class TextDataModule(AttnlabDataModule):
         return f"data.path={cfg.path!r}" if cfg.path else "the default corpus"
 
     def train_batches(self, **shard: int) -> ShardedBatches:
-        if self.cfg.packing != Packing.none:
-            from attnlab.data.packing import document_batches
-
-            return document_batches(self, **shard)
         windows = self.datasets["train"].windows
         shard["seed"] = derive_seed(shard["seed"], 3)
         return WindowBatches(windows.tokens, windows.span, self.masking, **shard)
