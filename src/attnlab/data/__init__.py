@@ -40,7 +40,10 @@ def build_datamodule(
     """
     cfg.check()
     check_compatible(family, task, cfg.kind)
-    module_name, class_name = MODULES[cfg.kind].split(":")
+    chosen = MODULES[cfg.kind]
+    if getattr(cfg, "packing", "none") != "none":  # text as separate documents (data.packing)
+        chosen = "attnlab.data.packing:DocumentDataModule"
+    module_name, class_name = chosen.split(":")
     cls = getattr(importlib.import_module(module_name), class_name)
     return cls(cfg, seed=seed, model_cfg=model_cfg, task=task)
 
