@@ -14,8 +14,8 @@ float32 (a 4-layer d128 GPT's Muon step took seconds there).
 
 from __future__ import annotations
 
-from collections import Counter
 import math
+from collections import Counter
 from collections.abc import Callable
 
 import torch
