@@ -46,12 +46,15 @@ def seconds_per_step(run_dir: Path) -> float:
     return TOKENS_PER_STEP / read_run(run_dir).summary["tokens_per_s"]
 
 
+def seed_of(summary: Path) -> int:
+    """The seed in a finished run's folder name: ``<optim>-seed<N>/summary.json``."""
+    return int(summary.parent.name.rpartition("seed")[2])
+
+
 def study(runs: Path) -> dict:
     """Every run's curve and steps to AdamW's mean final val loss, and the per-optimizer means."""
-    dirs = {
-        o: sorted(runs.glob(f"{o}-seed*"), key=lambda p: int(p.name.split("seed")[1])) for o in OPTIMIZERS
-    }
-    dirs = {o: [d for d in found if (d / "summary.json").is_file()] for o, found in dirs.items()}
+    dirs = {o: sorted(runs.glob(f"{o}-seed*/summary.json"), key=seed_of) for o in OPTIMIZERS}
+    dirs = {o: [summary.parent for summary in found] for o, found in dirs.items()}
     curves = {o: {d.name: val_curve(d) for d in found} for o, found in dirs.items()}
     target = statistics.mean(curve[-1][1] for curve in curves["adamw"].values())
     rows = {}
