@@ -36,7 +36,7 @@ train() {
 }
 
 report() {
-  "$BIN/attnlab-report" "$RUNS"/adamw-seed* "$RUNS"/muon-seed* --out "$HERE/results"
+  "$BIN/attnlab-report" "$RUNS"/adamw-seed*/ "$RUNS"/muon-seed*/ --out "$HERE/results"
   "$BIN/python" "$HERE/steps_to_loss.py" "$RUNS" --out "$HERE/results"
 }
 
