@@ -5,6 +5,7 @@ tokenizer built) and checks it against the model."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -100,3 +101,25 @@ def test_own_grey_images_the_readme_example(tmp_path: Path) -> None:
     state = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     patches = next(v for k, v in state["state_dict"].items() if k.endswith("patches.proj.weight"))
     assert patches.shape[1] == 1  # one input channel, inferred from the grey images
+
+
+def test_own_colour_images_train_with_three_channels(tmp_path: Path) -> None:
+    """A folder of RGB images trains with model.channels inferred from the data: three input channels
+    (data.mean/std come from the training images, tests/data/test_data_images.py)."""
+    import torch
+    from PIL import Image
+
+    for c, name in enumerate(("warm", "cool")):
+        (tmp_path / "imgs" / name).mkdir(parents=True)
+        for i in range(12):
+            colour = (220 - 20 * c, 40 + 5 * i, 60 + 40 * c)
+            Image.new("RGB", (16, 16), colour).save(tmp_path / "imgs" / name / f"{i}.png")
+    args = [*TINY, "model=vit", "data=image_folder", "data.path=imgs", "logger=none", "model.image_size=16"]
+    result = cli(
+        [*args, "model.patch_size=4", "data.val_fraction=0.25", "run_dir=run"], tmp_path, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    state = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
+    patches = next(v for k, v in state["state_dict"].items() if k.endswith("patches.proj.weight"))
+    assert patches.shape[1] == 3
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "completed"

@@ -226,6 +226,21 @@ def test_given_channels_are_kept_and_colour_images_give_three(make_dm, tmp_path)
     assert make_dm("images", path=str(colour), model={**VIT, "channels": 0}, val_fraction=0.2).channels == 3
 
 
+def test_colour_images_are_normalised_per_channel(make_dm, tmp_path):
+    """An RGB folder with empty data.mean/std: one mean per channel, the training pixels' own."""
+    for c in range(2):
+        (tmp_path / "rgb" / f"c{c}").mkdir(parents=True)
+        for i in range(10):
+            Image.new("RGB", (16, 16), (200, 50, 100 + 50 * c)).save(tmp_path / "rgb" / f"c{c}" / f"{i}.png")
+    dm = make_dm(
+        "images", path=str(tmp_path / "rgb"), model={**VIT, "channels": 0}, val_fraction=0.2, augment=False
+    )
+    assert dm.channels == 3
+    assert dm.datasets["train"].mean.flatten().tolist() == pytest.approx(
+        [200 / 255, 50 / 255, 125 / 255], abs=0.05
+    )
+
+
 def test_a_resize_that_destroys_the_images_is_refused(make_dm, tmp_path):
     root = grey_folder(tmp_path / "big", size=(64, 48))
     with pytest.raises(

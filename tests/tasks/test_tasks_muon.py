@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import io
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -23,7 +24,7 @@ from attnlab.schema.optim import MuonConfig
 from attnlab.schema.pos import RelativePos
 from attnlab.schema.task import task_config
 from attnlab.tasks import build_task
-from attnlab.tasks.muon import MuonWithAdamW, hidden_matrices
+from attnlab.tasks.muon import Muon, MuonWithAdamW, hidden_matrices, newton_schulz
 from attnlab.tasks.optim import build_schedule, configure_optimizers, param_groups
 
 FAMILY_SETUPS = [
@@ -102,7 +103,7 @@ def train(model: nn.Module, optimizer: torch.optim.Optimizer, steps: range) -> N
 
 
 def test_one_step_equals_muon_and_adamw_stepped_separately(tiny_model):
-    cfg = muon_cfg(lr=0.05, weight_decay=0.02)
+    cfg = muon_cfg(lr=0.05, weight_decay=0.02, ns_dtype="bfloat16")  # torch.optim.Muon's dtype
     model = tiny_model("gpt", tie_embeddings=False, **SIZES)
     reference = copy.deepcopy(model)
     train(model, configure_optimizers(model, cfg, max_steps=10)["optimizer"], range(3))
@@ -186,9 +187,76 @@ def test_lightning_fits_with_it_and_clips_every_parameter(tiny_model, monkeypatc
     assert len(clipped) == 20 and all(ids == {id(p) for p in model.parameters()} for ids in clipped)
 
 
+COEFFICIENTS = (3.4445, -4.7750, 2.0315)  # torch.optim.Muon's (Keller Jordan's)
+
+
+def muon_pair(nesterov: bool, adjust_lr_fn: str, ns_dtype: torch.dtype | None):
+    """Three matrices (tall, wide, square) and an identical copy; attnlab's Muon on the first, torch's
+    on the copy."""
+    shapes = [(24, 8), (8, 40), (16, 16)]
+    generator = torch.Generator().manual_seed(0)
+    params = [nn.Parameter(torch.randn(*shape, generator=generator)) for shape in shapes]
+    twins = [nn.Parameter(p.detach().clone()) for p in params]
+    settings = dict(lr=0.02, weight_decay=0.01, momentum=0.95, nesterov=nesterov, adjust_lr_fn=adjust_lr_fn)
+    return params, Muon(params, ns_dtype=ns_dtype, **settings), twins, torch.optim.Muon(twins, **settings)
+
+
+def step_both(params, optimizer, twins, reference, seed: int) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    for p, twin in zip(params, twins):
+        p.grad = torch.randn(p.shape, generator=generator)
+        twin.grad = p.grad.clone()
+    optimizer.step()
+    reference.step()
+
+
+@pytest.mark.parametrize("nesterov", [True, False])
+@pytest.mark.parametrize("adjust_lr_fn", ["original", "match_rms_adamw"])
+def test_in_bfloat16_it_is_torchs_muon_bit_for_bit(nesterov, adjust_lr_fn):
+    params, optimizer, twins, reference = muon_pair(nesterov, adjust_lr_fn, torch.bfloat16)
+    for seed in range(4):
+        step_both(params, optimizer, twins, reference, seed)
+    for p, twin in zip(params, twins):
+        assert torch.equal(p, twin)
+        assert torch.equal(optimizer.state[p]["momentum_buffer"], reference.state[twin]["momentum_buffer"])
+    assert optimizer.state_dict()["param_groups"] == reference.state_dict()["param_groups"]  # one layout
+
+
+@pytest.mark.parametrize("shape", [(24, 8), (8, 40), (64, 64)])
+def test_in_float32_newton_schulz_matches_a_float64_reference(shape):
+    update = torch.randn(*shape, generator=torch.Generator().manual_seed(1))
+    want = newton_schulz(update.double(), COEFFICIENTS, 5, 1e-7, torch.float64)
+    got = newton_schulz(update, COEFFICIENTS, 5, 1e-7, torch.float32)
+    in_bf16 = newton_schulz(update, COEFFICIENTS, 5, 1e-7, torch.bfloat16)
+    assert got.dtype == torch.float32 and got.shape == update.shape
+    assert torch.allclose(got.double(), want, rtol=0, atol=1e-5)
+    assert (in_bf16.double() - want).abs().max() > 100 * (got.double() - want).abs().max()
+    # and it orthogonalises: singular values in Muon's band around 1 (about (0.7, 1.2) after 5 steps)
+    singular = torch.linalg.svdvals(want)
+    assert singular.min() > 0.5 and singular.max() < 1.5
+
+
+def test_without_nesterov_the_momentum_buffer_is_not_orthogonalised_in_place():
+    params, optimizer, twins, reference = muon_pair(False, "original", torch.float32)
+    step_both(params, optimizer, twins, reference, seed=0)
+    for p in params:  # from a zero buffer, one step leaves (1 - momentum) x grad
+        assert torch.allclose(optimizer.state[p]["momentum_buffer"], 0.05 * p.grad, rtol=1e-6, atol=0)
+
+
+def test_auto_computes_in_bfloat16_on_cuda_and_float32_elsewhere(tiny_model):
+    optimizer = Muon([nn.Parameter(torch.zeros(4, 4))])
+    assert optimizer.dtype_for(SimpleNamespace(device=torch.device("cuda", 0))) == torch.bfloat16
+    assert optimizer.dtype_for(torch.zeros(2, 2)) == torch.float32
+    model = tiny_model("gpt", **SIZES)
+    for setting, want in [("auto", None), ("float32", torch.float32), ("bfloat16", torch.bfloat16)]:
+        optimizer = configure_optimizers(model, muon_cfg(ns_dtype=setting), max_steps=10)["optimizer"]
+        assert optimizer.muon.ns_dtype == want
+
+
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
+        ({"ns_dtype": "float16"}, "optim.ns_dtype=float16: choose one of auto, bfloat16, float32"),
         ({"momentum": 1.0}, "optim.momentum=1.0: must be in [0, 1)"),
         ({"ns_steps": 0}, "optim.ns_steps=0: must be in 1..99"),
         ({"ns_steps": 100}, "optim.ns_steps=100: must be in 1..99"),

@@ -50,6 +50,14 @@ class AdjustLR(Choice):
     match_rms_adamw = "match_rms_adamw"  # lr * 0.2 * sqrt(max(A, B)): AdamW's update size (Moonshot's)
 
 
+class NsDtype(Choice):
+    """The dtype of Muon's Newton-Schulz orthogonalisation (``attnlab.tasks.muon.Muon``)."""
+
+    auto = "auto"  # bfloat16 on CUDA (torch.optim.Muon's choice), float32 on a CPU, which emulates bfloat16
+    bfloat16 = "bfloat16"
+    float32 = "float32"
+
+
 def check_adam(prefix: str, betas: list[float], eps: float) -> None:
     """Adam's two moment decay rates and its epsilon, at ``<prefix>betas`` and ``<prefix>eps``."""
     if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
@@ -128,6 +136,7 @@ class MuonConfig(OptimConfig):
     nesterov: bool = True
     ns_steps: int = 5  # Newton-Schulz iterations that orthogonalise the update
     adjust_lr: AdjustLR = AdjustLR.original
+    ns_dtype: NsDtype = NsDtype.auto  # the dtype the Newton-Schulz steps compute in
     adamw: AdamWPart = field(default_factory=AdamWPart)
 
     def check(self) -> None:

@@ -6,10 +6,15 @@ one: its ``param_groups`` are the two optimizers' own group dicts (Muon's first)
 scheduler and gradient clipping reach both, and its ``state`` is the one dict both optimizers keep
 their state in (keyed by parameter; the two sets are disjoint), so torch's own ``state_dict`` and
 ``load_state_dict`` save and restore both exactly.
+
+``Muon`` is ``torch.optim.Muon`` with its Newton-Schulz orthogonalisation in a dtype of one's choice:
+torch's casts to bfloat16, which a CPU without bfloat16 matrix units emulates several times slower than
+float32 (a 4-layer d128 GPT's Muon step took seconds there).
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable
 
@@ -39,10 +44,79 @@ def hidden_matrices(model: nn.Module) -> list[nn.Parameter]:
     return [p for p in model.parameters() if id(p) in inside and holders[id(p)] == 1 and p.requires_grad]
 
 
+def newton_schulz(
+    update: Tensor, coefficients: tuple[float, float, float], steps: int, eps: float, dtype: torch.dtype
+) -> Tensor:
+    """The orthogonalised ``update`` (about U V^T of its SVD U S V^T): ``steps`` quintic Newton-Schulz
+    iterations computed in ``dtype``, a new tensor of that dtype.
+
+    Torch's ``_zeropower_via_newtonschulz`` (torch/optim/_muon.py, Keller Jordan's Muon) with its
+    cast to bfloat16 replaced by one to ``dtype``: the same operations in the same order, so in
+    bfloat16 the result is torch's bit for bit.
+    """
+    a, b, c = coefficients
+    ortho = update.to(dtype, copy=True)  # a copy: without nesterov, ``update`` is the momentum buffer
+    wide = update.size(0) > update.size(1)
+    if wide:
+        ortho = ortho.T
+    ortho.div_(ortho.norm().clamp(min=eps))  # spectral norm at most 1
+    for _ in range(steps):
+        gram = ortho @ ortho.T
+        gram_update = torch.addmm(gram, gram, gram, beta=b, alpha=c)
+        ortho = torch.addmm(ortho, gram_update, ortho, beta=a)
+    return ortho.T if wide else ortho
+
+
+def adjusted_lr(lr: float, adjust_lr_fn: str | None, shape: torch.Size) -> float:
+    """Muon's learning rate for an A x B matrix, as torch.optim.Muon scales it (``AdjustLR``)."""
+    rows, cols = shape[:2]
+    if adjust_lr_fn == "match_rms_adamw":
+        return lr * 0.2 * math.sqrt(max(rows, cols))
+    return lr * math.sqrt(max(1, rows / cols))  # "original" (torch's default, also for None)
+
+
+class Muon(torch.optim.Muon):
+    """``torch.optim.Muon`` orthogonalising in ``ns_dtype`` (``None``: per parameter, bfloat16 on CUDA
+    as torch does, float32 elsewhere). Its groups and state are torch's (``momentum_buffer`` per
+    matrix), so checkpoints of either load into the other; ``ns_dtype`` is a setting, not state."""
+
+    def __init__(self, params: list[nn.Parameter], ns_dtype: torch.dtype | None = None, **settings) -> None:
+        super().__init__(params, **settings)
+        self.ns_dtype = ns_dtype
+
+    def dtype_for(self, grad: Tensor) -> torch.dtype:
+        """The dtype Newton-Schulz runs in for a gradient on ``grad.device``."""
+        if self.ns_dtype is not None:
+            return self.ns_dtype
+        return torch.bfloat16 if grad.device.type == "cuda" else torch.float32
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:
+        """torch.optim.Muon's step (its single-tensor path): Nesterov momentum, orthogonalisation,
+        decoupled weight decay, the update at the shape-adjusted learning rate."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            params, grads, buffers = [], [], []
+            self._init_group(group, params, grads, buffers)
+            lr, momentum = float(group["lr"]), group["momentum"]
+            for param, grad, buffer in zip(params, grads, buffers):
+                buffer.lerp_(grad, 1 - momentum)
+                update = grad.lerp(buffer, momentum) if group["nesterov"] else buffer
+                update = newton_schulz(
+                    update, group["ns_coefficients"], group["ns_steps"], group["eps"], self.dtype_for(grad)
+                )
+                param.mul_(1 - lr * group["weight_decay"])
+                param.add_(update, alpha=-adjusted_lr(lr, group["adjust_lr_fn"], param.shape))
+        return loss
+
+
 class MuonWithAdamW(torch.optim.Optimizer):
     """``muon`` and ``adamw`` stepped as one optimizer (see the module's docstring)."""
 
-    def __init__(self, muon: torch.optim.Muon, adamw: torch.optim.AdamW) -> None:
+    def __init__(self, muon: Muon, adamw: torch.optim.AdamW) -> None:
         self.muon, self.adamw = muon, adamw
         super().__init__([*muon.param_groups, *adamw.param_groups], defaults={})
         self._share()

@@ -10,10 +10,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from attnlab.schema.optim import AdamWConfig, Decay, MuonConfig, OptimConfig, OptimName
-from attnlab.tasks.muon import MuonWithAdamW, hidden_matrices
+from attnlab.schema.optim import AdamWConfig, Decay, MuonConfig, NsDtype, OptimConfig, OptimName
+from attnlab.tasks.muon import Muon, MuonWithAdamW, hidden_matrices
 
 DECAYED_MODULES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
+# optim.ns_dtype as Muon takes it; None (auto) decides per parameter's device
+NS_DTYPES = {NsDtype.auto: None, NsDtype.bfloat16: torch.bfloat16, NsDtype.float32: torch.float32}
 
 
 def param_groups(
@@ -98,14 +100,16 @@ def adamw(model: nn.Module, cfg: AdamWConfig, fused: bool) -> torch.optim.Optimi
 
 
 def muon(model: nn.Module, cfg: MuonConfig, fused: bool) -> torch.optim.Optimizer:
-    """Muon on the hidden matrices (``cfg``'s settings), AdamW on the rest (``cfg.adamw``'s), as one.
+    """Muon on the hidden matrices (``cfg``'s settings; Newton-Schulz in ``cfg.ns_dtype``), AdamW on
+    the rest (``cfg.adamw``'s), as one.
 
     The hidden matrices are all weight matrices, so Muon decays them under every ``cfg.decay``; of
     the others, AdamW decays those that ``cfg.decay`` names.
     """
     hidden = hidden_matrices(model)
-    matrices = torch.optim.Muon(
+    matrices = Muon(
         hidden,
+        ns_dtype=NS_DTYPES[cfg.ns_dtype],
         lr=cfg.lr,
         weight_decay=cfg.weight_decay,
         momentum=cfg.momentum,

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# AdamW vs Muon on nanoGPT's baby Shakespeare recipe, from the repository root:
+#   experiments/muon/run.sh [train|report|all]
+#   train   experiment=nanogpt_baby with optim=adamw and with optim=muon, seeds 1, 2, 3, one run after
+#           the other, alternating (adamw seed 1, muon seed 1, adamw seed 2, ...) so that a cut-short
+#           study still compares the two on the same seeds. Muon: lr 0.02 with torch's "original"
+#           adjust_lr (optim=muon's defaults), Newton-Schulz in float32 (optim.ns_dtype=auto on a
+#           CPU); its AdamW part (embeddings, head, norms) keeps the recipe's lr 1e-3.
+#   report  attnlab-report over the runs, then steps_to_loss.py: the steps each Muon run needs to
+#           reach AdamW's final val loss, into experiments/muon/results/
+# The budget is the recipe's with trainer.max_steps=$STEPS (default 300; STEPS=2000 for the recipe's
+# own; the cosine schedule follows max_steps): on this project's shared 2-core machine, at load ~15,
+# a 2,000-step run took 22 min. Validation every 25 steps on the first 10% of the val split (the same
+# text every time; the whole split cost 22 s a time at that load). Tiny Shakespeare is read from
+# $TINYSHAKESPEARE (default ../shared/data/tinyshakespeare.txt). One torch thread per run.
+set -euo pipefail
+STAGE=${1:-all}
+HERE=experiments/muon
+RUNS=${RUNS:-$HERE/runs}                  # git-ignored: checkpoints and logs
+STEPS=${STEPS:-300}
+export TINYSHAKESPEARE=${TINYSHAKESPEARE:-$(realpath ../shared/data/tinyshakespeare.txt)}
+export OMP_NUM_THREADS=${THREADS:-1}
+export HYDRA_FULL_ERROR=0
+BIN=${ATTNLAB_BIN:-$(dirname "$(command -v python)")}
+
+train() {
+  mkdir -p "$RUNS"
+  for seed in 1 2 3; do
+    for optim in adamw muon; do
+      "$BIN/attnlab-train" experiment=nanogpt_baby optim="$optim" seed="$seed" trainer.max_steps="$STEPS" \
+        trainer.val_every_n_steps=25 trainer.limit_val_batches=0.1 checkpoint.every_n_steps="$STEPS" \
+        logger=none trainer.enable_progress_bar=false run_dir="$RUNS/$optim-seed$seed" \
+        > "$RUNS/$optim-seed$seed.log" 2>&1
+    done
+  done
+}
+
+report() {
+  "$BIN/attnlab-report" "$RUNS"/adamw-seed*/ "$RUNS"/muon-seed*/ --out "$HERE/results"
+  "$BIN/python" "$HERE/steps_to_loss.py" "$RUNS" --out "$HERE/results"
+}
+
+case $STAGE in
+  train) train ;;
+  report) report ;;
+  all) train && report ;;
+  *) echo "usage: $0 [train|report|all]" >&2; exit 2 ;;
+esac
