@@ -53,7 +53,14 @@ def strategy(cfg: TrainerConfig) -> str | Strategy:
 
 
 # TrainerConfig fields that are not arguments of Lightning's Trainer: lightning_settings translates them.
-ATTNLAB_SETTINGS = ("strategy", "timeout", "val_every_n_steps", "profiler")
+ATTNLAB_SETTINGS = (
+    "strategy",
+    "timeout",
+    "val_every_n_steps",
+    "profiler",
+    "on_nonfinite",
+    "max_nonfinite_skips",
+)
 
 
 def lightning_settings(t: TrainerConfig, run_dir: Path) -> dict[str, Any]:
