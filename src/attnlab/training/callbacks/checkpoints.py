@@ -144,7 +144,10 @@ class LastCheckpoint(Checkpoint):
             self.save(trainer)
 
     def save(self, trainer: pl.Trainer) -> None:
-        trainer.save_checkpoint(self.path)
+        """The whole state (optimizer, schedule, loops, callbacks). ``weights_only=False`` is what to
+        write, not how to read: left unset, Lightning logs "`weights_only` was not set, defaulting to
+        `False`", which reads like an unsafe load (every load passes ``weights_only=True``)."""
+        trainer.save_checkpoint(self.path, weights_only=False)
         self.saved_step = trainer.global_step
 
     def stop(self, trainer: pl.Trainer) -> None:
