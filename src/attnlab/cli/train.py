@@ -233,7 +233,6 @@ def _fit(run: RunConfig, run_dir: Path, config: dict, group: str | None, summary
     from attnlab.training.trainer import build_trainer
 
     warnings.filterwarnings("ignore", ".*does not have many workers.*")  # workers are data.num_workers
-    warnings.filterwarnings("ignore", ".*LeafSpec.*is deprecated.*")  # Lightning's, on recent torch
     pl.seed_everything(run.seed, workers=True, verbose=False)
     datamodule = take_datamodule(run)  # built (and checked) by the validation of a single run
     model = build_model_for(run, datamodule)

@@ -17,6 +17,7 @@ from attnlab.blocks.layers import TransformerLayer
 from attnlab.schema.load import plain
 from attnlab.schema.run import RunConfig, TrainerConfig
 from attnlab.training.callbacks import AtomicCheckpointIO
+from attnlab.training.console import quiet_lightning
 from attnlab.training.slurm import slurm_plugins
 
 PROFILERS = {"simple": SimpleProfiler, "advanced": AdvancedProfiler, "pytorch": PyTorchProfiler}
@@ -90,6 +91,7 @@ def build_trainer(
 ) -> pl.Trainer:
     """The Trainer of ``run.trainer._target_`` (Lightning's by default): its fields as the Trainer's
     arguments, with attnlab's own settings translated (``lightning_settings``)."""
+    quiet_lightning()
     arguments = {k: v for k, v in plain(run.trainer).items() if k not in ATTNLAB_SETTINGS}
     return instantiate(
         arguments,
