@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from train_cli import tiny_checkpoints
+from train_cli import RunsCode, tiny_checkpoints
 
 pytestmark = pytest.mark.slow  # end to end: trains four tiny runs (about 1 s each), then compresses
 
@@ -179,6 +179,11 @@ def test_attnlab_sample_classifies_images_with_an_int8_vit(int8, tmp_path, monke
         (["ckpt_path={tmp}/no.ckpt"], "error: ckpt_path={tmp}/no.ckpt: no such checkpoint file"),
         (["ckpt_path={tmp}/notes.ckpt"], "error: '{tmp}/notes.ckpt' is not a readable PyTorch checkpoint"),
         (["ckpt_path={tmp}/weights.ckpt"], "error: '{tmp}/weights.ckpt' is not an attnlab checkpoint"),
+        (
+            ["ckpt_path={tmp}/evil.ckpt"],  # unpickled, it would create {tmp}/ran
+            "error: '{tmp}/evil.ckpt' is not a checkpoint of attnlab: it holds pickled objects beyond tensors "
+            "and plain data, which could run code, so it is not loaded",
+        ),
         (["method=prune"], "error: method=prune: choose one of int8"),
         (
             ["out={tmp}/missing/x.ckpt"],
@@ -196,6 +201,7 @@ def test_bad_input_is_one_line_and_writes_nothing(
 
     (tmp_path / "notes.ckpt").write_text("not a checkpoint")
     torch.save({"weight": torch.zeros(2)}, tmp_path / "weights.ckpt")
+    torch.save({"state_dict": RunsCode(tmp_path / "ran")}, tmp_path / "evil.ckpt")
     names = {"tmp": tmp_path, "ckpt": checkpoint("gpt"), "int8": int8("gpt")}
     args = [a.format(**names) for a in args]
     if not any(a.startswith("ckpt_path=") for a in args):

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from train_cli import tiny_checkpoints
+from train_cli import RunsCode, tiny_checkpoints
 
 pytest.importorskip("attnlab.train", reason="attnlab.train (issue 3) is not in the tree yet")
 pytestmark = pytest.mark.slow  # end to end: trains five tiny runs (about 1 s each), then runs the commands
@@ -158,30 +158,28 @@ def test_sample_bad_input_is_one_line(checkpoint, monkeypatch, capsys, name, arg
     assert not any("Traceback" in line for line in err)
 
 
-class RunsCode:
-    """Unpickled, it would create ``marker``: what a poisoned checkpoint does."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self) -> tuple:
-        return (Path.touch, (self.marker,))
-
-
-def test_sample_refuses_a_checkpoint_that_would_run_code(tmp_path, monkeypatch, capsys) -> None:
+@pytest.mark.parametrize("command", ["sample", "explain"])
+def test_sample_and_explain_refuse_a_checkpoint_that_would_run_code(
+    tmp_path, monkeypatch, capsys, command
+) -> None:
     """One line that never repeats torch's advice to load it with weights_only=False."""
+    import importlib
+
     import torch
 
-    from attnlab.cli.sample import main
-
+    main = importlib.import_module(f"attnlab.cli.{command}").main
     path, marker = tmp_path / "evil.ckpt", tmp_path / "ran"
     torch.save({"state_dict": RunsCode(marker)}, path)
-    assert run_command(main, [f"ckpt_path={path}"], monkeypatch, capsys) == 2
+    args = [
+        f"ckpt_path={path}",
+        *(["input=hi", f"out_dir={tmp_path / 'out'}"] if command == "explain" else []),
+    ]
+    assert run_command(main, args, monkeypatch, capsys) == 2
     assert capsys.readouterr().err.strip().splitlines() == [
         f"error: '{path}' is not a checkpoint of attnlab: it holds pickled objects beyond tensors and plain "
         "data, which could run code, so it is not loaded"
     ]
-    assert not marker.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["evil.ckpt"]  # nothing ran, nothing written
 
 
 # -- attnlab-explain -------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from train_cli import cli
+from train_cli import RunsCode, cli
 
 NO_GPU = "this machine has no GPU; on the CPU use trainer=cpu (one process), or trainer=ddp_sim (DDP over 2"
 needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="the machine has a GPU")
@@ -183,16 +183,6 @@ def test_validation_imports_neither_torch_nor_lightning(tmp_path: Path) -> None:
         result.stderr.strip().splitlines()[-1]
         == "error: model.d_model=128: must be divisible by model.n_heads=3"
     )
-
-
-class RunsCode:
-    """Unpickled, it would create ``marker``: what a poisoned checkpoint does."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self) -> tuple:
-        return (Path.touch, (self.marker,))
 
 
 @pytest.mark.parametrize("command", ["train", "eval"])

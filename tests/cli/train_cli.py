@@ -36,6 +36,16 @@ TEXT = ["data.seq_len=32"]  # shorter windows for the text corpus
 TEST_PRESETS = f"hydra.searchpath=[file://{HERE / 'conf'}]"
 
 
+class RunsCode:
+    """Unpickled, it would create ``marker``: what a poisoned checkpoint does."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return (Path.touch, (self.marker,))
+
+
 def cli_env(cwd: Path) -> dict[str, str]:
     """The environment of a command run by a test: offline, its own wandb dirs, no inherited wandb service.
 

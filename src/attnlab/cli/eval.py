@@ -130,7 +130,7 @@ def evaluate(
 
     from attnlab.cli.checkpoint import load_task_from_checkpoint
     from attnlab.data import build_datamodule
-    from attnlab.training.console import print_summary
+    from attnlab.training.console import print_summary, quiet_lightning
     from attnlab.training.loggers import build_loggers, finish_wandb, new_wandb_id
 
     changes = dict(changed_keys(plain(run.model), plain(evaluated.model), "model"))
@@ -157,6 +157,7 @@ def evaluate(
         if ev.limit_batches is not None
         else getattr(run.trainer, f"limit_{ev.split}_batches")
     )
+    quiet_lightning()
     trainer = instantiate(
         plain(ev.trainer),
         logger=loggers or False,

@@ -223,6 +223,7 @@ def _fit(run: RunConfig, run_dir: Path, config: dict, group: str | None, summary
     import pytorch_lightning as pl
 
     from attnlab.tasks import build_task
+    from attnlab.tasks.nonfinite import NonFiniteGuard
     from attnlab.training.callbacks import LastCheckpoint, build_callbacks
     from attnlab.training.files import save_into
     from attnlab.training.loggers import build_loggers, new_wandb_id
@@ -232,7 +233,6 @@ def _fit(run: RunConfig, run_dir: Path, config: dict, group: str | None, summary
     from attnlab.training.trainer import build_trainer
 
     warnings.filterwarnings("ignore", ".*does not have many workers.*")  # workers are data.num_workers
-    warnings.filterwarnings("ignore", ".*LeafSpec.*is deprecated.*")  # Lightning's, on recent torch
     pl.seed_everything(run.seed, workers=True, verbose=False)
     datamodule = take_datamodule(run)  # built (and checked) by the validation of a single run
     model = build_model_for(run, datamodule)
@@ -246,6 +246,7 @@ def _fit(run: RunConfig, run_dir: Path, config: dict, group: str | None, summary
         num_classes=datamodule.num_classes,
         max_steps=run.trainer.max_steps,
     )
+    task.nonfinite = NonFiniteGuard(run.trainer.on_nonfinite, run.trainer.max_nonfinite_skips)
     resumed = read_run_state(run.ckpt_path) if run.ckpt_path else {}
     wandb_id = resumed.get("wandb_id") or new_wandb_id()
     metrics_file = MetricsFileLogger(run_dir, resume_step=resumed.get("global_step"))  # whatever logger=

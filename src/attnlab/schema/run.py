@@ -39,6 +39,13 @@ class Profiler(Choice):
     pytorch = "pytorch"
 
 
+class OnNonFinite(Choice):
+    """What a training step whose loss or gradient is not finite does (``attnlab.tasks.nonfinite``)."""
+
+    stop = "stop"  # end the run before the optimizer step, with one line naming the step and the value
+    skip = "skip"  # drop the step's gradients, count it (train/skipped_steps), go on
+
+
 class WandbMode(Choice):
     offline = "offline"
     online = "online"
@@ -51,7 +58,8 @@ class TrainerConfig:
 
     ``hydra.utils.instantiate`` builds the Trainer from ``_target_`` and the fields that are its
     arguments; ``strategy``, ``timeout``, ``val_every_n_steps`` and ``profiler`` are attnlab's own,
-    translated into Trainer arguments by ``attnlab.training.trainer.lightning_settings``.
+    translated into Trainer arguments by ``attnlab.training.trainer.lightning_settings``;
+    ``on_nonfinite`` and ``max_nonfinite_skips`` go to the task module (its check of every step).
 
     ``timeout`` (seconds) bounds every collective of the DDP/FSDP strategies: a process whose peer died
     (a killed node) fails after it instead of waiting forever. None: 120 s on the CPU (gloo: the
@@ -79,6 +87,8 @@ class TrainerConfig:
     fast_dev_run: int = 0  # >0: run this many batches of each stage, write nothing (debug=fdr)
     overfit_batches: Any = 0  # >0: train and validate on this many batches (int) or this fraction (float)
     profiler: Profiler | None = None
+    on_nonfinite: OnNonFinite = OnNonFinite.stop
+    max_nonfinite_skips: int = 10  # on_nonfinite=skip: the run stops at this many skipped steps in a row
 
     def check(self) -> None:
         if self.precision not in PRECISIONS:
@@ -93,6 +103,7 @@ class TrainerConfig:
             "val_every_n_steps",
             "accumulate_grad_batches",
             "log_every_n_steps",
+            "max_nonfinite_skips",
         ):
             positive(f"trainer.{name}", getattr(self, name))
         for name in ("limit_val_batches", "limit_test_batches", "overfit_batches"):

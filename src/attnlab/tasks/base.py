@@ -20,12 +20,14 @@ from dataclasses import dataclass
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from pytorch_lightning.plugins.precision import Precision
 from torch import Tensor, nn
 from torchmetrics import MeanMetric, Metric
 
 from attnlab.blocks.positional import PositionalEncoding
 from attnlab.models import build_model
 from attnlab.schema.load import plain, read_model_config, read_optim_config, read_task_config
+from attnlab.tasks.nonfinite import NonFiniteGuard, check_finite_weights, gradient_norm
 from attnlab.tasks.optim import configure_optimizers
 
 STAGES = ("val", "test")
@@ -34,6 +36,7 @@ STAGES = ("val", "test")
 # are the module's hyperparameters only; 2 and 1 (before the tagged groups) also had an "attnlab" entry.
 TOKENIZER_KEY = "attnlab_tokenizer"
 FORMAT_KEY = "attnlab_format"
+NONFINITE_KEY = "attnlab_nonfinite"  # the skip counts of trainer.on_nonfinite=skip, for an exact resume
 CHECKPOINT_FORMAT = 3
 LOG_AXES = ("step", "epoch")  # logged with the val/test metrics to label them; not metrics themselves
 
@@ -110,6 +113,9 @@ class TaskModule(pl.LightningModule):
         )
         self.metrics = nn.ModuleDict({stage: nn.ModuleDict(self.build_metrics()) for stage in STAGES})
         self.loaded_step: int | None = None  # the optimizer step of the checkpoint loaded to test
+        # What a step whose loss or gradient is not finite does; training sets trainer.on_nonfinite.
+        self.nonfinite = NonFiniteGuard()
+        self.step_loss: Tensor | None = None  # this step's loss, checked before the optimizer step
 
     # -- what a task defines --------------------------------------------------------------------
 
@@ -155,10 +161,39 @@ class TaskModule(pl.LightningModule):
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         loss = self.training_loss(batch)
+        self.step_loss = loss.detach()
         if self._trainer is not None and self._logs_this_step():
             self.log("train/loss", self.global_loss(loss, batch), on_step=True, on_epoch=False, prog_bar=True)
             self.log("lr", self.lr_schedulers().get_last_lr()[0], on_step=True, on_epoch=False)
+            if self.nonfinite.skipped:  # only once a step was skipped: no new column in a healthy run
+                self.log("train/skipped_steps", float(self.nonfinite.skipped), on_step=True, on_epoch=False)
         return loss
+
+    def configure_gradient_clipping(
+        self,
+        optimizer: torch.optim.Optimizer,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Clip as Lightning does, then check the step before the optimizer changes the weights
+        (``attnlab.tasks.nonfinite``). Clipping by norm is Lightning's own call of ``clip_grad_norm_``
+        over the optimizer's parameters, made here to keep the norm it computes: the one checked."""
+        trainer = self.trainer
+        plugin = trainer.precision_plugin
+        scaler = getattr(plugin, "scaler", None)  # 16-mixed: the GradScaler skips inf gradients itself
+        params = [p for group in optimizer.param_groups for p in group["params"]]
+        if (
+            gradient_clip_val
+            and str(gradient_clip_algorithm) == "norm"
+            and scaler is None
+            and type(plugin).clip_grad_by_norm is Precision.clip_grad_by_norm
+        ):
+            norm = torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)
+        else:
+            super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
+            norm = gradient_norm(params) if scaler is None else None
+        agree = trainer.strategy.reduce_boolean_decision if trainer.world_size > 1 else None
+        self.nonfinite.check(self.global_step + 1, self.step_loss, norm, optimizer, agree)
 
     def global_loss(self, loss: Tensor, batch: dict[str, Tensor]) -> Tensor:
         """The loss of the global batch (all ranks' shards): each rank's mean weighted by the labels it
@@ -236,12 +271,16 @@ class TaskModule(pl.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.loaded_step = checkpoint.get("global_step")
+        if NONFINITE_KEY in checkpoint:
+            self.nonfinite.load_state_dict(checkpoint[NONFINITE_KEY])
 
     def on_fit_end(self) -> None:
         self.loaded_step = None  # the weights are the fitted ones until a test loads a checkpoint
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
+        check_finite_weights(checkpoint["state_dict"], checkpoint["global_step"])
         checkpoint[FORMAT_KEY] = CHECKPOINT_FORMAT
+        checkpoint[NONFINITE_KEY] = self.nonfinite.state_dict()
         checkpoint[TOKENIZER_KEY] = tokenizer_files(self.tokenizer)
 
 

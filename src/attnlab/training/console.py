@@ -1,6 +1,10 @@
-"""What a run prints: the resolved config as a tree, and where its results went."""
+"""What a run prints: the resolved config as a tree, and where its results went; not Lightning's
+advertisements and deprecation notices."""
 
 from __future__ import annotations
+
+import logging
+import warnings
 
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
@@ -36,3 +40,29 @@ def print_summary(lines: dict[str, str]) -> None:
     width = max(len(k) for k in lines)
     for name, value in lines.items():
         console.print(f"[bold]{name:<{width}}[/bold]  {value}", highlight=False, soft_wrap=True)
+
+
+# The loggers through which Lightning prints its rank-zero messages, the tips among them.
+LIGHTNING_LOGGERS = ("pytorch_lightning.utilities.rank_zero", "lightning_fabric.utilities.rank_zero")
+TIP = "\N{ELECTRIC LIGHT BULB} Tip:"
+
+
+class DropTips(logging.Filter):
+    """Drops Lightning's advertising tips ("💡 Tip: ... try installing litlogger / litmodels")."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(TIP)
+
+
+def quiet_lightning() -> None:
+    """Silence the specific lines that clutter every command's output, and only those: Lightning's
+    tips (a filter on its rank-zero loggers) and the deprecation warning its pytree helper raises on
+    recent torch (``isinstance(treespec, LeafSpec)``). Lightning's other messages and every other
+    warning still show. Idempotent; called before a Trainer is built."""
+    for name in LIGHTNING_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, DropTips) for f in logger.filters):
+            logger.addFilter(DropTips())
+    warnings.filterwarnings(
+        "ignore", r".*LeafSpec.* is deprecated", module=r"pytorch_lightning\.utilities\._pytree"
+    )

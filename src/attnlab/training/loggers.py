@@ -35,19 +35,19 @@ def build_loggers(
     loggers: list[Logger] = []
     if cfg.wandb is not None:
         w = cfg.wandb
-        loggers.append(
-            _instantiate(
-                w,
-                save_dir=str(run_dir),
-                name=w.name or name,
-                group=w.group or group,
-                mode=wandb_mode(w),
-                tags=list(cfg.tags),
-                id=wandb_id,
-                config=config,
-                resume="allow",
-            )
+        wandb_logger = _instantiate(
+            w,
+            save_dir=str(run_dir),
+            name=w.name or name,
+            group=w.group or group,
+            mode=wandb_mode(w),
+            tags=list(cfg.tags),
+            id=wandb_id,
+            config=config,
+            resume="allow",
         )
+        drop_anonymous_setting(wandb_logger)
+        loggers.append(wandb_logger)
     if cfg.csv is not None:
         loggers.append(
             _instantiate(cfg.csv, save_dir=str(run_dir), version=csv_version(run_dir / cfg.csv.name))
@@ -55,6 +55,15 @@ def build_loggers(
     if cfg.tensorboard is not None:
         loggers.append(_instantiate(cfg.tensorboard, save_dir=str(run_dir), version=""))
     return loggers
+
+
+def drop_anonymous_setting(logger: Logger) -> None:
+    """Lightning's WandbLogger passes ``anonymous=None`` to ``wandb.init``, and wandb prints "The
+    anonymous setting has no effect and will be removed" for any value given: leave it unset. (Its
+    arguments for wandb.init are a private dict; a logger without one is left as it is.)"""
+    init = getattr(logger, "_wandb_init", None)
+    if isinstance(init, dict) and init.get("anonymous") is None:
+        init.pop("anonymous", None)
 
 
 def _instantiate(cfg: object, **run_settings: object) -> Logger:

@@ -17,6 +17,7 @@ from attnlab.blocks.layers import TransformerLayer
 from attnlab.schema.load import plain
 from attnlab.schema.run import RunConfig, TrainerConfig
 from attnlab.training.callbacks import AtomicCheckpointIO
+from attnlab.training.console import quiet_lightning
 from attnlab.training.slurm import slurm_plugins
 
 PROFILERS = {"simple": SimpleProfiler, "advanced": AdvancedProfiler, "pytorch": PyTorchProfiler}
@@ -53,7 +54,14 @@ def strategy(cfg: TrainerConfig) -> str | Strategy:
 
 
 # TrainerConfig fields that are not arguments of Lightning's Trainer: lightning_settings translates them.
-ATTNLAB_SETTINGS = ("strategy", "timeout", "val_every_n_steps", "profiler")
+ATTNLAB_SETTINGS = (
+    "strategy",
+    "timeout",
+    "val_every_n_steps",
+    "profiler",
+    "on_nonfinite",
+    "max_nonfinite_skips",
+)
 
 
 def lightning_settings(t: TrainerConfig, run_dir: Path) -> dict[str, Any]:
@@ -83,6 +91,7 @@ def build_trainer(
 ) -> pl.Trainer:
     """The Trainer of ``run.trainer._target_`` (Lightning's by default): its fields as the Trainer's
     arguments, with attnlab's own settings translated (``lightning_settings``)."""
+    quiet_lightning()
     arguments = {k: v for k, v in plain(run.trainer).items() if k not in ATTNLAB_SETTINGS}
     return instantiate(
         arguments,

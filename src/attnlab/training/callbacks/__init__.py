@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from hydra.utils import instantiate
-from pytorch_lightning.callbacks import Callback, Checkpoint, ModelCheckpoint, RichModelSummary
+from pytorch_lightning.callbacks import Callback, Checkpoint, RichModelSummary
 
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import checkpoint_dir
 from attnlab.training.callbacks.attention_maps import AttentionMapLogger
-from attnlab.training.callbacks.checkpoints import AtomicCheckpointIO, LastCheckpoint
+from attnlab.training.callbacks.checkpoints import AtomicCheckpointIO, BestCheckpoint, LastCheckpoint
 from attnlab.training.callbacks.progress import StepProgressBar
 from attnlab.training.callbacks.run_state import RankConsistency, RunState, StepSeeder
 from attnlab.training.callbacks.throughput import ThroughputLogger
@@ -20,7 +20,7 @@ def checkpoint_callbacks(run: RunConfig, run_dir: Path) -> list[Checkpoint]:
     """The best by ``task.monitor`` at each validation, then ``last.ckpt`` every
     ``checkpoint.every_n_steps`` and after each validation: in this order (see ``callbacks.checkpoints``)."""
     dirpath = checkpoint_dir(run_dir)
-    best = ModelCheckpoint(
+    best = BestCheckpoint(
         dirpath=dirpath,
         monitor=run.task.monitor,
         mode=str(run.task.monitor_mode),
@@ -52,6 +52,7 @@ def build_callbacks(run: RunConfig, run_dir: Path, config: dict, wandb_id: str) 
 __all__ = [
     "AtomicCheckpointIO",
     "AttentionMapLogger",
+    "BestCheckpoint",
     "LastCheckpoint",
     "RankConsistency",
     "RunState",

@@ -55,6 +55,28 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             os.fsync(f.fileno())
 
 
+class BestCheckpoint(ModelCheckpoint):
+    """Lightning's ModelCheckpoint that never keeps a checkpoint whose monitored value is not finite:
+    Lightning's ranks a NaN as the worst value, yet saves it while fewer than ``save_top_k`` are kept,
+    so a run whose first validation diverged would call it best. Its state key is ModelCheckpoint's,
+    so checkpoints written before this class resume with their best checkpoints known."""
+
+    def check_monitor_top_k(self, trainer: pl.Trainer, current: torch.Tensor | None = None) -> bool:
+        if current is not None and not bool(torch.isfinite(current).all()):
+            log.warning(
+                "%s=%s is not finite: no best checkpoint at step %d",
+                self.monitor,
+                current,
+                trainer.global_step,
+            )
+            return False
+        return super().check_monitor_top_k(trainer, current)
+
+    @property
+    def state_key(self) -> str:
+        return super().state_key.replace(type(self).__qualname__, ModelCheckpoint.__qualname__, 1)
+
+
 def validation_follows(trainer: pl.Trainer) -> bool:
     """Whether Lightning validates right after the current training batch (batch-count validation,
     ``check_val_every_n_epoch=None``, as attnlab's trainer is built)."""
@@ -122,7 +144,10 @@ class LastCheckpoint(Checkpoint):
             self.save(trainer)
 
     def save(self, trainer: pl.Trainer) -> None:
-        trainer.save_checkpoint(self.path)
+        """The whole state (optimizer, schedule, loops, callbacks). ``weights_only=False`` is what to
+        write, not how to read: left unset, Lightning logs "`weights_only` was not set, defaulting to
+        `False`", which reads like an unsafe load (every load passes ``weights_only=True``)."""
+        trainer.save_checkpoint(self.path, weights_only=False)
         self.saved_step = trainer.global_step
 
     def stop(self, trainer: pl.Trainer) -> None:
