@@ -32,14 +32,11 @@ from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex
 
 from attnlab.blocks.masks import KeyRule
 from attnlab.blocks.positional import ScoreMod
+from attnlab.schema.model import FLEX_CPU_BACKWARD
 
 MaskMod = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
 MaskMemo = dict[str, BlockMask | None]  # one forward pass's block masks, by "self" / "cross"
 COMPILE_FROM = 2  # queries from which the compiled kernel runs (a decoding step has 1)
-NO_BACKWARD_ON_CPU = (
-    "model.attn_backend=flex: FlexAttention has no backward on CPU in torch 2.13; "
-    "train with sdpa, evaluate or sample with flex"
-)
 
 
 def per_row(positions: Tensor, batch: int) -> Tensor:
@@ -104,7 +101,7 @@ def flex(
 ) -> Tensor:
     """Attention (B, H, Tq, hd) of queries (B, H, Tq, hd) over keys and values (B, Hkv, Tk, hd)."""
     if q.device.type == "cpu" and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-        raise NotImplementedError(NO_BACKWARD_ON_CPU)
+        raise NotImplementedError(f"model.attn_backend=flex: {FLEX_CPU_BACKWARD}")
     args: dict[str, Any] = dict(
         score_mod=score_mod, block_mask=mask, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
     )

@@ -58,6 +58,12 @@ class AttnBackend(Choice):
     flex = "flex"
 
 
+# Why model.attn_backend=flex does not train on the CPU (the training refusal and the block's error)
+FLEX_CPU_BACKWARD = (
+    "FlexAttention has no backward on CPU in torch 2.13; train with sdpa, evaluate or sample with flex"
+)
+
+
 class Pooling(Choice):
     """How a classifier reduces the positions: the first (CLS) token, or the mean or max over them."""
 
