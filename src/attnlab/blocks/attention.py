@@ -4,7 +4,7 @@ The fused path (``"sdpa"``, the default) calls ``scaled_dot_product_attention`` 
 flash/memory-efficient kernels run. The explicit path computes the softmax itself and passes the
 weights through a probe submodule (an identity), whose forward hooks can read them; the fused
 kernels do not return weights, so ``record_attention`` switches to it while it records. Both paths
-mask with the same ``KeyRule`` (causality, a sliding window; ``attnlab.blocks.masks``).
+mask with the same ``KeyRule`` (causality, a sliding window, packed documents; ``attnlab.blocks.masks``).
 """
 
 from __future__ import annotations
@@ -98,12 +98,20 @@ class MultiHeadAttention(nn.Module):
         causal: bool = False,
         key_padding_mask: Tensor | None = None,
         cache: AttentionCache | None = None,
+        document_ids: Tensor | None = None,
     ) -> Tensor:
         """Attend from ``x`` (B, Tq, D) to itself, or (cross-attention) to ``context`` (B, Tk, D).
 
         ``positions`` are the absolute positions of the queries; positional hooks apply to
         self-attention only. ``key_padding_mask`` covers every key, cached ones included.
+        ``document_ids`` (B, T) pack several documents into one sequence: a query sees only keys of
+        its own document (self-attention without a cache; decoding runs one document at a time).
         """
+        if document_ids is not None and (self.cross or cache is not None):
+            raise ValueError(
+                "document ids apply to self-attention over a packed sequence without a KV cache "
+                "(decode one document at a time)"
+            )
         if not self.cross:
             q, k, v = self.qkv_proj(x).split(self.split_sizes, dim=-1)
             q, k, v = (
@@ -142,7 +150,7 @@ class MultiHeadAttention(nn.Module):
                 f"({q.shape[0]}, {k.shape[2] + (cache.dropped if cache is not None else 0)}), "
                 "one entry per cached and new token"
             )
-        y = self._attend(q, k, v, positions, k_pos, rule, key_padding_mask, bias)
+        y = self._attend(q, k, v, positions, k_pos, rule, key_padding_mask, bias, document_ids)
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
         return self.out_proj(y)
 
@@ -156,16 +164,29 @@ class MultiHeadAttention(nn.Module):
         rule: KeyRule,
         key_padding_mask: Tensor | None,
         bias: Tensor | None,
+        document_ids: Tensor | None = None,
     ) -> Tensor:
         dropout = self.dropout if self.training else 0.0
-        plain_causal = rule.causal and rule.window is None and bias is None and key_padding_mask is None
+        plain_causal = (
+            rule.causal
+            and rule.window is None
+            and bias is None
+            and key_padding_mask is None
+            and document_ids is None
+        )
         if plain_causal and q.shape[2] == 1:
             mask, is_causal = None, False  # one new query sees every cached key
         elif plain_causal and q.shape[2] == k.shape[2] and self.path == "sdpa":
             mask, is_causal = None, True  # the fused kernels' fast path
         else:
             mask = additive_mask(
-                rule, q_pos, k_pos, key_padding_mask=key_padding_mask, bias=bias, dtype=q.dtype
+                rule,
+                q_pos,
+                k_pos,
+                key_padding_mask=key_padding_mask,
+                bias=bias,
+                dtype=q.dtype,
+                document_ids=document_ids,
             )
             is_causal = False
         if self.path == "sdpa":

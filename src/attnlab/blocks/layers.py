@@ -100,11 +100,18 @@ class TransformerLayer(nn.Module):
         memory_padding_mask: Tensor | None = None,
         cache: AttentionCache | None = None,
         cross_cache: AttentionCache | None = None,
+        document_ids: Tensor | None = None,
     ) -> Tensor:
         x = self.self_attn(
             x,
             lambda attn, h: attn(
-                h, positions=positions, pos=pos, causal=causal, key_padding_mask=padding_mask, cache=cache
+                h,
+                positions=positions,
+                pos=pos,
+                causal=causal,
+                key_padding_mask=padding_mask,
+                cache=cache,
+                document_ids=document_ids,
             ),
         )
         if self.cross_attn is not None:
@@ -152,7 +159,9 @@ class TransformerStack(nn.Module):
         memory: Tensor | None = None,
         memory_padding_mask: Tensor | None = None,
         cache: KVCache | None = None,
+        document_ids: Tensor | None = None,
     ) -> Tensor:
+        """``document_ids`` (B, T): packed documents, each attending only to itself (self-attention)."""
         for i, layer in enumerate(self.layers):
             x = layer(
                 x,
@@ -164,5 +173,6 @@ class TransformerStack(nn.Module):
                 memory_padding_mask=memory_padding_mask,
                 cache=cache.self_attn[i] if cache is not None else None,
                 cross_cache=cache.cross_attn[i] if cache is not None and cache.cross_attn else None,
+                document_ids=document_ids,
             )
         return self.final_norm(x) if self.final_norm is not None else x
