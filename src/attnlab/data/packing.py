@@ -54,12 +54,16 @@ def document_splits(cfg: TextData, seed: int) -> dict[str, list[str]]:
     else:
         found = {"train": default_documents()}
     if cfg.document_separator is not None:
-        found = {
-            s: [part for doc in docs for part in doc.split(cfg.document_separator)]
-            for s, docs in found.items()
-        }
+        separator = unescape(cfg.document_separator)
+        found = {s: [part for doc in docs for part in doc.split(separator)] for s, docs in found.items()}
     found = {split: [doc for doc in docs if doc.strip()] for split, docs in found.items()}
     return complete_splits(found, cfg, seed, shuffle=False, take=lambda docs, idx: [docs[i] for i in idx])
+
+
+def unescape(separator: str) -> str:
+    """``data.document_separator`` with ``\\n`` and ``\\t`` as a newline and a tab, so that a command line
+    can spell a blank line as ``data.document_separator='\\n\\n'``."""
+    return separator.replace("\\n", "\n").replace("\\t", "\t")
 
 
 @dataclass
