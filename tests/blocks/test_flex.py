@@ -18,7 +18,8 @@ from conftest import tiny
 
 ATOL = 1e-5
 POSITIONS = [p.value for p in PosName]
-MASKS = ["causal", "window", "padding"]  # causal: the family's own rule alone (bidirectional for bert)
+# causal: the family's own rule alone (bidirectional for bert); document: three packed documents
+MASKS = ["causal", "window", "padding", "document"]
 WINDOW = 3
 
 
@@ -41,6 +42,9 @@ def batch(family: str, mask: str) -> tuple[dict[str, torch.Tensor], torch.Tensor
     if mask == "padding":
         real[1, :3] = False if family == "gpt" else real[1, :3]  # gpt: left padding, as in sampling
         real[1, 6:] = family == "gpt"  # the encoders: right padding
+    if mask == "document" and family != "seq2seq":  # packing: text models only
+        docs = torch.tensor([[0, 0, 0, 0, 1, 1, 2, 2, 2], [0, 0, 1, 1, 1, 1, 1, 2, 2]])
+        return {"input_ids": ids, "document_ids": docs}, real
     if family == "seq2seq":
         tgt = torch.randint(3, 23, (2, 7), generator=g)
         tgt_real = torch.ones(2, 7, dtype=torch.bool)
@@ -51,9 +55,16 @@ def batch(family: str, mask: str) -> tuple[dict[str, torch.Tensor], torch.Tensor
     return {"input_ids": ids, key: real}, real
 
 
-@pytest.mark.parametrize("mask", MASKS)
-@pytest.mark.parametrize("pos", POSITIONS)
-@pytest.mark.parametrize("family", ["gpt", "bert", "seq2seq"])
+CASES = [
+    (family, pos, mask)
+    for family in ("gpt", "bert", "seq2seq")
+    for pos in POSITIONS
+    for mask in MASKS
+    if not (family == "seq2seq" and mask == "document")  # packing is for gpt and bert
+]
+
+
+@pytest.mark.parametrize(("family", "pos", "mask"), CASES)
 def test_flex_equals_sdpa_in_the_forward_pass(family: str, pos: str, mask: str) -> None:
     m = model(family, pos, mask)
     inputs, real = batch(family, mask)
@@ -62,6 +73,19 @@ def test_flex_equals_sdpa_in_the_forward_pass(family: str, pos: str, mask: str) 
         with use_attention_path(m, "flex"):
             flex = m.logits(inputs)
     assert torch.allclose(flex[real], sdpa[real], atol=ATOL), (flex - sdpa)[real].abs().max()
+
+
+@pytest.mark.parametrize("family", ["gpt", "bert"])
+def test_changing_one_document_leaves_the_others_unchanged_with_flex(family: str) -> None:
+    m = model(family, "alibi", "window", attn_backend="flex")
+    inputs, _ = batch(family, "document")
+    changed = dict(inputs, input_ids=inputs["input_ids"].clone())
+    changed["input_ids"][:, 4:6] = 1  # row 0: all of document 1; row 1: part of document 1
+    with torch.no_grad():
+        before, after = m.logits(inputs), m.logits(changed)
+    others = inputs["document_ids"] != 1
+    assert torch.equal(before[others], after[others])
+    assert not torch.allclose(before[~others], after[~others])
 
 
 def test_a_model_built_with_the_flex_backend_runs_it() -> None:

@@ -58,6 +58,24 @@ CASES = [
     ),
     (["model.qk_norm=maybe"], "model.qk_norm=maybe: Value 'maybe' is not a valid bool"),
     (
+        ["model=vit", "data.packing=documents"],
+        "data.packing=documents: not a key of data.kind=digits; it is a key of data.kind=text",
+    ),
+    (
+        ["model=seq2seq-tiny", "data.packing=documents"],
+        "data.packing=documents: not a key of data.kind=dates; it is a key of data.kind=text",
+    ),
+    (
+        ["data.path=corpus.txt", "data.packing=documents"],
+        "data.packing=documents: needs document boundaries in data.path='corpus.txt': set data.document_separator",
+    ),
+    (
+        ["model=bert", "task=mlm", "data=text", "data.packing=padded"],
+        "data.packing=padded: is a causal-LM baseline; task.name=mlm",
+    ),
+    (["data.document_mask=false"], "data.document_mask=false: applies to data.packing=documents only"),
+    (["data.packing=zip"], "data.packing=zip: choose one of none, documents, padded"),
+    (
         ["optim.schedule=step"],
         "optim.schedule=step: choose one of constant, cosine, linear, noam",
     ),

@@ -18,7 +18,7 @@ from attnlab.blocks.layers import (
     decoder_layer,
     encoder_layer,
 )
-from attnlab.blocks.masks import KeyRule, additive_mask
+from attnlab.blocks.masks import KeyRule, additive_mask, document_positions
 from attnlab.blocks.norm import RMSNorm, build_norm
 from attnlab.blocks.positional import PositionalEncoding, build_positional
 
@@ -43,6 +43,7 @@ __all__ = [
     "build_norm",
     "build_positional",
     "decoder_layer",
+    "document_positions",
     "encoder_layer",
     "record_attention",
     "use_attention_path",

@@ -6,7 +6,7 @@ weights through a probe submodule (an identity), whose forward hooks can read th
 kernels do not return weights, so ``record_attention`` switches to it while it records. A third path,
 ``"flex"`` (``model.attn_backend=flex``), runs FlexAttention (``attnlab.blocks.flex``): masks and score
 biases as functions of positions, never a (B, H, Tq, Tk) tensor. All paths mask with the same
-``KeyRule`` (causality, a sliding window; ``attnlab.blocks.masks``).
+``KeyRule`` (causality, a sliding window, packed documents; ``attnlab.blocks.masks``).
 """
 
 from __future__ import annotations
@@ -106,14 +106,22 @@ class MultiHeadAttention(nn.Module):
         causal: bool = False,
         key_padding_mask: Tensor | None = None,
         cache: AttentionCache | None = None,
+        document_ids: Tensor | None = None,
         masks: MaskMemo | None = None,
     ) -> Tensor:
         """Attend from ``x`` (B, Tq, D) to itself, or (cross-attention) to ``context`` (B, Tk, D).
 
         ``positions`` are the absolute positions of the queries; positional hooks apply to
-        self-attention only. ``key_padding_mask`` covers every key, cached ones included. ``masks``
-        keeps the flex path's block masks for the other layers of the same forward pass.
+        self-attention only. ``key_padding_mask`` covers every key, cached ones included.
+        ``document_ids`` (B, T) pack several documents into one sequence: a query sees only keys of
+        its own document (self-attention without a cache; decoding runs one document at a time).
+        ``masks`` keeps the flex path's block masks for the other layers of the same forward pass.
         """
+        if document_ids is not None and (self.cross or cache is not None):
+            raise ValueError(
+                "document ids apply to self-attention over a packed sequence without a KV cache "
+                "(decode one document at a time)"
+            )
         if not self.cross:
             q, k, v = self.qkv_proj(x).split(self.split_sizes, dim=-1)
             q, k, v = (
@@ -152,10 +160,10 @@ class MultiHeadAttention(nn.Module):
                 "one entry per cached and new token"
             )
         if self.path == "flex":
-            y = self._flex(q, k, v, positions, k_pos, rule, key_padding_mask, pos, masks)
+            y = self._flex(q, k, v, positions, k_pos, rule, key_padding_mask, pos, masks, document_ids)
         else:
             bias = pos.score_bias(positions, k_pos) if pos is not None else None
-            y = self._attend(q, k, v, positions, k_pos, rule, key_padding_mask, bias)
+            y = self._attend(q, k, v, positions, k_pos, rule, key_padding_mask, bias, document_ids)
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
         return self.out_proj(y)
 
@@ -169,16 +177,29 @@ class MultiHeadAttention(nn.Module):
         rule: KeyRule,
         key_padding_mask: Tensor | None,
         bias: Tensor | None,
+        document_ids: Tensor | None = None,
     ) -> Tensor:
         dropout = self.dropout if self.training else 0.0
-        plain_causal = rule.causal and rule.window is None and bias is None and key_padding_mask is None
+        plain_causal = (
+            rule.causal
+            and rule.window is None
+            and bias is None
+            and key_padding_mask is None
+            and document_ids is None
+        )
         if plain_causal and q.shape[2] == 1:
             mask, is_causal = None, False  # one new query sees every cached key
         elif plain_causal and q.shape[2] == k.shape[2] and self.path == "sdpa":
             mask, is_causal = None, True  # the fused kernels' fast path
         else:
             mask = additive_mask(
-                rule, q_pos, k_pos, key_padding_mask=key_padding_mask, bias=bias, dtype=q.dtype
+                rule,
+                q_pos,
+                k_pos,
+                key_padding_mask=key_padding_mask,
+                bias=bias,
+                dtype=q.dtype,
+                document_ids=document_ids,
             )
             is_causal = False
         if self.path == "sdpa":
@@ -205,13 +226,14 @@ class MultiHeadAttention(nn.Module):
         key_padding_mask: Tensor | None,
         pos: PositionalEncoding | None,
         masks: MaskMemo | None,
+        document_ids: Tensor | None,
     ) -> Tensor:
-        """FlexAttention with ``rule`` and padding as a block mask (the forward pass's, from ``masks``,
-        where another layer built it) and the positional score bias as a ``score_mod``."""
+        """FlexAttention with ``rule``, padding and documents as a block mask (the forward pass's, from
+        ``masks``, where another layer built it) and the positional score bias as a ``score_mod``."""
         q_rows, k_rows = per_row(q_pos, q.shape[0]), per_row(k_pos, q.shape[0])
         kind = "cross" if self.cross else "self"
         if masks is None or kind not in masks:
-            mask = block_mask(rule, q_rows, k_rows, key_padding_mask)
+            mask = block_mask(rule, q_rows, k_rows, key_padding_mask, document_ids)
             if masks is not None:
                 masks[kind] = mask
         else:

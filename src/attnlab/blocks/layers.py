@@ -103,6 +103,7 @@ class TransformerLayer(nn.Module):
         memory_padding_mask: Tensor | None = None,
         cache: AttentionCache | None = None,
         cross_cache: AttentionCache | None = None,
+        document_ids: Tensor | None = None,
         masks: MaskMemo | None = None,
     ) -> Tensor:
         """``masks``: the flex path's block masks, shared by the layers of one forward pass."""
@@ -115,6 +116,7 @@ class TransformerLayer(nn.Module):
                 causal=causal,
                 key_padding_mask=padding_mask,
                 cache=cache,
+                document_ids=document_ids,
                 masks=masks,
             ),
         )
@@ -164,7 +166,9 @@ class TransformerStack(nn.Module):
         memory: Tensor | None = None,
         memory_padding_mask: Tensor | None = None,
         cache: KVCache | None = None,
+        document_ids: Tensor | None = None,
     ) -> Tensor:
+        """``document_ids`` (B, T): packed documents, each attending only to itself (self-attention)."""
         masks: MaskMemo = {}  # the flex path's block masks: built by the first layer, used by all
         for i, layer in enumerate(self.layers):
             x = layer(
@@ -177,6 +181,7 @@ class TransformerStack(nn.Module):
                 memory_padding_mask=memory_padding_mask,
                 cache=cache.self_attn[i] if cache is not None else None,
                 cross_cache=cache.cross_attn[i] if cache is not None and cache.cross_attn else None,
+                document_ids=document_ids,
                 masks=masks,
             )
         return self.final_norm(x) if self.final_norm is not None else x

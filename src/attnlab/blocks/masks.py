@@ -7,6 +7,10 @@ tensor operations only, so the same function gives the dense boolean mask that
 ``scaled_dot_product_attention`` and the explicit path use, and could serve as a FlexAttention
 ``mask_mod`` (which calls it on index tensors) for the same rule on another backend.
 
+Packed sequences (``data.packing=documents``) give each position a document id; their positions
+restart at 0 in every document (``document_positions``), so causality and a window compare
+positions within a document, and the document rule hides every other document's keys.
+
 Positions are absolute (a KV cache stores its keys' positions), so a window over a trimmed cache, or
 over left-padded rows whose positions count real tokens only, keeps exactly the keys it should.
 """
@@ -28,7 +32,7 @@ class KeyRule:
 
     @property
     def trivial(self) -> bool:
-        """Whether every key is allowed (nothing to mask besides padding)."""
+        """Whether every key is allowed by position (nothing to mask besides padding and documents)."""
         return not self.causal and self.window is None
 
     def allows(
@@ -47,13 +51,36 @@ class KeyRule:
             allowed = allowed & (q_doc == k_doc)
         return allowed
 
-    def dense(self, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
-        """The boolean mask (B or 1, 1, Tq, Tk) of positions (Tq,)/(B, Tq) and (Tk,)/(B, Tk); None if trivial."""
-        if self.trivial:
+    def dense(
+        self, q_pos: Tensor, k_pos: Tensor, q_doc: Tensor | None = None, k_doc: Tensor | None = None
+    ) -> Tensor | None:
+        """The boolean mask (B or 1, 1, Tq, Tk) of positions (Tq,)/(B, Tq) and (Tk,)/(B, Tk), and of
+        document ids (B, Tq)/(B, Tk) where given; None where every key is allowed."""
+        if self.trivial and q_doc is None:
             return None
-        q = q_pos if q_pos.dim() == 2 else q_pos.unsqueeze(0)
-        k = k_pos if k_pos.dim() == 2 else k_pos.unsqueeze(0)
-        return self.allows(q.unsqueeze(-1), k.unsqueeze(-2)).unsqueeze(1)
+        q, k = _rows(q_pos).unsqueeze(-1), _rows(k_pos).unsqueeze(-2)
+        if q_doc is None or k_doc is None:
+            return self.allows(q, k).unsqueeze(1)
+        return self.allows(q, k, _rows(q_doc).unsqueeze(-1), _rows(k_doc).unsqueeze(-2)).unsqueeze(1)
+
+
+def _rows(t: Tensor) -> Tensor:
+    """Positions or document ids as (B or 1, T)."""
+    return t if t.dim() == 2 else t.unsqueeze(0)
+
+
+def document_positions(document_ids: Tensor) -> Tensor:
+    """Positions (B, T) that restart at 0 where each document starts, from document ids (B, T).
+
+    A document is a run of equal ids; packed sequences use these positions so that every document
+    sees the positions it would see alone (as Hugging Face and torchtune do for packed samples).
+    Tensor operations only: no value is read on the host.
+    """
+    index = torch.arange(document_ids.shape[1], device=document_ids.device).expand_as(document_ids)
+    starts = torch.ones_like(document_ids, dtype=torch.bool)
+    starts[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]
+    first = torch.where(starts, index, torch.zeros_like(index)).cummax(dim=1).values
+    return index - first
 
 
 def additive_mask(
@@ -64,14 +91,16 @@ def additive_mask(
     key_padding_mask: Tensor | None,
     bias: Tensor | None,
     dtype: torch.dtype,
+    document_ids: Tensor | None = None,
 ) -> Tensor | None:
-    """Fold ``rule``, key padding and a score bias into one additive float mask (or None: nothing to add).
+    """Fold ``rule``, documents, key padding and a score bias into one additive float mask (or None).
 
-    ``key_padding_mask`` is boolean (B, Tk), True where a key is a real token. Disallowed entries get the
+    ``key_padding_mask`` is boolean (B, Tk), True where a key is a real token. ``document_ids`` (B, T)
+    are the ids of queries and keys alike (self-attention over a packed sequence, no cache). Disallowed entries get the
     dtype's most negative finite value rather than -inf, so a fully masked row (a left-padded query)
     gives a uniform distribution instead of NaN.
     """
-    allowed = rule.dense(q_pos, k_pos)
+    allowed = rule.dense(q_pos, k_pos, document_ids, document_ids)
     if key_padding_mask is not None:
         keep = key_padding_mask.bool()[:, None, None, :]
         allowed = keep if allowed is None else allowed & keep

@@ -31,7 +31,7 @@ from attnlab.data.sampling import (
 )
 from attnlab.data.sources import carve_text, hf_columns, hf_splits, read_text_files
 from attnlab.data.tokenizers import Tokenizer, build_tokenizer
-from attnlab.schema.data import DataConfig
+from attnlab.schema.data import DataConfig, Packing
 
 
 def default_corpus() -> str:
@@ -135,6 +135,11 @@ class EvalWindows(Dataset):
     def __init__(self, windows: Windows, masking: Masking | None, seed: int) -> None:
         self.windows, self.masking, self.seed = windows, masking, seed
 
+    @property
+    def tokens(self) -> Tensor:
+        """The split's token stream."""
+        return self.windows.tokens
+
     def __len__(self) -> int:
         return len(self.windows)
 
@@ -160,10 +165,21 @@ class WindowBatches(ShardedBatches):
         return {"seed": self.seed, "tokens": len(self.tokens), "span": self.span}
 
     def __getitem__(self, position: int) -> dict[str, Tensor]:
+        offsets, generator = self.offsets(position)
+        return self.sample(self.gather(self.tokens, offsets), generator)
+
+    def offsets(self, position: int) -> tuple[Tensor, torch.Generator]:
+        """Where this rank's windows start, and the batch's generator (MLM draws its noise from it next)."""
         generator = batch_generator(self.seed, position)
         starts = len(self.tokens) - self.span + 1
-        offsets = torch.randint(starts, (self.global_batch,), generator=generator)[self.rows]
-        windows = torch.index_select(window_view(self.tokens, self.span), 0, offsets).long()
+        return torch.randint(starts, (self.global_batch,), generator=generator)[self.rows], generator
+
+    def gather(self, stream: Tensor, offsets: Tensor) -> Tensor:
+        """The windows (B, span) of ``stream`` (the tokens, or a stream parallel to them) at ``offsets``."""
+        return torch.index_select(window_view(stream, self.span), 0, offsets).long()
+
+    def sample(self, windows: Tensor, generator: torch.Generator) -> dict[str, Tensor]:
+        """Causal-LM pairs of the windows, or their MLM masking drawn for the global batch."""
         if self.masking is None:
             return causal_lm_sample(windows)
         noise = self.masking.noise((self.global_batch, self.span), generator)
@@ -176,6 +192,10 @@ class TextDataModule(AttnlabDataModule):
     masking: Masking | None = None
 
     def build(self) -> dict[str, Dataset]:
+        if self.cfg.packing != Packing.none:
+            from attnlab.data.packing import build_documents
+
+            return build_documents(self)
         cfg = self.cfg
         texts = text_splits(cfg, self.seed)
         self.tokenizer = build_tokenizer(
@@ -213,11 +233,15 @@ class TextDataModule(AttnlabDataModule):
             return f"data.hf_name={cfg.hf_name!r}"
         return f"data.path={cfg.path!r}" if cfg.path else "the default corpus"
 
-    def train_batches(self, **shard: int) -> WindowBatches:
+    def train_batches(self, **shard: int) -> ShardedBatches:
+        if self.cfg.packing != Packing.none:
+            from attnlab.data.packing import document_batches
+
+            return document_batches(self, **shard)
         windows = self.datasets["train"].windows
         shard["seed"] = derive_seed(shard["seed"], 3)
         return WindowBatches(windows.tokens, windows.span, self.masking, **shard)
 
     def unigram_entropy(self, split: str = "val") -> float:
         """Entropy (nats per token) of a split's token frequencies: a loss any context-aware LM must beat."""
-        return unigram_entropy(self.datasets[split].windows.tokens.tolist())
+        return unigram_entropy(self.datasets[split].tokens.tolist())

@@ -13,6 +13,7 @@ from torch import Tensor, nn
 from attnlab.blocks.embedding import TokenEmbedding
 from attnlab.blocks.ffn import ffn_width
 from attnlab.blocks.layers import LayerConfig
+from attnlab.blocks.masks import document_positions
 from attnlab.blocks.positional import PositionalEncoding, build_positional
 from attnlab.schema.model import ModelConfig, TokenModelConfig
 from attnlab.schema.pos import SinusoidalPos
@@ -135,6 +136,24 @@ def has_final_norm(cfg: ModelConfig) -> bool:
 def default_positions(input_ids: Tensor, offset: int = 0) -> Tensor:
     """Absolute positions ``offset .. offset+T-1`` of a (B, T) batch."""
     return torch.arange(offset, offset + input_ids.shape[1], device=input_ids.device)
+
+
+def token_positions(input_ids: Tensor, document_ids: Tensor | None, offset: int = 0) -> Tensor:
+    """The positions of a (B, T) batch: ``offset .. offset+T-1``, or with ``document_ids`` (B, T) of
+    packed documents, positions restarting at 0 in each document (``blocks.masks.document_positions``).
+
+    Restarting matters for the encodings that add absolute positions (learned, sinusoidal): each
+    document then looks as it would alone. RoPE, ALiBi and T5's relative bias see only distances, which
+    the document mask keeps within a document either way.
+    """
+    if document_ids is None:
+        return default_positions(input_ids, offset)
+    if tuple(document_ids.shape) != tuple(input_ids.shape):
+        raise ValueError(
+            f"document_ids of shape {tuple(document_ids.shape)} do not match input_ids of shape "
+            f"{tuple(input_ids.shape)}: one id per token"
+        )
+    return document_positions(document_ids)
 
 
 def init_weights(model: nn.Module, std: float, n_layers: int) -> None:

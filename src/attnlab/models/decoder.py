@@ -11,12 +11,12 @@ from attnlab.blocks.layers import TransformerStack
 from attnlab.models.common import (
     FamilyModel,
     check_vocab,
-    default_positions,
     has_final_norm,
     init_weights,
     layer_config,
     need,
     token_embedding,
+    token_positions,
 )
 from attnlab.schema.model import GPTConfig
 
@@ -47,24 +47,36 @@ class DecoderLM(FamilyModel):
         attention_mask: Tensor | None = None,
         positions: Tensor | None = None,
         cache: KVCache | None = None,
+        document_ids: Tensor | None = None,
     ) -> Tensor:
         """Logits (B, T, V) for ``input_ids`` (B, T).
 
         With ``cache``, the tokens continue the cached ones, and ``attention_mask`` (B, T_all) covers
-        cached and new tokens. ``positions`` (B, T) default to ``offset .. offset+T-1``.
+        cached and new tokens. ``positions`` (B, T) default to ``offset .. offset+T-1``, or with
+        ``document_ids`` (B, T) of packed documents to positions restarting in each document.
         """
         if positions is None:
-            positions = default_positions(input_ids, cache.offset if cache is not None else 0)
+            positions = token_positions(input_ids, document_ids, cache.offset if cache is not None else 0)
         x = self.embed(input_ids, positions)
         x = self.stack(
-            x, positions=positions, pos=self.embed.pos, causal=True, padding_mask=attention_mask, cache=cache
+            x,
+            positions=positions,
+            pos=self.embed.pos,
+            causal=True,
+            padding_mask=attention_mask,
+            cache=cache,
+            document_ids=document_ids,
         )
         return self.lm_head(x)
 
     def logits(self, batch: dict[str, Tensor]) -> Tensor:
-        """Next-token logits (B, T, V) of ``input_ids`` (B, T)."""
+        """Next-token logits (B, T, V) of ``input_ids`` (B, T) (packed where it has ``document_ids``)."""
         need(batch, "input_ids")
-        return self(batch["input_ids"], attention_mask=batch.get("attention_mask"))
+        return self(
+            batch["input_ids"],
+            attention_mask=batch.get("attention_mask"),
+            document_ids=batch.get("document_ids"),
+        )
 
     def input_embedding(self) -> nn.Module:
         return self.embed

@@ -10,12 +10,12 @@ from attnlab.blocks.layers import TransformerStack
 from attnlab.models.common import (
     FamilyModel,
     check_vocab,
-    default_positions,
     has_final_norm,
     init_weights,
     layer_config,
     need,
     token_embedding,
+    token_positions,
 )
 from attnlab.schema.model import BertConfig
 
@@ -54,12 +54,23 @@ class EncoderModel(FamilyModel):
         init_weights(self, cfg.init_std, cfg.n_layers)
 
     def forward(
-        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+        self,
+        input_ids: Tensor,
+        attention_mask: Tensor | None = None,
+        token_type_ids: Tensor | None = None,
+        document_ids: Tensor | None = None,
     ) -> Tensor:
-        """Hidden states (B, T, D); ``attention_mask`` (B, T) is True (or 1) at real tokens."""
-        positions = default_positions(input_ids)
+        """Hidden states (B, T, D); ``attention_mask`` (B, T) is True (or 1) at real tokens.
+        ``document_ids`` (B, T) pack documents: each sees only itself, its positions restarting at 0."""
+        positions = token_positions(input_ids, document_ids)
         x = self.embed(input_ids, positions, token_type_ids)
-        return self.stack(x, positions=positions, pos=self.embed.pos, padding_mask=attention_mask)
+        return self.stack(
+            x,
+            positions=positions,
+            pos=self.embed.pos,
+            padding_mask=attention_mask,
+            document_ids=document_ids,
+        )
 
     def mlm_logits(self, hidden: Tensor) -> Tensor:
         if self.mlm_head is None:
@@ -81,7 +92,7 @@ class EncoderModel(FamilyModel):
         """Class logits (B, C), or masked-LM logits (B, T, V) at every position (see ``classifies``)."""
         need(batch, "input_ids")
         mask = batch.get("attention_mask")
-        hidden = self(batch["input_ids"], mask, batch.get("token_type_ids"))
+        hidden = self(batch["input_ids"], mask, batch.get("token_type_ids"), batch.get("document_ids"))
         return self.classify(hidden, mask) if self.classifies(batch) else self.mlm_logits(hidden)
 
     def input_embedding(self) -> nn.Module:

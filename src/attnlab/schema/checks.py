@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from omegaconf import DictConfig
 
-from attnlab.schema.data import ImageData, SequenceData
+from attnlab.schema.data import ImageData, Packing, SequenceData, TextData
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import read_run_config, to_object
 from attnlab.schema.model import TokenModelConfig, ViTConfig
@@ -62,6 +62,12 @@ def check_run(run: RunConfig) -> None:
             "muon",
             "cannot run under trainer.strategy=fsdp: FSDP shards the weight matrices that Muon "
             "orthogonalises whole; use trainer=ddp",
+        )
+    if isinstance(data, TextData) and data.packing == Packing.padded and run.task.name != "causal_lm":
+        raise ConfigError(
+            "data.packing",
+            "padded",
+            f"is a causal-LM baseline; task.name={run.task.name} packs with data.packing=documents or none",
         )
     if (
         isinstance(m, ViTConfig)

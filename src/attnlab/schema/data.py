@@ -40,6 +40,14 @@ class DataKind(Choice):
     images = "images"
 
 
+class Packing(Choice):
+    """How ``data.kind=text`` lays documents into rows of ``data.seq_len`` tokens."""
+
+    none = "none"  # windows over the documents joined into one text (they run into each other)
+    documents = "documents"  # documents packed into windows, each token with its document's id
+    padded = "padded"  # one document per row (long ones in pieces), padded to seq_len
+
+
 @dataclass
 class DataConfig:
     """What every data module reads; ``kind`` is the tag."""
@@ -177,6 +185,9 @@ class TextData(TokenizedData, SourcedData):
     kind: DataKind = DataKind.text
     text_column: str = "text"  # of a Hugging Face dataset
     mlm_probability: float = 0.15  # masked language modelling: the share of tokens to predict
+    packing: Packing = Packing.none
+    document_mask: bool = True  # packing=documents: attend within each document (false: across them)
+    document_separator: str | None = None  # splits a text into documents (data.path needs it to pack)
 
     needs: ClassVar[str | None] = None
 
@@ -184,6 +195,20 @@ class TextData(TokenizedData, SourcedData):
         super().check()
         if not 0.0 < self.mlm_probability < 1.0:
             raise ConfigError("data.mlm_probability", self.mlm_probability, "must be in (0, 1)")
+        if self.document_separator == "":
+            raise ConfigError("data.document_separator", "", "must be a non-empty string, or null")
+        if not self.document_mask and self.packing != Packing.documents:
+            raise ConfigError(
+                "data.document_mask", False, f"applies to data.packing=documents only (not {self.packing})"
+            )
+        if self.packing != Packing.none and self.path is not None and self.document_separator is None:
+            raise ConfigError(
+                "data.packing",
+                self.packing,
+                f"needs document boundaries in data.path={self.path!r}: set data.document_separator "
+                "(the text between two documents, e.g. '\\n\\n'); the default corpus and data.hf_name "
+                "have them (topics, rows)",
+            )
 
 
 @dataclass

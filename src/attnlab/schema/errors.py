@@ -14,7 +14,9 @@ class ConfigError(ValueError):
 
 
 def show(value: object) -> str:
-    """A value as the command line spells it: ``null`` for None, lists without spaces."""
+    """A value as the command line spells it: ``null`` for None, ``true``/``false``, lists without spaces."""
+    if isinstance(value, bool):
+        return str(value).lower()
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(show(v) for v in value) + "]"
     return "null" if value is None else str(value)

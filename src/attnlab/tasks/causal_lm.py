@@ -8,12 +8,17 @@ from attnlab.tasks.base import TaskModule, count_labels
 
 
 class CausalLMTask(TaskModule):
-    """Batches hold ``input_ids`` (B, T) and ``labels`` (B, T), the next tokens (-100: ignored)."""
+    """Batches hold ``input_ids`` (B, T) and ``labels`` (B, T), the next tokens (-100: ignored), and
+    packed documents their ``document_ids`` (B, T) (``data.packing=documents``)."""
 
     reports_perplexity = True
 
     def logits(self, batch: dict[str, Tensor]) -> Tensor:
-        return self.model(batch["input_ids"], attention_mask=batch.get("attention_mask"))
+        return self.model(
+            batch["input_ids"],
+            attention_mask=batch.get("attention_mask"),
+            document_ids=batch.get("document_ids"),
+        )
 
     def training_loss(self, batch: dict[str, Tensor]) -> Tensor:
         return self.cross_entropy(self.logits(batch), batch["labels"], self.task_cfg.label_smoothing)

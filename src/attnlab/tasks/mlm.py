@@ -21,7 +21,12 @@ class MaskedLMTask(TaskModule):
 
     def masked_logits(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """Logits (N, V) and labels (N,) of the N predicted positions."""
-        hidden = self.model(batch["input_ids"], batch.get("attention_mask"), batch.get("token_type_ids"))
+        hidden = self.model(
+            batch["input_ids"],
+            batch.get("attention_mask"),
+            batch.get("token_type_ids"),
+            batch.get("document_ids"),
+        )
         labels = batch["labels"]
         predicted = labels != -100
         return self.model.mlm_logits(hidden[predicted]), labels[predicted]
