@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import sys
 
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from attnlab.cli.app import run_hydra, user_errors_as_one_line
-from attnlab.cli.eval_data import model_changes, store_checkpoint_model
+from attnlab.cli.eval_data import key_overrides, model_changes, parse, store_checkpoint_model
 from attnlab.schema.commands import SampleCommand
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
@@ -40,7 +41,8 @@ def sample_job(config: DictConfig) -> None:
         from attnlab.cli.checkpoint import load_checkpoint  # torch: only once the command line is valid
         from attnlab.cli.families import FAMILY_COMMANDS
 
-        changes = model_changes(cmd.ckpt_path, cmd.model)
+        given = key_overrides("model", parse(list(HydraConfig.get().overrides.task)))
+        changes = model_changes(cmd.ckpt_path, cmd.model) if given else {}  # else: no model/_checkpoint
         loaded = load_checkpoint(cmd.ckpt_path, cmd.device, model_changes=changes)
         refuse_other_inputs(cmd, loaded.model.input_kind, loaded.family)
         print(FAMILY_COMMANDS[loaded.family].sample(loaded, cmd))
