@@ -181,8 +181,9 @@ def peak_rss_kib() -> int:
     return _status_kib("VmHWM")
 
 
-def peak_memory_mib(settings: Settings, probe: str, **kwargs: object) -> float:
-    """Peak resident memory (MiB) that ``probe`` adds above the imports, measured in a fresh process.
+def peak_memory_mib(settings: Settings, probe: str, *, warm: bool = False, **kwargs: object) -> float:
+    """Peak resident memory (MiB) that ``probe`` adds above the imports, measured in a fresh process;
+    with ``warm``, above the built workload after one untimed call (``benchmarks.memprobe``).
 
     CPU tensors come from the system allocator, which keeps freed pages, so a figure measured
     after another implementation ran in the same process would be too low; hence one process per
@@ -190,7 +191,7 @@ def peak_memory_mib(settings: Settings, probe: str, **kwargs: object) -> float:
     """
     if not settings.memory or not Path("/proc/self/clear_refs").exists():
         return float("nan")
-    args = json.dumps({"probe": probe, "threads": settings.threads, "kwargs": kwargs})
+    args = json.dumps({"probe": probe, "threads": settings.threads, "kwargs": kwargs, "warm": warm})
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.memprobe", args],

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import attention, compiled, data, generation, mfu, overhead, startup, train_step
+from benchmarks import attention, compiled, data, flex, generation, mfu, overhead, startup, train_step
 from benchmarks.common import BENCH_DIR, Row, Settings
 from benchmarks.report import plot, write_results
 
@@ -27,6 +27,7 @@ SECTIONS = {
     "generation": generation,
     "attention": attention,
     "compile": compiled,
+    "flex": flex,
     "mfu": mfu,
     "startup": startup,
     "data": data,

@@ -130,7 +130,8 @@ def test_a_bad_length_in_a_sweep_stops_it_before_the_first_job(run: Path) -> Non
     [
         (
             "model.n_heads=2",
-            "error: model.n_heads=2: the trained weights depend on it; evaluation may change only model.pos.rope_*",
+            "error: model.n_heads=2: the trained weights depend on it; evaluation may change only model.pos.rope_*, "
+            "model.attn_backend and model.attn_window",
         ),
         ("model=gpt", "error: model=gpt: the model is the checkpoint's own"),
         (

@@ -31,6 +31,16 @@ CASES = [
         "model.pos.name=spiral: choose one of none, sinusoidal, learned, rope, alibi, relative",
     ),
     (["model.norm=batchnorm"], "model.norm=batchnorm: choose one of layernorm, rmsnorm"),
+    (["model.attn_backend=xla"], "model.attn_backend=xla: choose one of sdpa, flex"),
+    (
+        ["model.attn_backend=flex"],
+        "model.attn_backend=flex: FlexAttention has no backward on CPU in torch 2.13; train with sdpa, "
+        "evaluate or sample with flex",
+    ),
+    (
+        ["model.attn_backend=flex", "model.attn_dropout=0.1"],
+        "model.attn_dropout=0.1: FlexAttention (model.attn_backend=flex) has no dropout on the attention",
+    ),
     (["model.activation=tanh"], "model.activation=tanh: choose one of relu, gelu"),
     (["model.dropout=1.5"], "model.dropout=1.5: must be in [0, 1)"),
     (["model=vit", "data=text"], "data.kind=text: cannot be consumed by model.family='vit'"),

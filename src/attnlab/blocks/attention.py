@@ -3,8 +3,10 @@
 The fused path (``"sdpa"``, the default) calls ``scaled_dot_product_attention`` so PyTorch's
 flash/memory-efficient kernels run. The explicit path computes the softmax itself and passes the
 weights through a probe submodule (an identity), whose forward hooks can read them; the fused
-kernels do not return weights, so ``record_attention`` switches to it while it records. Both paths
-mask with the same ``KeyRule`` (causality, a sliding window, packed documents; ``attnlab.blocks.masks``).
+kernels do not return weights, so ``record_attention`` switches to it while it records. A third path,
+``"flex"`` (``model.attn_backend=flex``), runs FlexAttention (``attnlab.blocks.flex``): masks and score
+biases as functions of positions, never a (B, H, Tq, Tk) tensor. All paths mask with the same
+``KeyRule`` (causality, a sliding window, packed documents; ``attnlab.blocks.masks``).
 """
 
 from __future__ import annotations
@@ -18,12 +20,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.blocks.cache import AttentionCache
+from attnlab.blocks.flex import MaskMemo, block_mask, flex, per_row
 from attnlab.blocks.masks import KeyRule, additive_mask
 from attnlab.blocks.norm import RMSNorm
-from attnlab.blocks.positional import PositionalEncoding
+from attnlab.blocks.positional import PositionalEncoding, ScoreMod
 from attnlab.schema.model import check_heads, kept_kv_groups
 
-ATTENTION_PATHS = ("sdpa", "explicit")  # fused kernels; the softmax written out (its weights are probed)
+# fused kernels; the softmax written out (its weights are probed); FlexAttention
+ATTENTION_PATHS = ("sdpa", "explicit", "flex")
 
 
 class MultiHeadAttention(nn.Module):
@@ -34,7 +38,8 @@ class MultiHeadAttention(nn.Module):
     whose keys and values come from a context (the encoder output) of width ``d_context``.
     ``window`` limits self-attention to keys less than ``window`` positions away (before the query when
     causal); a KV cache then keeps only the last ``window`` keys. ``qk_norm`` puts an RMSNorm (of
-    epsilon ``norm_eps``) on each head's queries and keys, before RoPE, as Qwen3 does.
+    epsilon ``norm_eps``) on each head's queries and keys, before RoPE, as Qwen3 does. ``backend`` is
+    the path it runs: ``"sdpa"`` or ``"flex"`` (``record_attention`` switches to ``"explicit"``).
     ``head_ids`` builds a pruned module (``attnlab.compress.prune``): only those of the ``n_heads``
     heads, whole key/value groups of them; the head size stays ``d_model // n_heads``, and a per-head
     score bias (ALiBi's slopes, T5's buckets) is taken at the kept heads' indices.
@@ -55,8 +60,11 @@ class MultiHeadAttention(nn.Module):
         qk_norm: bool = False,
         norm_eps: float = 1e-6,
         head_ids: Sequence[int] | None = None,
+        backend: str = "sdpa",
     ) -> None:
         super().__init__()
+        if backend not in ("sdpa", "flex"):
+            raise ValueError(f"attention backend {backend!r} is not one of sdpa, flex")
         check_heads(d_model, n_heads, n_kv_heads)
         if cross and window is not None:
             raise ValueError("cross-attention is never windowed: every query sees the whole context")
@@ -83,7 +91,7 @@ class MultiHeadAttention(nn.Module):
         else:  # one matrix product for queries, keys and values
             self.qkv_proj = nn.Linear(d_model, q_dim + 2 * kv_dim, bias=bias)
         self.out_proj = nn.Linear(q_dim, d_model, bias=bias)  # input: heads concatenated
-        self.path = "sdpa"  # one of ATTENTION_PATHS; set for a whole model with use_attention_path()
+        self.path = backend  # one of ATTENTION_PATHS; set for a whole model with use_attention_path()
         self.weights_probe = nn.Identity()  # the explicit path passes its weights (B, H, Tq, Tk) through it
 
     def _split(self, x: Tensor, n: int) -> Tensor:
@@ -107,6 +115,7 @@ class MultiHeadAttention(nn.Module):
         key_padding_mask: Tensor | None = None,
         cache: AttentionCache | None = None,
         document_ids: Tensor | None = None,
+        masks: MaskMemo | None = None,
     ) -> Tensor:
         """Attend from ``x`` (B, Tq, D) to itself, or (cross-attention) to ``context`` (B, Tk, D).
 
@@ -114,6 +123,7 @@ class MultiHeadAttention(nn.Module):
         self-attention only. ``key_padding_mask`` covers every key, cached ones included.
         ``document_ids`` (B, T) pack several documents into one sequence: a query sees only keys of
         its own document (self-attention without a cache; decoding runs one document at a time).
+        ``masks`` keeps the flex path's block masks for the other layers of the same forward pass.
         """
         if document_ids is not None and (self.cross or cache is not None):
             raise ValueError(
@@ -135,7 +145,6 @@ class MultiHeadAttention(nn.Module):
                 if key_padding_mask is not None:  # it has columns for the keys a window trimmed before
                     key_padding_mask = key_padding_mask[:, cache.dropped :]
                 k, v, k_pos = cache.append(k, v, positions, keep=self.window if causal else None)
-            bias = self._kept(pos.score_bias(positions, k_pos)) if pos is not None else None
             rule = KeyRule(causal=causal, window=self.window)
         else:
             q = self._split(self.q_proj(x), self.n_heads)
@@ -150,7 +159,7 @@ class MultiHeadAttention(nn.Module):
                 if cache is not None:
                     cache.k, cache.v = k, v
             q = q if self.q_norm is None else self.q_norm(q)
-            k_pos, bias, rule = torch.arange(k.shape[2], device=x.device), None, KeyRule()
+            k_pos, pos, rule = torch.arange(k.shape[2], device=x.device), None, KeyRule()
 
         if key_padding_mask is not None and tuple(key_padding_mask.shape) != (q.shape[0], k.shape[2]):
             raise ValueError(
@@ -158,7 +167,11 @@ class MultiHeadAttention(nn.Module):
                 f"({q.shape[0]}, {k.shape[2] + (cache.dropped if cache is not None else 0)}), "
                 "one entry per cached and new token"
             )
-        y = self._attend(q, k, v, positions, k_pos, rule, key_padding_mask, bias, document_ids)
+        if self.path == "flex":
+            y = self._flex(q, k, v, positions, k_pos, rule, key_padding_mask, pos, masks, document_ids)
+        else:
+            bias = self._kept(pos.score_bias(positions, k_pos)) if pos is not None else None
+            y = self._attend(q, k, v, positions, k_pos, rule, key_padding_mask, bias, document_ids)
         y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
         return self.out_proj(y)
 
@@ -167,6 +180,17 @@ class MultiHeadAttention(nn.Module):
         if bias is None or self.bias_heads is None:
             return bias
         return bias.index_select(1, self.bias_heads)
+
+    def _kept_mod(self, score_mod: ScoreMod | None) -> ScoreMod | None:
+        """A ``score_mod`` of the unpruned heads, called with the original index of each kept head."""
+        if score_mod is None or self.bias_heads is None:
+            return score_mod
+        heads = self.bias_heads
+
+        def kept(score: Tensor, b: Tensor, h: Tensor, q: Tensor, k: Tensor) -> Tensor:
+            return score_mod(score, b, heads[h], q, k)
+
+        return kept
 
     def _attend(
         self,
@@ -215,6 +239,32 @@ class MultiHeadAttention(nn.Module):
                 enable_gqa=self.n_kv_heads != self.n_heads,
             )
         return self._explicit(q, k, v, mask, dropout)
+
+    def _flex(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        q_pos: Tensor,
+        k_pos: Tensor,
+        rule: KeyRule,
+        key_padding_mask: Tensor | None,
+        pos: PositionalEncoding | None,
+        masks: MaskMemo | None,
+        document_ids: Tensor | None,
+    ) -> Tensor:
+        """FlexAttention with ``rule``, padding and documents as a block mask (the forward pass's, from
+        ``masks``, where another layer built it) and the positional score bias as a ``score_mod``."""
+        q_rows, k_rows = per_row(q_pos, q.shape[0]), per_row(k_pos, q.shape[0])
+        kind = "cross" if self.cross else "self"
+        if masks is None or kind not in masks:
+            mask = block_mask(rule, q_rows, k_rows, key_padding_mask, document_ids)
+            if masks is not None:
+                masks[kind] = mask
+        else:
+            mask = masks[kind]
+        score_mod = self._kept_mod(pos.score_mod(q_rows, k_rows)) if pos is not None else None
+        return flex(q, k, v, mask=mask, score_mod=score_mod, scale=self.scale)
 
     def _explicit(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout: float) -> Tensor:
         """Softmax attention written out; the weights (B, H, Tq, Tk) pass through ``weights_probe``."""

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from attnlab.blocks.attention import MultiHeadAttention
 from attnlab.blocks.cache import AttentionCache, KVCache
 from attnlab.blocks.ffn import FeedForward
+from attnlab.blocks.flex import MaskMemo
 from attnlab.blocks.norm import build_norm
 from attnlab.blocks.positional import PositionalEncoding
 
@@ -38,6 +39,7 @@ class LayerConfig:
     attn_scale: float | None = None
     attn_window: int | None = None  # self-attention only: cross-attention is never windowed
     qk_norm: bool = False
+    attn_backend: str = "sdpa"  # "flex": FlexAttention (attnlab.blocks.flex)
 
 
 class Residual(nn.Module):
@@ -79,6 +81,7 @@ def _attention(cfg: LayerConfig, cross: bool = False, heads: Heads = None) -> Mu
         qk_norm=cfg.qk_norm,
         norm_eps=cfg.norm_eps,
         head_ids=heads,
+        backend=cfg.attn_backend,
     )
 
 
@@ -113,7 +116,9 @@ class TransformerLayer(nn.Module):
         cache: AttentionCache | None = None,
         cross_cache: AttentionCache | None = None,
         document_ids: Tensor | None = None,
+        masks: MaskMemo | None = None,
     ) -> Tensor:
+        """``masks``: the flex path's block masks, shared by the layers of one forward pass."""
         x = self.self_attn(
             x,
             lambda attn, h: attn(
@@ -124,6 +129,7 @@ class TransformerLayer(nn.Module):
                 key_padding_mask=padding_mask,
                 cache=cache,
                 document_ids=document_ids,
+                masks=masks,
             ),
         )
         if self.cross_attn is not None:
@@ -135,6 +141,7 @@ class TransformerLayer(nn.Module):
                     positions=positions,
                     key_padding_mask=memory_padding_mask,
                     cache=cross_cache,
+                    masks=masks,
                 ),
             )
         return self.ffn(x, lambda ffn, h: ffn(h))
@@ -194,6 +201,7 @@ class TransformerStack(nn.Module):
         document_ids: Tensor | None = None,
     ) -> Tensor:
         """``document_ids`` (B, T): packed documents, each attending only to itself (self-attention)."""
+        masks: MaskMemo = {}  # the flex path's block masks: built by the first layer, used by all
         for i, layer in enumerate(self.layers):
             x = layer(
                 x,
@@ -206,5 +214,6 @@ class TransformerStack(nn.Module):
                 cache=cache.self_attn[i] if cache is not None else None,
                 cross_cache=cache.cross_attn[i] if cache is not None and cache.cross_attn else None,
                 document_ids=document_ids,
+                masks=masks,
             )
         return self.final_norm(x) if self.final_norm is not None else x

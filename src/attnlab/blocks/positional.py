@@ -5,7 +5,9 @@ all no-ops by default:
 
 * ``embed``   adds to the token embeddings (sinusoidal, learned);
 * ``rotate``  rotates queries and keys (RoPE);
-* ``score_bias`` adds a bias to the attention scores (ALiBi, T5 relative).
+* ``score_bias`` adds a bias to the attention scores (ALiBi, T5 relative); ``score_mod`` is the same
+  bias as a function of one (batch, head, query, key) index, FlexAttention's ``score_mod``, so that
+  backend never holds the (B, H, Tq, Tk) bias.
 
 Every hook receives absolute positions, so a KV cache only has to carry the positions of the
 keys it holds for cached decoding to see the same numbers as a full forward pass.
@@ -15,6 +17,7 @@ Positions are integer tensors of shape ``(T,)`` or ``(B, T)``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -35,6 +38,9 @@ from attnlab.schema.pos import (
     check_sinusoidal_width,
 )
 
+# FlexAttention's score_mod: (score, batch, head, query index, key index) -> score, on 0-d tensors
+ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
+
 
 class PositionalEncoding(nn.Module):
     """Base class: every hook is the identity, so ``none`` is this class itself."""
@@ -49,6 +55,14 @@ class PositionalEncoding(nn.Module):
 
     def score_bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor | None:
         """Return a bias broadcastable to the scores (B, H, Tq, Tk), or None."""
+        return None
+
+    def score_mod(self, q_pos: Tensor, k_pos: Tensor) -> ScoreMod | None:
+        """``score_bias`` as FlexAttention's ``score_mod(score, b, h, q, k)``, or None.
+
+        ``q_pos`` (B, Tq) and ``k_pos`` (B, Tk) have one row per batch entry; the function adds to one
+        score the bias of ``score_bias(q_pos, k_pos)[b, h, q, k]``, with elementwise operations only.
+        """
         return None
 
 
@@ -175,17 +189,26 @@ class ALiBiPositionalEncoding(PositionalEncoding):
         distance = (_per_batch(q_pos).unsqueeze(-1) - _per_batch(k_pos).unsqueeze(-2)).abs()  # (B, Tq, Tk)
         return -self.slopes.view(1, -1, 1, 1) * distance.unsqueeze(1).float()
 
+    def score_mod(self, q_pos: Tensor, k_pos: Tensor) -> ScoreMod:
+        slopes = self.slopes
+
+        def alibi(score: Tensor, b: Tensor, h: Tensor, q: Tensor, k: Tensor) -> Tensor:
+            return score + -slopes[h] * (q_pos[b, q] - k_pos[b, k]).abs().float()
+
+        return alibi
+
 
 def relative_position_bucket(
     relative_position: Tensor, bidirectional: bool, num_buckets: int, max_distance: int
 ) -> Tensor:
-    """T5's buckets: exact for small offsets, logarithmic up to ``max_distance``, clipped beyond."""
-    buckets = torch.zeros_like(relative_position)
+    """T5's buckets: exact for small offsets, logarithmic up to ``max_distance``, clipped beyond.
+    Without in-place operations, so that FlexAttention's ``score_mod`` can call it on 0-d tensors."""
     if bidirectional:
         num_buckets //= 2
-        buckets += (relative_position > 0).long() * num_buckets
+        buckets = (relative_position > 0).long() * num_buckets
         distance = relative_position.abs()
     else:
+        buckets = torch.zeros_like(relative_position)
         distance = -torch.clamp(relative_position, max=0)
     max_exact = num_buckets // 2
     is_small = distance < max_exact
@@ -211,6 +234,14 @@ class RelativePositionBias(PositionalEncoding):
         offset = _per_batch(k_pos).unsqueeze(-2) - _per_batch(q_pos).unsqueeze(-1)  # (B, Tq, Tk)
         buckets = relative_position_bucket(offset, self.bidirectional, self.num_buckets, self.max_distance)
         return self.bias(buckets).permute(0, 3, 1, 2)  # (B, H, Tq, Tk)
+
+    def score_mod(self, q_pos: Tensor, k_pos: Tensor) -> ScoreMod:
+        table, buckets = self.bias.weight, (self.bidirectional, self.num_buckets, self.max_distance)
+
+        def relative(score: Tensor, b: Tensor, h: Tensor, q: Tensor, k: Tensor) -> Tensor:
+            return score + table[relative_position_bucket(k_pos[b, k] - q_pos[b, q], *buckets), h]
+
+        return relative
 
 
 def build_positional(

@@ -60,10 +60,13 @@ class Loaded:
         return names[index] if names is not None and index < len(names) else f"class {index}"
 
 
-def load_checkpoint(ckpt_path: str | Path, device: str = "cpu") -> Loaded:
-    """The task module, model and tokenizer of an attnlab checkpoint (FileNotFoundError/ValueError if bad)."""
+def load_checkpoint(
+    ckpt_path: str | Path, device: str = "cpu", model_changes: Mapping[str, Any] | None = None
+) -> Loaded:
+    """The task module, model and tokenizer of an attnlab checkpoint (FileNotFoundError/ValueError if bad);
+    ``model_changes`` as in ``load_task_from_checkpoint`` (``{"model.attn_backend": "flex"}``)."""
     path = Path(ckpt_path)
-    task = load_task_from_checkpoint(path, map_location=device)
+    task = load_task_from_checkpoint(path, map_location=device, model_changes=model_changes)
     tokenizer = task.tokenizer
     run_dir = run_dir_of(path)
     reads_text = task.model.input_kind == "tokens"

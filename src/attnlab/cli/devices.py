@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from attnlab.schema.errors import ConfigError
+from attnlab.schema.model import FLEX_CPU_BACKWARD
 from attnlab.schema.run import Accelerator
 
 # What a run may use instead on a machine without GPUs (attnlab-eval runs in one process: trainer=cpu).
@@ -41,3 +42,19 @@ def check_devices(trainer: Any, on_the_cpu: str = ON_THE_CPU) -> None:
         raise ConfigError(
             "trainer.devices", list(devices), f"this machine has {count} {kind}(s): ids 0 to {count - 1}"
         )
+
+
+def check_attention_backend(run: Any) -> None:
+    """ConfigError for training with ``model.attn_backend=flex`` on the CPU (``trainer.accelerator=cpu``,
+    or ``auto`` on a machine without a GPU): FlexAttention has no backward there in torch 2.13."""
+    if run.model.attn_backend != "flex":
+        return
+    accelerator = Accelerator(run.trainer.accelerator)
+    if accelerator == Accelerator.auto:
+        import torch
+
+        on_the_cpu = not torch.cuda.is_available()
+    else:
+        on_the_cpu = accelerator == Accelerator.cpu
+    if on_the_cpu:
+        raise ConfigError("model.attn_backend", "flex", FLEX_CPU_BACKWARD)

@@ -14,8 +14,9 @@ its own explicit ``data.*`` overrides to its own checkpoint's data (``job_run_co
 checkpoints must share a data kind when ``data.*`` keys are overridden.
 
 The model is the checkpoint's too (``model/_checkpoint``, the same way), and only its keys that hold
-no weights may change (``schema.run.eval_may_change``: ``model.pos.rope_base=20000``, and RoPE's
-scaling to longer contexts); ``model=<preset>`` is refused.
+no weights may change (``schema.run.eval_may_change``: ``model.pos.rope_base=20000``, RoPE's
+scaling to longer contexts, ``model.attn_backend=flex``, ``model.attn_window=64``); ``model=<preset>``
+is refused.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from omegaconf.errors import OmegaConfBaseException
 from attnlab.schema.checks import check_run, validate_saved
 from attnlab.schema.data import DataConfig
 from attnlab.schema.errors import ConfigError
-from attnlab.schema.load import config_error, to_object
+from attnlab.schema.load import config_error, plain, to_object
 from attnlab.schema.run import RunConfig, eval_may_change
 
 CHECKPOINT_DATA = "_checkpoint"  # the option of the data group that holds the checkpoint's data config
@@ -103,6 +104,31 @@ def store_checkpoint_data(args: list[str]) -> None:
         ConfigStore.instance().store(group=group, name=CHECKPOINT_DATA, node=getattr(runs[0], group))
 
 
+def store_checkpoint_model(args: list[str]) -> None:
+    """attnlab-sample's ``model.*`` keys (``model.attn_backend=flex``): store the checkpoint's model config
+    as ``model/_checkpoint`` for them to compose onto; nothing when no model key is given."""
+    overrides = parse(args)
+    if chooses_preset(overrides, "model"):
+        raise ConfigError("model", values_of("model", overrides)[0], "the model is the checkpoint's own")
+    paths = values_of("ckpt_path", overrides)
+    if paths and key_overrides("model", overrides):
+        ConfigStore.instance().store(group="model", name=CHECKPOINT_DATA, node=saved_run(paths[0]).model)
+
+
+def model_changes(ckpt_path: str, composed: Any) -> dict[str, Any]:
+    """The model keys (dotted) whose value in ``composed`` differs from the checkpoint's model, checked:
+    each must hold no weights (``refuse_if_fixed``), and the changed model must pass its rules."""
+    if composed is None:
+        return {}
+    from attnlab.cli.eval import changed_keys
+
+    changes = dict(changed_keys(plain(saved_run(ckpt_path).model), plain(composed), "model"))
+    for key, value in changes.items():
+        refuse_if_fixed(key, value)
+    composed.check()
+    return changes
+
+
 def schema_classes(config: object) -> tuple[type, ...]:
     """The schema class of a group's config and of its positional encoding, if it has one: the keys
     an override may name."""
@@ -152,5 +178,8 @@ def refuse_if_fixed(key: str, value: object) -> None:
         raise ConfigError(key, value, "the tokenizer is the checkpoint's own and cannot be changed")
     if key.startswith("model.") and not eval_may_change(key):
         raise ConfigError(
-            key, value, "the trained weights depend on it; evaluation may change only model.pos.rope_*"
+            key,
+            value,
+            "the trained weights depend on it; evaluation may change only model.pos.rope_*, "
+            "model.attn_backend and model.attn_window",
         )

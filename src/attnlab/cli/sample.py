@@ -5,17 +5,23 @@
     attnlab-sample ckpt_path=<seq2seq run> prompt="march 3, 2021" num_beams=4 n_best=2
     attnlab-sample ckpt_path=<bert mlm run> prompt="'the <mask> sat'"      # fill-mask
     attnlab-sample ckpt_path=<vit run> image=digit.png
+    attnlab-sample ckpt_path=... prompt="ROMEO:" model.attn_backend=flex      # FlexAttention kernel
 
 The family of the checkpoint decides what is done (``attnlab.cli.families``, conf/sample.yaml); the tokenizer is the one
 saved with the checkpoint. Hydra's override grammar wants text with commas, brackets or ``<>``
-quoted inside the shell's quotes: ``prompt="'To be, or not'"``.
+quoted inside the shell's quotes: ``prompt="'To be, or not'"``. The model's keys that hold no weights
+may change as in attnlab-eval (``model.attn_backend``, ``model.attn_window``, ``model.pos.rope_*``).
 """
 
 from __future__ import annotations
 
+import sys
+
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from attnlab.cli.app import run_hydra, user_errors_as_one_line
+from attnlab.cli.eval_data import key_overrides, model_changes, parse, store_checkpoint_model
 from attnlab.schema.commands import SampleCommand
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
@@ -23,6 +29,8 @@ from attnlab.schema.load import to_object
 
 def main() -> None:
     """Console script ``attnlab-sample`` (also ``python -m attnlab.sample``)."""
+    with user_errors_as_one_line():  # a bad checkpoint or model key: one line
+        store_checkpoint_model(sys.argv[1:])
     run_hydra(sample_job, "sample")
 
 
@@ -33,7 +41,9 @@ def sample_job(config: DictConfig) -> None:
         from attnlab.cli.checkpoint import load_checkpoint  # torch: only once the command line is valid
         from attnlab.cli.families import FAMILY_COMMANDS
 
-        loaded = load_checkpoint(cmd.ckpt_path, cmd.device)
+        given = key_overrides("model", parse(list(HydraConfig.get().overrides.task)))
+        changes = model_changes(cmd.ckpt_path, cmd.model) if given else {}  # else: no model/_checkpoint
+        loaded = load_checkpoint(cmd.ckpt_path, cmd.device, model_changes=changes)
         refuse_other_inputs(cmd, loaded.model.input_kind, loaded.family)
         print(FAMILY_COMMANDS[loaded.family].sample(loaded, cmd))
 

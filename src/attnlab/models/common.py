@@ -89,6 +89,7 @@ def layer_config(cfg: ModelConfig) -> LayerConfig:
         attn_scale=cfg.attn_scale,
         attn_window=cfg.attn_window,
         qk_norm=cfg.qk_norm,
+        attn_backend=str(cfg.attn_backend),
     )
 
 

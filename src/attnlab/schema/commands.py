@@ -9,6 +9,7 @@ from omegaconf import MISSING
 
 from attnlab.schema.choice import Choice
 from attnlab.schema.errors import ConfigError, at_least_one, not_negative
+from attnlab.schema.model import ModelConfig
 
 
 @dataclass
@@ -27,6 +28,9 @@ class SampleCommand:
     image: str | None = None  # vit: an image file
     images: list[str] = field(default_factory=list)  # vit: several image files
     device: str = "cpu"
+    # The checkpoint's model config (model/_checkpoint, stored when model.* keys are given): only keys
+    # that hold no weights may change (schema.run.eval_may_change), e.g. model.attn_backend=flex.
+    model: ModelConfig | None = None
     # decoder-only sampling
     num_samples: int = 1
     max_new_tokens: int = 200

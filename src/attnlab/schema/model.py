@@ -50,6 +50,21 @@ class Norm(Choice):
     rmsnorm = "rmsnorm"
 
 
+class AttnBackend(Choice):
+    """The kernel that computes attention: ``scaled_dot_product_attention`` with a dense mask, or
+    FlexAttention, which takes masks and score biases (ALiBi, relative) as functions of positions and
+    never builds a (B, H, T, T) tensor. In torch 2.13 FlexAttention has no backward on the CPU."""
+
+    sdpa = "sdpa"
+    flex = "flex"
+
+
+# Why model.attn_backend=flex does not train on the CPU (the training refusal and the block's error)
+FLEX_CPU_BACKWARD = (
+    "FlexAttention has no backward on CPU in torch 2.13; train with sdpa, evaluate or sample with flex"
+)
+
+
 class Pooling(Choice):
     """How a classifier reduces the positions: the first (CLS) token, or the mean or max over them."""
 
@@ -85,6 +100,7 @@ class ModelConfig:
     # Cross-attention is never windowed.
     attn_window: int | None = None
     qk_norm: bool = False  # RMSNorm on each head's queries and keys, before RoPE (Qwen3, OLMo 2)
+    attn_backend: AttnBackend = AttnBackend.sdpa  # flex: FlexAttention (no weights: eval may switch it)
     init_std: float = 0.02
     init_from: str | None = None  # a local Hugging Face checkpoint directory
     # A PosConfig, chosen with pos=<name>. Typed Any because OmegaConf merges a class into a typed field
@@ -111,6 +127,13 @@ class ModelConfig:
         check_heads(self.d_model, self.n_heads, self.n_kv_heads)
         for name in ("dropout", "attn_dropout", "ffn_dropout"):
             fraction(f"model.{name}", getattr(self, name))
+        if self.attn_backend == AttnBackend.flex and self.attn_dropout > 0:
+            raise ConfigError(
+                "model.attn_dropout",
+                self.attn_dropout,
+                "FlexAttention (model.attn_backend=flex) has no dropout on the attention weights; "
+                "set model.attn_dropout=0 or use model.attn_backend=sdpa",
+            )
         if not isinstance(self.pos, PosConfig):
             raise ConfigError("model.pos", self.pos, "choose the positional encoding with pos=<name>")
         POSITIONS.check_tag(self.pos)

@@ -313,8 +313,12 @@ class EvalConfig:
         self.trainer.check()
 
 
+EVAL_MODEL_KEYS = ("model.attn_backend", "model.attn_window")  # hold no weights (nor does model.pos.rope_*)
+
+
 def eval_may_change(key: str) -> bool:
-    """Whether attnlab-eval may change the model key ``key`` of a trained model: only RoPE's frequency
-    settings (``model.pos.rope_*``: its base, and its scaling to longer contexts), which hold no
-    weights. Every other key sets the shapes of the weights or what they were trained to mean."""
-    return key.startswith("model.pos.rope_")
+    """Whether attnlab-eval (and attnlab-sample) may change the model key ``key`` of a trained model:
+    RoPE's frequency settings (``model.pos.rope_*``: its base, and its scaling to longer contexts), the
+    attention kernel (``model.attn_backend``) and a sliding window (``model.attn_window``), which hold
+    no weights. Every other key sets the shapes of the weights or what they were trained to mean."""
+    return key.startswith("model.pos.rope_") or key in EVAL_MODEL_KEYS
