@@ -262,6 +262,7 @@ def _fit(run: RunConfig, run_dir: Path, config: dict, group: str | None, summary
     for callback in trainer.checkpoint_callbacks:
         if isinstance(callback, LastCheckpoint):
             callback.save_final(trainer)  # the final state, unless last.ckpt holds it already
+    check_monitor_logged(run, trainer)
     score = best_score(trainer, run.task.monitor)
     if summary is not None:
         summary.update(**fit_results(trainer, run.task.monitor))
@@ -298,6 +299,21 @@ def build_model_for(run: RunConfig, datamodule: Any) -> nn.Module:
     if run.compile:
         model.compile()
     return model
+
+
+def check_monitor_logged(run: RunConfig, trainer: pl.Trainer) -> None:
+    """A fit that never logged ``task.monitor`` (no validation ran: ``trainer.limit_val_batches=0``, an
+    empty validation split) has no best checkpoint and no value for a search to compare: an error
+    naming the settings, rather than a NaN that Optuna cannot record."""
+    if run.trainer.fast_dev_run or run.task.monitor in trainer.callback_metrics:
+        return
+    t = run.trainer
+    raise ConfigError(
+        "task.monitor",
+        run.task.monitor,
+        f"was never logged: no validation ran (trainer.val_every_n_steps={t.val_every_n_steps}, "
+        f"trainer.limit_val_batches={t.limit_val_batches}); validate at least once",
+    )
 
 
 def best_score(trainer: pl.Trainer, monitor: str) -> float:

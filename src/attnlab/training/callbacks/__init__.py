@@ -11,6 +11,7 @@ from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import checkpoint_dir
 from attnlab.training.callbacks.attention_maps import AttentionMapLogger
 from attnlab.training.callbacks.checkpoints import AtomicCheckpointIO, BestCheckpoint, LastCheckpoint
+from attnlab.training.callbacks.final_validation import FinalValidation
 from attnlab.training.callbacks.progress import StepProgressBar
 from attnlab.training.callbacks.run_state import RankConsistency, RunState, StepSeeder
 from attnlab.training.callbacks.throughput import ThroughputLogger
@@ -37,6 +38,7 @@ def build_callbacks(run: RunConfig, run_dir: Path, config: dict, wandb_id: str) 
         RunState(config, wandb_id),
         RankConsistency(),
         ThroughputLogger(),
+        FinalValidation(),
     ]
     if not run.trainer.fast_dev_run:
         callbacks += checkpoint_callbacks(run, run_dir)
@@ -53,6 +55,7 @@ __all__ = [
     "AtomicCheckpointIO",
     "AttentionMapLogger",
     "BestCheckpoint",
+    "FinalValidation",
     "LastCheckpoint",
     "RankConsistency",
     "RunState",

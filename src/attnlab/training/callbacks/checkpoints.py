@@ -26,6 +26,7 @@ from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.callbacks import Checkpoint, ModelCheckpoint
 
 from attnlab.schema.rundir import LAST
+from attnlab.training.callbacks.final_validation import is_final_step
 from attnlab.training.callbacks.interrupts import RunInterrupted, StopSignals
 from attnlab.training.files import TMP_SUFFIX, staged
 
@@ -79,11 +80,12 @@ class BestCheckpoint(ModelCheckpoint):
 
 def validation_follows(trainer: pl.Trainer) -> bool:
     """Whether Lightning validates right after the current training batch (batch-count validation,
-    ``check_val_every_n_epoch=None``, as attnlab's trainer is built)."""
+    ``check_val_every_n_epoch=None``, as attnlab's trainer is built; and the last step, which
+    ``FinalValidation`` validates)."""
     every = trainer.val_check_batch
-    if not trainer.enable_validation or not isinstance(every, int) or every < 1:
+    if not trainer.enable_validation or trainer.fast_dev_run or not isinstance(every, int) or every < 1:
         return False
-    return (trainer.fit_loop.epoch_loop.total_batch_idx + 1) % every == 0
+    return is_final_step(trainer) or (trainer.fit_loop.epoch_loop.total_batch_idx + 1) % every == 0
 
 
 class LastCheckpoint(Checkpoint):
