@@ -49,6 +49,11 @@ def sweep_jobs(config: DictConfig) -> Iterator[tuple[str, list[str]]]:
         yield f"job {number} ({named})", job
 
 
+def swept_keys(config: DictConfig) -> set[str]:
+    """The keys the multirun varies (a grid's swept overrides, or a search's space)."""
+    return {o.get_key_element().lstrip("+~") for o in sweep_overrides(config) if o.is_sweep_override()}
+
+
 def edge_values(override: Override) -> list[str]:
     """Every value a discrete sweep holds; the two bounds of an interval."""
     value = override.value()

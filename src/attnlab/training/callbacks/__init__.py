@@ -12,6 +12,7 @@ from attnlab.schema.rundir import checkpoint_dir
 from attnlab.training.callbacks.attention_maps import AttentionMapLogger
 from attnlab.training.callbacks.checkpoints import AtomicCheckpointIO, BestCheckpoint, LastCheckpoint
 from attnlab.training.callbacks.final_validation import FinalValidation
+from attnlab.training.callbacks.grad_norm import GradNormLogger
 from attnlab.training.callbacks.progress import StepProgressBar
 from attnlab.training.callbacks.progress_lines import ProgressLines, console_is_terminal
 from attnlab.training.callbacks.run_state import RankConsistency, RunState, StepSeeder
@@ -39,6 +40,7 @@ def build_callbacks(run: RunConfig, run_dir: Path, config: dict, wandb_id: str) 
         RunState(config, wandb_id),
         RankConsistency(),
         ThroughputLogger(),
+        GradNormLogger(),
         FinalValidation(),
         ProgressLines(),
     ]
@@ -59,6 +61,7 @@ __all__ = [
     "AttentionMapLogger",
     "BestCheckpoint",
     "FinalValidation",
+    "GradNormLogger",
     "LastCheckpoint",
     "ProgressLines",
     "RankConsistency",

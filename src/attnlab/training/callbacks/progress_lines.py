@@ -1,6 +1,6 @@
 """nanoGPT-style progress lines, for logs and for consoles that are not terminals.
 
-    step 100/300 | loss 2.0312 | lr 9.80e-04 | 9650 tokens/s | elapsed 0:00:41
+    step 100/300 | loss 2.0312 | lr 9.80e-04 | grad_norm 0.412 | tokens/s 9650 | elapsed 0:00:41
     step 100/300 | val/loss 2.0941 | val/ppl 8.118 | elapsed 0:00:43
 
 One line every ``trainer.log_every_n_steps`` optimizer steps (and at the last step), one after each
@@ -23,6 +23,7 @@ log = logging.getLogger("attnlab.progress")
 TRAIN_VALUES = (
     ("train/loss", "loss", "{:.4f}"),
     ("lr", "lr", "{:.2e}"),
+    ("train/grad_norm", "grad_norm", "{:.3g}"),
     ("train/tokens_per_s", "tokens/s", "{:.0f}"),
     ("train/samples_per_s", "samples/s", "{:.1f}"),
 )
