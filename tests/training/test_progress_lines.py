@@ -3,8 +3,10 @@ validation, in the log files always and on the console when it is not a terminal
 
 from __future__ import annotations
 
+import io
 import logging
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,7 +89,12 @@ def test_no_console_lines_on_a_terminal(tmp_path: Path, log_file: Path, capsys) 
 
 
 def test_no_progress_bar_when_the_console_is_not_a_terminal(tmp_path: Path, monkeypatch) -> None:
-    """Under pytest stdout is not a terminal: no bar (ProgressLines print), with FORCE_COLOR rich's test says yes."""
+    """stdout a file: no bar (ProgressLines print instead); FORCE_COLOR makes rich (and so us) see a terminal."""
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
     assert lightning_settings(TrainerConfig(), tmp_path)["enable_progress_bar"] is False
+    assert ProgressLines().to_console is True
     monkeypatch.setenv("FORCE_COLOR", "1")
     assert lightning_settings(TrainerConfig(), tmp_path)["enable_progress_bar"] is True
+    assert ProgressLines().to_console is False
