@@ -90,7 +90,7 @@ def validation_follows(trainer: pl.Trainer) -> bool:
 
 class LastCheckpoint(Checkpoint):
     """``last.ckpt``, what a resume continues from: every ``every_n_steps`` optimizer steps, after every
-    validation, at the end of fit, and at the step where SIGINT or SIGTERM stops the run
+    validation but the last step's, at the end of fit, and at the step where SIGINT or SIGTERM stops the run
     (``RunInterrupted`` is raised after the save).
 
     At a step that validates it is written after the validation, never before: Lightning's resume from
@@ -131,7 +131,10 @@ class LastCheckpoint(Checkpoint):
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.state.fn == "fit" and not trainer.sanity_checking and not trainer.fast_dev_run:
-            self.save(trainer)
+            if not is_final_step(trainer):
+                # The last step's state is saved after fit (save_final), once the loop has counted the
+                # step: saved here, a resume that extends max_steps logs its steps one behind.
+                self.save(trainer)
             if self.signals.requested(trainer):
                 self.stop(trainer)
                 self.raise_if_stopped()
