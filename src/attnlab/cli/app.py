@@ -156,17 +156,34 @@ class ValidateOnStart(Callback):
     """Hydra callback: check the composed config before Hydra creates the run directory.
 
     ``check`` is the dotted path of a function ``(config, run_dir, overrides) -> object`` that raises
-    ConfigError; ``run_dir`` is None for a multirun's base config (each job is checked again).
+    ConfigError; ``run_dir`` is None for a multirun's base config. With ``check_jobs``, each job of a
+    multirun (``cli.sweep_jobs``) is checked too, with ``run_dir`` None, before the first one starts;
+    each job is checked again when it starts.
     """
 
-    def __init__(self, check: str) -> None:
+    def __init__(self, check: str, check_jobs: bool = False) -> None:
         self.check = hydra.utils.get_method(check)
+        self.check_jobs = check_jobs
 
     def on_run_start(self, config: DictConfig, **kwargs: object) -> None:
         self._check(config, Path(config.hydra.run.dir))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
         self._check(config, None)
+        if self.check_jobs:
+            self._check_jobs(config)
+
+    def _check_jobs(self, config: DictConfig) -> None:
+        """Each job of the multirun (each edge of a search space), named in the error of the first bad one."""
+        from attnlab.cli.sweep_jobs import compose_job, sweep_jobs, swept_keys
+        from attnlab.training.names import record_swept_keys
+
+        record_swept_keys(swept_keys(config))  # the jobs are named by these
+        for name, overrides in sweep_jobs(config):
+            try:
+                self.check(compose_job(config, overrides), None, overrides)
+            except USER_ERRORS as err:
+                raise ConfigRejected(ValueError(f"{name}: {one_line(err, overrides)}")) from err
 
     def _check(self, config: DictConfig, run_dir: Path | None) -> None:
         try:

@@ -11,7 +11,6 @@ Nothing heavy is imported, and no directory is created, until the whole config h
 from __future__ import annotations
 
 import logging
-import math
 import os
 import shlex
 import sys
@@ -133,13 +132,15 @@ def train_job(config: DictConfig) -> float | None:
 
     def job() -> float:
         from attnlab.training.callbacks.interrupts import RunInterrupted
+        from attnlab.training.names import run_name
         from attnlab.training.slurm import REQUEUE_SIGNAL, requeue_job
 
         overrides = list(hc.overrides.task)
         with run_summary(run_dir) as summary:
             run = check_job(config, run_dir, overrides)
+            name = run_name(run.run_name, overrides, run_dir.name)
             try:
-                return train(run, run_dir, group=group, summary=summary)
+                return train(run, run_dir, group=group, summary=summary, name=name)
             except RunInterrupted as stop:  # summary.json: interrupted (SystemExit)
                 message = f"{stop}\nresume with: {resume_command(run_dir, overrides)}"
                 if stop.signum == REQUEUE_SIGNAL and is_rank_zero():  # SLURM's warning before the time limit
@@ -182,10 +183,16 @@ def run_summary(run_dir: Path) -> Iterator[RunSummary | None]:
 
 
 def train(
-    run: RunConfig, run_dir: Path, *, group: str | None = None, summary: RunSummary | None = None
+    run: RunConfig,
+    run_dir: Path,
+    *,
+    group: str | None = None,
+    summary: RunSummary | None = None,
+    name: str | None = None,
 ) -> float:
-    """Fit ``run``, writing into ``run_dir`` (and what it learns of the run into ``summary``); returns
-    the best ``task.monitor`` (NaN if never validated)."""
+    """Fit ``run``, writing into ``run_dir`` (and what it learns of the run into ``summary``), named
+    ``name`` in the loggers (default: ``run_name``, else the directory's name); returns the best
+    ``task.monitor`` (NaN if never validated)."""
     run = replace(run, run_dir=str(run_dir))  # the directory Hydra chose, also under -m or in a DDP rank
     config = OmegaConf.structured(run)
     if is_rank_zero():
@@ -195,7 +202,7 @@ def train(
         save_config(config, run_dir)
         log.info("run directory: %s", run_dir)
     with _job_environment(run_dir):
-        return _fit(run, run_dir, plain(run), group, summary)
+        return _fit(run, run_dir, plain(run), group, summary, name or run.run_name or run_dir.name)
 
 
 @contextmanager
@@ -220,25 +227,28 @@ def _job_environment(run_dir: Path):
         os.environ.update(saved)
 
 
-def _fit(run: RunConfig, run_dir: Path, config: dict, group: str | None, summary: RunSummary | None) -> float:
+def _fit(
+    run: RunConfig, run_dir: Path, config: dict, group: str | None, summary: RunSummary | None, name: str
+) -> float:
     import pytorch_lightning as pl
 
     from attnlab.tasks import build_task
     from attnlab.tasks.nonfinite import NonFiniteGuard
     from attnlab.training.callbacks import LastCheckpoint, build_callbacks
     from attnlab.training.files import save_into
-    from attnlab.training.loggers import build_loggers, new_wandb_id
+    from attnlab.training.loggers import build_loggers, log_results, new_wandb_id
     from attnlab.training.metrics_file import MetricsFileLogger
     from attnlab.training.resume import read_run_state
-    from attnlab.training.summary import count_parameters, fit_results
+    from attnlab.training.summary import best_score, check_monitor_logged, count_parameters, fit_results
     from attnlab.training.trainer import build_trainer
 
     warnings.filterwarnings("ignore", ".*does not have many workers.*")  # workers are data.num_workers
     pl.seed_everything(run.seed, workers=True, verbose=False)
     datamodule = take_datamodule(run)  # built (and checked) by the validation of a single run
     model = build_model_for(run, datamodule)
+    n_params = count_parameters(model)
     if summary is not None:
-        summary.update(n_params=count_parameters(model))
+        summary.update(n_params=n_params)
     task = build_task(
         run.task,
         run.optim,
@@ -251,8 +261,9 @@ def _fit(run: RunConfig, run_dir: Path, config: dict, group: str | None, summary
     resumed = read_run_state(run.ckpt_path) if run.ckpt_path else {}
     wandb_id = resumed.get("wandb_id") or new_wandb_id()
     metrics_file = MetricsFileLogger(run_dir, resume_step=resumed.get("global_step"))  # whatever logger=
+    logged_config = {**config, "run_name": name, "n_params": n_params}  # what the loggers compare runs by
     loggers = [
-        *build_loggers(run.logger, run_dir, name=run_dir.name, group=group, wandb_id=wandb_id, config=config),
+        *build_loggers(run.logger, run_dir, name=name, group=group, wandb_id=wandb_id, config=logged_config),
         metrics_file,
     ]
     trainer = build_trainer(run, run_dir, loggers, build_callbacks(run, run_dir, config, wandb_id))
@@ -263,12 +274,22 @@ def _fit(run: RunConfig, run_dir: Path, config: dict, group: str | None, summary
     for callback in trainer.checkpoint_callbacks:
         if isinstance(callback, LastCheckpoint):
             callback.save_final(trainer)  # the final state, unless last.ckpt holds it already
+    check_monitor_logged(trainer, run.task.monitor, run.trainer)
     score = best_score(trainer, run.task.monitor)
     if summary is not None:
         summary.update(**fit_results(trainer, run.task.monitor))
     metrics = test(trainer, task, datamodule, run_dir) if run.test_after_fit else {}
     if trainer.is_global_zero:
-        report(run, run_dir, trainer, task, metrics)
+        sample = sample_text(run, task)
+        log_results(
+            trainer.loggers,
+            hparams=logged_config,
+            monitor=run.task.monitor,
+            best=score,
+            sample=sample,
+            step=trainer.global_step,
+        )
+        report(run, run_dir, trainer, metrics, sample)
     return score
 
 
@@ -301,34 +322,13 @@ def build_model_for(run: RunConfig, datamodule: Any) -> nn.Module:
     return model
 
 
-def best_score(trainer: pl.Trainer, monitor: str) -> float:
-    """The best value of ``monitor`` seen by the best-checkpoint callback (else its last value, else NaN)."""
-    from pytorch_lightning.callbacks import ModelCheckpoint
-
-    for callback in trainer.callbacks:
-        if (
-            isinstance(callback, ModelCheckpoint)
-            and callback.monitor == monitor
-            and callback.best_model_score is not None
-        ):
-            return float(callback.best_model_score)
-    value = trainer.callback_metrics.get(monitor)
-    return float(value) if value is not None else math.nan
-
-
-def best_checkpoint(trainer: pl.Trainer) -> str | None:
-    from pytorch_lightning.callbacks import ModelCheckpoint
-
-    paths = [c.best_model_path for c in trainer.callbacks if isinstance(c, ModelCheckpoint) and c.monitor]
-    return next((p for p in paths if p), None)
-
-
 def test(trainer: pl.Trainer, task: pl.LightningModule, datamodule: Any, run_dir: Path) -> dict[str, float]:
     """Test metrics of the best checkpoint (the current weights if there is none), also written to
     ``test_metrics.json``: what ``attnlab-eval`` reproduces."""
     import json
 
     from attnlab.tasks.base import LOG_AXES
+    from attnlab.training.summary import best_checkpoint
 
     ckpt = best_checkpoint(trainer)
     results = trainer.test(task, datamodule=datamodule, ckpt_path=ckpt, verbose=False, weights_only=True)
@@ -370,13 +370,12 @@ def sample_text(run: RunConfig, task: pl.LightningModule) -> str | None:
 
 
 def report(
-    run: RunConfig, run_dir: Path, trainer: pl.Trainer, task: pl.LightningModule, metrics: dict[str, float]
+    run: RunConfig, run_dir: Path, trainer: pl.Trainer, metrics: dict[str, float], sample: str | None
 ) -> None:
     """Print (and log) the sample, the test metrics and where the run's files are."""
     from attnlab.training.console import print_summary
 
     lines = {}
-    sample = sample_text(run, task)
     if sample is not None:
         lines["sample"] = "\n" + sample.strip("\n") + "\n"
     if metrics:
@@ -385,6 +384,8 @@ def report(
     last = checkpoint_dir(run_dir) / LAST
     if last.is_file():
         lines["last checkpoint"] = str(last)
+    from attnlab.training.summary import best_checkpoint
+
     best = best_checkpoint(trainer)
     if best:
         lines["best checkpoint"] = best

@@ -225,6 +225,8 @@ class RunConfig:
     # is one, else start fresh)
     ckpt_path: str | None = None
     run_dir: str = RUN_DIR  # the directory the run writes into; give an existing run's to resume in place
+    # the run's name in wandb and TensorBoard; None: the overrides that distinguish it (its sweep's)
+    run_name: str | None = None
     compile: bool = False  # torch.compile the model (no gain on a small CPU)
     test_after_fit: bool = True  # evaluate the best checkpoint on the test split at the end
     # Lightning callbacks beside attnlab's own, by name: each {_target_: package.Class, its arguments}

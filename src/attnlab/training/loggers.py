@@ -86,3 +86,35 @@ def finish_wandb(failed: bool) -> None:
     wandb = sys.modules.get("wandb")
     if wandb is not None and wandb.run is not None:
         wandb.finish(exit_code=1 if failed else 0)
+
+
+def flat(config: dict, prefix: str = "") -> dict[str, object]:
+    """``{"model.n_heads": 4, ...}``: a nested config as dotted keys, the way overrides name them."""
+    items: dict[str, object] = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            items.update(flat(value, f"{prefix}{key}."))
+        else:
+            items[f"{prefix}{key}"] = value
+    return items
+
+
+def log_results(
+    loggers: list[Logger], *, hparams: dict, monitor: str, best: float, sample: str | None, step: int
+) -> None:
+    """What compares finished runs: the flattened config with the best value of ``monitor``, which
+    TensorBoard's HParams tab tabulates (``best/<monitor>``; wandb has the config from its start and
+    gets the best value in its summary), and the final sample text."""
+    import math
+
+    from pytorch_lightning.loggers import TensorBoardLogger, WandbLogger
+
+    best_value = {f"best/{monitor}": best} if math.isfinite(best) else {}
+    for logger in loggers:
+        if isinstance(logger, TensorBoardLogger):
+            logger.log_hyperparams(flat(hparams), metrics=best_value or None)
+            if sample is not None:
+                logger.experiment.add_text("sample", sample, step)
+            logger.experiment.flush()
+        elif isinstance(logger, WandbLogger):
+            logger.experiment.summary.update({**best_value, **({"sample": sample} if sample else {})})

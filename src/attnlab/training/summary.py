@@ -12,6 +12,7 @@ through a temporary file and a rename, so a reader never sees half of it.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import time
@@ -19,6 +20,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.run import TrainerConfig
 from attnlab.schema.rundir import SUMMARY_FILE
 
 if TYPE_CHECKING:  # Lightning is imported where a fit is summarised: a job refused by validation needs none
@@ -91,6 +94,42 @@ def best_of(trainer: pl.Trainer, monitor: str) -> dict[str, Any] | None:
                 "step": int(step.group(1)) if step else None,
             }
     return None
+
+
+def check_monitor_logged(trainer: pl.Trainer, monitor: str, settings: TrainerConfig) -> None:
+    """A fit that never logged ``monitor`` (no validation ran: ``trainer.limit_val_batches=0``, an
+    empty validation split) has no best checkpoint and no value for a search to compare: an error
+    naming the settings, rather than a NaN that Optuna cannot record."""
+    if settings.fast_dev_run or monitor in trainer.callback_metrics:
+        return
+    raise ConfigError(
+        "task.monitor",
+        monitor,
+        f"was never logged: no validation ran (trainer.val_every_n_steps={settings.val_every_n_steps}, "
+        f"trainer.limit_val_batches={settings.limit_val_batches}); validate at least once",
+    )
+
+
+def best_score(trainer: pl.Trainer, monitor: str) -> float:
+    """The best value of ``monitor`` seen by the best-checkpoint callback (else its last value, else NaN)."""
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    for callback in trainer.callbacks:
+        if (
+            isinstance(callback, ModelCheckpoint)
+            and callback.monitor == monitor
+            and callback.best_model_score is not None
+        ):
+            return float(callback.best_model_score)
+    value = trainer.callback_metrics.get(monitor)
+    return float(value) if value is not None else math.nan
+
+
+def best_checkpoint(trainer: pl.Trainer) -> str | None:
+    from pytorch_lightning.callbacks import ModelCheckpoint
+
+    paths = [c.best_model_path for c in trainer.callbacks if isinstance(c, ModelCheckpoint) and c.monitor]
+    return next((p for p in paths if p), None)
 
 
 def count_parameters(model: Any) -> int:

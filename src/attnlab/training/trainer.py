@@ -16,7 +16,7 @@ from pytorch_lightning.strategies import DDPStrategy, FSDPStrategy, Strategy
 from attnlab.blocks.layers import TransformerLayer
 from attnlab.schema.load import plain
 from attnlab.schema.run import RunConfig, TrainerConfig
-from attnlab.training.callbacks import AtomicCheckpointIO
+from attnlab.training.callbacks import AtomicCheckpointIO, console_is_terminal
 from attnlab.training.console import quiet_lightning
 from attnlab.training.slurm import slurm_plugins
 
@@ -67,9 +67,10 @@ ATTNLAB_SETTINGS = (
 def lightning_settings(t: TrainerConfig, run_dir: Path) -> dict[str, Any]:
     """The Trainer arguments that attnlab's own trainer settings stand for: validation every
     ``val_every_n_steps`` optimizer steps, a strategy whose checkpoints are written whole or not at
-    all, a profiler writing into the run directory, a run bounded by steps, and data modules that
-    shard over ranks themselves (exact resume); under SLURM, Lightning's SLURM environment without its
-    requeue handler (``training.slurm``)."""
+    all, a profiler writing into the run directory, a run bounded by steps, data modules that shard
+    over ranks themselves (exact resume), a progress bar only on a terminal (elsewhere the
+    ``ProgressLines`` callback prints plain lines, not a bar squeezed to 80 columns); under SLURM,
+    Lightning's SLURM environment without its requeue handler (``training.slurm``)."""
     return {
         "strategy": strategy(t),
         "plugins": [
@@ -83,6 +84,7 @@ def lightning_settings(t: TrainerConfig, run_dir: Path) -> dict[str, Any]:
         "enable_checkpointing": not t.fast_dev_run,
         "use_distributed_sampler": False,
         "default_root_dir": run_dir,
+        "enable_progress_bar": t.enable_progress_bar and console_is_terminal(),
     }
 
 

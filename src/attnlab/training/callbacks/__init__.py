@@ -11,7 +11,10 @@ from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import checkpoint_dir
 from attnlab.training.callbacks.attention_maps import AttentionMapLogger
 from attnlab.training.callbacks.checkpoints import AtomicCheckpointIO, BestCheckpoint, LastCheckpoint
+from attnlab.training.callbacks.final_validation import FinalValidation
+from attnlab.training.callbacks.grad_norm import GradNormLogger
 from attnlab.training.callbacks.progress import StepProgressBar
+from attnlab.training.callbacks.progress_lines import ProgressLines, console_is_terminal
 from attnlab.training.callbacks.run_state import RankConsistency, RunState, StepSeeder
 from attnlab.training.callbacks.throughput import ThroughputLogger
 
@@ -37,11 +40,15 @@ def build_callbacks(run: RunConfig, run_dir: Path, config: dict, wandb_id: str) 
         RunState(config, wandb_id),
         RankConsistency(),
         ThroughputLogger(),
+        GradNormLogger(),
+        FinalValidation(),
+        ProgressLines(),
     ]
     if not run.trainer.fast_dev_run:
         callbacks += checkpoint_callbacks(run, run_dir)
-    if run.trainer.enable_progress_bar:
-        callbacks += [StepProgressBar(), RichModelSummary(max_depth=2)]
+    if run.trainer.enable_progress_bar:  # a bar only on a terminal; elsewhere ProgressLines print
+        callbacks += [StepProgressBar()] if console_is_terminal() else []
+        callbacks.append(RichModelSummary(max_depth=2))
     if run.task.log_attention_every_n_epochs > 0:
         every = run.task.log_attention_every_n_epochs
         callbacks.append(AttentionMapLogger(every, save_dir=run_dir / "attention"))
@@ -53,7 +60,10 @@ __all__ = [
     "AtomicCheckpointIO",
     "AttentionMapLogger",
     "BestCheckpoint",
+    "FinalValidation",
+    "GradNormLogger",
     "LastCheckpoint",
+    "ProgressLines",
     "RankConsistency",
     "RunState",
     "StepProgressBar",

@@ -26,6 +26,7 @@ from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.callbacks import Checkpoint, ModelCheckpoint
 
 from attnlab.schema.rundir import LAST
+from attnlab.training.callbacks.final_validation import is_final_step
 from attnlab.training.callbacks.interrupts import RunInterrupted, StopSignals
 from attnlab.training.files import TMP_SUFFIX, staged
 
@@ -79,16 +80,17 @@ class BestCheckpoint(ModelCheckpoint):
 
 def validation_follows(trainer: pl.Trainer) -> bool:
     """Whether Lightning validates right after the current training batch (batch-count validation,
-    ``check_val_every_n_epoch=None``, as attnlab's trainer is built)."""
+    ``check_val_every_n_epoch=None``, as attnlab's trainer is built; and the last step, which
+    ``FinalValidation`` validates)."""
     every = trainer.val_check_batch
-    if not trainer.enable_validation or not isinstance(every, int) or every < 1:
+    if not trainer.enable_validation or trainer.fast_dev_run or not isinstance(every, int) or every < 1:
         return False
-    return (trainer.fit_loop.epoch_loop.total_batch_idx + 1) % every == 0
+    return is_final_step(trainer) or (trainer.fit_loop.epoch_loop.total_batch_idx + 1) % every == 0
 
 
 class LastCheckpoint(Checkpoint):
     """``last.ckpt``, what a resume continues from: every ``every_n_steps`` optimizer steps, after every
-    validation, at the end of fit, and at the step where SIGINT or SIGTERM stops the run
+    validation but the last step's, at the end of fit, and at the step where SIGINT or SIGTERM stops the run
     (``RunInterrupted`` is raised after the save).
 
     At a step that validates it is written after the validation, never before: Lightning's resume from
@@ -129,7 +131,10 @@ class LastCheckpoint(Checkpoint):
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.state.fn == "fit" and not trainer.sanity_checking and not trainer.fast_dev_run:
-            self.save(trainer)
+            if not is_final_step(trainer):
+                # The last step's state is saved after fit (save_final), once the loop has counted the
+                # step: saved here, a resume that extends max_steps logs its steps one behind.
+                self.save(trainer)
             if self.signals.requested(trainer):
                 self.stop(trainer)
                 self.raise_if_stopped()

@@ -1,0 +1,25 @@
+"""The gradient norm at logging steps: the first sign of a run about to diverge."""
+
+from __future__ import annotations
+
+import pytorch_lightning as pl
+import torch
+
+
+class GradNormLogger(pl.Callback):
+    """Logs ``train/grad_norm``, the 2-norm of all gradients before clipping, at the steps whose values
+    reach the loggers (every ``trainer.log_every_n_steps``, and the last). Computed only there: it
+    reads every gradient once. Lightning calls the hook after mixed precision unscaled the gradients
+    and DDP averaged them, so it is the norm of the global batch's gradient (under FSDP, of this
+    rank's shard)."""
+
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: torch.optim.Optimizer
+    ) -> None:
+        step, every = trainer.global_step + 1, trainer.log_every_n_steps  # the step this one completes
+        if not (every > 0 and step % every == 0) and step != trainer.max_steps:
+            return
+        grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
+        if grads:
+            norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
+            pl_module.log("train/grad_norm", norm, on_step=True, on_epoch=False)

@@ -1,0 +1,84 @@
+"""Runs with names and what compares them (issue 13 items 5 and 6): a multirun's jobs are named in
+wandb by the overrides their sweep varies; TensorBoard's HParams tab gets the flattened config with
+the best monitored value; the parameter count, the gradient norm and the final sample are logged;
+the console (a pipe here) gets plain progress lines, not a bar."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import plugin_data_pb2
+from train_cli import TEXT, TINY, check, cli, job_dirs, wandb_records, wandb_run
+
+pytestmark = pytest.mark.slow
+GPT = [*TINY, *TEXT, "model=gpt-tiny", "logger=many"]
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], str]:
+    cwd = tmp_path_factory.mktemp("names")
+    result = check(cli(["-m", "model.n_layers=1,2", *GPT], cwd))
+    return job_dirs(cwd), result.stdout
+
+
+def tensorboard(job: Path) -> EventAccumulator:
+    events = EventAccumulator(str(job / "tensorboard"), size_guidance={"tensors": 0, "scalars": 0})
+    events.Reload()
+    return events
+
+
+def test_jobs_are_named_by_what_their_sweep_varies(sweep) -> None:
+    jobs, _ = sweep
+    assert [wandb_run(job)["display_name"] for job in jobs] == ["model.n_layers=1", "model.n_layers=2"]
+    for job, layers in zip(jobs, (1, 2)):
+        content = tensorboard(job).PluginTagToContent("hparams")["_hparams_/session_start_info"]
+        hparams = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info.hparams
+        assert hparams["run_name"].string_value == f"model.n_layers={layers}"
+        assert hparams["model.n_layers"].number_value == layers
+
+
+def test_tensorboard_hparams_hold_the_config_the_parameter_count_and_the_best_value(sweep) -> None:
+    jobs, _ = sweep
+    for job in jobs:
+        summary = json.loads((job / "summary.json").read_text())
+        events = tensorboard(job)
+        content = events.PluginTagToContent("hparams")
+        hparams = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/session_start_info"])
+        assert hparams.session_start_info.hparams["n_params"].number_value == summary["n_params"]
+        experiment = plugin_data_pb2.HParamsPluginData.FromString(content["_hparams_/experiment"]).experiment
+        assert [m.name.tag for m in experiment.metric_infos] == ["best/val/loss"]
+        (best,) = events.Scalars("best/val/loss")
+        assert best.value == pytest.approx(summary["best"]["value"])
+        assert len(events.Scalars("train/grad_norm")) == 6  # every logging step (log_every_n_steps=1)
+        (sample,) = events.Tensors("sample/text_summary")
+        assert sample.tensor_proto.string_val[0].decode().startswith("The ")
+
+
+def test_wandb_gets_the_parameter_count_the_best_value_and_the_sample(sweep) -> None:
+    jobs, stdout = sweep
+    for job in jobs:
+        summary = json.loads((job / "summary.json").read_text())
+        records = wandb_records(job)
+        assert wandb_run(job)["config"]["update"]["n_params"] == summary["n_params"]
+        final: dict = {}
+        for record in records:
+            if record["type"] == "summary":
+                final.update(record["summary"]["update"])
+        assert final["best/val/loss"] == pytest.approx(summary["best"]["value"])
+        assert final["sample"].startswith("The ") and final["sample"].strip() in stdout
+        grad_norms = [json.loads(line).get("train/grad_norm") for line in (job / "metrics.jsonl").open()]
+        assert len([g for g in grad_norms if g is not None and g > 0]) == 6
+
+
+def test_the_console_gets_plain_progress_lines_when_it_is_not_a_terminal(sweep) -> None:
+    jobs, stdout = sweep
+    lines = [line for line in stdout.splitlines() if line.startswith("step ")]
+    assert [line.split(" | ")[0] for line in lines if " | loss " in line] == [
+        f"step {k}/6" for k in range(1, 7)
+    ] * 2
+    assert all(" | elapsed " in line for line in lines)  # no progress bar ("step 3/6 ━━━━━ 0:00:01 < ...")
+    log = (jobs[0] / "train.log").read_text()
+    assert all(line in log for line in lines[: len(lines) // 2])
