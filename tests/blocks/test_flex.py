@@ -196,3 +196,18 @@ def test_the_compiled_kernel_equals_sdpa(
     with torch.no_grad():
         flex, sdpa = m.logits(inputs), reference.logits(inputs)
     assert torch.allclose(flex[real], sdpa[real], atol=ATOL)
+
+
+@pytest.mark.parametrize("pos", ["alibi", "relative"])
+def test_a_pruned_model_with_flex_biases_its_kept_heads_as_sdpa_does(
+    model: Callable[..., torch.nn.Module], pos: str
+) -> None:
+    """A pruned module's score_mod is called with each kept head's original index (ALiBi's slope, T5's
+    bucket column), as the dense path indexes its bias."""
+    m = model("gpt", pos, "window", kept_heads=[[2, 3], [0, 1, 2, 3]])  # two key/value groups of two
+    inputs, real = batch("gpt", "window")
+    with torch.no_grad():
+        sdpa = m.logits(inputs)
+        with use_attention_path(m, "flex"):
+            flex = m.logits(inputs)
+    assert torch.allclose(flex[real], sdpa[real], atol=ATOL), (flex - sdpa)[real].abs().max()
