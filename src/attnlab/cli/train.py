@@ -25,15 +25,17 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attnlab.cli.app import error_line, log_to_file, run_hydra, run_job
+from attnlab.cli.app import error_line, log_to_file, run_hydra, run_job, user_errors_as_one_line
 from attnlab.cli.devices import check_attention_backend, check_devices
 from attnlab.cli.prepared import prepare_datamodule, take_datamodule
 from attnlab.cli.pretrained import FREE_MODEL_FIELDS, explicit_model_keys, resolve_init_from
+from attnlab.cli.teacher import check_teacher, take_teacher, teacher_run, with_teacher_defaults
 from attnlab.schema.checks import validate, validate_saved
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain
 from attnlab.schema.run import RUN_DIR, RunConfig
 from attnlab.schema.rundir import LAST, TEST_METRICS_FILE, checkpoint_dir
+from attnlab.schema.task import DistillTask
 from attnlab.training.files import write_atomically
 from attnlab.training.rundir import (
     announce_run_dir,
@@ -66,6 +68,9 @@ def main() -> None:
         except RunInterrupted as stop:  # rank 0 tells the user how to resume
             sys.exit(stop.exit_code)
         return
+    with user_errors_as_one_line():  # a bad teacher: one line, before any directory exists
+        # task=distill: the teacher's run gives the student's defaults (attnlab.cli.teacher)
+        sys.argv[1:] = with_teacher_defaults(sys.argv[1:])
     run_hydra(train_job, "train")
 
 
@@ -82,6 +87,8 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
     check_attention_backend(run)
     check_targets(run)
     check_source(run.data, run.model)
+    if isinstance(run.task, DistillTask):
+        teacher_run(run.task.teacher)  # the file: cheap; whether it fits the student, after the data
     given = run_dir_given(config)
     if run_dir is None:  # a multirun's base config: every job is checked again
         if given:
@@ -100,7 +107,7 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
     from attnlab.training.resume import check_resume
 
     check_resume(run)
-    prepare_datamodule(run)
+    check_teacher(run, prepare_datamodule(run))
     return run
 
 
@@ -256,6 +263,7 @@ def _fit(
         tokenizer=datamodule.tokenizer,
         num_classes=datamodule.num_classes,
         max_steps=run.trainer.max_steps,
+        teacher=take_teacher(run),
     )
     task.nonfinite = NonFiniteGuard(run.trainer.on_nonfinite, run.trainer.max_nonfinite_skips)
     resumed = read_run_state(run.ckpt_path) if run.ckpt_path else {}
@@ -301,10 +309,10 @@ def build_model_for(run: RunConfig, datamodule: Any) -> nn.Module:
     from attnlab.models.hf import load_hf
 
     cfg = run.model
-    updates: dict[str, Any] = FAMILY_COMMANDS[cfg.family].model_updates(run.task.name)
+    updates: dict[str, Any] = FAMILY_COMMANDS[cfg.family].model_updates(run.task.inner().name)
     if MODEL_CLASSES[cfg.family].input_kind == "tokens" and cfg.vocab_size == 0:
         updates["vocab_size"] = datamodule.vocab_size
-    if run.task.name == "classification" and cfg.num_classes == 0:
+    if run.task.inner().name == "classification" and cfg.num_classes == 0:
         updates["num_classes"] = datamodule.num_classes
     if cfg.family == "vit" and cfg.channels == 0:
         updates["channels"] = datamodule.channels
@@ -347,7 +355,7 @@ def sample_text(run: RunConfig, task: pl.LightningModule) -> str | None:
     """
     s = run.sample
     tokenizer = getattr(task, "tokenizer", None)
-    if run.task.name != "causal_lm" or tokenizer is None or s.max_new_tokens == 0:
+    if run.task.inner().name != "causal_lm" or tokenizer is None or s.max_new_tokens == 0:
         return None
     import torch
 
