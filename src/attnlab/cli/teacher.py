@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
 
 from attnlab.cli.eval_data import chooses_preset, parse, values_of
 from attnlab.schema.checks import validate_saved
@@ -34,9 +35,11 @@ def with_teacher_defaults(args: list[str]) -> list[str]:
     docstring); ``args`` unchanged unless they choose ``task=distill`` and name ``task.teacher``."""
     ours = {f"{group}={TEACHER_OPTION}" for group in ("model", "data")}
     args = [a for a in args if a not in ours]  # a resume command repeats them: chosen again below
-    overrides = parse(args)
+    if "task=distill" not in args:  # nothing to read: leave every other command line to Hydra
+        return args
+    overrides = parse([a for a in args if "=" in a and not a.startswith("-")])  # not --cfg job etc.
     teachers = values_of("task.teacher", overrides)
-    if values_of("task", overrides) != ["distill"] or not teachers:
+    if not teachers:
         return args
     run = teacher_run(teachers[0])
     model = replace(run.model, init_from=None) if hasattr(run.model, "init_from") else run.model
@@ -50,7 +53,7 @@ def with_teacher_defaults(args: list[str]) -> list[str]:
         extra.append(f"pos={pos.name}")
     if not values_of("task.objective", overrides):
         extra.append(f"task.objective={run.task.inner().name}")
-    return [*args, *extra]
+    return [*extra, *args]  # before any option (--cfg job), which Hydra parses after its overrides
 
 
 def teacher_run(path: str) -> RunConfig:
@@ -78,29 +81,38 @@ def teacher_run(path: str) -> RunConfig:
     return validate_saved(state["config"])
 
 
-def check_teacher(run: RunConfig, datamodule: Any) -> None:
-    """Whether the teacher of a ``task=distill`` run can teach its student: the same family and
-    objective, the same vocabulary (tokenizer) or classes. Loads the teacher (kept for ``take_teacher``)."""
-    task = run.task
-    if not isinstance(task, DistillTask):
+def check_teacher_run(config: DictConfig) -> None:
+    """Before the student's config is validated: the teacher's file, and that its family and task are
+    the student's (so a mismatch names the teacher, not a rule between the student's groups)."""
+    if OmegaConf.select(config, "task.name") != "distill" or not OmegaConf.select(config, "task.teacher"):
         return
-    path, theirs = task.teacher, teacher_run(task.teacher)
-    if theirs.model.family != run.model.family:
+    path = config.task.teacher
+    theirs = teacher_run(path)
+    family = OmegaConf.select(config, "model.family")
+    if theirs.model.family != family:
         raise ConfigError(
             "task.teacher",
             path,
-            f"is a model.family={theirs.model.family} checkpoint; the student is model.family="
-            f"{run.model.family}: a teacher teaches a student of its own family",
+            f"is a model.family={theirs.model.family} checkpoint; the student is model.family={family}: "
+            "a teacher teaches a student of its own family",
         )
-    if theirs.task.inner().name != task.objective:
+    objective, their_objective = OmegaConf.select(config, "task.objective"), theirs.task.inner().name
+    if objective is not None and objective != their_objective:
         raise ConfigError(
             "task.objective",
-            task.objective,
-            f"the teacher {path} was trained on task {theirs.task.inner().name}: the student learns the same",
+            objective,
+            f"the teacher {path} was trained on task {their_objective}: the student learns the same",
         )
+
+
+def check_teacher(run: RunConfig, datamodule: Any) -> None:
+    """After the student's data is built: the teacher (loaded now, kept for ``take_teacher``) and the
+    student predict the same tokens or classes."""
+    if not isinstance(run.task, DistillTask):
+        return
     teacher = take_teacher(run)
     check_outputs_match(run, teacher, datamodule)
-    _loaded.append((path, teacher))
+    _loaded.append((run.task.teacher, teacher))
 
 
 def check_outputs_match(run: RunConfig, teacher: Any, datamodule: Any) -> None:

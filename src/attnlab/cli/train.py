@@ -29,13 +29,12 @@ from attnlab.cli.app import error_line, log_to_file, run_hydra, run_job, user_er
 from attnlab.cli.devices import check_attention_backend, check_devices
 from attnlab.cli.prepared import prepare_datamodule, take_datamodule
 from attnlab.cli.pretrained import FREE_MODEL_FIELDS, explicit_model_keys, resolve_init_from
-from attnlab.cli.teacher import check_teacher, take_teacher, teacher_run, with_teacher_defaults
+from attnlab.cli.teacher import check_teacher, check_teacher_run, take_teacher, with_teacher_defaults
 from attnlab.schema.checks import validate, validate_saved
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain
 from attnlab.schema.run import RUN_DIR, RunConfig
 from attnlab.schema.rundir import LAST, TEST_METRICS_FILE, checkpoint_dir
-from attnlab.schema.task import DistillTask
 from attnlab.training.files import write_atomically
 from attnlab.training.rundir import (
     announce_run_dir,
@@ -81,14 +80,13 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
     multirun's base config)."""
     from attnlab.data import check_source
 
+    check_teacher_run(config)  # task=distill: the teacher's file, family and task
     run = resolve_init_from(validate(config), explicit_model_keys(overrides))
     check_sweeper(config, run)
     check_devices(run.trainer)
     check_attention_backend(run)
     check_targets(run)
     check_source(run.data, run.model)
-    if isinstance(run.task, DistillTask):
-        teacher_run(run.task.teacher)  # the file: cheap; whether it fits the student, after the data
     given = run_dir_given(config)
     if run_dir is None:  # a multirun's base config: every job is checked again
         if given:
