@@ -8,12 +8,13 @@ the teacher's model and data configs in Hydra's config store as the options ``mo
 ``data/_teacher`` and adds the overrides that choose them (and ``pos=<the teacher's>`` and
 ``task.objective=<the teacher's task>``) to the command line, each unless the command line chooses it
 itself (``model=gpt-tiny``, ``data=shakespeare``). The student's ``model.*`` and ``data.*`` overrides
-then apply on top, typed by the teacher's classes.
+then apply on top, typed by the teacher's classes. The settings of the teacher's task (its
+``label_smoothing``, ``monitor``, ...) are the student's defaults in the same way.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from attnlab.cli.eval_data import chooses_preset, parse, values_of
 from attnlab.schema.checks import validate_saved
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.run import RunConfig
-from attnlab.schema.task import DistillTask
+from attnlab.schema.task import DistillTask, TaskConfig
 
 TEACHER_OPTION = "_teacher"  # the option of the model and data groups that holds the teacher's config
 _loaded: list[tuple[str, Any]] = []  # the teacher that validation loaded: (its path, its task module)
@@ -51,9 +52,20 @@ def with_teacher_defaults(args: list[str]) -> list[str]:
     pos = getattr(model, "pos", None)
     if pos is not None and not chooses_preset(overrides, "pos") and not chooses_preset(overrides, "model"):
         extra.append(f"pos={pos.name}")
-    if not values_of("task.objective", overrides):
-        extra.append(f"task.objective={run.task.inner().name}")
+    objective = run.task.inner()  # its settings (smoothing, monitor, ...) are the student's defaults too
+    settings = {"objective": objective.name, **teacher_settings(objective)}
+    extra += [
+        f"task.{key}={value}" for key, value in settings.items() if not values_of(f"task.{key}", overrides)
+    ]
     return [*extra, *args]  # before any option (--cfg job), which Hydra parses after its overrides
+
+
+def teacher_settings(objective: TaskConfig) -> dict[str, object]:
+    """The settings of the teacher's objective that ``task=distill`` has too (all but its name)."""
+    ours = {f.name for f in fields(DistillTask)}
+    return {
+        f.name: getattr(objective, f.name) for f in fields(objective) if f.name in ours and f.name != "name"
+    }
 
 
 def teacher_run(path: str) -> RunConfig:
