@@ -1,5 +1,6 @@
 """int8 against float32 on one trained checkpoint, side by side in one process: file size, loss, and
-CPU inference speed of torchao's two int8 configurations (the measurement that chose weight-only for
+accuracy of the scored predictions (next tokens, classes) and CPU inference speed (tokens/s, or images/s
+for a ViT) of torchao's two int8 configurations (the measurement that chose weight-only for
 ``attnlab-compress method=int8``, see ``attnlab.compress.quantize``).
 
     attnlab-compress ckpt_path=<run>/checkpoints/last.ckpt method=int8
@@ -43,6 +44,17 @@ def mean_loss(task: object, batches: list[dict]) -> float:
         return sum(float(task.training_loss(b)) for b in batches) / len(batches)
 
 
+def accuracy(task: object, batches: list[dict]) -> float:
+    """Share of the predictions the task scores (next tokens, classes, ...) whose argmax is the label."""
+    hits = total = 0
+    with torch.no_grad():
+        for batch in batches:
+            logits, labels = task.scored_logits(batch)
+            hits += int((logits.argmax(-1) == labels).sum())
+            total += labels.numel()
+    return hits / max(total, 1)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("fp32", type=Path, help="a checkpoint of attnlab-train")
@@ -60,6 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     tasks = {"fp32": fp32.task, "int8 weight-only": int8.task, "int8 dynamic": dynamic.task}
     batches = [b for _, b in zip(range(args.batches), run_datamodule(fp32).val_dataloader())]
     losses = {name: mean_loss(task, batches) for name, task in tasks.items()}
+    accuracies = {name: accuracy(task, batches) for name, task in tasks.items()}
 
     print(f"checkpoint {args.fp32}: family {fp32.family}, torch threads {args.threads}")
     print("\n| file | MiB |\n|---|---|")
@@ -83,14 +96,15 @@ def main(argv: list[str] | None = None) -> None:
         {n: (lambda m=m: forward(m)) for n, m in models.items()}, repeats=args.repeats, warmup=1
     )
     print(
-        f"\n| model | val loss (first {len(batches)} batches) | forward {unit} (median) | speed vs fp32 (min/median/max) |"
+        f"\n| model | val loss (first {len(batches)} batches) | val accuracy | forward {unit} (median) | speed vs fp32 (min/median/max) |"
     )
-    print("|---|---|---|---|")
+    print("|---|---|---|---|---|")
     for name in models:
         rate = per_batch * len(batches) / spread(times[name])[1]
         ratio = speedup(times, name, "fp32")
         print(
-            f"| {name} | {losses[name]:.4f} | {rate:.0f} | {ratio[0]:.2f} / {ratio[1]:.2f} / {ratio[2]:.2f} |"
+            f"| {name} | {losses[name]:.4f} | {100 * accuracies[name]:.2f}% | {rate:.0f} | "
+            f"{ratio[0]:.2f} / {ratio[1]:.2f} / {ratio[2]:.2f} |"
         )
 
     if fp32.family == "gpt":
