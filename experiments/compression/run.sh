@@ -31,7 +31,8 @@ compress() {  # compress <model>: compress the teacher, evaluate both checkpoint
     local dir=$RUNS/eval/$1_$(basename "$ckpt" .ckpt)
     [ -f "$dir/metrics.json" ] || "$BIN/attnlab-eval" ckpt_path="$ckpt" "${QUIET[@]}" hydra.run.dir="$dir" > /dev/null
   done
-  [ -s "$OUT/int8_$1.md" ] || "$BIN/python" -m benchmarks.compress_int8 "$fp32" "$int8" > "$OUT/int8_$1.md"
+  [ -s "$OUT/int8_$1.md" ] || "$BIN/python" -m benchmarks.compress_int8 "$fp32" "$int8" --without-dynamic \
+    > "$OUT/int8_$1.md"
 }
 
 train gpt_teacher                                              # = make train (4 layers, 300 steps)
