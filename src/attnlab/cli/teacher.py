@@ -14,6 +14,7 @@ then apply on top, typed by the teacher's classes. The settings of the teacher's
 
 from __future__ import annotations
 
+import sys
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from attnlab.cli.app import user_errors_as_one_line
 from attnlab.cli.eval_data import chooses_preset, parse, values_of
 from attnlab.schema.checks import validate_saved
 from attnlab.schema.errors import ConfigError
@@ -29,6 +31,13 @@ from attnlab.schema.task import DistillTask, TaskConfig
 
 TEACHER_OPTION = "_teacher"  # the option of the model and data groups that holds the teacher's config
 _loaded: list[tuple[str, Any]] = []  # the teacher that validation loaded: (its path, its task module)
+
+
+def use_teacher_defaults() -> None:
+    """``sys.argv`` with the teacher's defaults (``with_teacher_defaults``), before Hydra reads it; a
+    bad teacher ends the command with one line, before any directory exists."""
+    with user_errors_as_one_line():
+        sys.argv[1:] = with_teacher_defaults(sys.argv[1:])
 
 
 def with_teacher_defaults(args: list[str]) -> list[str]:

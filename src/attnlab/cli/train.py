@@ -25,11 +25,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attnlab.cli.app import error_line, log_to_file, run_hydra, run_job, user_errors_as_one_line
+from attnlab.cli.app import error_line, log_to_file, run_hydra, run_job
 from attnlab.cli.devices import check_attention_backend, check_devices
 from attnlab.cli.prepared import prepare_datamodule, take_datamodule
 from attnlab.cli.pretrained import FREE_MODEL_FIELDS, explicit_model_keys, resolve_init_from
-from attnlab.cli.teacher import check_teacher, check_teacher_run, take_teacher, with_teacher_defaults
+from attnlab.cli.teacher import check_teacher, check_teacher_run, take_teacher, use_teacher_defaults
 from attnlab.schema.checks import validate, validate_saved
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain
@@ -67,9 +67,7 @@ def main() -> None:
         except RunInterrupted as stop:  # rank 0 tells the user how to resume
             sys.exit(stop.exit_code)
         return
-    with user_errors_as_one_line():  # a bad teacher: one line, before any directory exists
-        # task=distill: the teacher's run gives the student's defaults (attnlab.cli.teacher)
-        sys.argv[1:] = with_teacher_defaults(sys.argv[1:])
+    use_teacher_defaults()  # task=distill: the teacher's run gives the student's defaults
     run_hydra(train_job, "train")
 
 
