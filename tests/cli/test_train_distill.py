@@ -117,7 +117,7 @@ def test_the_students_checkpoint_serves_eval_sample_and_explain(
             ["task.teacher={tmp}/weights.ckpt"],
             "task.teacher={tmp}/weights.ckpt: not a Lightning checkpoint written by attnlab-train",
         ),
-        (["task.teacher={int8}"], "task.teacher={int8}: is an int8 checkpoint of attnlab-compress"),
+        (["task.teacher={int8}"], "task.teacher={int8}: is a checkpoint of attnlab-compress method=int8"),
         (
             ["task.teacher={vit}", "model=gpt-tiny"],
             "task.teacher={vit}: is a model.family=vit checkpoint; the student is model.family=gpt",
@@ -135,7 +135,7 @@ def test_the_students_checkpoint_serves_eval_sample_and_explain(
         (["model=gpt-tiny"], "task.teacher=null: name the teacher"),
         (
             ["task.teacher={gpt}", "ckpt_path={int8}"],
-            "ckpt_path={int8}: is an int8 checkpoint of attnlab-compress, for inference only",
+            "ckpt_path={int8}: is a checkpoint of attnlab-compress method=int8, for inference only",
         ),
     ],
 )

@@ -92,8 +92,8 @@ def teacher_run(path: str) -> RunConfig:
         raise ConfigError(
             "task.teacher",
             path,
-            f"is an {state['compressed']} checkpoint of attnlab-compress: distil from the checkpoint of "
-            "attnlab-train it was made from",
+            f"is a checkpoint of attnlab-compress method={state['compressed']}: distil from the checkpoint "
+            "of attnlab-train it was made from",
         )
     if not state.get("config"):
         raise ConfigError(
