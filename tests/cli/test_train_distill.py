@@ -41,14 +41,17 @@ def int8(checkpoint) -> Path:
 
 @pytest.fixture(autouse=True)
 def config_store() -> Iterator[None]:
-    """The teacher's model and data go into Hydra's config store; taken out after each test."""
+    """The teacher's model and data (and attnlab-eval's checkpoint's) go into Hydra's config store; taken
+    out after each test, so that later tests in this process compose the schema's defaults."""
     from hydra.core.config_store import ConfigStore
 
+    from attnlab.cli.eval_data import CHECKPOINT_DATA
     from attnlab.cli.teacher import TEACHER_OPTION
 
     yield
     for group in ("data", "model"):
-        ConfigStore.instance().repo.get(group, {}).pop(f"{TEACHER_OPTION}.yaml", None)
+        for option in (TEACHER_OPTION, CHECKPOINT_DATA):
+            ConfigStore.instance().repo.get(group, {}).pop(f"{option}.yaml", None)
 
 
 def saved_config(run_dir: Path) -> dict:
