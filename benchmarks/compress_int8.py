@@ -1,5 +1,6 @@
 """int8 against float32 on one trained checkpoint, side by side in one process: file size, loss, and
-CPU inference speed of torchao's two int8 configurations (the measurement that chose weight-only for
+accuracy of the scored predictions (next tokens, classes) and CPU inference speed (tokens/s, or images/s
+for a ViT) of torchao's two int8 configurations (the measurement that chose weight-only for
 ``attnlab-compress method=int8``, see ``attnlab.compress.quantize``).
 
     attnlab-compress ckpt_path=<run>/checkpoints/last.ckpt method=int8
@@ -43,6 +44,17 @@ def mean_loss(task: object, batches: list[dict]) -> float:
         return sum(float(task.training_loss(b)) for b in batches) / len(batches)
 
 
+def accuracy(task: object, batches: list[dict]) -> float:
+    """Share of the predictions the task scores (next tokens, classes, ...) whose argmax is the label."""
+    hits = total = 0
+    with torch.no_grad():
+        for batch in batches:
+            logits, labels = task.scored_logits(batch)
+            hits += int((logits.argmax(-1) == labels).sum())
+            total += labels.numel()
+    return hits / max(total, 1)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("fp32", type=Path, help="a checkpoint of attnlab-train")
@@ -51,15 +63,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--new-tokens", type=int, default=64, help="tokens generated per timed call")
+    parser.add_argument(
+        "--without-dynamic",
+        action="store_true",
+        help="fp32 against attnlab-compress's int8 only (the dynamic configuration is ~20x slower on a CPU)",
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
 
     fp32, int8 = load_checkpoint(args.fp32), load_checkpoint(args.int8)
-    dynamic = load_checkpoint(args.fp32)
-    dynamic_int8(dynamic.model)
-    tasks = {"fp32": fp32.task, "int8 weight-only": int8.task, "int8 dynamic": dynamic.task}
+    tasks = {"fp32": fp32.task, "int8 weight-only": int8.task}
+    if not args.without_dynamic:
+        dynamic = load_checkpoint(args.fp32)
+        dynamic_int8(dynamic.model)
+        tasks["int8 dynamic"] = dynamic.task
     batches = [b for _, b in zip(range(args.batches), run_datamodule(fp32).val_dataloader())]
     losses = {name: mean_loss(task, batches) for name, task in tasks.items()}
+    accuracies = {name: accuracy(task, batches) for name, task in tasks.items()}
 
     print(f"checkpoint {args.fp32}: family {fp32.family}, torch threads {args.threads}")
     print("\n| file | MiB |\n|---|---|")
@@ -83,14 +103,15 @@ def main(argv: list[str] | None = None) -> None:
         {n: (lambda m=m: forward(m)) for n, m in models.items()}, repeats=args.repeats, warmup=1
     )
     print(
-        f"\n| model | val loss (first {len(batches)} batches) | forward {unit} (median) | speed vs fp32 (min/median/max) |"
+        f"\n| model | val loss (first {len(batches)} batches) | val accuracy | forward {unit} (median) | speed vs fp32 (min/median/max) |"
     )
-    print("|---|---|---|---|")
+    print("|---|---|---|---|---|")
     for name in models:
         rate = per_batch * len(batches) / spread(times[name])[1]
         ratio = speedup(times, name, "fp32")
         print(
-            f"| {name} | {losses[name]:.4f} | {rate:.0f} | {ratio[0]:.2f} / {ratio[1]:.2f} / {ratio[2]:.2f} |"
+            f"| {name} | {losses[name]:.4f} | {100 * accuracies[name]:.2f}% | {rate:.0f} | "
+            f"{ratio[0]:.2f} / {ratio[1]:.2f} / {ratio[2]:.2f} |"
         )
 
     if fp32.family == "gpt":

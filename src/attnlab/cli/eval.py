@@ -140,7 +140,7 @@ def evaluate(
         # (kinds without the field, ListOps, build their fixed vocabulary themselves)
         data = replace(data, tokenizer=str(task.tokenizer.save(out_dir)))
     datamodule = build_datamodule(
-        data, family=run.model.family, task=run.task.name, seed=run.seed, model_cfg=task.model.cfg
+        data, family=run.model.family, task=run.task.inner().name, seed=run.seed, model_cfg=task.model.cfg
     )
     pl.seed_everything(run.seed, verbose=False)
     name = f"eval-{Path(ev.ckpt_path).resolve().parent.parent.name}"

@@ -21,13 +21,13 @@ def prepare_datamodule(run: RunConfig) -> Any:
     labels, ``data.seq_len`` against the longest example). Validation calls it, so that bad data stops
     the run before its directory exists; the job that follows takes the same module
     (``take_datamodule``) instead of building it again."""
-    key = (run.data, run.model, run.task.name, run.seed)
+    key = (run.data, run.model, run.task.inner().name, run.seed)
     if not (_prepared and _prepared[0][0] == key):
         from attnlab.data import build_datamodule
 
         _prepared.clear()
         datamodule = build_datamodule(
-            run.data, family=run.model.family, task=run.task.name, seed=run.seed, model_cfg=run.model
+            run.data, family=run.model.family, task=run.task.inner().name, seed=run.seed, model_cfg=run.model
         )
         datamodule.setup("fit")
         _prepared.append((key, datamodule))

@@ -29,6 +29,7 @@ from attnlab.cli.app import error_line, log_to_file, run_hydra, run_job
 from attnlab.cli.devices import check_attention_backend, check_devices
 from attnlab.cli.prepared import prepare_datamodule, take_datamodule
 from attnlab.cli.pretrained import FREE_MODEL_FIELDS, explicit_model_keys, resolve_init_from
+from attnlab.cli.teacher import check_teacher, check_teacher_run, take_teacher, use_teacher_defaults
 from attnlab.schema.checks import validate, validate_saved
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain
@@ -66,6 +67,7 @@ def main() -> None:
         except RunInterrupted as stop:  # rank 0 tells the user how to resume
             sys.exit(stop.exit_code)
         return
+    use_teacher_defaults()  # task=distill: the teacher's run gives the student's defaults
     run_hydra(train_job, "train")
 
 
@@ -76,6 +78,7 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
     multirun's base config)."""
     from attnlab.data import check_source
 
+    check_teacher_run(config)  # task=distill: the teacher's file, family and task
     run = resolve_init_from(validate(config), explicit_model_keys(overrides))
     check_sweeper(config, run)
     check_devices(run.trainer)
@@ -100,7 +103,7 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
     from attnlab.training.resume import check_resume
 
     check_resume(run)
-    prepare_datamodule(run)
+    check_teacher(run, prepare_datamodule(run))
     return run
 
 
@@ -256,6 +259,7 @@ def _fit(
         tokenizer=datamodule.tokenizer,
         num_classes=datamodule.num_classes,
         max_steps=run.trainer.max_steps,
+        teacher=take_teacher(run),
     )
     task.nonfinite = NonFiniteGuard(run.trainer.on_nonfinite, run.trainer.max_nonfinite_skips)
     resumed = read_run_state(run.ckpt_path) if run.ckpt_path else {}
@@ -301,10 +305,10 @@ def build_model_for(run: RunConfig, datamodule: Any) -> nn.Module:
     from attnlab.models.hf import load_hf
 
     cfg = run.model
-    updates: dict[str, Any] = FAMILY_COMMANDS[cfg.family].model_updates(run.task.name)
+    updates: dict[str, Any] = FAMILY_COMMANDS[cfg.family].model_updates(run.task.inner().name)
     if MODEL_CLASSES[cfg.family].input_kind == "tokens" and cfg.vocab_size == 0:
         updates["vocab_size"] = datamodule.vocab_size
-    if run.task.name == "classification" and cfg.num_classes == 0:
+    if run.task.inner().name == "classification" and cfg.num_classes == 0:
         updates["num_classes"] = datamodule.num_classes
     if cfg.family == "vit" and cfg.channels == 0:
         updates["channels"] = datamodule.channels
@@ -347,7 +351,7 @@ def sample_text(run: RunConfig, task: pl.LightningModule) -> str | None:
     """
     s = run.sample
     tokenizer = getattr(task, "tokenizer", None)
-    if run.task.name != "causal_lm" or tokenizer is None or s.max_new_tokens == 0:
+    if run.task.inner().name != "causal_lm" or tokenizer is None or s.max_new_tokens == 0:
         return None
     import torch
 

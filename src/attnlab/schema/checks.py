@@ -43,7 +43,7 @@ def validate_saved(values: Mapping) -> RunConfig:
 def check_run(run: RunConfig) -> None:
     """Each group's rules, then the rules between groups."""
     run.check()
-    check_compatible(run.model.family, run.task.name, run.data.kind)
+    check_compatible(run.model.family, run.task.inner().name, run.data.kind)
     m, data = run.model, run.data
     if (
         isinstance(m, TokenModelConfig)

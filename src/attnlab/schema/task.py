@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from omegaconf import MISSING
 
@@ -16,6 +16,7 @@ class TaskName(Choice):
     mlm = "mlm"
     seq2seq = "seq2seq"
     classification = "classification"
+    distill = "distill"
 
 
 class MonitorMode(Choice):
@@ -49,6 +50,11 @@ class TaskConfig:
         """The metrics the task module logs at each validation, as ``val/<name>``: what ``monitor``
         may name (``attnlab.tasks`` logs exactly these; a test holds the two together)."""
         return ("loss",)
+
+    def inner(self) -> TaskConfig:
+        """The objective the model is trained and scored on: the task itself (``DistillTask``: the
+        student's own task, which it wraps). Data, heads and metrics follow this one."""
+        return self
 
 
 @dataclass
@@ -96,6 +102,49 @@ class ClassificationTask(TaskConfig):
         return ("loss", "acc", "f1")
 
 
+@dataclass
+class DistillTask(TaskConfig):
+    """Knowledge distillation (Hinton et al. 2015) from a trained checkpoint of the same family:
+    ``alpha * T^2 * KL(teacher_T || student_T) + (1 - alpha) * objective's loss``, over the logits that
+    the objective scores. The student's objective (``objective``) is the teacher's task; attnlab-train
+    fills it in from ``task.teacher`` (and the model and data from the teacher's run, under the
+    command line's overrides). The settings of that objective (``label_smoothing``, ``eval_decode``,
+    ``monitor``) are given here; ``label_smoothing`` smooths the objective's term only."""
+
+    name: TaskName = TaskName.distill
+    teacher: str | None = None  # a checkpoint of attnlab-train: task.teacher=<run>/checkpoints/last.ckpt
+    alpha: float = 0.5  # the weight of the distillation term; 1 - alpha weighs the objective's loss
+    temperature: float = 2.0  # both distributions softened by it; the KL term is scaled by its square
+    objective: TaskName | None = None  # the teacher's task (filled in by attnlab-train)
+    eval_decode: bool = True  # an objective=seq2seq student greedy-decodes val/test batches
+
+    def check(self) -> None:
+        if self.teacher is None:
+            raise ConfigError(
+                "task.teacher", None, "name the teacher: task.teacher=<checkpoint of attnlab-train>"
+            )
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ConfigError("task.alpha", self.alpha, "must be in [0, 1]")
+        if not self.temperature > 0.0:
+            raise ConfigError("task.temperature", self.temperature, "must be > 0")
+        if self.objective is None or self.objective == TaskName.distill:
+            allowed = [str(n) for n in TASKS.schemas if n != TaskName.distill]
+            raise ConfigError(
+                "task.objective",
+                self.objective,
+                f"the teacher's task, one of {', '.join(allowed)} (attnlab-train sets it from task.teacher)",
+            )
+        super().check()
+
+    def val_metrics(self) -> tuple[str, ...]:
+        return self.inner().val_metrics()
+
+    def inner(self) -> TaskConfig:
+        cls = TASKS.schema_of({"name": self.objective})
+        shared = {f.name for f in fields(cls)} & {f.name for f in fields(self)}
+        return cls(**{name: getattr(self, name) for name in shared - {"name"}})
+
+
 TASKS = TaggedUnion(
     "task",
     "name",
@@ -104,6 +153,7 @@ TASKS = TaggedUnion(
         TaskName.mlm: MaskedLMTask,
         TaskName.seq2seq: Seq2SeqTask,
         TaskName.classification: ClassificationTask,
+        TaskName.distill: DistillTask,
     },
     "task={}",
 )

@@ -122,6 +122,11 @@ class TaskModule(pl.LightningModule):
     def training_loss(self, batch: dict[str, Tensor]) -> Tensor:
         raise NotImplementedError
 
+    def scored_logits(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """The logits (N, C) of the N predictions the objective scores in ``batch`` and their labels
+        (N,): what distillation (``attnlab.tasks.distill``) matches to a teacher's."""
+        raise NotImplementedError
+
     def build_metrics(self) -> dict[str, Metric]:
         """Fresh metrics for one stage; ``loss`` is averaged over tokens (or samples)."""
         return {"loss": MeanMetric()}
@@ -288,6 +293,12 @@ def token_hits(logits: Tensor, labels: Tensor) -> Tensor:
     """1.0 where the argmax of ``logits`` equals a label that is not -100 (a flat vector)."""
     keep = labels != -100
     return (logits.argmax(-1)[keep] == labels[keep]).float()
+
+
+def labelled(logits: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
+    """The rows of ``logits`` (..., C) whose label is not -100, as (N, C), and those labels (N,)."""
+    keep = labels != -100
+    return logits[keep], labels[keep]
 
 
 def count_labels(labels: Tensor) -> Tensor:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from attnlab.tasks.base import TaskModule, count_labels
+from attnlab.tasks.base import TaskModule, count_labels, labelled
 
 
 class CausalLMTask(TaskModule):
@@ -19,6 +19,10 @@ class CausalLMTask(TaskModule):
             attention_mask=batch.get("attention_mask"),
             document_ids=batch.get("document_ids"),
         )
+
+    def scored_logits(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """Every position with a next token (padding, labelled -100, is not scored)."""
+        return labelled(self.logits(batch), batch["labels"])
 
     def training_loss(self, batch: dict[str, Tensor]) -> Tensor:
         return self.cross_entropy(self.logits(batch), batch["labels"], self.task_cfg.label_smoothing)

@@ -26,6 +26,10 @@ class ClassificationTask(TaskModule):
     def logits(self, batch: dict[str, Tensor]) -> Tensor:
         return self.model.logits(batch)
 
+    def scored_logits(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """The class logits of each example."""
+        return self.logits(batch), batch["labels"]
+
     def training_loss(self, batch: dict[str, Tensor]) -> Tensor:
         return F.cross_entropy(
             self.logits(batch), batch["labels"], label_smoothing=self.task_cfg.label_smoothing

@@ -31,6 +31,10 @@ class MaskedLMTask(TaskModule):
         predicted = labels != -100
         return self.model.mlm_logits(hidden[predicted]), labels[predicted]
 
+    def scored_logits(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """The masked positions only."""
+        return self.masked_logits(batch)
+
     def training_loss(self, batch: dict[str, Tensor]) -> Tensor:
         logits, labels = self.masked_logits(batch)
         if labels.numel() == 0:  # nothing masked in this batch: a zero loss that keeps the graph

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric, Metric
 
 from attnlab.models.seq2seq import greedy_tokens
-from attnlab.tasks.base import TaskModule, Work, count_labels, flops_per_token, token_hits
+from attnlab.tasks.base import TaskModule, Work, count_labels, flops_per_token, labelled, token_hits
 
 
 class Seq2SeqTask(TaskModule):
@@ -42,6 +42,10 @@ class Seq2SeqTask(TaskModule):
 
     def logits(self, batch: dict[str, Tensor]) -> Tensor:
         return self.model(batch["src_ids"], batch["tgt_in"], batch.get("src_mask"), batch.get("tgt_mask"))
+
+    def scored_logits(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """Every target position (padding, labelled -100, is not scored)."""
+        return labelled(self.logits(batch), batch["labels"])
 
     def training_loss(self, batch: dict[str, Tensor]) -> Tensor:
         return self.cross_entropy(self.logits(batch), batch["labels"], self.task_cfg.label_smoothing)

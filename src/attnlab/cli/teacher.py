@@ -1,0 +1,184 @@
+"""The teacher of ``attnlab-train task=distill task.teacher=<ckpt>``: its run's model and data as the
+student's defaults, and the checks that it can teach this student, all before the run directory exists.
+
+Why the teacher is read before Hydra composes (as attnlab-eval reads its checkpoint,
+``attnlab.cli.eval_data``): the student's defaults are the teacher's model, data and objective, and
+``model.n_layers=2`` must compose onto the teacher's model class. So ``with_teacher_defaults`` stores
+the teacher's model and data configs in Hydra's config store as the options ``model/_teacher`` and
+``data/_teacher`` and adds the overrides that choose them (and ``pos=<the teacher's>`` and
+``task.objective=<the teacher's task>``) to the command line, each unless the command line chooses it
+itself (``model=gpt-tiny``, ``data=shakespeare``). The student's ``model.*`` and ``data.*`` overrides
+then apply on top, typed by the teacher's classes. The settings of the teacher's task (its
+``label_smoothing``, ``monitor``, ...) are the student's defaults in the same way.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import fields, replace
+from pathlib import Path
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+from attnlab.cli.app import user_errors_as_one_line
+from attnlab.cli.eval_data import chooses_preset, parse, values_of
+from attnlab.schema.checks import validate_saved
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.run import RunConfig
+from attnlab.schema.task import DistillTask, TaskConfig
+
+TEACHER_OPTION = "_teacher"  # the option of the model and data groups that holds the teacher's config
+_loaded: list[tuple[str, Any]] = []  # the teacher that validation loaded: (its path, its task module)
+
+
+def use_teacher_defaults() -> None:
+    """``sys.argv`` with the teacher's defaults (``with_teacher_defaults``), before Hydra reads it; a
+    bad teacher ends the command with one line, before any directory exists."""
+    with user_errors_as_one_line():
+        sys.argv[1:] = with_teacher_defaults(sys.argv[1:])
+
+
+def with_teacher_defaults(args: list[str]) -> list[str]:
+    """``args`` with the overrides that make the teacher's run the student's defaults (see the module's
+    docstring); ``args`` unchanged unless they choose ``task=distill`` and name ``task.teacher``."""
+    ours = {f"{group}={TEACHER_OPTION}" for group in ("model", "data")}
+    args = [a for a in args if a not in ours]  # a resume command repeats them: chosen again below
+    if "task=distill" not in args:  # nothing to read: leave every other command line to Hydra
+        return args
+    overrides = parse([a for a in args if "=" in a and not a.startswith("-")])  # not --cfg job etc.
+    teachers = values_of("task.teacher", overrides)
+    if not teachers:
+        return args
+    run = teacher_run(teachers[0])
+    model = replace(run.model, init_from=None) if hasattr(run.model, "init_from") else run.model
+    extra = []
+    for group, node in (("model", model), ("data", run.data)):
+        if not chooses_preset(overrides, group):
+            ConfigStore.instance().store(group=group, name=TEACHER_OPTION, node=node)
+            extra.append(f"{group}={TEACHER_OPTION}")
+    pos = getattr(model, "pos", None)
+    if pos is not None and not chooses_preset(overrides, "pos") and not chooses_preset(overrides, "model"):
+        extra.append(f"pos={pos.name}")
+    objective = run.task.inner()  # its settings (smoothing, monitor, ...) are the student's defaults too
+    settings = {"objective": objective.name, **teacher_settings(objective)}
+    extra += [
+        f"task.{key}={value}" for key, value in settings.items() if not values_of(f"task.{key}", overrides)
+    ]
+    return [*extra, *args]  # before any option (--cfg job), which Hydra parses after its overrides
+
+
+def teacher_settings(objective: TaskConfig) -> dict[str, object]:
+    """The settings of the teacher's objective that ``task=distill`` has too (all but its name)."""
+    ours = {f.name for f in fields(DistillTask)}
+    return {
+        f.name: getattr(objective, f.name) for f in fields(objective) if f.name in ours and f.name != "name"
+    }
+
+
+def teacher_run(path: str) -> RunConfig:
+    """The checked run config of the teacher's checkpoint; ConfigError naming ``task.teacher`` for a
+    missing file, a file that is not a checkpoint of attnlab-train, or one of attnlab-compress."""
+    from attnlab.training.resume import read_run_state
+
+    if not Path(path).is_file():
+        raise ConfigError("task.teacher", path, "no such checkpoint file")
+    try:
+        state = read_run_state(path)
+    except ConfigError as err:  # it names ckpt_path; here the file is the teacher
+        raise ConfigError("task.teacher", path, str(err).split(": ", 1)[1]) from None
+    if state["compressed"]:
+        raise ConfigError(
+            "task.teacher",
+            path,
+            f"is a checkpoint of attnlab-compress method={state['compressed']}: distil from the checkpoint "
+            "of attnlab-train it was made from",
+        )
+    if not state.get("config"):
+        raise ConfigError(
+            "task.teacher", path, "holds no attnlab run config: give a checkpoint of attnlab-train"
+        )
+    return validate_saved(state["config"])
+
+
+def check_teacher_run(config: DictConfig) -> None:
+    """Before the student's config is validated: the teacher's file, and that its family and task are
+    the student's (so a mismatch names the teacher, not a rule between the student's groups)."""
+    if OmegaConf.select(config, "task.name") != "distill" or not OmegaConf.select(config, "task.teacher"):
+        return
+    path = config.task.teacher
+    theirs = teacher_run(path)
+    family = OmegaConf.select(config, "model.family")
+    if theirs.model.family != family:
+        raise ConfigError(
+            "task.teacher",
+            path,
+            f"is a model.family={theirs.model.family} checkpoint; the student is model.family={family}: "
+            "a teacher teaches a student of its own family",
+        )
+    objective, their_objective = OmegaConf.select(config, "task.objective"), theirs.task.inner().name
+    if objective is not None and objective != their_objective:
+        raise ConfigError(
+            "task.objective",
+            objective,
+            f"the teacher {path} was trained on task {their_objective}: the student learns the same",
+        )
+
+
+def check_teacher(run: RunConfig, datamodule: Any) -> None:
+    """After the student's data is built: the teacher (loaded now, kept for ``take_teacher``) and the
+    student predict the same tokens or classes."""
+    if not isinstance(run.task, DistillTask):
+        return
+    teacher = take_teacher(run)
+    check_outputs_match(run, teacher, datamodule)
+    _loaded.append((run.task.teacher, teacher))
+
+
+def check_outputs_match(run: RunConfig, teacher: Any, datamodule: Any) -> None:
+    """The teacher's logits and the student's must index the same tokens or classes."""
+    from attnlab.tasks.base import tokenizer_files
+
+    path, theirs = run.task.teacher, teacher.model.cfg
+    vocab, their_vocab = (
+        getattr(run.model, "vocab_size", 0) or datamodule.vocab_size,
+        getattr(theirs, "vocab_size", 0),
+    )
+    if their_vocab != vocab:
+        raise ConfigError(
+            "task.teacher",
+            path,
+            f"its vocabulary has {their_vocab} tokens, the student's {vocab}: train the student "
+            "with the teacher's data and tokenizer",
+        )
+    if teacher.tokenizer is not None and tokenizer_files(teacher.tokenizer) != tokenizer_files(
+        datamodule.tokenizer
+    ):
+        raise ConfigError(
+            "task.teacher",
+            path,
+            "its tokenizer differs from the one the student's data gives: train the student with the "
+            "teacher's data and tokenizer",
+        )
+    classes = getattr(run.model, "num_classes", 0) or datamodule.num_classes
+    if run.task.inner().name == "classification" and theirs.num_classes != classes:
+        raise ConfigError(
+            "task.teacher",
+            path,
+            f"it predicts {theirs.num_classes} classes, the student {classes}: train the student on the "
+            "teacher's data",
+        )
+
+
+def take_teacher(run: RunConfig) -> Any:
+    """The teacher's task module in eval mode (None unless ``task=distill``): the one validation
+    loaded, or loaded now (a multirun's job, a DDP rank)."""
+    if not isinstance(run.task, DistillTask):
+        return None
+    if _loaded and _loaded[0][0] == run.task.teacher:
+        return _loaded.pop()[1]
+    _loaded.clear()
+    from attnlab.cli.checkpoint import load_task_from_checkpoint
+
+    return load_task_from_checkpoint(run.task.teacher)
