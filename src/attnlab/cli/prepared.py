@@ -1,4 +1,6 @@
-"""The data module of a run, built once: by validation, before the run directory exists (so that data
+"""The data module of a run, built once, and the model built for it.
+
+The data module is built once: by validation, before the run directory exists (so that data
 that does not fit the model stops the run with one line and nothing written), then taken by the job.
 
 Hydra runs validation (``ValidateOnStart``) and the job in the same process, one after the other;
@@ -8,9 +10,14 @@ they take it.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
+from attnlab.cli.pretrained import FREE_MODEL_FIELDS
 from attnlab.schema.run import RunConfig
+
+if TYPE_CHECKING:
+    from torch import nn
 
 _prepared: list[tuple[tuple, Any]] = []  # the data module that validation built: (its key, it), at most one
 
@@ -40,3 +47,32 @@ def take_datamodule(run: RunConfig) -> Any:
     datamodule = prepare_datamodule(run)
     _prepared.clear()
     return datamodule
+
+
+def build_model_for(run: RunConfig, datamodule: Any) -> nn.Module:
+    """The model of ``run.model`` completed from the data and the task: the vocabulary size, the
+    number of classes, and only the heads the task trains (a masked-LM head only for ``mlm``)."""
+    from attnlab.cli.families import FAMILY_COMMANDS
+    from attnlab.models import MODEL_CLASSES, build_model
+    from attnlab.models.hf import load_hf
+
+    cfg = run.model
+    updates: dict[str, Any] = FAMILY_COMMANDS[cfg.family].model_updates(run.task.inner().name)
+    if MODEL_CLASSES[cfg.family].input_kind == "tokens" and cfg.vocab_size == 0:
+        updates["vocab_size"] = datamodule.vocab_size
+    if run.task.inner().name == "classification" and cfg.num_classes == 0:
+        updates["num_classes"] = datamodule.num_classes
+    if cfg.family == "vit" and cfg.channels == 0:
+        updates["channels"] = datamodule.channels
+    if cfg.init_from:  # every field the run may set on a pretrained model reaches it (FREE_MODEL_FIELDS)
+        free = {
+            k: getattr(cfg, k)
+            for k in FREE_MODEL_FIELDS
+            if k != "init_from" and hasattr(cfg, k) and k not in updates
+        }
+        model = load_hf(cfg.init_from, **free, **updates)
+    else:
+        model = build_model(replace(cfg, **updates))
+    if run.compile:
+        model.compile()
+    return model

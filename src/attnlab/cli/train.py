@@ -27,8 +27,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnlab.cli.app import error_line, log_to_file, run_hydra, run_job
 from attnlab.cli.devices import check_attention_backend, check_devices
-from attnlab.cli.prepared import prepare_datamodule, take_datamodule
-from attnlab.cli.pretrained import FREE_MODEL_FIELDS, explicit_model_keys, resolve_init_from
+from attnlab.cli.prepared import build_model_for, prepare_datamodule, take_datamodule
+from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
 from attnlab.cli.teacher import check_teacher, check_teacher_run, take_teacher, use_teacher_defaults
 from attnlab.schema.checks import validate, validate_saved
 from attnlab.schema.errors import ConfigError
@@ -49,7 +49,6 @@ from attnlab.training.targets import check_targets
 
 if TYPE_CHECKING:
     import pytorch_lightning as pl
-    from torch import nn
 
     from attnlab.training.summary import RunSummary
 
@@ -295,35 +294,6 @@ def _fit(
         )
         report(run, run_dir, trainer, metrics, sample)
     return score
-
-
-def build_model_for(run: RunConfig, datamodule: Any) -> nn.Module:
-    """The model of ``run.model`` completed from the data and the task: the vocabulary size, the
-    number of classes, and only the heads the task trains (a masked-LM head only for ``mlm``)."""
-    from attnlab.cli.families import FAMILY_COMMANDS
-    from attnlab.models import MODEL_CLASSES, build_model
-    from attnlab.models.hf import load_hf
-
-    cfg = run.model
-    updates: dict[str, Any] = FAMILY_COMMANDS[cfg.family].model_updates(run.task.inner().name)
-    if MODEL_CLASSES[cfg.family].input_kind == "tokens" and cfg.vocab_size == 0:
-        updates["vocab_size"] = datamodule.vocab_size
-    if run.task.inner().name == "classification" and cfg.num_classes == 0:
-        updates["num_classes"] = datamodule.num_classes
-    if cfg.family == "vit" and cfg.channels == 0:
-        updates["channels"] = datamodule.channels
-    if cfg.init_from:  # every field the run may set on a pretrained model reaches it (FREE_MODEL_FIELDS)
-        free = {
-            k: getattr(cfg, k)
-            for k in FREE_MODEL_FIELDS
-            if k != "init_from" and hasattr(cfg, k) and k not in updates
-        }
-        model = load_hf(cfg.init_from, **free, **updates)
-    else:
-        model = build_model(replace(cfg, **updates))
-    if run.compile:
-        model.compile()
-    return model
 
 
 def test(trainer: pl.Trainer, task: pl.LightningModule, datamodule: Any, run_dir: Path) -> dict[str, float]:
