@@ -26,6 +26,7 @@ from attnlab.cli.app import log_to_file, run_hydra, run_job, user_errors_as_one_
 from attnlab.cli.devices import check_devices
 from attnlab.cli.eval_choices import help_groups, refuse_other_trainers
 from attnlab.cli.eval_data import (
+    changed_keys,
     chooses_preset,
     job_run_config,
     parse,
@@ -205,17 +206,6 @@ def eval_overrides(run: RunConfig, evaluated: RunConfig, ev: EvalConfig) -> dict
     limit = f"limit_{ev.split}_batches"
     if ev.limit_batches is not None and ev.limit_batches != getattr(run.trainer, limit):
         changed[f"trainer.{limit}"] = ev.limit_batches
-    return changed
-
-
-def changed_keys(saved: dict, used: dict, prefix: str) -> list[tuple[str, Any]]:
-    """The dotted keys (below ``prefix``) whose value in ``used`` differs from ``saved``, with it."""
-    changed = []
-    for key, value in used.items():
-        if isinstance(value, dict) and isinstance(saved.get(key), dict):
-            changed += changed_keys(saved[key], value, f"{prefix}.{key}")
-        elif key not in saved or value != saved[key]:
-            changed.append((f"{prefix}.{key}", value))
     return changed
 
 

@@ -120,13 +120,22 @@ def model_changes(ckpt_path: str, composed: Any) -> dict[str, Any]:
     each must hold no weights (``refuse_if_fixed``), and the changed model must pass its rules."""
     if composed is None:
         return {}
-    from attnlab.cli.eval import changed_keys
-
     changes = dict(changed_keys(plain(saved_run(ckpt_path).model), plain(composed), "model"))
     for key, value in changes.items():
         refuse_if_fixed(key, value)
     composed.check()
     return changes
+
+
+def changed_keys(saved: dict, used: dict, prefix: str) -> list[tuple[str, Any]]:
+    """The dotted keys (below ``prefix``) whose value in ``used`` differs from ``saved``, with it."""
+    changed = []
+    for key, value in used.items():
+        if isinstance(value, dict) and isinstance(saved.get(key), dict):
+            changed += changed_keys(saved[key], value, f"{prefix}.{key}")
+        elif key not in saved or value != saved[key]:
+            changed.append((f"{prefix}.{key}", value))
+    return changed
 
 
 def schema_classes(config: object) -> tuple[type, ...]:
