@@ -87,7 +87,7 @@ def teacher_run(path: str) -> RunConfig:
     try:
         state = read_run_state(path)
     except ConfigError as err:  # it names ckpt_path; here the file is the teacher
-        raise ConfigError("task.teacher", path, str(err).split(": ", 1)[1]) from None
+        raise ConfigError("task.teacher", path, err.allowed) from None
     if state["compressed"]:
         raise ConfigError(
             "task.teacher",

@@ -11,6 +11,7 @@ class ConfigError(ValueError):
         super().__init__(f"{key}={show(value)}: {allowed}")
         self.key = key
         self.value = value
+        self.allowed = allowed
 
 
 def show(value: object) -> str:
