@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -185,7 +186,10 @@ def test_eval_help_lists_only_what_eval_can_choose(tmp_path: Path) -> None:
 def test_validation_imports_neither_torch_nor_lightning(tmp_path: Path) -> None:
     """Composition and validation are torch-free, so a bad config fails in a fraction of a second."""
     command = [sys.executable, "-X", "importtime", "-m", "attnlab.train", "model.n_heads=3"]
-    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}  # one line, as a user sees it
+    result = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
     imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if "|" in line}
     assert "attnlab.schema" in imported and "hydra" in imported
     assert not imported & {"torch", "pytorch_lightning", "numpy", "wandb"}

@@ -90,6 +90,7 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
     logging.raiseExceptions = (
         False  # a log file that cannot be written (a full disk) must not flood the console
     )
+    asked = os.environ.get("HYDRA_FULL_ERROR")
     try:
         os.environ["HYDRA_FULL_ERROR"] = "1"
         main = hydra.main(config_path=str(config_dir()), config_name=config_name, version_base="1.3")
@@ -99,6 +100,11 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
             raise
         print(f"error: {one_line(getattr(err, 'error', err))}", file=sys.stderr)
         sys.exit(2)
+    finally:  # as the caller had it: a process that runs commands in turn (tests) passes on no "1"
+        if asked is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = asked
     if failed_jobs:
         print(
             f"error: {len(failed_jobs)} job(s) of the multirun failed:",

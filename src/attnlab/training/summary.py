@@ -99,8 +99,12 @@ def best_of(trainer: pl.Trainer, monitor: str) -> dict[str, Any] | None:
 def check_monitor_logged(trainer: pl.Trainer, monitor: str, settings: TrainerConfig) -> None:
     """A fit that never logged ``monitor`` (no validation ran: ``trainer.limit_val_batches=0``, an
     empty validation split) has no best checkpoint and no value for a search to compare: an error
-    naming the settings, rather than a NaN that Optuna cannot record."""
+    naming the settings, rather than a NaN that Optuna cannot record. A resumed fit that had nothing
+    left to train (killed after its last checkpoint) logged it before the kill: its best-checkpoint
+    callback restored the value."""
     if settings.fast_dev_run or monitor in trainer.callback_metrics:
+        return
+    if not math.isnan(best_score(trainer, monitor)):
         return
     raise ConfigError(
         "task.monitor",
