@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # AdamW vs Muon on nanoGPT's baby Shakespeare recipe, from the repository root:
 #   experiments/muon/run.sh [train|report|all]
-#   train   experiment=nanogpt_baby with optim=adamw and with optim=muon, seeds 1, 2, 3, one run after
+#   train   experiment=nanogpt_baby with optim=adamw and with optim=muon, seeds $SEEDS (1 2 3), one run after
 #           the other, alternating (adamw seed 1, muon seed 1, adamw seed 2, ...) so that a cut-short
 #           study still compares the two on the same seeds. Muon: lr 0.02 with torch's "original"
 #           adjust_lr (optim=muon's defaults), Newton-Schulz in float32 (optim.ns_dtype=auto on a
@@ -18,6 +18,7 @@ STAGE=${1:-all}
 HERE=experiments/muon
 RUNS=${RUNS:-$HERE/runs}                  # git-ignored: checkpoints and logs
 STEPS=${STEPS:-300}
+SEEDS=${SEEDS:-1 2 3}                      # SEEDS=2 runs one seed: queues in parallel, one thread each
 export TINYSHAKESPEARE=${TINYSHAKESPEARE:-$(realpath ../shared/data/tinyshakespeare.txt)}
 export OMP_NUM_THREADS=${THREADS:-1}
 export HYDRA_FULL_ERROR=0
@@ -25,7 +26,7 @@ BIN=${ATTNLAB_BIN:-$(dirname "$(command -v python)")}
 
 train() {
   mkdir -p "$RUNS"
-  for seed in 1 2 3; do
+  for seed in $SEEDS; do
     for optim in adamw muon; do
       "$BIN/attnlab-train" experiment=nanogpt_baby optim="$optim" seed="$seed" trainer.max_steps="$STEPS" \
         trainer.val_every_n_steps=25 trainer.limit_val_batches=0.1 checkpoint.every_n_steps="$STEPS" \
