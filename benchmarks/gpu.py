@@ -41,6 +41,7 @@ import argparse
 import math
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import traceback
@@ -106,9 +107,12 @@ def recipe_rows(args: argparse.Namespace, notes: list[str]) -> list[GpuRow]:
         if args.nanogpt_dir is None:
             notes.append("(a) nanoGPT's train.py: not run (set NANOGPT_DIR to a karpathy/nanoGPT checkout)")
         else:
-            runs["nanoGPT"] = gpu_recipe.run_nanogpt(
-                args.nanogpt_dir, args.text, Path(work), steps, args.tiny, args.timeout
-            )
+            try:  # attnlab's figures stand without nanoGPT's
+                runs["nanoGPT"] = gpu_recipe.run_nanogpt(
+                    args.nanogpt_dir, args.text, Path(work), steps, args.tiny, args.timeout
+                )
+            except (OSError, RuntimeError, ValueError, subprocess.TimeoutExpired) as err:
+                notes.append(f"(a) nanoGPT's train.py failed: {str(err).splitlines()[0][:300]}")
     config = f"experiment=nanogpt_shakespeare_char, {steps} steps" + (
         ", tiny CPU shapes" if args.tiny else ""
     )
