@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import importlib.util
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from torch import Tensor, nn
 
 from attnlab.generate import generate
 from benchmarks import models
+from benchmarks.common import interleaved
 from benchmarks.mfu import matmul_flops
 from benchmarks.models import GPTSize
 
@@ -160,21 +160,6 @@ def flops_per_token(size: GPTSize, model: nn.Module) -> float:
     return 6 * n + 12 * size.n_layers * size.seq_len * size.d_model
 
 
-def take_turns(fns: dict[str, Callable], rounds: int, warmup: int) -> dict[str, list[float]]:
-    """Seconds per call of each function, round-robin, the order reversed every round."""
-    names = list(fns)
-    for _ in range(warmup):
-        for name in names:
-            fns[name]()
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(rounds):
-        for name in names if r % 2 == 0 else names[::-1]:
-            start = time.perf_counter()
-            fns[name]()
-            times[name].append(time.perf_counter() - start)
-    return times
-
-
 def train_figures(
     size: GPTSize,
     device: str,
@@ -197,7 +182,7 @@ def train_figures(
             name: Stepper(torch.compile(model) if mode == "compiled" else model, loss, device, bf16, steps)
             for name, (model, loss) in contenders.items()
         }
-        times = take_turns(steppers, rounds, warmup)
+        times = interleaved(steppers, repeats=rounds, warmup=warmup)
         results[mode] = {}
         for name, seconds in times.items():
             tok_s = [steps * size.batch * size.seq_len / s for s in seconds]
@@ -237,6 +222,6 @@ def decode_figures(
                 hf.generate(prompt, attention_mask=mask, max_new_tokens=new_tokens, do_sample=False)
             synchronize(device)
 
-        times = take_turns({"attnlab": ours_call, "HF": hf_call}, rounds, warmup=1)
+        times = interleaved({"attnlab": ours_call, "HF": hf_call}, repeats=rounds, warmup=1)
         results[batch] = {name: [batch * new_tokens / s for s in seconds] for name, seconds in times.items()}
     return results
