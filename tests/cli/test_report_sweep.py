@@ -79,12 +79,12 @@ def test_one_row_per_job_with_each_failed_jobs_error(sweep: dict) -> None:
     assert "Swept: model.pos.name, seed." in text
     rows = table_rows(text, "Runs")
     assert [(r["job"], r["model.pos.name"], r["seed"], r["status"]) for r in rows] == [
-        ("0", "learned", "1", "completed"),
-        ("1", "learned", "2", "completed"),
-        ("2", "learned", "3", "failed"),
-        ("3", "alibi", "1", "completed"),
-        ("4", "alibi", "2", "completed"),
-        ("5", "alibi", "3", "failed"),
+        ("0_pos-learned+seed-1", "learned", "1", "completed"),  # the job folders: number, swept values
+        ("1_pos-learned+seed-2", "learned", "2", "completed"),
+        ("2_pos-learned+seed-3", "learned", "3", "failed"),
+        ("3_pos-alibi+seed-1", "alibi", "1", "completed"),
+        ("4_pos-alibi+seed-2", "alibi", "2", "completed"),
+        ("5_pos-alibi+seed-3", "alibi", "3", "failed"),
     ]
     assert [r["error"] for r in rows] == ["", "", ERROR] * 2
     for row, job in zip(rows, sweep["jobs"]):

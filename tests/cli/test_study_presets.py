@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from train_cli import check, cli
+from train_cli import check, cli, jobs_in
 
 pytestmark = pytest.mark.slow
 QUICK = [
@@ -65,7 +65,9 @@ def test_pos_extrapolation_trains_evaluates_at_other_lengths_and_reports(tmp_pat
     runs = tmp_path / "runs"
     sweep = ["experiment=pos_extrapolation", "seed=1", "pos=learned,rope", f"hydra.sweep.dir={runs}"]
     check(cli([*sweep, f"data.path={corpus}", *QUICK, *SMALL_MODEL], tmp_path))
-    jobs = [runs / "0", runs / "1"]
+    jobs = jobs_in(runs)
+    # Named by what the sweep varies: the preset's seeds (fixed to one here) and the encodings.
+    assert [job.name for job in jobs] == ["0_seed-1+pos-learned", "1_seed-1+pos-rope"]
     configs = [saved_config(job) for job in jobs]
     assert [c["model"]["pos"]["name"] for c in configs] == ["learned", "rope"]
     for config in configs:
@@ -90,8 +92,8 @@ def test_pos_extrapolation_trains_evaluates_at_other_lengths_and_reports(tmp_pat
     lengths = {
         name: sorted(e["overrides"].get("data.seq_len", 64) for e in found) for name, found in evals.items()
     }
-    assert lengths == {"0": [64, 256], "1": [64, 256, 256]}
-    scaled = [e for e in evals["1"] if "model.pos.rope_scaling" in e["overrides"]]
+    assert list(lengths.values()) == [[64, 256], [64, 256, 256]]
+    scaled = [e for e in evals[jobs[1].name] if "model.pos.rope_scaling" in e["overrides"]]
     assert [e["overrides"]["model.pos.rope_factor"] for e in scaled] == [16]
     assert all(0 < e["metrics"]["val/loss"] < 10 for found in evals.values() for e in found)
 
@@ -157,7 +159,9 @@ def test_families_preset_runs_the_four_families_on_their_default_tasks(tmp_path:
             timeout=600,
         )
     )
-    configs = [saved_config(runs / str(i)) for i in range(4)]
+    jobs = jobs_in(runs)
+    assert [job.name for job in jobs] == ["0_model-gpt", "1_model-bert", "2_model-seq2seq", "3_model-vit"]
+    configs = [saved_config(job) for job in jobs]
     tasks = [(c["model"]["family"], c["task"]["name"], c["data"]["kind"]) for c in configs]
     assert tasks == [
         ("gpt", "causal_lm", "text"),
@@ -165,5 +169,5 @@ def test_families_preset_runs_the_four_families_on_their_default_tasks(tmp_path:
         ("seq2seq", "seq2seq", "dates"),
         ("vit", "classification", "digits"),
     ]
-    summaries = [json.loads((runs / str(i) / "summary.json").read_text()) for i in range(4)]
+    summaries = [json.loads((job / "summary.json").read_text()) for job in jobs]
     assert [(s["status"], s["final_step"]) for s in summaries] == [("completed", 2)] * 4

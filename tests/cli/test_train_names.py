@@ -1,5 +1,6 @@
 """Runs with names and what compares them (issue 13 items 5 and 6): a multirun's jobs are named in
-wandb by the overrides their sweep varies; TensorBoard's HParams tab gets the flattened config with
+wandb, and their folders (which TensorBoard lists), by the overrides their sweep varies; TensorBoard's
+HParams tab gets the flattened config with
 the best monitored value; the parameter count, the gradient norm and the final sample are logged;
 the console (a pipe here) gets plain progress lines, not a bar."""
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.backend.event_processing.plugin_event_multiplexer import EventMultiplexer
 from tensorboard.plugins.hparams import plugin_data_pb2
 from train_cli import TEXT, TINY, check, cli, job_dirs, wandb_records, wandb_run
 
@@ -38,6 +40,13 @@ def test_jobs_are_named_by_what_their_sweep_varies(sweep) -> None:
         hparams = plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info.hparams
         assert hparams["run_name"].string_value == f"model.n_layers={layers}"
         assert hparams["model.n_layers"].number_value == layers
+
+
+def test_job_folders_are_named_by_their_number_and_what_their_sweep_varies(sweep) -> None:
+    jobs, _ = sweep
+    assert [job.name for job in jobs] == ["0_model.n_layers-1", "1_model.n_layers-2"]
+    runs = EventMultiplexer().AddRunsFromDirectory(str(jobs[0].parent)).Runs()  # TensorBoard's run list
+    assert sorted(runs) == ["0_model.n_layers-1/tensorboard", "1_model.n_layers-2/tensorboard"]
 
 
 def test_tensorboard_hparams_hold_the_config_the_parameter_count_and_the_best_value(sweep) -> None:

@@ -61,6 +61,9 @@ def test_a_failed_single_run_ends_with_one_line_and_its_traceback_in_the_log(tmp
     fail = "+callbacks.fault={_target_:fault_injection.FailAtStep,step:2}"
     result = cli([fail, "logger=wandb", *GPT], tmp_path)
     (run,) = tmp_path.glob("outputs/*/*")
+    label = run.name.split("_", 1)[1]  # after the time: the overrides of what it trains
+    assert label.startswith("trainer.max_steps-6+trainer.val_every_n_steps-3+")
+    assert "callbacks" not in run.name and "logger" not in run.name  # what it trains, not how it is written
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
         f"error: RuntimeError: deliberate failure at step 2 (traceback in {run / 'train.log'})"

@@ -127,10 +127,21 @@ def check(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
     return result
 
 
+def job_number(job_dir: Path) -> int | None:
+    """The number of a multirun's job folder (``3`` or ``3_<label>``); None for any other folder."""
+    number, _, _ = job_dir.name.partition("_")
+    return int(number) if number.isdigit() and job_dir.is_dir() else None
+
+
 def job_dirs(cwd: Path) -> list[Path]:
     """The job directories of the one multirun under ``cwd``, by job number."""
     (sweep,) = cwd.glob("multirun/*/*")
-    return sorted((p for p in sweep.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    return jobs_in(sweep)
+
+
+def jobs_in(sweep: Path) -> list[Path]:
+    """The job directories of the multirun in ``sweep`` (its ``hydra.sweep.dir``), by job number."""
+    return sorted((p for p in sweep.iterdir() if job_number(p) is not None), key=job_number)
 
 
 def csv_rows(path: Path) -> list[dict[str, str]]:

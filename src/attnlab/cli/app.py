@@ -81,6 +81,23 @@ def register_schemas() -> None:
         "attnlab.rank_zero", lambda v: v if is_rank_zero() else None, replace=True
     )
     OmegaConf.register_new_resolver("attnlab.rank_suffix", rank_suffix, replace=True)
+    OmegaConf.register_new_resolver("attnlab.with_label", with_label, replace=True)
+
+
+def with_label(base: object, *, _root_: DictConfig) -> str:
+    """The resolver ``${attnlab.with_label:<base>}`` of the run folders' names: ``<base>_<label>``
+    (``training.names.folder_name``), from the command line of the config being resolved (or of the
+    running job, for a config without its ``hydra`` node), so every rank and every reading agrees."""
+    from attnlab.training.names import folder_name
+
+    hydra_config = _root_.get("hydra") if "hydra" in _root_ else None
+    if hydra_config is None and HydraConfig.initialized():
+        hydra_config = HydraConfig.get()
+    if hydra_config is None:  # composed outside a Hydra run (tests, notebooks): nothing to name it by
+        return str(base)
+    overrides = [str(o) for o in hydra_config.overrides.task]
+    multirun = hydra_config.mode == RunMode.MULTIRUN
+    return folder_name(str(base), _root_.get("run_name"), overrides, multirun)
 
 
 def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: str) -> None:

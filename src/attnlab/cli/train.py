@@ -140,7 +140,7 @@ def train_job(config: DictConfig) -> float | None:
         overrides = list(hc.overrides.task)
         with run_summary(run_dir) as summary:
             run = check_job(config, run_dir, overrides)
-            name = run_name(run.run_name, overrides, run_dir.name)
+            name = run_name(run.run_name, overrides, run_dir.name, multirun)
             try:
                 return train(run, run_dir, group=group, summary=summary, name=name)
             except RunInterrupted as stop:  # summary.json: interrupted (SystemExit)

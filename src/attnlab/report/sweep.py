@@ -6,7 +6,8 @@
 - ``curves``: every line of every ``metrics.jsonl``, one row per (run, step);
 - ``evals``: one row per evaluation made with attnlab-eval, with the overrides it used.
 
-Rows are indexed by the job's path relative to the sweep directory (``0``, ``1``, ... for a multirun).
+Rows are indexed by the job's path relative to the sweep directory (``0_pos-rope``, ``1_pos-alibi``, ...
+for a multirun: each job's number and label, ``training/names.py``), in natural order (2 before 10).
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ from attnlab.schema.optim import AdamWConfig, OptimConfig
 from attnlab.schema.task import CausalLMTask, TaskConfig
 
 PRECISIONS = ("32", "bf16-mixed", "16-mixed")  # not identifiers, so a string with one check
-RUN_DIR = "outputs/${now:%Y-%m-%d}/${now:%H-%M-%S}"  # a run's directory unless run_dir is given
+# a run's directory unless run_dir is given: its time, then its label (training/names.py)
+RUN_DIR = "outputs/${now:%Y-%m-%d}/${attnlab.with_label:${now:%H-%M-%S}}"
 
 
 class Accelerator(Choice):

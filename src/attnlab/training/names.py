@@ -4,6 +4,12 @@
 (``model.n_heads=4,pos=rope``), in a multirun by the overrides its sweep varies only
 (``ValidateOnStart`` records the varied keys in ``$ATTNLAB_SWEPT_KEYS`` before the first job). Keys
 that say where or how a run is written, not what it trains, are left out.
+
+The same label names the run's folder, in a form that needs no quoting in a shell, a glob or a Hydra
+override (``ckpt_path=<run>/checkpoints/last.ckpt``, ``-m ckpt_path=<a>,<b>``, where ``=`` and ``,``
+would be parsed): ``key-value`` pairs joined by ``+``, e.g. ``outputs/<date>/<time>_model.n_heads-4+pos-rope``
+and a multirun's ``<job number>_<label>``. TensorBoard lists runs by their folders. The label depends
+only on the command line, so every rank of a run, and every start of it, computes the same one.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ NOT_DISTINGUISHING = (
     "+callbacks",
 )
 MAX_LENGTH = 120
+DROPPED = re.compile(r"""['"\[\](){}]""")  # quotes and brackets: optim.betas=[0.9,0.95] -> 0.9-0.95
+NOT_FOLDER_SAFE = re.compile(r"[^A-Za-z0-9_.+@-]+")  # what a shell, a glob or Hydra would read -> "-"
 
 
 def record_swept_keys(keys: set[str]) -> None:
@@ -47,7 +55,14 @@ def run_label(overrides: list[str], swept: set[str] | None = None) -> str:
     """The overrides that distinguish a run, ``key=value`` joined by commas: those of ``swept`` when
     given (a multirun's), else every override that is not about where or how the run is written.
     Path separators become ``-``, so the label is also a file name; at most ``MAX_LENGTH`` characters."""
-    kept = [
+    label = ",".join(distinguishing(overrides, swept))
+    return re.sub(r"[/\\\s]+", "-", label)[:MAX_LENGTH]
+
+
+def distinguishing(overrides: list[str], swept: set[str] | None) -> list[str]:
+    """The overrides of ``swept`` keys when given (a multirun's), else every override that is not
+    about where or how the run is written."""
+    return [
         o
         for o in overrides
         if (
@@ -56,10 +71,28 @@ def run_label(overrides: list[str], swept: set[str] | None = None) -> str:
             else not override_key(o).startswith(NOT_DISTINGUISHING)
         )
     ]
-    label = ",".join(kept)
-    return re.sub(r"[/\\\s]+", "-", label)[:MAX_LENGTH]
 
 
-def run_name(given: str | None, overrides: list[str], fallback: str) -> str:
-    """``run_name`` if given, else the run's label, else ``fallback`` (the run directory's name)."""
-    return given or run_label(overrides, swept_keys()) or fallback
+def run_name(given: str | None, overrides: list[str], fallback: str, multirun: bool = False) -> str:
+    """``run_name`` if given, else the run's label (a multirun job's: by its swept keys), else
+    ``fallback`` (the run directory's name)."""
+    return given or run_label(overrides, swept_keys() if multirun else None) or fallback
+
+
+def folder_name(base: str, given: str | None, overrides: list[str], multirun: bool) -> str:
+    """A run folder's name: ``<base>_<label>``, the label being ``run_name`` or the distinguishing
+    overrides (as for ``run_name``) in folder form (``folder_safe``); ``base`` alone for a run that
+    nothing distinguishes (the defaults' run: it reads as the baseline beside the labelled ones)."""
+    if given:
+        label = folder_safe(given)
+    else:
+        pairs = distinguishing(overrides, swept_keys() if multirun else None)
+        label = "+".join(folder_safe(f"{override_key(o)}-{o.partition('=')[2]}") for o in pairs)
+    label = label[:MAX_LENGTH]
+    return f"{base}_{label}" if label else base
+
+
+def folder_safe(text: str) -> str:
+    """``text`` with quotes and brackets dropped and every run of other characters than ASCII
+    letters, digits and ``_.+@-`` made one ``-``."""
+    return NOT_FOLDER_SAFE.sub("-", DROPPED.sub("", text))
