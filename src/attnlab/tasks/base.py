@@ -163,7 +163,10 @@ class TaskModule(pl.LightningModule):
             # Lightning refuses to clip gradients under mixed precision when the optimizer
             # unscales them itself, as the fused kernel does.
             fused = not ("mixed" in str(trainer.precision) and trainer.gradient_clip_val)
-        return configure_optimizers(self.model, self.optim_cfg, steps, fused=fused)
+        chosen = self.optim_cfg.fused_adamw[1]  # optim.fused (optim.adamw.fused): null picks as above
+        return configure_optimizers(
+            self.model, self.optim_cfg, steps, fused=fused if chosen is None else chosen
+        )
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         loss = self.training_loss(batch)
