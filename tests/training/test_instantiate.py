@@ -60,7 +60,7 @@ def test_the_trainer_gets_its_arguments_and_attnlabs_settings_translated(tmp_pat
     assert trainer.max_steps == run.trainer.max_steps and trainer.accumulate_grad_batches == 2
     assert trainer.val_check_interval == 14  # micro-batches between validations
     assert trainer.gradient_clip_val == run.trainer.gradient_clip_val
-    assert type(trainer.strategy.checkpoint_io).__name__ == "AtomicCheckpointIO"
+    assert type(trainer.strategy.checkpoint_io).__name__ == "BackgroundCheckpointIO"  # checkpoint.async_save
 
 
 def test_early_stopping_is_an_option_of_the_callbacks_group(tmp_path: Path) -> None:

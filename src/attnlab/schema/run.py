@@ -186,6 +186,7 @@ class LoggerConfig:
 class CheckpointConfig:
     every_n_steps: int = 100  # writes checkpoints/last.ckpt
     save_top_k: int = 1  # best checkpoints by task.monitor, kept at each validation
+    async_save: bool = True  # written by a background thread from a CPU copy (training goes on meanwhile)
 
     def check(self) -> None:
         positive("checkpoint.every_n_steps", self.every_n_steps)
