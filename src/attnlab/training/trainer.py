@@ -9,6 +9,7 @@ from typing import Any
 import pytorch_lightning as pl
 from hydra.utils import instantiate
 from lightning_fabric.plugins import CheckpointIO
+from pytorch_lightning.accelerators import Accelerator, CUDAAccelerator
 from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import Logger
 from pytorch_lightning.profilers import AdvancedProfiler, PyTorchProfiler, SimpleProfiler
@@ -70,6 +71,7 @@ ATTNLAB_SETTINGS = (
     "profiler",
     "on_nonfinite",
     "max_nonfinite_skips",
+    "float32_matmul_precision",
 )
 
 
@@ -114,4 +116,14 @@ def build_trainer(
         _recursive_=False,
         _convert_="all",
     )
+    set_matmul_precision(run.trainer, trainer.accelerator)
     return trainer
+
+
+def set_matmul_precision(cfg: TrainerConfig, accelerator: Accelerator) -> None:
+    """``trainer.float32_matmul_precision`` for torch's float32 matmuls on CUDA (``high``: TF32 tensor
+    cores, as nanoGPT); set before fit, it also silences Lightning's advice to set it. The CPU ignores it."""
+    if isinstance(accelerator, CUDAAccelerator):
+        import torch
+
+        torch.set_float32_matmul_precision(str(cfg.float32_matmul_precision))
