@@ -17,7 +17,18 @@ from pathlib import Path
 
 import torch
 
-from benchmarks import attention, compiled, data, flex, generation, mfu, overhead, startup, train_step
+from benchmarks import (
+    attention,
+    checkpoint,
+    compiled,
+    data,
+    flex,
+    generation,
+    mfu,
+    overhead,
+    startup,
+    train_step,
+)
 from benchmarks.common import BENCH_DIR, Row, Settings
 from benchmarks.report import plot, write_results
 
@@ -31,6 +42,7 @@ SECTIONS = {
     "mfu": mfu,
     "startup": startup,
     "data": data,
+    "checkpoint": checkpoint,
 }
 
 

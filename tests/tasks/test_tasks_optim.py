@@ -179,3 +179,33 @@ def test_bad_optim_settings_name_the_key(settings, message):
     with pytest.raises(ConfigError) as err:
         read_optim_config({"name": "adamw", **settings}).check()
     assert str(err.value) == message
+
+
+@pytest.mark.parametrize(
+    ("optim", "fused"), [("adamw", None), ("adamw", False), ("muon", False), ("muon", True)]
+)
+def test_optim_fused_chooses_the_adamw_kernel(tiny_model, optim: str, fused: bool | None) -> None:
+    """``optim.fused`` (``optim.adamw.fused`` under muon): null fuses where Lightning can clip, else as set."""
+    from attnlab.schema.optim import MuonConfig
+    from attnlab.schema.task import task_config
+    from attnlab.tasks import build_task
+
+    cfg = AdamWConfig(fused=fused) if optim == "adamw" else MuonConfig()
+    if optim == "muon":
+        cfg.adamw.fused = fused
+    task = build_task(task_config("causal_lm"), cfg, tiny_model("gpt", **SIZES), max_steps=10)
+    optimizer = task.configure_optimizers()["optimizer"]
+    adamw = optimizer if optim == "adamw" else optimizer.adamw
+    assert bool(adamw.defaults["fused"]) == (True if fused is None else fused)
+
+
+def test_a_fused_adamw_that_lightning_cannot_clip_is_refused() -> None:
+    from attnlab.schema.checks import check_run
+    from attnlab.schema.run import RunConfig
+
+    run = RunConfig()
+    run.optim.fused, run.trainer.precision = True, "bf16-mixed"
+    with pytest.raises(ConfigError, match=re.escape("optim.fused=true: cannot clip gradients under")):
+        check_run(run)
+    run.trainer.gradient_clip_val = None
+    check_run(run)

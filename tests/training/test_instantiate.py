@@ -60,7 +60,7 @@ def test_the_trainer_gets_its_arguments_and_attnlabs_settings_translated(tmp_pat
     assert trainer.max_steps == run.trainer.max_steps and trainer.accumulate_grad_batches == 2
     assert trainer.val_check_interval == 14  # micro-batches between validations
     assert trainer.gradient_clip_val == run.trainer.gradient_clip_val
-    assert type(trainer.strategy.checkpoint_io).__name__ == "AtomicCheckpointIO"
+    assert type(trainer.strategy.checkpoint_io).__name__ == "BackgroundCheckpointIO"  # checkpoint.async_save
 
 
 def test_early_stopping_is_an_option_of_the_callbacks_group(tmp_path: Path) -> None:
@@ -84,3 +84,19 @@ def test_early_stopping_is_an_option_of_the_callbacks_group(tmp_path: Path) -> N
 def test_a_target_that_is_not_an_importable_class_of_its_kind_is_refused(override: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(".", r"\.")):
         check_targets(to_object(composed(override)))
+
+
+def test_float32_matmul_precision_is_set_on_cuda_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``trainer.float32_matmul_precision`` (high by default: TF32) reaches torch when the Trainer runs on CUDA."""
+    import torch
+    from pytorch_lightning.accelerators import CPUAccelerator, CUDAAccelerator
+
+    from attnlab.schema.run import TrainerConfig
+    from attnlab.training.trainer import set_matmul_precision
+
+    monkeypatch.setattr(torch, "set_float32_matmul_precision", lambda value: calls.append(value))
+    calls: list[str] = []
+    set_matmul_precision(TrainerConfig(), CPUAccelerator())
+    set_matmul_precision(TrainerConfig(), CUDAAccelerator())
+    set_matmul_precision(TrainerConfig(float32_matmul_precision="medium"), CUDAAccelerator())
+    assert calls == ["high", "medium"]

@@ -10,7 +10,7 @@ from typing import Any
 
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.model import FLEX_CPU_BACKWARD
-from attnlab.schema.run import Accelerator
+from attnlab.schema.run import Accelerator, Strategy
 
 # What a run may use instead on a machine without GPUs (attnlab-eval runs in one process: trainer=cpu).
 ON_THE_CPU = "on the CPU use trainer=cpu (one process), or trainer=ddp_sim (DDP over 2 CPU processes)"
@@ -44,17 +44,27 @@ def check_devices(trainer: Any, on_the_cpu: str = ON_THE_CPU) -> None:
         )
 
 
-def check_attention_backend(run: Any) -> None:
-    """ConfigError for training with ``model.attn_backend=flex`` on the CPU (``trainer.accelerator=cpu``,
-    or ``auto`` on a machine without a GPU): FlexAttention has no backward there in torch 2.13."""
-    if run.model.attn_backend != "flex":
-        return
-    accelerator = Accelerator(run.trainer.accelerator)
+def trains_on_cpu(trainer: Any) -> bool:
+    """Whether a run of ``trainer`` trains on the CPU: ``accelerator=cpu``, or ``auto`` on a machine without a GPU."""
+    accelerator = Accelerator(trainer.accelerator)
     if accelerator == Accelerator.auto:
         import torch
 
-        on_the_cpu = not torch.cuda.is_available()
-    else:
-        on_the_cpu = accelerator == Accelerator.cpu
-    if on_the_cpu:
+        return not torch.cuda.is_available()
+    return accelerator == Accelerator.cpu
+
+
+def check_attention_backend(run: Any) -> None:
+    """ConfigError for training with ``model.attn_backend=flex`` on the CPU (``trainer.accelerator=cpu``,
+    or ``auto`` on a machine without a GPU): FlexAttention has no backward there in torch 2.13."""
+    if run.model.attn_backend == "flex" and trains_on_cpu(run.trainer):
         raise ConfigError("model.attn_backend", "flex", FLEX_CPU_BACKWARD)
+
+
+def check_strategy(trainer: Any) -> None:
+    """ConfigError for ``trainer.strategy=fsdp`` on the CPU: Lightning's FSDP strategy gives FSDP no
+    device there, and FSDP then fails at fit ("needs a non-CPU accelerator device")."""
+    if Strategy(trainer.strategy) == Strategy.fsdp and trains_on_cpu(trainer):
+        raise ConfigError(
+            "trainer.strategy", "fsdp", f"shards over GPUs (trainer.accelerator=gpu); {ON_THE_CPU}"
+        )

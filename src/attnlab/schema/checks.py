@@ -63,6 +63,14 @@ def check_run(run: RunConfig) -> None:
             "cannot run under trainer.strategy=fsdp: FSDP shards the weight matrices that Muon "
             "orthogonalises whole; use trainer=ddp",
         )
+    key, fused = run.optim.fused_adamw
+    if fused and "mixed" in run.trainer.precision and run.trainer.gradient_clip_val:
+        raise ConfigError(
+            key,
+            True,
+            f"cannot clip gradients under trainer.precision={run.trainer.precision} (the fused kernel "
+            "unscales them itself): set it to null (chosen for you) or trainer.gradient_clip_val=null",
+        )
     if isinstance(data, TextData) and data.packing == Packing.padded and run.task.name != "causal_lm":
         raise ConfigError(
             "data.packing",

@@ -78,6 +78,11 @@ class OptimConfig:
     min_lr_ratio: float = 0.1  # cosine floor as a fraction of lr
     max_steps: int | None = None  # None: the trainer's max_steps
 
+    @property
+    def fused_adamw(self) -> tuple[str, bool | None]:
+        """The key and value of the AdamW kernel choice (``fused``): None picks it (see ``AdamWConfig``)."""
+        raise NotImplementedError
+
     def check(self) -> None:
         OPTIMIZERS.check_tag(self)
         positive("optim.lr", self.lr)
@@ -97,6 +102,14 @@ class AdamWConfig(OptimConfig):
     name: OptimName = OptimName.adamw
     betas: list[float] = field(default_factory=adamw_betas)
     eps: float = ADAMW_EPS
+    # PyTorch's fused AdamW kernel (one kernel for all parameters: ~3x faster steps on a CPU, fewer
+    # launches on CUDA). null: fused unless the precision is mixed and gradients are clipped (Lightning
+    # cannot clip when the fused kernel unscales them itself); true: required; false: the foreach kernel.
+    fused: bool | None = None
+
+    @property
+    def fused_adamw(self) -> tuple[str, bool | None]:
+        return "optim.fused", self.fused
 
     def check(self) -> None:
         super().check()
@@ -113,6 +126,7 @@ class AdamWPart:
     weight_decay: float = ADAMW_WEIGHT_DECAY  # on those of them that ``optim.decay`` names
     betas: list[float] = field(default_factory=adamw_betas)
     eps: float = ADAMW_EPS
+    fused: bool | None = None  # the fused AdamW kernel, as optim=adamw's optim.fused
 
     def check(self) -> None:
         positive("optim.adamw.lr", self.lr)
@@ -138,6 +152,10 @@ class MuonConfig(OptimConfig):
     adjust_lr: AdjustLR = AdjustLR.original
     ns_dtype: NsDtype = NsDtype.auto  # the dtype the Newton-Schulz steps compute in
     adamw: AdamWPart = field(default_factory=AdamWPart)
+
+    @property
+    def fused_adamw(self) -> tuple[str, bool | None]:
+        return "optim.adamw.fused", self.adamw.fused
 
     def check(self) -> None:
         super().check()

@@ -28,6 +28,14 @@ class Accelerator(Choice):
     auto = "auto"
 
 
+class MatmulPrecision(Choice):
+    """``torch.set_float32_matmul_precision`` on CUDA: ``high`` lets float32 matmuls use TF32 tensor cores."""
+
+    highest = "highest"
+    high = "high"
+    medium = "medium"
+
+
 class Strategy(Choice):
     auto = "auto"
     ddp = "ddp"
@@ -60,7 +68,8 @@ class TrainerConfig:
     ``hydra.utils.instantiate`` builds the Trainer from ``_target_`` and the fields that are its
     arguments; ``strategy``, ``timeout``, ``val_every_n_steps`` and ``profiler`` are attnlab's own,
     translated into Trainer arguments by ``attnlab.training.trainer.lightning_settings``;
-    ``on_nonfinite`` and ``max_nonfinite_skips`` go to the task module (its check of every step).
+    ``on_nonfinite`` and ``max_nonfinite_skips`` go to the task module (its check of every step);
+    ``float32_matmul_precision`` is set in torch when the Trainer runs on CUDA.
 
     ``timeout`` (seconds) bounds every collective of the DDP/FSDP strategies: a process whose peer died
     (a killed node) fails after it instead of waiting forever. None: 120 s on the CPU (gloo: the
@@ -90,6 +99,7 @@ class TrainerConfig:
     profiler: Profiler | None = None
     on_nonfinite: OnNonFinite = OnNonFinite.stop
     max_nonfinite_skips: int = 10  # on_nonfinite=skip: the run stops at this many skipped steps in a row
+    float32_matmul_precision: MatmulPrecision = MatmulPrecision.high  # applied on CUDA only (TF32 matmuls)
 
     def check(self) -> None:
         if self.precision not in PRECISIONS:
@@ -186,6 +196,7 @@ class LoggerConfig:
 class CheckpointConfig:
     every_n_steps: int = 100  # writes checkpoints/last.ckpt
     save_top_k: int = 1  # best checkpoints by task.monitor, kept at each validation
+    async_save: bool = True  # written by a background thread from a CPU copy (training goes on meanwhile)
 
     def check(self) -> None:
         positive("checkpoint.every_n_steps", self.every_n_steps)

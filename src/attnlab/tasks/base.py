@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from pytorch_lightning.plugins.precision import Precision
 from torch import Tensor, nn
+from torch.distributed.fsdp import FullyShardedDataParallel
 from torchmetrics import MeanMetric, Metric
 
 from attnlab.blocks.positional import PositionalEncoding
@@ -162,7 +163,10 @@ class TaskModule(pl.LightningModule):
             # Lightning refuses to clip gradients under mixed precision when the optimizer
             # unscales them itself, as the fused kernel does.
             fused = not ("mixed" in str(trainer.precision) and trainer.gradient_clip_val)
-        return configure_optimizers(self.model, self.optim_cfg, steps, fused=fused)
+        chosen = self.optim_cfg.fused_adamw[1]  # optim.fused (optim.adamw.fused): null picks as above
+        return configure_optimizers(
+            self.model, self.optim_cfg, steps, fused=fused if chosen is None else chosen
+        )
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         loss = self.training_loss(batch)
@@ -182,17 +186,22 @@ class TaskModule(pl.LightningModule):
     ) -> None:
         """Clip as Lightning does, then check the step before the optimizer changes the weights
         (``attnlab.tasks.nonfinite``). Clipping by norm is Lightning's own call of ``clip_grad_norm_``
-        over the optimizer's parameters, made here to keep the norm it computes: the one checked."""
+        over the optimizer's parameters, made here to keep the norm it computes: the one checked.
+        Under FSDP each rank holds a shard of every gradient, so the norm is FSDP's own, over all
+        ranks' shards (``FullyShardedDataParallel.clip_grad_norm_``), which Lightning's FSDP
+        precision plugin refuses to call."""
         trainer = self.trainer
         plugin = trainer.precision_plugin
         scaler = getattr(plugin, "scaler", None)  # 16-mixed: the GradScaler skips inf gradients itself
         params = [p for group in optimizer.param_groups for p in group["params"]]
-        if (
-            gradient_clip_val
-            and str(gradient_clip_algorithm) == "norm"
-            and scaler is None
-            and type(plugin).clip_grad_by_norm is Precision.clip_grad_by_norm
-        ):
+        sharded = (
+            trainer.strategy.model if isinstance(trainer.strategy.model, FullyShardedDataParallel) else None
+        )
+        by_norm = bool(gradient_clip_val) and str(gradient_clip_algorithm) == "norm"
+        if by_norm and sharded is not None:  # gradients unscaled already (Lightning's FSDPPrecision)
+            norm = sharded.clip_grad_norm_(gradient_clip_val)
+            norm = norm if scaler is None else None
+        elif by_norm and scaler is None and type(plugin).clip_grad_by_norm is Precision.clip_grad_by_norm:
             norm = torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)
         else:
             super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)

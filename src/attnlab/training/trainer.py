@@ -8,6 +8,8 @@ from typing import Any
 
 import pytorch_lightning as pl
 from hydra.utils import instantiate
+from lightning_fabric.plugins import CheckpointIO
+from pytorch_lightning.accelerators import Accelerator, CUDAAccelerator
 from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import Logger
 from pytorch_lightning.profilers import AdvancedProfiler, PyTorchProfiler, SimpleProfiler
@@ -15,8 +17,9 @@ from pytorch_lightning.strategies import DDPStrategy, FSDPStrategy, Strategy
 
 from attnlab.blocks.layers import TransformerLayer
 from attnlab.schema.load import plain
-from attnlab.schema.run import RunConfig, TrainerConfig
+from attnlab.schema.run import CheckpointConfig, RunConfig, TrainerConfig
 from attnlab.training.callbacks import AtomicCheckpointIO, console_is_terminal
+from attnlab.training.checkpoint_io import BackgroundCheckpointIO
 from attnlab.training.console import quiet_lightning
 from attnlab.training.slurm import slurm_plugins
 
@@ -38,17 +41,24 @@ def collective_timeout(cfg: TrainerConfig) -> timedelta:
     return timedelta(seconds=CPU_TIMEOUT_S if on_cpu else GPU_TIMEOUT_S)
 
 
-def strategy(cfg: TrainerConfig) -> str | Strategy:
+def checkpoint_io(cfg: CheckpointConfig) -> CheckpointIO:
+    """Whole-or-nothing checkpoint files, written on a background thread unless ``checkpoint.async_save=false``."""
+    return BackgroundCheckpointIO() if cfg.async_save else AtomicCheckpointIO()
+
+
+def strategy(cfg: TrainerConfig, io: CheckpointIO | None = None) -> str | Strategy:
     """DDP without unused-parameter search (attnlab builds only the heads a task uses); FSDP with one
-    unit per TransformerLayer. Both bound their collectives by ``collective_timeout``: a process whose
-    peer died fails instead of hanging."""
+    unit per TransformerLayer, its full state dict gathered on rank 0 for ``io`` to write. Both bound
+    their collectives by ``collective_timeout``: a process whose peer died fails instead of hanging."""
+    io = io or AtomicCheckpointIO()
     if cfg.strategy == "ddp":
-        return DDPStrategy(
-            find_unused_parameters=False, checkpoint_io=AtomicCheckpointIO(), timeout=collective_timeout(cfg)
-        )
+        return DDPStrategy(find_unused_parameters=False, checkpoint_io=io, timeout=collective_timeout(cfg))
     if cfg.strategy == "fsdp":
         return FSDPStrategy(
-            auto_wrap_policy={TransformerLayer}, state_dict_type="full", timeout=collective_timeout(cfg)
+            auto_wrap_policy={TransformerLayer},
+            state_dict_type="full",
+            checkpoint_io=io,
+            timeout=collective_timeout(cfg),
         )
     return str(cfg.strategy)
 
@@ -61,20 +71,23 @@ ATTNLAB_SETTINGS = (
     "profiler",
     "on_nonfinite",
     "max_nonfinite_skips",
+    "float32_matmul_precision",
 )
 
 
-def lightning_settings(t: TrainerConfig, run_dir: Path) -> dict[str, Any]:
+def lightning_settings(t: TrainerConfig, run_dir: Path, io: CheckpointIO | None = None) -> dict[str, Any]:
     """The Trainer arguments that attnlab's own trainer settings stand for: validation every
     ``val_every_n_steps`` optimizer steps, a strategy whose checkpoints are written whole or not at
     all, a profiler writing into the run directory, a run bounded by steps, data modules that shard
     over ranks themselves (exact resume), a progress bar only on a terminal (elsewhere the
     ``ProgressLines`` callback prints plain lines, not a bar squeezed to 80 columns); under SLURM,
-    Lightning's SLURM environment without its requeue handler (``training.slurm``)."""
+    Lightning's SLURM environment without its requeue handler (``training.slurm``). ``io`` writes the
+    checkpoints (``checkpoint_io``; whole files, synchronously, if None)."""
+    io = io or AtomicCheckpointIO()
     return {
-        "strategy": strategy(t),
+        "strategy": strategy(t, io),
         "plugins": [
-            *([AtomicCheckpointIO()] if t.strategy not in ("ddp", "fsdp") else []),
+            *([io] if t.strategy not in ("ddp", "fsdp") else []),
             *slurm_plugins(),
         ],
         "val_check_interval": t.val_every_n_steps * t.accumulate_grad_batches,
@@ -95,11 +108,22 @@ def build_trainer(
     arguments, with attnlab's own settings translated (``lightning_settings``)."""
     quiet_lightning()
     arguments = {k: v for k, v in plain(run.trainer).items() if k not in ATTNLAB_SETTINGS}
-    return instantiate(
+    trainer = instantiate(
         arguments,
-        **lightning_settings(run.trainer, run_dir),
+        **lightning_settings(run.trainer, run_dir, checkpoint_io(run.checkpoint)),
         logger=loggers or False,
         callbacks=callbacks,
         _recursive_=False,
         _convert_="all",
     )
+    set_matmul_precision(run.trainer, trainer.accelerator)
+    return trainer
+
+
+def set_matmul_precision(cfg: TrainerConfig, accelerator: Accelerator) -> None:
+    """``trainer.float32_matmul_precision`` for torch's float32 matmuls on CUDA (``high``: TF32 tensor
+    cores, as nanoGPT); set before fit, it also silences Lightning's advice to set it. The CPU ignores it."""
+    if isinstance(accelerator, CUDAAccelerator):
+        import torch
+
+        torch.set_float32_matmul_precision(str(cfg.float32_matmul_precision))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hydra.utils import instantiate
-from pytorch_lightning.callbacks import Callback, Checkpoint, RichModelSummary
+from pytorch_lightning.callbacks import Callback, Checkpoint
 
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import checkpoint_dir
@@ -13,6 +13,7 @@ from attnlab.training.callbacks.attention_maps import AttentionMapLogger
 from attnlab.training.callbacks.checkpoints import AtomicCheckpointIO, BestCheckpoint, LastCheckpoint
 from attnlab.training.callbacks.final_validation import FinalValidation
 from attnlab.training.callbacks.grad_norm import GradNormLogger
+from attnlab.training.callbacks.model_summary import ModelSummary
 from attnlab.training.callbacks.progress import StepProgressBar
 from attnlab.training.callbacks.progress_lines import ProgressLines, console_is_terminal
 from attnlab.training.callbacks.run_state import RankConsistency, RunState, StepSeeder
@@ -48,7 +49,7 @@ def build_callbacks(run: RunConfig, run_dir: Path, config: dict, wandb_id: str) 
         callbacks += checkpoint_callbacks(run, run_dir)
     if run.trainer.enable_progress_bar:  # a bar only on a terminal; elsewhere ProgressLines print
         callbacks += [StepProgressBar()] if console_is_terminal() else []
-        callbacks.append(RichModelSummary(max_depth=2))
+        callbacks.append(ModelSummary(max_depth=2))
     if run.task.log_attention_every_n_epochs > 0:
         every = run.task.log_attention_every_n_epochs
         callbacks.append(AttentionMapLogger(every, save_dir=run_dir / "attention"))
@@ -63,6 +64,7 @@ __all__ = [
     "FinalValidation",
     "GradNormLogger",
     "LastCheckpoint",
+    "ModelSummary",
     "ProgressLines",
     "RankConsistency",
     "RunState",

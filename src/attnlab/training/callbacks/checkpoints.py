@@ -144,9 +144,11 @@ class LastCheckpoint(Checkpoint):
         self.raise_if_stopped()
 
     def save_final(self, trainer: pl.Trainer) -> None:
-        """The state at the current step, unless it was written at this step already."""
+        """The state at the current step, unless it was written at this step already; on disk when this
+        returns (the checkpoint IO's ``teardown`` waits for its background writes, raising one that failed)."""
         if trainer.global_step != self.saved_step:
             self.save(trainer)
+        trainer.strategy.checkpoint_io.teardown()
 
     def save(self, trainer: pl.Trainer) -> None:
         """The whole state (optimizer, schedule, loops, callbacks). ``weights_only=False`` is what to
