@@ -288,8 +288,9 @@ def one_thread_for_one_query(q: Tensor) -> Iterator[None]:
     on a busy machine (GPT-2-small at two threads: 21 ms per call, 58% of a token's time, against
     tens of microseconds alone). One thread keeps the step in MKL's hands.
     """
-    threads = torch.get_num_threads()
-    if q.shape[2] != 1 or threads == 1 or not q.is_cpu or torch.compiler.is_compiling():
+    one_query = q.shape[2] == 1 and q.is_cpu and not torch.compiler.is_compiling()
+    threads = torch.get_num_threads() if one_query else 1  # asked only in eager mode
+    if threads == 1:
         yield
         return
     torch.set_num_threads(1)
