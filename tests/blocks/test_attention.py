@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnlab.blocks.attention import MultiHeadAttention, record_attention
+from attnlab.blocks.attention import MultiHeadAttention, record_attention, use_attention_path
 from attnlab.blocks.positional import build_positional
 from attnlab.schema.pos import pos_config
 
@@ -207,3 +207,32 @@ def test_indivisible_heads_are_clear_errors() -> None:
         MultiHeadAttention(18, 4)
     with pytest.raises(ValueError, match=r"^model.n_kv_heads=3: must divide model.n_heads=4$"):
         MultiHeadAttention(16, 4, 3)
+
+
+@pytest.mark.parametrize("queries", [1, 3])
+def test_one_query_attends_on_one_thread_and_gives_the_threads_back(monkeypatch, queries: int) -> None:
+    """A decoding step's single query runs the fused kernel on one CPU thread (handing two threads
+    over between MKL's products and the kernel costs milliseconds); longer queries keep every thread."""
+    import attnlab.blocks.attention as attention_module
+
+    seen = []
+    real = attention_module.F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(attention_module.F, "scaled_dot_product_attention", spy)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        attn, x = make_attention(), torch.randn(2, queries, D_MODEL)
+        out = attn(x, positions=torch.arange(queries), causal=True)
+        after = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [1 if queries == 1 else 2] and after == 2
+    with use_attention_path(attn, "explicit"):  # the same numbers on either thread count
+        torch.testing.assert_close(
+            out, attn(x, positions=torch.arange(queries), causal=True), atol=ATOL, rtol=0
+        )
