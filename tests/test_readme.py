@@ -12,6 +12,7 @@ nodes, SLURM) is marked ``<!-- readme-test: skip (why) -->`` on the line before 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import itertools
 import re
 import shlex
@@ -144,11 +145,23 @@ def test_each_program_exists(command):
 
 
 HYDRA_LINES = [c for c in COMMAND_LINES if as_attnlab(c.args)[0] in HYDRA_COMMANDS]
-TRAINED = {}  # run_dir -> the overrides of the README's command that trains it
-for _command in HYDRA_LINES:
-    _args = as_attnlab(_command.args)[1:]
-    if _args and (run_dir := value_of(_args, "run_dir")) and "ckpt_path" not in "".join(_args):
-        TRAINED.setdefault(run_dir, _args)
+
+
+def trained_runs() -> dict[str, list[str]]:
+    """{run_dir: the overrides of the README's command that trains it} (the first; resumes excluded)."""
+    runs: dict[str, list[str]] = {}
+    for command in HYDRA_LINES:
+        program, *args = as_attnlab(command.args)
+        if (
+            program == "attnlab-train"
+            and (run_dir := value_of(args, "run_dir"))
+            and not value_of(args, "ckpt_path")
+        ):
+            runs.setdefault(run_dir, args)
+    return runs
+
+
+TRAINED = trained_runs()
 
 
 @pytest.fixture(scope="module")
@@ -170,8 +183,21 @@ def readme_folder(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def trained_config(composer):
+    """``trained_config(path)``: the run config of the README's command whose run directory holds
+    ``path``, composed and validated once."""
+
+    @functools.cache
+    def saved(path: str) -> RunConfig:
+        run_dir = next(d for d in TRAINED if path.startswith(f"{d}/"))
+        return validate(composer("train", overrides=TRAINED[run_dir]))
+
+    return saved
+
+
 @pytest.fixture
-def readme_runs(composer, monkeypatch, readme_folder):
+def readme_runs(trained_config, monkeypatch, readme_folder):
     """A checkpoint under a run directory of the README reads as the run config of the README's command
     that trains it (composed and validated, not trained), for the commands that compose onto it
     (attnlab-eval's ``data.*``, attnlab-sample's ``model.*``, distillation's teacher). What they store in
@@ -179,13 +205,8 @@ def readme_runs(composer, monkeypatch, readme_folder):
     store = ConfigStore.instance()
     for group in ("data", "model"):
         monkeypatch.setitem(store.repo, group, dict(store.repo[group]))
-
-    def saved(path: str) -> RunConfig:
-        run_dir = next(d for d in TRAINED if path.startswith(f"{d}/"))
-        return validate(composer("train", overrides=TRAINED[run_dir]))
-
-    monkeypatch.setattr(eval_data, "saved_run", saved)
-    monkeypatch.setattr(teacher, "teacher_run", saved)
+    monkeypatch.setattr(eval_data, "saved_run", trained_config)
+    monkeypatch.setattr(teacher, "teacher_run", trained_config)
     monkeypatch.chdir(readme_folder)
 
 
