@@ -1,38 +1,94 @@
-"""The README's quick start runs as written on a fresh clone (issue 13 item 3): every command of its
-code blocks (everything before "## How it is built") names a console script of pyproject.toml or a
-Makefile target, every ``key=value`` of the five Hydra commands is accepted by that command's schema
-and rules (each job of a ``-m`` sweep too), and every file or folder it links to exists. A README that
-drifts from the code fails here, without training anything."""
+"""The README runs as written on a fresh clone (issue 13 item 3), checked without training anything.
+
+Every command of its fenced blocks (each line of a ``bash`` block, each ``$ `` line of a console block)
+names a console script of pyproject.toml, a Makefile target, a script of the repository or a program
+of the environment; every ``key=value`` of the attnlab commands is accepted by that command's schema
+and rules (each job of a ``-m`` sweep too), and where the README shows the ``error:`` line a command
+ends with, it ends with exactly that line; every file a command reads ships in the repository or is
+written by an earlier command (no placeholder to fill in). A block that cannot run here (GPUs, several
+nodes, SLURM) is marked ``<!-- readme-test: skip (why) -->`` on the line before it, in the README.
+"""
 
 from __future__ import annotations
 
+import fnmatch
+import functools
 import itertools
 import re
 import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import tomllib
 from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from attnlab.cli.app import COMMANDS, config_dir, register_schemas
+from attnlab.cli import eval_data, teacher
+from attnlab.cli.app import COMMANDS, config_dir, one_line, register_schemas
+from attnlab.cli.eval import check_eval_job
+from attnlab.data import check_source
 from attnlab.schema.checks import validate
+from attnlab.schema.run import RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 QUICK_START = README.split("\n## How it is built", 1)[0]
 HYDRA_COMMANDS = {f"attnlab-{name}": name for name in COMMANDS}  # attnlab-train -> train.yaml, ...
+SKIP_MARK = "<!-- readme-test: skip"
+READ_KEYS = ("ckpt_path", "task.teacher", "data.path", "model.init_from")  # values name a file to read
 
 
-def quick_start_commands() -> list[list[str]]:
-    """The commands of the quick start's bash blocks, as argument lists (comments dropped)."""
-    blocks = re.findall(r"```bash\n(.*?)```", QUICK_START, flags=re.S)
-    lines = [line for block in blocks for line in block.splitlines()]
-    return [shlex.split(line, comments=True) for line in lines if shlex.split(line, comments=True)]
+@dataclass
+class Command:
+    line: int  # in README.md
+    args: list[str]
+    error: str | None = None  # the error line the README shows under it
+
+    def __str__(self) -> str:
+        return f"README.md:{self.line}: {shlex.join(self.args)[:70]}"
 
 
-COMMAND_LINES = quick_start_commands()
+def readme_commands(text: str) -> list[Command]:
+    """The commands of ``text``'s fenced blocks in order, as argument lists (comments dropped, ``\\``
+    continuations joined), without the blocks marked to skip."""
+    commands: list[Command] = []
+    lines = text.splitlines()
+    block, skipped, pending = None, False, ""
+    for number, line in enumerate(lines, 1):
+        if block is None:
+            if line.startswith("```"):
+                block, skipped = line[3:].strip(), lines[number - 2].startswith(SKIP_MARK)
+            continue
+        if line.startswith("```"):
+            block = None
+        elif skipped:
+            continue
+        elif block == "bash":
+            pending += line.removesuffix("\\")
+            if not line.endswith("\\") and (args := shlex.split(pending, comments=True)):
+                commands.append(Command(number, args))
+            pending = "" if not line.endswith("\\") else pending
+        elif line.startswith("$ "):
+            commands.append(Command(number, shlex.split(line[2:], comments=True)))
+        elif line.startswith("error: ") and commands and commands[-1].line == number - 1:
+            commands[-1].error = line.removeprefix("error: ")
+    return commands
+
+
+COMMAND_LINES = readme_commands(README)
+
+
+def as_attnlab(args: list[str]) -> list[str]:
+    """``make train ARGS="..."`` is ``attnlab-train ...`` (the Makefile's train target)."""
+    if args[:2] == ["make", "train"]:
+        extra = [a.removeprefix("ARGS=") for a in args[2:] if a.startswith("ARGS=")]
+        return ["attnlab-train", *(shlex.split(extra[0]) if extra else [])]
+    return args
 
 
 def jobs(args: list[str]) -> list[list[str]]:
@@ -44,80 +100,203 @@ def jobs(args: list[str]) -> list[list[str]]:
     return [list(job) for job in itertools.product(*choices)]
 
 
-def test_the_quick_start_has_the_commands_a_new_user_runs():
-    programs = [args[0] for args in COMMAND_LINES]
-    for needed in ("make", "attnlab-train", "attnlab-report", "attnlab-sample", "attnlab-explain"):
-        assert needed in programs, needed
-    assert "source .venv/bin/activate" in QUICK_START  # the console scripts live in .venv/bin
-
-
-@pytest.mark.parametrize("args", COMMAND_LINES, ids=[" ".join(a)[:60] for a in COMMAND_LINES])
-def test_each_command_exists(args):
-    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    if args[0] == "make":
-        targets = re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), flags=re.M)
-        assert args[1] in targets
-    else:
-        assert args[0] in scripts, f"{args[0]} is not a console script of pyproject.toml"
-
-
-HYDRA_LINES = [args for args in COMMAND_LINES if args[0] in HYDRA_COMMANDS]
-
-
-@pytest.mark.parametrize("args", HYDRA_LINES, ids=[" ".join(a)[:60] for a in HYDRA_LINES])
-def test_each_override_is_accepted(args):
-    """Composed like the command composes it, then checked by its schema (and attnlab-train's rules
-    between groups, all that runs before the run directory) for every job."""
-    name = HYDRA_COMMANDS[args[0]]
-    if value_of(
-        args, "task.teacher"
-    ):  # its defaults come from the teacher's run, which an earlier command trains
-        pytest.skip("task=distill composes on the teacher's run: tests/cli/test_train_distill.py runs it")
-    register_schemas()
-    for overrides in jobs(args[1:]):
-        with initialize_config_dir(str(config_dir()), version_base="1.3"):
-            cfg = compose(name, overrides=overrides)
-        if name == "train":
-            validate(cfg)
-        else:
-            command = OmegaConf.to_object(cfg)
-            assert isinstance(command, COMMANDS[name])
-            if hasattr(command, "check"):
-                command.check()
-
-
 def value_of(args: list[str], key: str) -> str | None:
     return next((a.split("=", 1)[1] for a in args if a.startswith(f"{key}=")), None)
 
 
+def test_the_readme_commands_are_found_in_every_section():
+    sections = [
+        "## Training",
+        "## Comparing runs",
+        "### Your own images",
+        "## Generation",
+        "## What the default",
+    ]
+    lines = [README[: README.index(s)].count("\n") + 1 for s in sections]
+    for start in lines:
+        assert any(c.line > start for c in COMMAND_LINES)
+    programs = {c.args[0] for c in COMMAND_LINES}
+    assert {"make", "attnlab-train", "attnlab-report", "attnlab-sample", "attnlab-explain"} <= programs
+    assert "torchrun" not in programs and "srun" not in programs  # skipped blocks: GPUs, SLURM
+    assert sum(c.error is not None for c in COMMAND_LINES) >= 5  # the bad configs' lines
+    assert "source .venv/bin/activate" in QUICK_START  # the console scripts live in .venv/bin
+
+
+def test_the_parser_skips_marked_blocks_and_joins_lines():
+    text = "```bash\na b=1 \\\n  c=2   # note\n```\n<!-- readme-test: skip (GPUs) -->\n```bash\nx\n```\n"
+    text += "```console\n$ y k=v\nerror: k=v: bad\nok\n```\n"
+    found = [(c.line, c.args, c.error) for c in readme_commands(text)]
+    assert found == [(3, ["a", "b=1", "c=2"], None), (10, ["y", "k=v"], "k=v: bad")]
+
+
+@pytest.mark.parametrize("command", COMMAND_LINES, ids=str)
+def test_each_program_exists(command):
+    program, *args = command.args
+    if program == "make":
+        targets = re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), flags=re.M)
+        assert args[0] in targets
+    elif program.startswith("attnlab-"):
+        scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+        assert program in scripts, f"{program} is not a console script of pyproject.toml"
+    elif program == "python":
+        assert (ROOT / args[0]).is_file(), args[0]
+    else:  # a program of the environment (tensorboard, wandb) or the system (ls)
+        assert shutil.which(program) or Path(sys.executable).with_name(program).exists(), program
+
+
+HYDRA_LINES = [c for c in COMMAND_LINES if as_attnlab(c.args)[0] in HYDRA_COMMANDS]
+
+
+def trained_runs() -> dict[str, list[str]]:
+    """{run_dir: the overrides of the README's command that trains it} (the first; resumes excluded)."""
+    runs: dict[str, list[str]] = {}
+    for command in HYDRA_LINES:
+        program, *args = as_attnlab(command.args)
+        if (
+            program == "attnlab-train"
+            and (run_dir := value_of(args, "run_dir"))
+            and not value_of(args, "ckpt_path")
+        ):
+            runs.setdefault(run_dir, args)
+    return runs
+
+
+TRAINED = trained_runs()
+
+
+@pytest.fixture(scope="module")
+def composer():
+    """``compose(command, overrides)`` inside one Hydra context for the whole module (cheaper)."""
+    register_schemas()
+    with initialize_config_dir(str(config_dir()), version_base="1.3"):
+        yield compose
+
+
+@pytest.fixture(scope="module")
+def readme_folder(tmp_path_factory) -> Path:
+    """A folder where the README's ``python`` commands have run (they write the example images)."""
+    folder = tmp_path_factory.mktemp("readme")
+    for command in COMMAND_LINES:
+        if command.args[0] == "python":
+            script, *args = command.args[1:]
+            subprocess.run([sys.executable, ROOT / script, *args], cwd=folder, check=True, timeout=120)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def trained_config(composer):
+    """``trained_config(path)``: the run config of the README's command whose run directory holds
+    ``path``, composed and validated once."""
+
+    @functools.cache
+    def saved(path: str) -> RunConfig:
+        run_dir = next(d for d in TRAINED if path.startswith(f"{d}/"))
+        return validate(composer("train", overrides=TRAINED[run_dir]))
+
+    return saved
+
+
+@pytest.fixture
+def readme_runs(trained_config, monkeypatch, readme_folder):
+    """A checkpoint under a run directory of the README reads as the run config of the README's command
+    that trains it (composed and validated, not trained), for the commands that compose onto it
+    (attnlab-eval's ``data.*``, attnlab-sample's ``model.*``, distillation's teacher). What they store in
+    Hydra's config store is gone after the test."""
+    store = ConfigStore.instance()
+    for group in ("data", "model"):
+        monkeypatch.setitem(store.repo, group, dict(store.repo[group]))
+    monkeypatch.setattr(eval_data, "saved_run", trained_config)
+    monkeypatch.setattr(teacher, "teacher_run", trained_config)
+    monkeypatch.chdir(readme_folder)
+
+
+def check(name: str, overrides: list[str], composer) -> None:
+    """What the command checks before it trains or loads weights: the composed config against its
+    schema and rules (attnlab-train's between the groups, a teacher's; attnlab-eval's against the
+    checkpoint's run), as the command composes it."""
+    if name == "train":
+        overrides = teacher.with_teacher_defaults(overrides)
+        cfg = composer(name, overrides=overrides)
+        teacher.check_teacher_run(cfg)
+        run = validate(cfg)
+        check_source(run.data, run.model)  # the heads of its files: the example images' sizes
+        return
+    if name == "eval":
+        eval_data.store_checkpoint_data(overrides)
+        check_eval_job(composer(name, overrides=overrides), Path("eval"), overrides)
+        return
+    if name == "sample":
+        eval_data.store_checkpoint_model(overrides)
+    command = OmegaConf.to_object(composer(name, overrides=overrides))
+    assert isinstance(command, COMMANDS[name])
+    if hasattr(command, "check"):
+        command.check()
+
+
+@pytest.mark.parametrize("command", HYDRA_LINES, ids=str)
+def test_each_override_is_accepted_or_fails_as_shown(command, composer, readme_runs):
+    """Composed as the command composes it and checked, for every job; a command the README shows
+    failing ends with the README's line."""
+    program, *args = as_attnlab(command.args)
+    name = HYDRA_COMMANDS[program]
+    for overrides in jobs(args):
+        if command.error is None:
+            check(name, overrides, composer)
+            continue
+        with pytest.raises(Exception) as failure:  # any error the command turns into one line
+            check(name, overrides, composer)
+        assert one_line(failure.value, overrides) == command.error
+
+
+def reads_and_writes(args: list[str]) -> tuple[list[str], list[str]]:
+    """The paths a command reads and those it writes, as the README's commands name them."""
+    program, *rest = args
+    reads = [v for key in READ_KEYS if (v := value_of(rest, key)) and v not in ("last", "auto")]
+    writes = [v for key in ("run_dir", "hydra.sweep.dir") if (v := value_of(rest, key))]
+    if value_of(rest, "ckpt_path") == "last":  # resumes in place: the run directory exists
+        reads.append(value_of(rest, "run_dir"))
+    positional = [a for a in rest if "=" not in a and not a.startswith("-")]
+    if program == "attnlab-report":
+        outs = [rest[i + 1] for i, a in enumerate(rest) if a == "--out"]
+        reads += [a for a in positional if a not in outs]
+        writes += outs
+    elif program == "python":  # python <script> <folder it writes>
+        writes += positional[1:]
+    elif program in ("ls", "tensorboard") or rest[:1] == ["leet"]:
+        reads += [a for a in positional if a != "leet"]
+        reads += [rest[i + 1] for i, a in enumerate(rest) if a == "--logdir"]
+    return reads, writes
+
+
 def test_each_command_reads_what_an_earlier_command_wrote():
-    """No placeholder to fill in: a checkpoint read is in the run directory of an earlier training,
-    a report's folder is an earlier sweep's (or run's) directory."""
+    """No placeholder to fill in: a checkpoint, folder or image set a command reads is in the repository
+    or under a run directory (or folder) that an earlier command of the README wrote."""
     written: list[str] = []
-    for args in COMMAND_LINES:
-        for key in ("ckpt_path", "task.teacher"):
-            ckpt = value_of(args, key)
-            if ckpt is not None:
-                assert any(ckpt.startswith(f"{d}/checkpoints/") for d in written), ckpt
-        if args[0] == "attnlab-report":
-            assert all(path in written for path in args[1:] if not path.startswith("-")), args
-        if args[0] == "attnlab-train":
-            written += [d for d in (value_of(args, "run_dir"), value_of(args, "hydra.sweep.dir")) if d]
+    for command in COMMAND_LINES:
+        reads, writes = reads_and_writes(as_attnlab(command.args))
+        for path in reads:
+            earlier = any(path == w or path.startswith(f"{w}/") or fnmatch.fnmatch(w, path) for w in written)
+            assert earlier or (ROOT / path).exists(), f"{command}: {path}"
+        written += writes
 
 
-def test_the_files_the_quick_start_links_exist():
-    links = re.findall(r"\]\(([^)#]+)\)", QUICK_START)
+def test_the_read_check_is_not_vacuous():
+    reads, writes = reads_and_writes(
+        ["attnlab-train", "task.teacher=a/checkpoints/last.ckpt", "ckpt_path=last", "run_dir=b"]
+    )
+    assert (reads, writes) == (["a/checkpoints/last.ckpt", "b"], ["b"])
+    assert reads_and_writes(["attnlab-report", "runs/x", "--out", "cmp"]) == (["runs/x"], ["cmp"])
+
+
+def test_the_files_the_readme_links_exist():
+    links = re.findall(r"\]\(([^)#]+)\)", README)
     assert links
     for link in links:
         if not link.startswith("http"):
             assert (ROOT / link).exists(), link
 
 
-def test_a_bad_override_in_the_readme_would_fail_here():
+def test_a_bad_override_in_the_readme_would_fail_here(composer):
     """The check above is not vacuous: an override the schema does not know is refused."""
-    register_schemas()
-    with (
-        initialize_config_dir(str(config_dir()), version_base="1.3"),
-        pytest.raises(Exception, match="attn_windw"),
-    ):
-        validate(compose("train", overrides=["model.attn_windw=4"]))
+    with pytest.raises(Exception, match="attn_windw"):
+        check("train", ["model.attn_windw=4"], composer)

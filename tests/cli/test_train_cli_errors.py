@@ -171,18 +171,6 @@ def test_eval_without_a_checkpoint_is_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "outputs").exists()
 
 
-def test_eval_help_lists_only_what_eval_can_choose(tmp_path: Path) -> None:
-    """The model is the checkpoint's, eval runs in one process, and the store's schemas are no choices."""
-    result = cli(["--help"], tmp_path, command="eval", timeout=120)
-    groups, config = result.stdout.split("== Configuration groups ==")[1].split("== Config ==")
-    named = [line.split(":")[0] for line in groups.splitlines()[3:] if line and not line.startswith(" ")]
-    assert named == ["data", "logger", "trainer"]
-    assert "\ntrainer: cpu, gpu " in groups and "shakespeare" in groups
-    assert "_schema" not in groups and "_checkpoint" not in groups
-    assert "strategy" not in config and "max_steps" not in config
-    assert not (tmp_path / "outputs").exists()
-
-
 def test_validation_imports_neither_torch_nor_lightning(tmp_path: Path) -> None:
     """Composition and validation are torch-free, so a bad config fails in a fraction of a second."""
     command = [sys.executable, "-X", "importtime", "-m", "attnlab.train", "model.n_heads=3"]

@@ -64,6 +64,22 @@ def config_dir() -> Path:
     return Path(str(importlib.resources.files("attnlab.conf")))
 
 
+def presets(group: str) -> list[str]:
+    """The options of ``group`` that ``conf/<group>/`` holds (not the schemas of the config store)."""
+    return sorted(path.stem for path in (config_dir() / group).glob("*.yaml"))
+
+
+def help_groups(command: str) -> str:
+    """The groups section of ``--help`` (the resolver ``attnlab.help_groups``, in
+    ``conf/hydra/help/attnlab.yaml``). Hydra's own lists the schema nodes of the config store
+    (``model/gpt_schema``, ...) as if they were choices, and every group of ``conf/`` for the commands
+    that read a checkpoint, which take none of them."""
+    if not command.startswith("train"):  # train_rank<k> under torchrun
+        return "(none: the model, data and tokenizer are the checkpoint's, ckpt_path=...)"
+    groups = sorted(path.name for path in config_dir().iterdir() if path.is_dir() and path.name != "hydra")
+    return "\n".join(f"{group}: {', '.join(presets(group))}" for group in groups if presets(group))
+
+
 def register_schemas() -> None:
     """Put the schemas in Hydra's config store, so that every key exists (and is typed) before the
     groups and the command line are merged in: each command's (``train_schema``, ...), and each class
@@ -82,6 +98,7 @@ def register_schemas() -> None:
     )
     OmegaConf.register_new_resolver("attnlab.rank_suffix", rank_suffix, replace=True)
     OmegaConf.register_new_resolver("attnlab.with_label", with_label, replace=True)
+    OmegaConf.register_new_resolver("attnlab.help_groups", help_groups, replace=True)
 
 
 def with_label(base: object, *, _root_: DictConfig) -> str:

@@ -12,15 +12,10 @@ from dataclasses import fields
 
 from omegaconf import OmegaConf
 
-from attnlab.cli.app import config_dir
+from attnlab.cli.app import config_dir, presets
 from attnlab.cli.eval_data import parse, values_of
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.run import EvalTrainerConfig
-
-
-def presets(group: str) -> list[str]:
-    """The options of ``group`` that ``conf/<group>/`` holds (not the schemas of the config store)."""
-    return sorted(path.stem for path in (config_dir() / group).glob("*.yaml"))
 
 
 def eval_trainers() -> list[str]:
