@@ -25,8 +25,10 @@ from benchmarks import (
     flex,
     generation,
     mfu,
+    nanogpt_run,
     overhead,
     startup,
+    step_cost,
     train_step,
 )
 from benchmarks.common import BENCH_DIR, Row, Settings
@@ -43,6 +45,8 @@ SECTIONS = {
     "startup": startup,
     "data": data,
     "checkpoint": checkpoint,
+    "stepcost": step_cost,
+    "nanogpt": nanogpt_run,
 }
 
 
