@@ -144,6 +144,18 @@ def test_clipping_by_norm_still_clips(tiny_model) -> None:
     assert max(fit(task_with_bad_steps(tiny_model), clip=0.0).grad_norms.values()) > 0.1
 
 
+def test_clipping_by_norm_computes_the_norm_it_checks_once(tiny_model, monkeypatch) -> None:
+    """The checked norm is the one clipping computed: no second pass over the gradients per step."""
+    import attnlab.tasks.base as base
+
+    calls = []
+    monkeypatch.setattr(base, "gradient_norm", lambda params: calls.append(1) or torch.tensor(0.0))
+    fit(task_with_bad_steps(tiny_model), clip=1.0)
+    assert calls == []
+    fit(task_with_bad_steps(tiny_model), clip=0.0)
+    assert len(calls) == 6  # without clipping, the norm is computed for the check alone
+
+
 def test_a_checkpoint_of_non_finite_weights_is_refused_and_the_skip_counts_are_kept(tiny_model) -> None:
     task = task_with_bad_steps(tiny_model)
     task.nonfinite.skipped, task.nonfinite.in_a_row = 5, 2
