@@ -188,3 +188,16 @@ def test_a_non_finite_validation_value_is_never_the_best(tmp_path) -> None:
     # resumes find the state that checkpoints written with Lightning's class hold
     lightning = ModelCheckpoint(dirpath=tmp_path, monitor="val/loss", mode="min", save_top_k=1)
     assert best.state_key == lightning.state_key
+
+
+def test_the_best_checkpoints_state_key_is_built_once(tmp_path, monkeypatch) -> None:
+    """Lightning reads a callback's state key at every hook call; ModelCheckpoint renders it each time."""
+    calls = []
+    render = ModelCheckpoint._generate_state_key
+    monkeypatch.setattr(
+        ModelCheckpoint, "_generate_state_key", lambda s, **kw: calls.append(1) or render(s, **kw)
+    )
+    best = BestCheckpoint(dirpath=tmp_path, monitor="val/loss", mode="min", save_top_k=1)
+    keys = {best.state_key for _ in range(5)}
+    assert len(calls) == 1
+    assert keys == {ModelCheckpoint(dirpath=tmp_path, monitor="val/loss", mode="min").state_key}
