@@ -7,7 +7,7 @@ suite's thread count (``OMP_NUM_THREADS``), taking turns:
 
 - nanoGPT: ``train.py config/train_shakespeare_char.py`` with the baby flags of its README
   (experiments/nanogpt_baby/README.md), run from a temporary folder that holds the
-  ``data/shakespeare_char/{train,val}.bin, meta.pkl`` its ``prepare.py`` would write (written here
+  ``data/shakespeare_char`` files its ``prepare.py`` would write (``gpu_recipe.write_nanogpt_data``,
   from the same file, so that nothing is downloaded: same character vocabulary, same 90/10 split);
 - attnlab: ``attnlab-train experiment=nanogpt_baby`` with the same file, as a user runs it.
 
@@ -19,7 +19,6 @@ iteration time, attnlab's median logged ``tokens/s``, validation excluded from b
 from __future__ import annotations
 
 import os
-import pickle
 import re
 import statistics
 import subprocess
@@ -28,9 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 from benchmarks.common import ROOT, Row, Settings
+from benchmarks.gpu_recipe import VAL_LINE, write_nanogpt_data
 from benchmarks.startup import train_command
 
 SECTION = "nanoGPT train.py"
@@ -48,7 +46,6 @@ BABY_FLAGS = [
     "--dropout=0.0",
 ]
 ITERATION = re.compile(r"^iter (\d+): loss [\d.]+, time ([\d.]+)ms")
-NANOGPT_VAL = re.compile(r"^step (\d+): train loss [\d.]+, val loss ([\d.]+)")
 ATTNLAB_RATE = re.compile(r"\| tokens/s (\d+) \|")
 ATTNLAB_VAL = re.compile(r"^step (\d+)/\d+ \| val/loss ([\d.]+)")
 
@@ -61,20 +58,6 @@ def nanogpt_dir() -> Path | None:
     """The nanoGPT checkout named by ``NANOGPT_DIR``, if it has train.py."""
     found = os.environ.get("NANOGPT_DIR")
     return Path(found) if found and (Path(found) / "train.py").is_file() else None
-
-
-def prepare_shakespeare_char(text: str, folder: Path) -> None:
-    """What nanoGPT's data/shakespeare_char/prepare.py writes for ``text``: ids of the sorted set of
-    characters as uint16, the first 90% (rounded down) in train.bin, the rest in val.bin, and
-    meta.pkl with the vocabulary."""
-    chars = sorted(set(text))
-    stoi = {ch: i for i, ch in enumerate(chars)}
-    cut = int(len(text) * 0.9)
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, part in (("train.bin", text[:cut]), ("val.bin", text[cut:])):
-        np.array([stoi[c] for c in part], dtype=np.uint16).tofile(folder / name)
-    meta = {"vocab_size": len(chars), "itos": dict(enumerate(chars)), "stoi": stoi}
-    (folder / "meta.pkl").write_bytes(pickle.dumps(meta))
 
 
 def nanogpt_command(checkout: Path, steps: int) -> list[str]:
@@ -124,7 +107,7 @@ def timed(args: list[str], cwd: Path, threads: int) -> tuple[float, str]:
 def nanogpt_rate(stdout: str) -> tuple[float, str]:
     """Training tokens/s from the median iteration time, and the last val loss it printed."""
     times = [float(m.group(2)) for m in map(ITERATION.match, stdout.splitlines()) if m and m.group(1) != "0"]
-    vals = [m.group(2) for m in map(NANOGPT_VAL.match, stdout.splitlines()) if m]
+    vals = [loss for _, loss in VAL_LINE.findall(stdout)]
     return BATCH * BLOCK / (statistics.median(times) / 1e3), vals[-1] if vals else "?"
 
 
@@ -140,7 +123,7 @@ def one_round(checkout: Path, steps: int, threads: int, order: int) -> dict[str,
     found = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        prepare_shakespeare_char(corpus().read_text(encoding="utf-8"), work / "data" / "shakespeare_char")
+        write_nanogpt_data(corpus(), work / "data" / "shakespeare_char")
         (work / "configurator.py").symlink_to(checkout / "configurator.py")  # train.py execs it from cwd
         for name in ("nanoGPT", "attnlab")[::order]:
             if name == "nanoGPT":

@@ -6,10 +6,8 @@ parsing of both programs' output are.
 
 from __future__ import annotations
 
-import pickle
 import sys
 
-import numpy as np
 import pytest
 from benchmarks.common import Settings
 
@@ -59,17 +57,6 @@ def test_bare_loop_trains_the_composed_tiny_gpt(monkeypatch) -> None:
     run, model = seen["run"], seen["model"]
     assert (run.trainer.max_steps, run.data.batch_size, run.data.seq_len) == (3, 4, 16)
     assert (model.cfg.n_layers, model.cfg.d_model) == (1, 32) and model.cfg.vocab_size > 0
-
-
-def test_nanogpt_data_files_are_what_its_prepare_py_writes(tmp_path) -> None:
-    text = "To be, or not to be:\nthat is the question.\n" * 3
-    nanogpt_run.prepare_shakespeare_char(text, tmp_path)
-    meta = pickle.loads((tmp_path / "meta.pkl").read_bytes())
-    assert meta["vocab_size"] == len(set(text)) and list(meta["itos"].values()) == sorted(set(text))
-    train = np.fromfile(tmp_path / "train.bin", dtype=np.uint16)
-    val = np.fromfile(tmp_path / "val.bin", dtype=np.uint16)
-    assert len(train) == int(len(text) * 0.9) and len(train) + len(val) == len(text)
-    assert "".join(meta["itos"][int(i)] for i in np.concatenate([train, val])) == text
 
 
 def test_without_nanogpt_dir_the_section_is_skipped_with_a_note(monkeypatch) -> None:
