@@ -35,17 +35,18 @@ def test_per_step_cost_is_the_difference_of_two_runs_and_turns_alternate(monkeyp
     calls: list[tuple[str, int]] = []
     fixed = {"attnlab-train": 1.0, "bare Trainer": 2.0, "plain loop": 3.0}  # seconds of startup
 
-    def fake(contender: str, steps: int, threads: int) -> float:
+    def fake(contender: str, steps: int, threads: int) -> tuple[float, float]:
         calls.append((contender, steps))
-        return fixed[contender] + steps * 1e-3 * (2 if contender == "attnlab-train" else 1)
+        wall = fixed[contender] + steps * 1e-3 * (2 if contender == "attnlab-train" else 1)
+        return wall, wall / 2
 
-    monkeypatch.setattr(step_cost, "wall_seconds", fake)
+    monkeypatch.setattr(step_cost, "run_seconds", fake)
     costs = step_cost.per_step_costs(10, 110, 2, 1)
-    assert costs["attnlab-train"] == pytest.approx([2e-3, 2e-3])
-    assert costs["plain loop"] == pytest.approx([1e-3, 1e-3])
+    assert costs["wall time"]["attnlab-train"] == pytest.approx([2e-3, 2e-3])
+    assert costs["CPU time"]["plain loop"] == pytest.approx([0.5e-3, 0.5e-3])
     order = [c for c, steps in calls if steps == 10]
     assert order == [*step_cost.CONTENDERS, *step_cost.CONTENDERS[::-1]]
-    rows = step_cost.rows_of(costs, 10, 110, "1.0")
+    rows = step_cost.rows_of(costs["CPU time"], "CPU time", 10, 110, "1.0")
     assert [r.median for r in rows] == pytest.approx([2.0, 2.0])
     assert rows[0].target == 1.1 and rows[0].met is False
 
