@@ -2,7 +2,9 @@
 
 Writes ``benchmarks/results.md`` (or ``--out``) and the plots under ``plots/`` next to it. The full
 suite takes about 20 minutes on 2 cores, ``--quick`` a few. A section that fails is reported in
-the notes and the exit status, and the others still run.
+the notes and the exit status, and the others still run. The ``nanogpt`` section runs nanoGPT's own
+train.py from a checkout named by ``NANOGPT_DIR`` (skipped with a note without one; about 10 more
+minutes), ``stepcost`` trains in fresh processes (a few minutes).
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from benchmarks import (
     flex,
     generation,
     mfu,
+    nanogpt_run,
     overhead,
     startup,
+    step_cost,
     train_step,
 )
 from benchmarks.common import BENCH_DIR, Row, Settings
@@ -43,6 +47,8 @@ SECTIONS = {
     "startup": startup,
     "data": data,
     "checkpoint": checkpoint,
+    "stepcost": step_cost,
+    "nanogpt": nanogpt_run,
 }
 
 

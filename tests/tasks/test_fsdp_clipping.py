@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from pytorch_lightning.plugins.precision import FSDPPrecision
+from pytorch_lightning.utilities.enums import GradClipAlgorithmType
 from torch.distributed.fsdp import FullyShardedDataParallel
 
 from attnlab.schema.optim import AdamWConfig
@@ -39,8 +40,9 @@ def backward(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
 
 
 @pytest.mark.filterwarnings("ignore:FSDP is switching to use `NO_SHARD`")
+@pytest.mark.parametrize("algorithm", ["norm", None, GradClipAlgorithmType.NORM])  # None: Lightning's default
 def test_fsdp_clips_through_its_own_global_norm(
-    one_process_group: None, tiny_model, monkeypatch: pytest.MonkeyPatch
+    one_process_group: None, tiny_model, monkeypatch: pytest.MonkeyPatch, algorithm: object
 ) -> None:
     task = build_task(task_config("causal_lm"), AdamWConfig(), tiny_model("gpt", n_heads=2), max_steps=4)
     task.nonfinite = NonFiniteGuard("stop", 1)
@@ -64,7 +66,7 @@ def test_fsdp_clips_through_its_own_global_norm(
         global_step=0,
     )
     optimizer = torch.optim.AdamW(sharded.parameters())
-    task.configure_gradient_clipping(optimizer, gradient_clip_val=0.05, gradient_clip_algorithm="norm")
+    task.configure_gradient_clipping(optimizer, gradient_clip_val=0.05, gradient_clip_algorithm=algorithm)
 
     assert calls == [0.05]
     expected = torch.nn.utils.clip_grad_norm_(reference.parameters(), 0.05)

@@ -144,6 +144,18 @@ def test_clipping_by_norm_still_clips(tiny_model) -> None:
     assert max(fit(task_with_bad_steps(tiny_model), clip=0.0).grad_norms.values()) > 0.1
 
 
+def test_clipping_by_norm_computes_the_norm_it_checks_once(tiny_model, monkeypatch) -> None:
+    """The checked norm is the one clipping computed: no second pass over the gradients per step."""
+    import attnlab.tasks.base as base
+
+    calls = []
+    monkeypatch.setattr(base, "gradient_norm", lambda params: calls.append(1) or torch.tensor(0.0))
+    fit(task_with_bad_steps(tiny_model), clip=1.0)
+    assert calls == []
+    fit(task_with_bad_steps(tiny_model), clip=0.0)
+    assert len(calls) == 6  # without clipping, the norm is computed for the check alone
+
+
 def test_a_checkpoint_of_non_finite_weights_is_refused_and_the_skip_counts_are_kept(tiny_model) -> None:
     task = task_with_bad_steps(tiny_model)
     task.nonfinite.skipped, task.nonfinite.in_a_row = 5, 2
@@ -176,3 +188,16 @@ def test_a_non_finite_validation_value_is_never_the_best(tmp_path) -> None:
     # resumes find the state that checkpoints written with Lightning's class hold
     lightning = ModelCheckpoint(dirpath=tmp_path, monitor="val/loss", mode="min", save_top_k=1)
     assert best.state_key == lightning.state_key
+
+
+def test_the_best_checkpoints_state_key_is_built_once(tmp_path, monkeypatch) -> None:
+    """Lightning reads a callback's state key at every hook call; ModelCheckpoint renders it each time."""
+    calls = []
+    render = ModelCheckpoint._generate_state_key
+    monkeypatch.setattr(
+        ModelCheckpoint, "_generate_state_key", lambda s, **kw: calls.append(1) or render(s, **kw)
+    )
+    best = BestCheckpoint(dirpath=tmp_path, monitor="val/loss", mode="min", save_top_k=1)
+    keys = {best.state_key for _ in range(5)}
+    assert len(calls) == 1
+    assert keys == {ModelCheckpoint(dirpath=tmp_path, monitor="val/loss", mode="min").state_key}

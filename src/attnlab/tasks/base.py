@@ -197,7 +197,8 @@ class TaskModule(pl.LightningModule):
         sharded = (
             trainer.strategy.model if isinstance(trainer.strategy.model, FullyShardedDataParallel) else None
         )
-        by_norm = bool(gradient_clip_val) and str(gradient_clip_algorithm) == "norm"
+        # None is Lightning's default (by norm); its str enum compares equal to its value, not its str()
+        by_norm = bool(gradient_clip_val) and (gradient_clip_algorithm or "norm") == "norm"
         if by_norm and sharded is not None:  # gradients unscaled already (Lightning's FSDPPrecision)
             norm = sharded.clip_grad_norm_(gradient_clip_val)
             norm = norm if scaler is None else None

@@ -17,6 +17,7 @@ import io
 import logging
 import os
 import signal
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +74,10 @@ class BestCheckpoint(ModelCheckpoint):
             return False
         return super().check_monitor_top_k(trainer, current)
 
-    @property
+    @cached_property
     def state_key(self) -> str:
+        """Built once: Lightning reads it at every hook call of every step (it names the call for its
+        profiler), and ModelCheckpoint renders it from a dict of its settings, fixed at __init__."""
         return super().state_key.replace(type(self).__qualname__, ModelCheckpoint.__qualname__, 1)
 
 

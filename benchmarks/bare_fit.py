@@ -1,0 +1,116 @@
+"""The references for attnlab-train's own cost per step: a bare ``pl.Trainer`` and a plain PyTorch loop.
+
+    python -m benchmarks.bare_fit trainer --steps 2400 model.n_layers=1 model.d_model=32 ...
+    python -m benchmarks.bare_fit loop --steps 2400 <the same overrides>
+
+Both train what ``attnlab-train <overrides>`` trains: the config composed from conf/ (so the same
+model, data module and training batches, AdamW with its schedule, gradient clipping), built with
+attnlab's own builders. ``trainer`` fits it with a ``pl.Trainer`` that has no logger, checkpoint
+callback, progress bar or model summary, through a LightningModule that only computes the loss;
+``loop`` runs forward, cross-entropy, backward, clipping, AdamW and the schedule in a ``for`` loop.
+Neither validates: the step-cost section keeps validation out of the difference it measures
+(``benchmarks.step_cost``). The caller times the whole process; this script prints nothing of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from hydra import compose, initialize_config_dir
+from torch import Tensor, nn
+
+from attnlab.cli.app import config_dir, register_schemas
+from attnlab.data import build_datamodule
+from attnlab.models import build_model
+from attnlab.schema.checks import validate
+from attnlab.schema.run import RunConfig
+from attnlab.tasks.optim import configure_optimizers
+
+
+def lm_loss(model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
+    logits = model(batch["input_ids"])
+    return F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=-100)
+
+
+class BareLM(pl.LightningModule):
+    """The least a LightningModule needs: the loss, and the run's optimizer and schedule."""
+
+    def __init__(self, model: nn.Module, run: RunConfig) -> None:
+        super().__init__()
+        self.model, self.run = model, run
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        return lm_loss(self.model, batch)
+
+    def configure_optimizers(self) -> dict:
+        return configure_optimizers(self.model, self.run.optim, self.run.trainer.max_steps)
+
+
+def compose_run(overrides: list[str]) -> RunConfig:
+    register_schemas()
+    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
+        return validate(compose("train", overrides=overrides))
+
+
+def fit_trainer(run: RunConfig, model: nn.Module, data: pl.LightningDataModule) -> None:
+    trainer = pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        max_steps=run.trainer.max_steps,
+        gradient_clip_val=run.trainer.gradient_clip_val,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        limit_val_batches=0,
+        num_sanity_val_steps=0,
+        use_distributed_sampler=False,
+    )
+    trainer.fit(BareLM(model, run), train_dataloaders=data.train_dataloader())
+
+
+def fit_loop(run: RunConfig, model: nn.Module, data: pl.LightningDataModule) -> None:
+    steps, clip = run.trainer.max_steps, run.trainer.gradient_clip_val
+    setup = configure_optimizers(model, run.optim, steps)
+    optimizer, scheduler = setup["optimizer"], setup["lr_scheduler"]["scheduler"]
+    model.train()
+    step = 0
+    while step < steps:  # epochs, as Lightning's max_epochs=-1
+        for batch in data.train_dataloader():
+            lm_loss(model, batch).backward()
+            if clip:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            scheduler.step()
+            step += 1
+            if step == steps:
+                break
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.bare_fit", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("kind", choices=("trainer", "loop"))
+    parser.add_argument("--steps", type=int, required=True)
+    parser.add_argument("overrides", nargs="*", help="attnlab-train overrides (model, data, optim)")
+    args = parser.parse_intermixed_args(argv)
+    run = compose_run([*args.overrides, f"trainer.max_steps={args.steps}"])
+    pl.seed_everything(run.seed, verbose=False)
+    data = build_datamodule(
+        run.data, family=run.model.family, task=run.task.name, seed=run.seed, model_cfg=run.model
+    )
+    data.setup("fit")
+    model = build_model(replace(run.model, vocab_size=data.vocab_size))
+    (fit_trainer if args.kind == "trainer" else fit_loop)(run, model, data)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
