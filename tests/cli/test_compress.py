@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import errno
 import json
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import torch
-from train_cli import RunsCode, tiny_checkpoints
+from train_cli import RunsCode, run_command, tiny_checkpoints
 
 pytestmark = pytest.mark.slow  # end to end: trains four tiny runs (about 1 s each), then compresses
 
@@ -71,17 +70,6 @@ def int8(checkpoint) -> Callable[[str], Path]:
         return made[family]
 
     return get
-
-
-def run_command(main: Callable[[], None], args: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
-    """Run a console script's ``main`` with ``args``; returns its exit status."""
-    monkeypatch.setattr(sys, "argv", ["attnlab", *args])
-    monkeypatch.setenv("HYDRA_FULL_ERROR", "0")
-    try:
-        main()
-    except SystemExit as exit_:
-        return int(exit_.code or 0)
-    return 0
 
 
 def validation_loss(ckpt: Path, batches: int = 2) -> float:
@@ -152,7 +140,7 @@ def test_attnlab_sample_and_explain_read_the_int8_checkpoint(int8, tmp_path, mon
     from attnlab.cli.sample import main as sample
 
     args = [f"ckpt_path={int8('gpt')}", "prompt=To be", "max_new_tokens=5", "use_cache=true"]
-    assert run_command(sample, args, monkeypatch) == 0
+    assert run_command(sample, args, monkeypatch, capsys) == 0
     assert "To be" in capsys.readouterr().out
     args = [f"ckpt_path={int8('gpt')}", "input=To be", f"out_dir={tmp_path / 'out'}", "layers=[-1]"]
     assert run_command(explain, [*args, "importance_batches=2"], monkeypatch) == 0
@@ -168,7 +156,8 @@ def test_attnlab_sample_classifies_images_with_an_int8_vit(int8, tmp_path, monke
 
     image = tmp_path / "digit.png"
     Image.fromarray((np.random.default_rng(0).random((8, 8)) * 255).astype(np.uint8)).save(image)
-    assert run_command(main, [f"ckpt_path={int8('vit')}", f"image={image}"], monkeypatch) == 0
+    args = [f"ckpt_path={int8('vit')}", f"image={image}"]  # (trained on first use: its output is dropped)
+    assert run_command(main, args, monkeypatch, capsys) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == str(image) and len(lines) == 6  # the image, then its five likeliest classes
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_compress import COMMON, RUNS, files_under, run_command
-from train_cli import tiny_checkpoints
+from test_compress import COMMON, RUNS, files_under
+from train_cli import run_command, tiny_checkpoints
 
 pytestmark = pytest.mark.slow  # end to end: trains four tiny runs (about 1 s each), then prunes
 

@@ -2,9 +2,9 @@
 processes (``trainer=ddp_sim``, gloo) report the val and test metrics of one process to rel 1e-6, and
 log ``train/loss`` as the loss of the global batch.
 
-The causal LM is compared with one process training on the doubled batch (their training is identical).
-The classifier and seq2seq are compared with ``attnlab-eval`` of the two-process run's checkpoint in one
-process, the same weights: a token-mean loss (seq2seq) trains differently on two processes, as DDP
+The causal LM is compared with one process training on the doubled batch (their training is identical;
+the one process trains in the test's own). The classifier and seq2seq are compared with ``attnlab-eval``
+(its ``main``, in the test's process) of the two-process run's checkpoint, the same weights: a token-mean loss (seq2seq) trains differently on two processes, as DDP
 averages the ranks' gradients unweighted.
 """
 
@@ -15,7 +15,7 @@ import random
 from pathlib import Path
 
 import pytest
-from train_cli import TEST_PRESETS, check, cli, csv_rows, csv_series
+from train_cli import TEST_PRESETS, check, cli, csv_rows, csv_series, run_command, train_in_process
 
 pytestmark = pytest.mark.slow
 REL = 1e-6
@@ -62,11 +62,11 @@ def val_metrics(run: Path, step: int) -> dict[str, float]:
 
 def test_causal_lm_on_two_processes_reports_one_process_metrics(tmp_path: Path) -> None:
     corpus = f"data.path={write_corpus(tmp_path / 'corpus.txt')}"
-    ddp_cwd, single_cwd = tmp_path / "ddp", tmp_path / "single"
-    ddp_cwd.mkdir(), single_cwd.mkdir()
+    ddp_cwd, single = tmp_path / "ddp", tmp_path / "single"
+    ddp_cwd.mkdir()
     check(cli([*GPT, corpus, "trainer=ddp_sim", "data.batch_size=16"], ddp_cwd, timeout=600))
-    check(cli([*GPT, corpus, "data.batch_size=32"], single_cwd, timeout=600))
-    ddp, single = run_dir(ddp_cwd), run_dir(single_cwd)
+    train_in_process([*GPT, corpus, "data.batch_size=32"], single)
+    ddp = run_dir(ddp_cwd)
 
     ddp_train, single_train = csv_series(ddp, "train/loss"), csv_series(single, "train/loss")
     assert sorted(ddp_train) == list(range(GPT_STEPS))
@@ -79,31 +79,29 @@ def test_causal_lm_on_two_processes_reports_one_process_metrics(tmp_path: Path) 
     assert ddp_test == pytest.approx(single_test, rel=REL, abs=0)
 
 
-def test_classifier_and_seq2seq_on_two_processes_report_one_process_metrics(tmp_path: Path) -> None:
-    runs = {}
-    for family in ("bert", "seq2seq"):
-        cwd = tmp_path / family
-        cwd.mkdir()
-        check(cli([*GENERATED, f"experiment=tiny_{family}", "trainer=ddp_sim"], cwd, timeout=600))
-        runs[family] = run_dir(cwd)
-    ckpts = {
-        family: json.loads((run / "test_metrics.json").read_text())["ckpt_path"]
-        for family, run in runs.items()
-    }
-    assert all(ckpt.endswith(f"best-step{GENERATED_STEPS:06d}.ckpt") for ckpt in ckpts.values())
-    # One process: every split of every checkpoint, in one attnlab-eval multirun.
-    sweep = ["-m", f"ckpt_path={ckpts['bert']},{ckpts['seq2seq']}", "split=val,test", *COMMON[:2]]
-    check(cli(sweep, tmp_path, command="eval", timeout=600))
+@pytest.mark.parametrize("family", ["bert", "seq2seq"])
+def test_classifier_and_seq2seq_on_two_processes_report_one_process_metrics(
+    tmp_path: Path, family: str, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from attnlab.cli.eval import main as evaluate
+
+    check(cli([*GENERATED, f"experiment=tiny_{family}", "trainer=ddp_sim"], tmp_path, timeout=600))
+    run = run_dir(tmp_path)
+    ckpt = json.loads((run / "test_metrics.json").read_text())["ckpt_path"]
+    assert ckpt.endswith(f"best-step{GENERATED_STEPS:06d}.ckpt")
+    # One process: both splits of the checkpoint, in one attnlab-eval multirun.
+    monkeypatch.chdir(tmp_path)
+    sweep = ["-m", f"ckpt_path={ckpt}", "split=val,test", *COMMON[:2]]
+    assert run_command(evaluate, sweep, monkeypatch, capsys) == 0, capsys.readouterr().err
 
     names = {"bert": {"loss", "acc", "f1"}, "seq2seq": {"loss", "ppl", "acc", "exact_match", "bleu", "chrf"}}
-    for family, run in runs.items():
-        one = {
-            r["split"]: r["metrics"]
-            for r in map(json.loads, map(Path.read_text, run.glob("eval/*/*/metrics.json")))
-        }
-        two = {"val": val_metrics(run, GENERATED_STEPS), "test": final_test_metrics(run)}
-        for split in ("val", "test"):
-            assert set(two[split]) == {f"{split}/{name}" for name in names[family]}, family
-            assert two[split] == pytest.approx(one[split], rel=REL, abs=0), (family, split)
-    seq2seq = runs["seq2seq"]  # decoded text to score, not two empty corpora:
-    assert val_metrics(seq2seq, GENERATED_STEPS)["val/chrf"] > 0 < final_test_metrics(seq2seq)["test/chrf"]
+    one = {
+        r["split"]: r["metrics"]
+        for r in map(json.loads, map(Path.read_text, run.glob("eval/*/*/metrics.json")))
+    }
+    two = {"val": val_metrics(run, GENERATED_STEPS), "test": final_test_metrics(run)}
+    for split in ("val", "test"):
+        assert set(two[split]) == {f"{split}/{name}" for name in names[family]}, split
+        assert two[split] == pytest.approx(one[split], rel=REL, abs=0), split
+    if family == "seq2seq":  # decoded text to score, not two empty corpora:
+        assert val_metrics(run, GENERATED_STEPS)["val/chrf"] > 0 < final_test_metrics(run)["test/chrf"]

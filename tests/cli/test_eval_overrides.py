@@ -1,6 +1,8 @@
 """``attnlab-eval`` under other conditions than training's: ``data.*`` overrides on top of the
 checkpoint's data config (typed, checked against the model before anything starts), swept with -m,
-and recorded in ``metrics.json``; through the real command line."""
+and recorded in ``metrics.json``. The runs evaluated are trained in this process; the evaluations run
+attnlab-eval's ``main`` in this process too, except the cases that check through the real command
+line that a bad value exits with status 2 and one line (alone and in a sweep)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from train_cli import TEXT, TINY, check, cli
+from train_cli import TEXT, TINY, cli, run_command, train_in_process
 
 pytestmark = pytest.mark.slow
 # Learned positions for 64 tokens, trained on windows of 32.
@@ -20,32 +22,54 @@ EVAL = ["logger=csv", "trainer.enable_progress_bar=false", "split=val", "limit_b
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cwd = tmp_path_factory.mktemp("eval_overrides")
-    check(cli([*GPT, f"run_dir={cwd / 'run'}"], cwd))
-    return cwd / "run"
+    run_dir = tmp_path_factory.mktemp("eval_overrides") / "run"
+    train_in_process(GPT, run_dir)
+    return run_dir
+
+
+def evaluations(run: Path) -> set[Path]:
+    return set((run / "eval").glob("*")) if (run / "eval").exists() else set()
 
 
 def evaluate(run: Path, *args: str, multirun: bool = False):
-    """attnlab-eval of the run's last checkpoint with ``args``; the evaluations it added."""
-    before = set((run / "eval").glob("*")) if (run / "eval").exists() else set()
+    """attnlab-eval of the run's last checkpoint with ``args``, in a subprocess; the evaluations it added."""
+    before = evaluations(run)
     flags = ["-m"] if multirun else []
     ckpt = f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"
     result = cli([*flags, ckpt, *EVAL, *args], run.parent, command="eval")
-    after = set((run / "eval").glob("*")) if (run / "eval").exists() else set()
-    return result, sorted(after - before)
+    return result, sorted(evaluations(run) - before)
+
+
+@pytest.fixture
+def evaluate_here(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """``evaluate_here(run, *args, multirun=False)``: as ``evaluate``, attnlab-eval's ``main`` run in
+    this process (from the run's parent folder); its exit status, its standard error and the
+    evaluations it added."""
+    from attnlab.cli.eval import main
+
+    def evaluate_in_process(run: Path, *args: str, multirun: bool = False) -> tuple[int, str, list[Path]]:
+        before = evaluations(run)
+        monkeypatch.chdir(run.parent)
+        flags = ["-m"] if multirun else []
+        ckpt = f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"
+        status = run_command(main, [*flags, ckpt, *EVAL, *args], monkeypatch, capsys)
+        err = capsys.readouterr().err
+        return status, err, sorted(evaluations(run) - before)
+
+    return evaluate_in_process
 
 
 def record(out: Path) -> dict:
     return json.loads((out / "metrics.json").read_text())
 
 
-def test_a_data_override_applies_on_top_of_the_checkpoint_data(run: Path) -> None:
+def test_a_data_override_applies_on_top_of_the_checkpoint_data(run: Path, evaluate_here) -> None:
     """``data.seq_len=16`` measures windows of 16 with the run's corpus and tokenizer; metrics.json
     records the override, config.yaml the data evaluated; the run's own length records none."""
-    result, own = evaluate(run, "data.seq_len=32")
-    check(result)
-    result, short = evaluate(run, "data.seq_len=16")
-    check(result)
+    status, err, own = evaluate_here(run, "data.seq_len=32")
+    assert status == 0, err
+    status, err, short = evaluate_here(run, "data.seq_len=16")
+    assert status == 0, err
     (own,), (short,) = own, short
     assert record(own)["overrides"] == {}
     assert record(short)["overrides"] == {"data.seq_len": 16}
@@ -101,16 +125,18 @@ def test_a_length_beyond_the_learned_positions_is_one_line_before_any_directory(
         ),
     ],
 )
-def test_a_bad_override_is_one_line_before_any_directory(run: Path, override: str, message: str) -> None:
-    result, added = evaluate(run, override)
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [message]
+def test_a_bad_override_is_one_line_before_any_directory(
+    run: Path, evaluate_here, override: str, message: str
+) -> None:
+    status, err, added = evaluate_here(run, override)
+    assert status == 2
+    assert err.strip().splitlines() == [message]
     assert added == []
 
 
-def test_a_sweep_of_lengths_evaluates_each(run: Path) -> None:
-    result, added = evaluate(run, "data.seq_len=16,48", multirun=True)
-    check(result)
+def test_a_sweep_of_lengths_evaluates_each(run: Path, evaluate_here) -> None:
+    status, err, added = evaluate_here(run, "data.seq_len=16,48", multirun=True)
+    assert status == 0, err
     (sweep,) = added
     jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
     assert [record(j)["overrides"] for j in jobs] == [{"data.seq_len": 16}, {"data.seq_len": 48}]
@@ -142,35 +168,35 @@ def test_a_bad_length_in_a_sweep_stops_it_before_the_first_job(run: Path) -> Non
     ],
 )
 def test_a_model_override_that_the_weights_depend_on_is_one_line(
-    run: Path, override: str, message: str
+    run: Path, evaluate_here, override: str, message: str
 ) -> None:
     """Only the checkpoint's model keys that hold no weights may change, typed by its own classes."""
-    result, added = evaluate(run, override)
-    assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [message]
+    status, err, added = evaluate_here(run, override)
+    assert status == 2
+    assert err.strip().splitlines() == [message]
     assert added == []
 
 
-def test_rope_settings_change_the_model_evaluated(tmp_path: Path) -> None:
+def test_rope_settings_change_the_model_evaluated(tmp_path: Path, evaluate_here) -> None:
     """RoPE's settings hold no weights: the checkpoint's model is rebuilt with them (its base; YaRN
     scaling past the trained length), the loss moves, and metrics.json and config.yaml record them."""
-    check(cli([*GPT, "pos=rope", f"run_dir={tmp_path / 'run'}"], tmp_path))
+    train_in_process([*GPT, "pos=rope"], tmp_path / "run")
     results = [
-        evaluate(tmp_path / "run", *args)
+        evaluate_here(tmp_path / "run", *args)
         for args in [
             (),
             ("model.pos.rope_base=5",),
             ("model.pos.rope_scaling=yarn", "model.pos.rope_factor=4"),
         ]
     ]
-    for result, _ in results:
-        check(result)
-    own, based, yarn = (record(out) for _, (out,) in results)
+    for status, err, _ in results:
+        assert status == 0, err
+    own, based, yarn = (record(out) for _, _, (out,) in results)
     assert own["overrides"] == {}
     assert based["overrides"] == {"model.pos.rope_base": 5.0}
     assert yarn["overrides"] == {"model.pos.rope_scaling": "yarn", "model.pos.rope_factor": 4.0}
     assert based["metrics"]["val/loss"] != own["metrics"]["val/loss"]
     assert yarn["metrics"]["val/loss"] != own["metrics"]["val/loss"]
-    (based_dir,) = results[1][1]
+    (based_dir,) = results[1][2]
     pos = yaml.safe_load((based_dir / "config.yaml").read_text())["model"]["pos"]
     assert (pos["name"], pos["rope_base"]) == ("rope", 5.0)

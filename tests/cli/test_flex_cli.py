@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from train_cli import tiny_checkpoints
+from train_cli import run_command, tiny_checkpoints
 
 from attnlab.blocks import flex as flex_module
 
@@ -64,15 +64,9 @@ def uncompiled(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(flex_module, "COMPILE_FROM", 10**9)
 
 
-def run_command(main: Callable[[], None], args: list[str], monkeypatch: pytest.MonkeyPatch, capsys) -> str:
+def output_of(main: Callable[[], None], args: list[str], monkeypatch: pytest.MonkeyPatch, capsys) -> str:
     """A console script's ``main`` with ``args``, which must succeed; its standard output."""
-    capsys.readouterr()
-    monkeypatch.setattr(sys, "argv", ["attnlab", *args])
-    monkeypatch.setenv("HYDRA_FULL_ERROR", "0")
-    try:
-        main()
-    except SystemExit as exit_:
-        assert not exit_.code, capsys.readouterr().err
+    assert run_command(main, args, monkeypatch, capsys) == 0, capsys.readouterr().err
     return capsys.readouterr().out
 
 
@@ -81,7 +75,7 @@ def evaluate(ckpt: Path, args: list[str], monkeypatch, capsys) -> dict:
     from attnlab.cli.eval import main
 
     before = set((ckpt.parent.parent / "eval").glob("*"))
-    run_command(main, [f"ckpt_path={ckpt}", *EVAL, *args], monkeypatch, capsys)
+    output_of(main, [f"ckpt_path={ckpt}", *EVAL, *args], monkeypatch, capsys)
     (added,) = set((ckpt.parent.parent / "eval").glob("*")) - before
     return json.loads((added / "metrics.json").read_text())
 
@@ -111,8 +105,8 @@ def test_sample_with_flex_prints_what_sdpa_prints(checkpoint, uncompiled, monkey
     from attnlab.cli.sample import main
 
     args = [f"ckpt_path={checkpoint(name)}", *SAMPLES[name]]
-    sdpa = run_command(main, args, monkeypatch, capsys)
-    assert run_command(main, [*args, "model.attn_backend=flex"], monkeypatch, capsys) == sdpa
+    sdpa = output_of(main, args, monkeypatch, capsys)
+    assert output_of(main, [*args, "model.attn_backend=flex"], monkeypatch, capsys) == sdpa
 
 
 def test_sample_runs_the_compiled_kernel(checkpoint, monkeypatch, capsys) -> None:
@@ -120,8 +114,8 @@ def test_sample_runs_the_compiled_kernel(checkpoint, monkeypatch, capsys) -> Non
     from attnlab.cli.sample import main
 
     args = [f"ckpt_path={checkpoint('gpt')}", *SAMPLES["gpt"]]
-    sdpa = run_command(main, args, monkeypatch, capsys)
-    assert run_command(main, [*args, "model.attn_backend=flex"], monkeypatch, capsys) == sdpa
+    sdpa = output_of(main, args, monkeypatch, capsys)
+    assert output_of(main, [*args, "model.attn_backend=flex"], monkeypatch, capsys) == sdpa
 
 
 def test_sample_refuses_a_model_key_that_holds_weights(checkpoint, monkeypatch, capsys) -> None:

@@ -7,14 +7,13 @@ scripts do.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
-from train_cli import RunsCode, tiny_checkpoints
+from train_cli import RunsCode, run_command, tiny_checkpoints
 
 pytest.importorskip("attnlab.train", reason="attnlab.train (issue 3) is not in the tree yet")
 pytestmark = pytest.mark.slow  # end to end: trains five tiny runs (about 1 s each), then runs the commands
@@ -62,18 +61,6 @@ def digit(tmp_path: Path) -> str:
     path = tmp_path / "digit.png"
     Image.fromarray((np.random.default_rng(0).random((8, 8)) * 255).astype(np.uint8)).save(path)
     return str(path)
-
-
-def run_command(main: Callable[[], None], args: list[str], monkeypatch: pytest.MonkeyPatch, capsys) -> int:
-    """Run a console script's ``main`` with ``args``; returns its exit status (output so far is dropped)."""
-    capsys.readouterr()
-    monkeypatch.setattr(sys, "argv", ["attnlab", *args])
-    monkeypatch.setenv("HYDRA_FULL_ERROR", "0")
-    try:
-        main()
-    except SystemExit as exit_:
-        return int(exit_.code or 0)
-    return 0
 
 
 # -- attnlab-sample --------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The command paths of the studies in experiments/ at tiny sizes: each study's preset through the
 real attnlab-train (and, for the length study, attnlab-eval at other lengths and with RoPE scaling,
-then attnlab-report), on a small corpus the test writes, so no Tiny Shakespeare is needed. The
+then attnlab-report; attnlab-eval's ``main`` runs in this process, the others in subprocesses), on a small
+corpus the test writes, so no Tiny Shakespeare is needed. The
 presets' own settings (the studies' sizes and optimiser) are checked in the configs the runs saved;
 only the budget and, where said, the model's width are made tiny."""
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from train_cli import check, cli, jobs_in
+from train_cli import check, cli, jobs_in, run_command
 
 pytestmark = pytest.mark.slow
 QUICK = [
@@ -58,9 +59,13 @@ def saved_config(run: Path) -> dict:
     return yaml.safe_load((run / "config.yaml").read_text())
 
 
-def test_pos_extrapolation_trains_evaluates_at_other_lengths_and_reports(tmp_path: Path) -> None:
+def test_pos_extrapolation_trains_evaluates_at_other_lengths_and_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
     """experiment=pos_extrapolation's multirun (two of its encodings, one seed), the runs evaluated at
     64 and 256 tokens and the RoPE run also with YaRN scaling, then the report with its length plot."""
+    from attnlab.cli.eval import main as evaluate
+
     corpus = write_corpus(tmp_path / "corpus.txt")
     runs = tmp_path / "runs"
     sweep = ["experiment=pos_extrapolation", "seed=1", "pos=learned,rope", f"hydra.sweep.dir={runs}"]
@@ -78,15 +83,12 @@ def test_pos_extrapolation_trains_evaluates_at_other_lengths_and_reports(tmp_pat
         assert config["test_after_fit"] is False
     ckpts = ",".join(str(job / "checkpoints" / "last.ckpt") for job in jobs)
     length = ["split=val", "limit_batches=1", "logger=none", "trainer.enable_progress_bar=false"]
-    check(cli(["-m", f"ckpt_path={ckpts}", "data.seq_len=64,256", *length], tmp_path, command="eval"))
+    monkeypatch.chdir(tmp_path)
+    length_sweep = ["-m", f"ckpt_path={ckpts}", "data.seq_len=64,256", *length]
+    assert run_command(evaluate, length_sweep, monkeypatch, capsys) == 0, capsys.readouterr().err
     yarn = ["model.pos.rope_scaling=yarn", "model.pos.rope_factor=16", "model.pos.rope_original_max_len=64"]
-    check(
-        cli(
-            ["-m", f"ckpt_path={jobs[1]}/checkpoints/last.ckpt", "data.seq_len=256", *yarn, *length],
-            tmp_path,
-            command="eval",
-        )
-    )
+    yarn_sweep = ["-m", f"ckpt_path={jobs[1]}/checkpoints/last.ckpt", "data.seq_len=256", *yarn, *length]
+    assert run_command(evaluate, yarn_sweep, monkeypatch, capsys) == 0, capsys.readouterr().err
 
     evals = {job.name: [json.loads(p.read_text()) for p in job.glob("eval/*/*/metrics.json")] for job in jobs}
     lengths = {

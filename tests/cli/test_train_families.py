@@ -1,5 +1,6 @@
 """Every family trains a few steps end to end through ``attnlab-train -m`` (one 4-job multirun) with
-wandb, CSV and TensorBoard at once; ``attnlab-eval`` reproduces the test metrics of the runs."""
+wandb, CSV and TensorBoard at once; ``attnlab-eval`` (its ``main``, in this process: its own
+subprocess cases are in test_eval_overrides.py) reproduces the test metrics of the runs."""
 
 from __future__ import annotations
 
@@ -9,7 +10,17 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from train_cli import TEST_PRESETS, TINY, check, cli, csv_series, job_dirs, wandb_history, wandb_run
+from train_cli import (
+    TEST_PRESETS,
+    TINY,
+    check,
+    cli,
+    csv_series,
+    job_dirs,
+    run_command,
+    wandb_history,
+    wandb_run,
+)
 
 pytestmark = pytest.mark.slow
 FAMILIES = ["gpt", "bert", "seq2seq", "vit"]
@@ -97,12 +108,17 @@ def test_the_jobs_of_a_multirun_share_one_wandb_group(jobs: list[Path]) -> None:
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_eval_reproduces_the_test_metrics_of_training(jobs: list[Path], family: str, tmp_path: Path) -> None:
+def test_eval_reproduces_the_test_metrics_of_training(
+    jobs: list[Path], family: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from attnlab.cli.eval import main
+
     job = jobs[FAMILIES.index(family)]
     trained = json.loads((job / "test_metrics.json").read_text())
     args = [f"ckpt_path={trained['ckpt_path']}", "logger=csv", "trainer.enable_progress_bar=false"]
     before = set((job / "eval").glob("*"))
-    check(cli(args, tmp_path, command="eval"))
+    monkeypatch.chdir(tmp_path)
+    assert run_command(main, args, monkeypatch, capsys) == 0, capsys.readouterr().err
     (out,) = set((job / "eval").glob("*")) - before  # inside the checkpoint's run, for attnlab-report
     evaluated = json.loads((out / "metrics.json").read_text())
     assert evaluated["metrics"] == pytest.approx(trained["metrics"], rel=1e-6)

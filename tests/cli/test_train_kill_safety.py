@@ -2,15 +2,18 @@
 last checkpoints and ``test_metrics.json`` included, resumes to the uninterrupted run's result: the same
 per-step losses, validations, best checkpoint and test metrics, and no temporary file left behind.
 
-The write points are not guessed: an uninterrupted run records them (fault_injection.InjectFaults),
-then one run is killed at each of them and resumed in place.
+The write points are not guessed: an uninterrupted run records them (fault_injection.InjectFaults).
+Each KIND of event (a write, rename or removal of a best or last checkpoint or of the test metrics) is
+its own case: one run is killed at it and resumed in place. A kind recurs (last.ckpt is written at steps
+2, 3 and 4); its latest occurrence is the case, as the most state is on disk then (an older best and
+last.ckpt to keep), plus the first rename of last.ckpt, before which no checkpoint exists to resume
+from: the rerun starts afresh over the leftovers.
 """
 
 from __future__ import annotations
 
 import json
 import signal
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -37,6 +40,25 @@ ARGS = [
     "data.batch_size=8",
     "sample.max_new_tokens=0",
 ]
+
+
+# Each kind of checkpoint event, and which of its occurrences a case kills at.
+CASES = {
+    "write best": -1,
+    "rename best": -1,
+    "remove best": -1,
+    "write last": -1,
+    "rename last": -1,
+    "rename last (the first, nothing to resume from)": 0,
+    "write test_metrics": -1,
+    "rename test_metrics": -1,
+}
+
+
+def kind(event: str) -> str:
+    """``"7 rename best-step000004.ckpt.tmp best-step000004.ckpt"`` -> ``"rename best"``."""
+    _, operation, name, *_ = event.split(" ")
+    return f"{operation} {'best' if name.startswith('best-') else name.split('.')[0]}"
 
 
 def faults(record: Path, kill_at: int = -1) -> str:
@@ -67,6 +89,7 @@ def test_every_write_is_recorded(uninterrupted: tuple[Path, list[str]]) -> None:
     assert f"write best-step{STEPS:06d}.ckpt.tmp" in [e.split(" ", 1)[1] for e in events], events
     assert events[-1].split(" ", 1)[1] == "rename test_metrics.json.tmp test_metrics.json", events
     assert any(e.endswith("rename last.ckpt.tmp last.ckpt") for e in events[-4:]), events
+    assert {kind(e) for e in events} == {case.split(" (")[0] for case in CASES}, events  # a new kind: add it
 
 
 def kill_and_resume(full: Path, k: int, event: str) -> None:
@@ -90,9 +113,11 @@ def kill_and_resume(full: Path, k: int, event: str) -> None:
     assert not list(run_dir.rglob("*.tmp")), where
 
 
-def test_a_kill_at_any_write_resumes_to_the_same_result(uninterrupted: tuple[Path, list[str]]) -> None:
+@pytest.mark.parametrize("case", CASES)
+def test_a_kill_at_any_kind_of_write_resumes_to_the_same_result(
+    uninterrupted: tuple[Path, list[str]], case: str
+) -> None:
     full, events = uninterrupted
-    with ThreadPoolExecutor(max_workers=2) as pool:  # each case is two runs that wait on their imports
-        cases = [pool.submit(kill_and_resume, full, k, event) for k, event in enumerate(events)]
-        for case in cases:
-            case.result()
+    of_kind = [k for k, event in enumerate(events) if kind(event) == case.split(" (")[0]]
+    k = of_kind[CASES[case]]
+    kill_and_resume(full, k, events[k])

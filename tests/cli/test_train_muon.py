@@ -1,12 +1,22 @@
 """``attnlab-train optim=muon``: a run killed (SIGKILL) after a checkpoint resumes to the same per-step
-losses and validations as an uninterrupted run (Muon's momentum and AdamW's moments both continue)."""
+losses and validations as an uninterrupted run (Muon's momentum and AdamW's moments both continue).
+The uninterrupted reference trains in the test's own process; the killed and resumed runs are real
+attnlab-train processes."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from train_cli import TEXT, TINY, check, cli, csv_series, start_and_kill_after_first_checkpoint
+from train_cli import (
+    TEXT,
+    TINY,
+    check,
+    cli,
+    csv_series,
+    start_and_kill_after_first_checkpoint,
+    train_in_process,
+)
 
 pytestmark = pytest.mark.slow
 STEPS = 12
@@ -27,7 +37,7 @@ ARGS = [
 
 
 def test_a_killed_muon_run_resumes_to_the_same_losses(tmp_path: Path) -> None:
-    check(cli([*ARGS, "run_dir=full"], tmp_path))
+    train_in_process(ARGS, tmp_path / "full")
     killed_at = start_and_kill_after_first_checkpoint(ARGS, tmp_path, tmp_path / "killed")
     check(cli([*ARGS, "run_dir=resumed", "ckpt_path=killed/checkpoints/last.ckpt"], tmp_path))
     assert 0 < killed_at < STEPS

@@ -1,5 +1,7 @@
 """Helpers of the training tests: run attnlab-train / attnlab-eval in a subprocess (as a user would,
-so Hydra, DDP launching and exit codes are real), and read back what the runs wrote."""
+so Hydra, DDP launching and exit codes are real), or a command's ``main`` in this process where the
+subprocess would prove nothing more (it saves the seconds of a new process's imports); and read back
+what the runs wrote."""
 
 from __future__ import annotations
 
@@ -181,11 +183,29 @@ def wandb_run(run_dir: Path) -> dict:
     return next(r["run"] for r in wandb_records(run_dir) if r["type"] == "run")
 
 
-def tiny_checkpoints(
-    factory: pytest.TempPathFactory, runs: dict[str, list[str]], common: list[str]
-) -> Callable[[str], Path]:
-    """``get(name)``: the last.ckpt of a tiny in-process run with ``runs[name] + common``, trained on
-    first use (for module-scoped fixtures of the commands that read checkpoints)."""
+def run_command(
+    main: Callable[[], None],
+    args: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str] | None = None,
+) -> int:
+    """Run a console script's ``main`` (``attnlab.cli.eval.main``, ...) in this process with ``args``,
+    as its console script would; its exit status. With ``capsys``, the output so far is dropped first,
+    so that ``capsys.readouterr()`` then holds only the command's."""
+    if capsys is not None:
+        capsys.readouterr()
+    monkeypatch.setattr(sys, "argv", ["attnlab", *args])
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "0")
+    try:
+        main()
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    return 0
+
+
+def train_in_process(overrides: list[str], run_dir: Path) -> Path:
+    """Train the run of ``overrides`` in this process into ``run_dir`` (composed and validated as
+    attnlab-train does, without Hydra's own files); its last.ckpt. For tests of what reads a run."""
     from hydra import compose, initialize_config_dir
 
     from attnlab.cli.app import config_dir, register_schemas
@@ -193,15 +213,22 @@ def tiny_checkpoints(
     from attnlab.schema.checks import validate
 
     register_schemas()
+    with initialize_config_dir(str(config_dir()), version_base="1.3"):
+        cfg = compose("train", overrides=overrides)
+    train(validate(cfg), run_dir)
+    return run_dir / "checkpoints" / "last.ckpt"
+
+
+def tiny_checkpoints(
+    factory: pytest.TempPathFactory, runs: dict[str, list[str]], common: list[str]
+) -> Callable[[str], Path]:
+    """``get(name)``: the last.ckpt of a tiny in-process run with ``runs[name] + common``, trained on
+    first use (for module-scoped fixtures of the commands that read checkpoints)."""
     made: dict[str, Path] = {}
 
     def get(name: str) -> Path:
         if name not in made:
-            run_dir = factory.mktemp(name)
-            with initialize_config_dir(str(config_dir()), version_base="1.3"):
-                cfg = compose("train", overrides=runs[name] + common)
-            train(validate(cfg), run_dir)
-            made[name] = run_dir / "checkpoints" / "last.ckpt"
+            made[name] = train_in_process(runs[name] + common, factory.mktemp(name))
         return made[name]
 
     return get
