@@ -4,7 +4,9 @@ one factory of tiny models of every family."""
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -17,6 +19,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 import torch
+from filelock import FileLock
 
 from attnlab.models import build_model
 from attnlab.schema.model import MODELS, Family, Seq2SeqConfig, TokenModelConfig, ViTConfig
@@ -61,3 +64,27 @@ def tiny(family: str, pos: str | PosConfig = "learned", **overrides: object) -> 
 def tiny_model() -> Callable[..., torch.nn.Module]:
     """``tiny_model(family, pos="learned", **overrides)``: see ``tiny``."""
     return tiny
+
+
+@pytest.fixture(scope="session")
+def built_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Callable[..., Path]:
+    """``built_once(name, build)``: the directory ``name``, filled by ``build(directory)`` once per test
+    session and shared by every pytest-xdist worker (a module-scoped fixture runs again on each worker
+    that gets one of its module's tests: an expensive training run twice). A file lock makes the other
+    workers wait for the first; a build that failed leaves no marker, so the next caller builds again
+    (and fails the same way, in its own test)."""
+    root = tmp_path_factory.getbasetemp()
+    if worker_id != "master":  # every worker's base is a child of this session's directory
+        root = root.parent
+
+    def build_once(name: str, build: Callable[[Path], None]) -> Path:
+        directory = root / f"built-once-{name}"
+        with FileLock(f"{directory}.lock"):
+            if not (directory / ".complete").exists():
+                shutil.rmtree(directory, ignore_errors=True)
+                directory.mkdir()
+                build(directory)
+                (directory / ".complete").touch()
+        return directory
+
+    return build_once

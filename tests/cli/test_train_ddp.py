@@ -4,6 +4,7 @@ identical weights, and write one run directory with one logger run."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,10 +24,11 @@ ARGS = [
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    ddp_cwd, single_cwd = tmp_path_factory.mktemp("ddp"), tmp_path_factory.mktemp("single")
-    check(cli([*ARGS, "trainer=ddp_sim", "data.batch_size=8"], ddp_cwd, timeout=600))
-    check(cli([*ARGS, "data.batch_size=16"], single_cwd))
+def runs(built_once: Callable[..., Path]) -> tuple[Path, Path]:
+    ddp_cwd = built_once(
+        "ddp", lambda cwd: check(cli([*ARGS, "trainer=ddp_sim", "data.batch_size=8"], cwd, timeout=600))
+    )
+    single_cwd = built_once("single", lambda cwd: check(cli([*ARGS, "data.batch_size=16"], cwd)))
     (ddp,) = ddp_cwd.glob("outputs/*/*")
     (single,) = single_cwd.glob("outputs/*/*")
     return ddp, single

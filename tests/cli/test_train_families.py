@@ -5,6 +5,7 @@ subprocess cases are in test_eval_overrides.py) reproduces the test metrics of t
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -27,11 +28,10 @@ FAMILIES = ["gpt", "bert", "seq2seq", "vit"]
 
 
 @pytest.fixture(scope="module")
-def jobs(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    cwd = tmp_path_factory.mktemp("families")
+def jobs(built_once: Callable[..., Path]) -> list[Path]:
     experiments = ",".join(f"tiny_{f}" for f in FAMILIES)
-    check(cli(["-m", TEST_PRESETS, f"experiment={experiments}", "logger=many", *TINY], cwd, timeout=600))
-    return job_dirs(cwd)
+    args = ["-m", TEST_PRESETS, f"experiment={experiments}", "logger=many", *TINY]
+    return job_dirs(built_once("families", lambda cwd: check(cli(args, cwd, timeout=600))))
 
 
 def test_each_family_writes_one_complete_run_directory(jobs: list[Path]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -76,11 +77,11 @@ def saved_test_metrics(run_dir: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    cwd = tmp_path_factory.mktemp("kill-safety")
-    record = cwd / "events.txt"
-    check(cli([*ARGS, "run_dir=full", faults(record)], cwd))
-    return cwd / "full", record.read_text().splitlines()
+def uninterrupted(built_once: Callable[..., Path]) -> tuple[Path, list[str]]:
+    cwd = built_once(
+        "kill-safety", lambda cwd: check(cli([*ARGS, "run_dir=full", faults(cwd / "events.txt")], cwd))
+    )
+    return cwd / "full", (cwd / "events.txt").read_text().splitlines()
 
 
 def test_every_write_is_recorded(uninterrupted: tuple[Path, list[str]]) -> None:

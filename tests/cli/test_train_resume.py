@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -37,11 +38,15 @@ ARGS = [
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path | int]:
-    cwd = tmp_path_factory.mktemp("resume")
-    check(cli([*ARGS, "run_dir=full"], cwd))
-    killed_at = start_and_kill_after_first_checkpoint(ARGS, cwd, cwd / "killed")
-    check(cli([*ARGS, "run_dir=resumed", "ckpt_path=killed/checkpoints/last.ckpt"], cwd))
+def runs(built_once: Callable[..., Path]) -> dict[str, Path | int]:
+    def full_killed_and_resumed(cwd: Path) -> None:
+        check(cli([*ARGS, "run_dir=full"], cwd))
+        killed_at = start_and_kill_after_first_checkpoint(ARGS, cwd, cwd / "killed")
+        check(cli([*ARGS, "run_dir=resumed", "ckpt_path=killed/checkpoints/last.ckpt"], cwd))
+        (cwd / "killed_at").write_text(str(killed_at))
+
+    cwd = built_once("resume", full_killed_and_resumed)
+    killed_at = int((cwd / "killed_at").read_text())
     return {"full": cwd / "full", "killed": cwd / "killed", "resumed": cwd / "resumed", "step": killed_at}
 
 
@@ -90,12 +95,15 @@ def test_a_killed_run_says_so_and_its_metrics_file_continues_in_place(runs: dict
     assert (summary["status"], summary["final_step"]) == ("completed", STEPS)
 
 
-def test_ckpt_path_last_resumes_in_place(runs: dict) -> None:
+def test_ckpt_path_last_resumes_in_place(runs: dict, tmp_path: Path) -> None:
     """``ckpt_path=last run_dir=<run>``: the newest last.ckpt of that directory; the run continues there
-    (here for 4 more steps), and the metrics it logged before are kept."""
-    cwd, before = runs["full"].parent, csv_series(runs["full"], "train/loss")
+    (here for 4 more steps), and the metrics it logged before are kept. On a copy of the full run:
+    the other tests (on other workers too) read the original."""
+    cwd, full = tmp_path, tmp_path / "full"
+    shutil.copytree(runs["full"], full)
+    before = csv_series(full, "train/loss")
     check(cli([*ARGS, "run_dir=full", "ckpt_path=last", f"trainer.max_steps={STEPS + 4}"], cwd))
     assert not (cwd / "outputs").exists()
-    assert csv_series(runs["full"], "train/loss") == before
-    continued = csv_series(runs["full"] / "csv" / "resumed-1", "train/loss")
+    assert csv_series(full, "train/loss") == before
+    continued = csv_series(full / "csv" / "resumed-1", "train/loss")
     assert sorted(continued) == list(range(STEPS, STEPS + 4))

@@ -14,7 +14,10 @@ default 1.1 nats above it; ``MARGIN`` sits between the two.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from pydoc_data.topics import topics
 
 import pytest
@@ -72,9 +75,13 @@ def val_loss(pos: str, seed: int, data: tuple[torch.Tensor, torch.Tensor, int]) 
 
 
 @pytest.fixture(scope="module")
-def losses() -> dict[str, float]:
-    data = corpus()
-    return {pos: val_loss(pos, seed=0, data=data) for pos in POSITIONAL_ENCODINGS}
+def losses(built_once: Callable[..., Path]) -> dict[str, float]:
+    def train_each(directory: Path) -> None:
+        data = corpus()
+        losses = {pos: val_loss(pos, seed=0, data=data) for pos in POSITIONAL_ENCODINGS}
+        (directory / "losses.json").write_text(json.dumps(losses))
+
+    return json.loads((built_once("pos-trains", train_each) / "losses.json").read_text())
 
 
 @pytest.mark.slow
