@@ -17,6 +17,7 @@ from torch import nn
 from attnlab.generate import generate
 from benchmarks import models
 from benchmarks.common import Row, Settings, best, interleaved, ratio_row, speedup
+from benchmarks.decode_floor import greedy_floor
 from benchmarks.models import GPTSize
 
 SECTION = "generation"
@@ -56,6 +57,8 @@ def decoders(size: GPTSize, new_tokens: int) -> tuple[nn.Module, nn.Module, torc
 def contenders(
     hf: nn.Module, ours: nn.Module, prompt: torch.Tensor, new_tokens: int, with_no_cache: bool
 ) -> dict[str, Callable[[], object]]:
+    """attnlab and HF ``generate``; with ``with_no_cache`` also attnlab without a cache, and at batch 1 the
+    hand-written eager floor (``benchmarks.decode_floor``)."""
     mask = torch.ones_like(prompt)
     fns = {
         "cache": lambda: generate(ours, prompt, max_new_tokens=new_tokens, temperature=0),
@@ -65,12 +68,17 @@ def contenders(
         fns["no cache"] = lambda: generate(
             ours, prompt, max_new_tokens=new_tokens, temperature=0, use_cache=False
         )
+        if prompt.shape[0] == 1:
+            fns["floor"] = lambda: greedy_floor(ours, prompt, new_tokens)
     return fns
 
 
 def same_tokens(hf: nn.Module, ours: nn.Module, prompt: torch.Tensor, n: int) -> str:
-    """Whether both greedy decodings agree on the first ``n`` tokens (they may part at a near-tie)."""
+    """Whether both greedy decodings agree on the first ``n`` tokens (they may part at a near-tie), and
+    at batch 1 whether the hand-written floor decodes them too (it computes the same thing)."""
     mine = torch.tensor(generate(ours, prompt, max_new_tokens=n, temperature=0))
+    if prompt.shape[0] == 1 and not torch.equal(mine, torch.tensor(greedy_floor(ours, prompt, n))):
+        return "the hand-written floor decodes other tokens"
     with torch.no_grad():
         theirs = hf.generate(
             prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n, do_sample=False
@@ -128,6 +136,17 @@ def small_rows(settings: Settings) -> list[Row]:
             )
         )
         rows[-1].extra = {"speeds": speeds, "batch": batch, "size": size.name}
+        if "floor" in times:
+            rows.append(
+                ratio_row(
+                    SECTION,
+                    "tokens/s, hand-written eager floor ÷ HF generate",
+                    config,
+                    speedup(times, "floor", "HF"),
+                    "benchmarks/decode_floor.py: the ATen calls alone, no framework; no eager "
+                    f"generate gets past it; attnlab at {speeds['cache'] / speeds['floor']:.0%} of it",
+                )
+            )
     return rows
 
 

@@ -11,8 +11,13 @@ from pathlib import Path
 
 import pytest
 from benchmarks.common import Row, Settings, interleaved, peak_memory_mib, speedup
+from benchmarks.decode_floor import greedy_floor
+from benchmarks.generation import decoders
+from benchmarks.models import GPT_TINY
 from benchmarks.report import COLUMNS
 from benchmarks.run import main
+
+from attnlab.generate import generate
 
 SECTIONS = ("train step", "generation", "attention", "mfu")
 
@@ -102,3 +107,11 @@ def test_peak_memory_grows_with_the_explicit_attention_weights() -> None:
     if math.isnan(fused) or math.isnan(explicit):
         pytest.skip("peak RSS is only measured on Linux (/proc/self/clear_refs)")
     assert 0 < fused < explicit
+
+
+def test_the_eager_floor_decodes_the_same_greedy_tokens_as_generate() -> None:
+    """The hand-written floor must do all of a step's work (a floor that skipped some would flatter HF's
+    distance to it): its greedy tokens are attnlab's, for a prompt and for a run longer than it."""
+    _, ours, prompt = decoders(GPT_TINY, 24)
+    prompt = prompt[:1]
+    assert greedy_floor(ours, prompt, 24) == generate(ours, prompt, max_new_tokens=24, temperature=0)

@@ -57,6 +57,40 @@ def test_reorder_keeps_the_selected_rows() -> None:
     assert cache.positions.tolist() == [[7, 8], [7, 8], [0, 1]]
 
 
+def test_a_reserved_cache_writes_every_step_into_its_first_buffers() -> None:
+    """generate() reserves its whole length: no step allocates or copies what is cached (a static cache);
+    past the reserve it grows as before."""
+    cache, keys, values = AttentionCache(reserve=10), [], []
+    for step, n in enumerate([3] + [1] * 7):
+        k, v = kv(2, n)
+        keys.append(k), values.append(v)
+        cache.append(k, v, torch.arange(cache.seen, cache.seen + n))
+        if step == 0:
+            buffers = cache._buffers
+        assert cache._buffers is buffers and cache.capacity == 10
+    assert cache.positions.tolist() == [list(range(10))]
+    assert cache.k.data_ptr() == buffers[0].data_ptr()
+    k, v = kv(2, 1)
+    keys.append(k), values.append(v)
+    cache.append(k, v, torch.tensor([10]))  # beyond the reserve
+    assert cache.capacity >= 11 and cache.positions.tolist() == [list(range(11))]
+    torch.testing.assert_close(cache.k, torch.cat(keys, 2))
+    torch.testing.assert_close(cache.v, torch.cat(values, 2))
+
+
+def test_appending_after_a_reorder_keeps_the_reordered_rows() -> None:
+    """A reorder makes new tensors: the next append must not write into (and view) the old buffers."""
+    cache = AttentionCache(reserve=8)
+    k1, v1 = kv(3, 2)
+    cache.append(k1, v1, torch.arange(2))
+    cache.reorder(torch.tensor([2, 0, 0]))
+    k2, v2 = kv(3, 1)
+    k, v, positions = cache.append(k2, v2, torch.tensor([2]))
+    torch.testing.assert_close(k, torch.cat([k1[[2, 0, 0]], k2], 2))
+    torch.testing.assert_close(v, torch.cat([v1[[2, 0, 0]], v2], 2))
+    assert positions.tolist() == [[0, 1, 2]]
+
+
 def test_kv_cache_offset_and_layers() -> None:
     cache = KVCache.empty(3, cross=True)
     assert len(cache.self_attn) == 3 and len(cache.cross_attn) == 3 and cache.offset == 0

@@ -94,6 +94,11 @@ def test_bad_ids_and_positions_are_named_in_eager_mode(tiny: Callable[..., nn.Mo
         model(torch.full((1, 3), VOCAB))
     with pytest.raises(ValueError, match=rf"^position {LEN} is beyond the learned positional table "):
         model(torch.zeros(1, 3, dtype=torch.long), positions=torch.tensor([LEN - 2, LEN - 1, LEN]))
+    # one token, as in a decoding step (read as one value, not reduced): the same errors
+    with pytest.raises(ValueError, match=r"^token id -1 is outside the model's vocabulary "):
+        model(torch.full((1, 1), -1))
+    with pytest.raises(ValueError, match=rf"^position {LEN} is beyond the learned positional table "):
+        model(torch.zeros(1, 1, dtype=torch.long), positions=torch.tensor([LEN]))
 
 
 def test_bad_ids_are_refused_inside_a_compiled_graph(tiny: Callable[..., nn.Module]) -> None:

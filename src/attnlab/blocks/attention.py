@@ -84,7 +84,7 @@ class MultiHeadAttention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, norm_eps) if qk_norm else None
         self.k_norm = RMSNorm(self.head_dim, norm_eps) if qk_norm else None
         q_dim, kv_dim = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
-        self.split_sizes = (q_dim, kv_dim, kv_dim)
+        self.split_sizes = (q_dim, kv_dim, kv_dim)  # the rows of qkv_proj's weight: queries, keys, values
         if cross:  # queries from the decoder, keys and values from the encoder output
             self.q_proj = nn.Linear(d_model, q_dim, bias=bias)
             self.kv_proj = nn.Linear(d_context or d_model, 2 * kv_dim, bias=bias)
@@ -97,6 +97,20 @@ class MultiHeadAttention(nn.Module):
     def _split(self, x: Tensor, n: int) -> Tensor:
         b, t, _ = x.shape
         return x.view(b, t, n, self.head_dim).transpose(1, 2)
+
+    def _qkv_heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Queries (B, H, T, hd), keys and values (B, Hkv, T, hd) of ``x`` (B, T, D), views of one product.
+
+        One view and transpose of the fused product, then three narrows: at one token per step that is
+        a third of the Python calls of splitting first and viewing each part.
+        """
+        b, t, _ = x.shape
+        heads = self.qkv_proj(x).view(b, t, self.n_heads + 2 * self.n_kv_heads, self.head_dim).transpose(1, 2)
+        return (
+            heads.narrow(1, 0, self.n_heads),
+            heads.narrow(1, self.n_heads, self.n_kv_heads),
+            heads.narrow(1, self.n_heads + self.n_kv_heads, self.n_kv_heads),
+        )
 
     def _normed(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         """Queries and keys (B, H, T, hd) with QK-norm applied per head, where the module has it."""
@@ -131,12 +145,7 @@ class MultiHeadAttention(nn.Module):
                 "(decode one document at a time)"
             )
         if not self.cross:
-            q, k, v = self.qkv_proj(x).split(self.split_sizes, dim=-1)
-            q, k, v = (
-                self._split(q, self.n_heads),
-                self._split(k, self.n_kv_heads),
-                self._split(v, self.n_kv_heads),
-            )
+            q, k, v = self._qkv_heads(x)
             q, k = self._normed(q, k)
             k_pos = positions
             if pos is not None:
@@ -227,19 +236,26 @@ class MultiHeadAttention(nn.Module):
                 document_ids=document_ids,
             )
             is_causal = False
-        if self.path == "sdpa":
-            with one_thread_for_one_query(q):
-                return F.scaled_dot_product_attention(
-                    q,
-                    k,
-                    v,
-                    attn_mask=mask,
-                    dropout_p=dropout,
-                    is_causal=is_causal,
-                    scale=self.scale,
-                    enable_gqa=self.n_kv_heads != self.n_heads,
-                )
-        return self._explicit(q, k, v, mask, dropout)
+        if self.path != "sdpa":
+            return self._explicit(q, k, v, mask, dropout)
+        if not needs_one_thread(q):
+            return self._sdpa(q, k, v, mask, dropout, is_causal)
+        with one_thread():
+            return self._sdpa(q, k, v, mask, dropout, is_causal)
+
+    def _sdpa(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, dropout: float, is_causal: bool
+    ) -> Tensor:
+        return F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=mask,
+            dropout_p=dropout,
+            is_causal=is_causal,
+            scale=self.scale,
+            enable_gqa=self.n_kv_heads != self.n_heads,
+        )
 
     def _flex(
         self,
@@ -279,20 +295,22 @@ class MultiHeadAttention(nn.Module):
         return F.dropout(weights, p=dropout, training=dropout > 0) @ v
 
 
-@contextmanager
-def one_thread_for_one_query(q: Tensor) -> Iterator[None]:
-    """Run the block on one CPU thread when ``q`` (B, H, Tq, hd) is a decoding step's single query.
+def needs_one_thread(q: Tensor) -> bool:
+    """Whether ``q`` (B, H, Tq, hd), a decoding step's single query on the CPU, should run on one thread.
 
     Its attention is microseconds of work, but with two threads the fused kernel opens a parallel
     region between two of MKL's matrix products, and handing the threads over costs milliseconds
     on a busy machine (GPT-2-small at two threads: 21 ms per call, 58% of a token's time, against
-    tens of microseconds alone). One thread keeps the step in MKL's hands.
+    tens of microseconds alone). One thread keeps the step in MKL's hands. Asked only in eager mode,
+    and answered before any context manager is entered: at one thread a step pays nothing for it.
     """
-    one_query = q.shape[2] == 1 and q.is_cpu and not torch.compiler.is_compiling()
-    threads = torch.get_num_threads() if one_query else 1  # asked only in eager mode
-    if threads == 1:
-        yield
-        return
+    return q.shape[2] == 1 and q.is_cpu and not torch.compiler.is_compiling() and torch.get_num_threads() > 1
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Run the block on one CPU thread, then restore the thread count."""
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         yield

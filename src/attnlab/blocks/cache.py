@@ -9,7 +9,8 @@ Outside autograd, keys, values and positions are written into buffers that grow 
 entries, where concatenating would copy the whole cache at every step (quadratic in the length).
 With a sliding window the cache keeps only the window's last keys: the views' start moves forward,
 and when the buffers are full the kept entries move into fresh ones of the same size, so the memory
-of a cache stays at about twice the window however long the decoding runs.
+of a cache stays at about twice the window however long the decoding runs. A caller that knows the
+final length (``generate``) reserves it: the first buffers then hold every step, none is regrown.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class AttentionCache:
     v: Tensor | None = None
     positions: Tensor | None = None
     dropped: int = 0  # entries trimmed from the front by a window; an attention mask still has their columns
+    reserve: int = 0  # entries the first buffers hold at least (generate knows its length: no regrowth)
     _buffers: tuple[Tensor, Tensor, Tensor] | None = field(default=None, repr=False, compare=False)
     _start: int = field(default=0, repr=False, compare=False)  # where ``k`` begins in the buffers
 
@@ -56,12 +58,8 @@ class AttentionCache:
         """Add new keys/values and return everything cached, new entries included; then, with ``keep``,
         trim the cache to its last ``keep`` entries (the returned tensors still hold them all)."""
         positions = positions if positions.dim() == 2 else positions.unsqueeze(0)
-        if self.k is None:
-            self.k, self.v, self.positions = k, v, positions
-        elif torch.is_grad_enabled() and (k.requires_grad or v.requires_grad):  # autograd sees plain cats
-            rows = max(self.positions.shape[0], positions.shape[0])  # shared (1, T) or per-row (B, T)
-            self.k, self.v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
-            self.positions = torch.cat([self.positions.expand(rows, -1), positions.expand(rows, -1)], dim=1)
+        if torch.is_grad_enabled() and (k.requires_grad or v.requires_grad):  # autograd sees plain cats
+            self._concatenate(k, v, positions)
         else:
             self._write(k, v, positions)
         everything = (self.k, self.v, self.positions)
@@ -69,12 +67,22 @@ class AttentionCache:
             self._trim(self.length - keep)
         return everything
 
+    def _concatenate(self, k: Tensor, v: Tensor, positions: Tensor) -> None:
+        """New tensors of the cached and the new entries (the buffers, if any, are left behind)."""
+        self._buffers, self._start = None, 0
+        if self.k is None:
+            self.k, self.v, self.positions = k, v, positions
+            return
+        rows = max(self.positions.shape[0], positions.shape[0])  # shared (1, T) or per-row (B, T)
+        self.k, self.v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
+        self.positions = torch.cat([self.positions.expand(rows, -1), positions.expand(rows, -1)], dim=1)
+
     def _write(self, k: Tensor, v: Tensor, positions: Tensor) -> None:
         """Copy the new entries into the buffers, after the kept ones (new buffers when they do not fit)."""
         if not self._has_room(k, positions):
-            self._grow(k.shape[2], positions.shape[0])
+            self._grow(k, v, positions)
         kb, vb, pb = self._buffers
-        start, end, new = self._start, self._start + self.k.shape[2], k.shape[2]
+        start, end, new = self._start, self._start + self.length, k.shape[2]
         kb.narrow(2, end, new).copy_(k)
         vb.narrow(2, end, new).copy_(v)
         pb.narrow(1, end, new).copy_(positions)
@@ -94,7 +102,7 @@ class AttentionCache:
         """Forget the first ``drop`` entries: in the buffers a moved start, otherwise a view (copied into
         buffers of the window's size at the next step)."""
         self.dropped += drop
-        if self._backed():
+        if self._buffers is not None:
             self._view(self._start + drop, self._start + self.k.shape[2])
         else:
             self.k, self.v, self.positions = (
@@ -103,19 +111,9 @@ class AttentionCache:
                 self.positions[:, drop:],
             )
 
-    def _backed(self) -> bool:
-        """Whether ``k``/``v``/``positions`` are still views of the buffers (nobody replaced them)."""
-        if self._buffers is None:
-            return False
-        # inference tensors have no ``_base``: compare where the data starts
-        return all(
-            t.data_ptr() == b.data_ptr() + self._start * b.stride(dim) * b.element_size()
-            for t, b, dim in zip((self.k, self.v, self.positions), self._buffers, (2, 2, 1))
-        )
-
     def _has_room(self, k: Tensor, positions: Tensor) -> bool:
-        """Whether the buffers hold exactly the cached entries and fit ``k`` after them."""
-        if not self._backed():
+        """Whether the buffers fit ``k`` after the cached entries (same batch and heads)."""
+        if self._buffers is None:
             return False
         kb, _, pb = self._buffers
         return (
@@ -124,20 +122,25 @@ class AttentionCache:
             and positions.shape[0] in (1, pb.shape[0])
         )
 
-    def _grow(self, new: int, new_rows: int) -> None:
-        """Buffers of twice the needed length, holding what is cached so far at their start."""
-        n = self.k.shape[2]
-        capacity = 2 * (n + new)
-        rows = max(self.positions.shape[0], new_rows)
-        kb = self.k.new_empty((*self.k.shape[:2], capacity, self.k.shape[3]))
-        vb = self.v.new_empty((*self.v.shape[:2], capacity, self.v.shape[3]))
-        pb = self.positions.new_empty((rows, capacity))
-        kb[:, :, :n], vb[:, :, :n], pb[:, :n] = self.k, self.v, self.positions
+    def _grow(self, k: Tensor, v: Tensor, positions: Tensor) -> None:
+        """Buffers of twice the needed length (at the first write at least ``reserve``), holding what is
+        cached so far at their start."""
+        n = self.length
+        capacity = 2 * (n + k.shape[2])
+        if self._buffers is None:
+            capacity = max(capacity, self.reserve)
+        rows = max(self.positions.shape[0] if n else 1, positions.shape[0])
+        kb = k.new_empty((*k.shape[:2], capacity, k.shape[3]))
+        vb = v.new_empty((*v.shape[:2], capacity, v.shape[3]))
+        pb = positions.new_empty((rows, capacity))
+        if n:
+            kb[:, :, :n], vb[:, :, :n], pb[:, :n] = self.k, self.v, self.positions
         self._buffers = (kb, vb, pb)
         self._view(0, n)
 
     def reorder(self, index: Tensor) -> None:
-        """Keep the batch rows in ``index`` (beam search)."""
+        """Keep the batch rows in ``index`` (beam search): new tensors, so the buffers are left behind."""
+        self._buffers, self._start = None, 0
         if self.k is not None:
             self.k, self.v = self.k.index_select(0, index), self.v.index_select(0, index)
             if self.positions is not None and self.positions.shape[0] > 1:  # cross-attention has none
@@ -155,9 +158,10 @@ class KVCache:
     cross_attn: list[AttentionCache] = field(default_factory=list)
 
     @classmethod
-    def empty(cls, n_layers: int, cross: bool = False) -> KVCache:
+    def empty(cls, n_layers: int, cross: bool = False, reserve: int = 0) -> KVCache:
+        """Empty caches; ``reserve``: the self-attention entries to allocate at the first write."""
         return cls(
-            [AttentionCache() for _ in range(n_layers)],
+            [AttentionCache(reserve=reserve) for _ in range(n_layers)],
             [AttentionCache() for _ in range(n_layers)] if cross else [],
         )
 

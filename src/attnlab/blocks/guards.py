@@ -22,7 +22,10 @@ def check_index(values: Tensor, size: int, what: str, problem: str) -> None:
     if values.numel() == 0:
         return
     if values.is_cpu and not torch.compiler.is_compiling():
-        low, high = (int(end) for end in torch.aminmax(values))
+        if values.numel() == 1:  # a decoding step's one token: one read instead of a reduction and two
+            low = high = int(values)
+        else:
+            low, high = (int(end) for end in torch.aminmax(values))
         if low < 0 or high >= size:
             raise ValueError(f"{what} {low if low < 0 else high} {problem}")
         return

@@ -152,7 +152,8 @@ def _decode(
     total = prompt_len + max_new_tokens
     tokens = torch.full((batch, total), pad_id, dtype=torch.long, device=ids.device)
     tokens[:, :prompt_len] = ids
-    mask = positions = None
+    mask = None
+    positions = torch.arange(total, device=ids.device)  # made once: each step passes a view of it
     if not bool(prompt_mask.all()):  # left padding: per-row positions and a mask over every column
         mask = torch.ones((batch, total), dtype=torch.bool, device=ids.device)
         mask[:, :prompt_len] = prompt_mask
@@ -165,14 +166,14 @@ def _decode(
         seen[rows[prompt_mask], ids[prompt_mask]] = True
     stops = torch.tensor(list(stop_tokens), dtype=torch.long, device=ids.device) if stop_tokens else None
     finished = torch.zeros(batch, dtype=torch.bool, device=ids.device)
-    cache = model.new_cache() if use_cache else None
+    cache = model.new_cache(reserve=total) if use_cache else None
 
     start = 0
     for t in range(prompt_len, total):
         logits = model(
             tokens[:, start:t],
             attention_mask=None if mask is None else mask[:, :t],
-            positions=None if positions is None else positions[:, start:t],
+            positions=positions[..., start:t],
             cache=cache,
         )[:, -1]
         if seen is not None:

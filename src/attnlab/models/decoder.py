@@ -40,8 +40,9 @@ class DecoderLM(FamilyModel):
         self.lm_head = LMHead(cfg.d_model, cfg.vocab_size, tied, bias=cfg.lm_head_bias)
         init_weights(self, cfg.init_std, cfg.n_layers)
 
-    def new_cache(self) -> KVCache:
-        return KVCache.empty(len(self.stack.layers))
+    def new_cache(self, reserve: int = 0) -> KVCache:
+        """An empty KV cache; ``reserve``: the tokens (prompt and new) its buffers hold from the start."""
+        return KVCache.empty(len(self.stack.layers), reserve=reserve)
 
     def forward(
         self,
