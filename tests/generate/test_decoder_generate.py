@@ -145,3 +145,20 @@ def test_prompts_are_padded_on_the_left_and_sources_on_the_right():
     assert ids.tolist() == [[5, 6, 7], [8, 9, 9]] and mask.tolist() == [[1, 1, 1], [1, 0, 0]]
     with pytest.raises(ValueError, match="prompt 1 is empty: it needs at least one token"):
         pad_batch([[1], []], 0, left=True, what="prompt")
+
+
+def test_a_windowed_cache_reserves_twice_the_window_not_the_whole_length(tiny_model) -> None:
+    """generate reserves its whole length in the cache, except under a sliding window, whose cache keeps
+    only the window's last keys: its memory must not grow with the number of tokens generated."""
+    full, windowed = (
+        tiny_model("gpt", "rope", **GENERATOR),
+        tiny_model("gpt", "rope", attn_window=4, **GENERATOR),
+    )
+    assert [c.reserve for c in full.new_cache(reserve=1000).self_attn] == [1000] * len(full.stack.layers)
+    cache = windowed.new_cache(reserve=1000)
+    assert {c.reserve for c in cache.self_attn} == {8}
+    prompt = torch.tensor([[1, 2, 3]])
+    windowed(prompt, cache=cache)
+    for t in range(3, 30):
+        windowed(torch.tensor([[t % 20]]), positions=torch.tensor([t]), cache=cache)
+    assert max(c.capacity for c in cache.self_attn) <= 2 * (4 + 1)

@@ -41,7 +41,11 @@ class DecoderLM(FamilyModel):
         init_weights(self, cfg.init_std, cfg.n_layers)
 
     def new_cache(self, reserve: int = 0) -> KVCache:
-        """An empty KV cache; ``reserve``: the tokens (prompt and new) its buffers hold from the start."""
+        """An empty KV cache; ``reserve``: the tokens (prompt and new) its buffers hold from the start.
+        With a sliding window no more than twice the window is reserved: such a cache keeps only the
+        window's last keys, and its memory must not grow with the length of the decoding."""
+        if self.cfg.attn_window is not None:
+            reserve = min(reserve, 2 * self.cfg.attn_window)
         return KVCache.empty(len(self.stack.layers), reserve=reserve)
 
     def forward(
