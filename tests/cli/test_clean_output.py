@@ -28,11 +28,17 @@ def clutter(output: str) -> list[str]:
 def test_train_eval_compress_and_sample_print_no_tips_or_deprecations(tmp_path: Path) -> None:
     """One short run with the default logger (wandb, offline), its evaluation, its int8 copy (torchao)
     and a sample from that copy."""
-    train = check(cli([*TINY, *TEXT, "model=gpt-tiny", "run_dir=run"], tmp_path))
+    train = check(cli([*TINY, *TEXT, "model=gpt-tiny", "run_dir=run"], tmp_path, fresh_interpreter=True))
     ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
-    evaluation = check(cli([f"ckpt_path={ckpt}", "limit_batches=1"], tmp_path, command="eval"))
-    compress = check(cli([f"ckpt_path={ckpt}", "out=int8.ckpt"], tmp_path, command="cli.compress"))
-    sample = check(cli(["ckpt_path=int8.ckpt", "max_new_tokens=4"], tmp_path, command="sample"))
+    evaluation = check(
+        cli([f"ckpt_path={ckpt}", "limit_batches=1"], tmp_path, command="eval", fresh_interpreter=True)
+    )
+    compress = check(
+        cli([f"ckpt_path={ckpt}", "out=int8.ckpt"], tmp_path, command="cli.compress", fresh_interpreter=True)
+    )
+    sample = check(
+        cli(["ckpt_path=int8.ckpt", "max_new_tokens=4"], tmp_path, command="sample", fresh_interpreter=True)
+    )
     outputs = {
         name: result.stdout + result.stderr
         for name, result in [

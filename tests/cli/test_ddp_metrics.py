@@ -64,7 +64,14 @@ def test_causal_lm_on_two_processes_reports_one_process_metrics(tmp_path: Path) 
     corpus = f"data.path={write_corpus(tmp_path / 'corpus.txt')}"
     ddp_cwd, single = tmp_path / "ddp", tmp_path / "single"
     ddp_cwd.mkdir()
-    check(cli([*GPT, corpus, "trainer=ddp_sim", "data.batch_size=16"], ddp_cwd, timeout=600))
+    check(
+        cli(
+            [*GPT, corpus, "trainer=ddp_sim", "data.batch_size=16"],
+            ddp_cwd,
+            timeout=600,
+            fresh_interpreter=True,
+        )
+    )
     train_in_process([*GPT, corpus, "data.batch_size=32"], single)
     ddp = run_dir(ddp_cwd)
 
@@ -85,7 +92,14 @@ def test_classifier_and_seq2seq_on_two_processes_report_one_process_metrics(
 ) -> None:
     from attnlab.cli.eval import main as evaluate
 
-    check(cli([*GENERATED, f"experiment=tiny_{family}", "trainer=ddp_sim"], tmp_path, timeout=600))
+    check(
+        cli(
+            [*GENERATED, f"experiment=tiny_{family}", "trainer=ddp_sim"],
+            tmp_path,
+            timeout=600,
+            fresh_interpreter=True,
+        )
+    )
     run = run_dir(tmp_path)
     ckpt = json.loads((run / "test_metrics.json").read_text())["ckpt_path"]
     assert ckpt.endswith(f"best-step{GENERATED_STEPS:06d}.ckpt")

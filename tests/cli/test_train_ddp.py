@@ -26,7 +26,10 @@ ARGS = [
 @pytest.fixture(scope="module")
 def runs(built_once: Callable[..., Path]) -> tuple[Path, Path]:
     ddp_cwd = built_once(
-        "ddp", lambda cwd: check(cli([*ARGS, "trainer=ddp_sim", "data.batch_size=8"], cwd, timeout=600))
+        "ddp",
+        lambda cwd: check(
+            cli([*ARGS, "trainer=ddp_sim", "data.batch_size=8"], cwd, timeout=600, fresh_interpreter=True)
+        ),
     )
     single_cwd = built_once("single", lambda cwd: check(cli([*ARGS, "data.batch_size=16"], cwd)))
     (ddp,) = ddp_cwd.glob("outputs/*/*")

@@ -1,7 +1,8 @@
-"""Helpers of the training tests: run attnlab-train / attnlab-eval in a subprocess (as a user would,
-so Hydra, DDP launching and exit codes are real), or a command's ``main`` in this process where the
-subprocess would prove nothing more (it saves the seconds of a new process's imports); and read back
-what the runs wrote."""
+"""Helpers of the training tests: run attnlab-train / attnlab-eval as a new process (as a user would, so
+Hydra, signals, kills and exit codes are real: forked from a process that has attnlab imported, see
+``forked``, or a fresh interpreter where the interpreter's start matters, as for DDP), or a command's
+``main`` in this process where a new process would prove nothing more; and read back what the runs
+wrote."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import forked
 import pytest
 import torch
 
@@ -70,10 +72,19 @@ def cli_env(cwd: Path) -> dict[str, str]:
 
 
 def cli(
-    args: list[str], cwd: Path, *, command: str = "train", timeout: float = 300
+    args: list[str],
+    cwd: Path,
+    *,
+    command: str = "train",
+    timeout: float = 300,
+    fresh_interpreter: bool = False,
 ) -> subprocess.CompletedProcess:
-    """``python -m attnlab.<command> *args`` in ``cwd``, offline, with the fault-injection helpers importable."""
+    """``python -m attnlab.<command> *args`` in ``cwd``, offline, with the fault-injection helpers
+    importable: a process forked from one with attnlab imported (``forked``), or with
+    ``fresh_interpreter`` a new interpreter (DDP, and what happens while modules are imported)."""
     env = cli_env(cwd)
+    if not fresh_interpreter:
+        return forked.run(command, args, cwd, env, timeout)
     return subprocess.run(
         [sys.executable, "-m", f"attnlab.{command}", *args],
         cwd=cwd,
@@ -102,22 +113,13 @@ def start_and_kill_after_first_checkpoint(args: list[str], cwd: Path, run_dir: P
     The whole process group is killed, as a scheduler or Ctrl-C would: a lone SIGKILL leaves wandb's
     service process behind, holding the run id for a while, and the resume would find it "in use".
     """
-    env = cli_env(cwd)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "attnlab.train", *args, f"run_dir={run_dir}"],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc = forked.Forked("train", [*args, f"run_dir={run_dir}"], cwd, cli_env(cwd), new_session=True)
     last = run_dir / "checkpoints" / "last.ckpt"
     deadline = time.monotonic() + 300
     while not last.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
     os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.wait() == -signal.SIGKILL, "the run ended before it could be killed"
+    assert proc.result().returncode == -signal.SIGKILL, "the run ended before it could be killed"
     wait_until_group_is_gone(proc.pid)
     return torch.load(last, map_location="cpu", weights_only=True)["global_step"]
 

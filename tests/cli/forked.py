@@ -1,0 +1,193 @@
+"""Run ``python -m attnlab.<command>`` as a process forked from one that has already imported torch,
+Lightning, Hydra, wandb and attnlab (multiprocessing's fork server with those modules preloaded).
+
+The child is a new process like any other: its own pid (and, on request, its own session, so that
+the whole group can be killed), working directory, environment, arguments, stdin from /dev/null,
+stdout and stderr captured, signal handlers, and an exit status that follows the interpreter's rules
+(``sys.exit(n)`` gives n, an uncaught exception prints its traceback and gives 1, a signal gives
+minus its number). It only skips the seconds of imports that every new interpreter pays, which
+were most of the time of a tiny training run in the test suite.
+
+What depends on the interpreter's own start stays in real subprocesses (``train_cli.cli(...,
+fresh_interpreter=True)``): DDP (Lightning relaunches ``sys.argv`` as new interpreters), warnings
+printed while modules are imported (test_clean_output), and the imports themselves
+(test_validation_imports_neither_torch_nor_lightning).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from multiprocessing.context import ForkServerContext
+from pathlib import Path
+
+# What a command imports on its way to training, evaluating or sampling; a module left out is
+# imported by each child instead (correct, only slower).
+PRELOAD = [
+    "torch",
+    "pytorch_lightning",
+    "torchmetrics",
+    "hydra",
+    "omegaconf",
+    "wandb",
+    "tokenizers",
+    "matplotlib.pyplot",
+    "attnlab.train",
+    "attnlab.eval",
+    "attnlab.sample",
+    "attnlab.cli.compress",
+    "attnlab.cli.explain",
+    "attnlab.cli.report",
+    "attnlab.training.trainer",
+    "attnlab.tasks",
+    "attnlab.data",
+    "forked",
+]
+_context: ForkServerContext | None = None
+
+
+def fork_server() -> ForkServerContext:
+    """This process's fork server, started (and its modules imported) on first use."""
+    global _context
+    if _context is None:
+        _context = multiprocessing.get_context("forkserver")
+        _context.set_forkserver_preload(PRELOAD)
+    return _context
+
+
+class Forked:
+    """A running command: ``pid``, ``poll()``, ``wait()``, ``result()`` like a ``subprocess.Popen``."""
+
+    def __init__(
+        self, command: str, args: list[str], cwd: Path, env: dict[str, str], new_session: bool
+    ) -> None:
+        self.argv = [sys.executable, "-m", f"attnlab.{command}", *args]
+        self.output = Path(tempfile.mkdtemp(prefix="forked-"))
+        self.process = fork_server().Process(
+            target=run_command,
+            args=(command, args, str(cwd), env, str(self.output), new_session),
+            daemon=False,
+        )
+        self.process.start()
+        self.pid = self.process.pid
+
+    def poll(self) -> int | None:
+        return self.process.exitcode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit status; after ``timeout`` seconds the command (and its group) is killed and
+        ``subprocess.TimeoutExpired`` raised."""
+        self.process.join(timeout)
+        if self.process.exitcode is None:
+            kill_group(self.pid)
+            self.process.join()
+            raise subprocess.TimeoutExpired(self.argv, timeout or 0)
+        return self.process.exitcode
+
+    def result(self, timeout: float | None = None) -> subprocess.CompletedProcess:
+        """Wait for the command; its exit status and what it printed (the captured files removed)."""
+        try:
+            code = self.wait(timeout)
+            out, err = ((self.output / name).read_text(errors="replace") for name in ("stdout", "stderr"))
+        finally:
+            for name in ("stdout", "stderr"):
+                (self.output / name).unlink(missing_ok=True)
+            self.output.rmdir()
+        return subprocess.CompletedProcess(self.argv, code, out, err)
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process and, when it leads one, its process group."""
+    with contextlib.suppress(ProcessLookupError):
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, signal.SIGKILL)
+        else:
+            os.kill(pid, signal.SIGKILL)
+
+
+def run(
+    command: str, args: list[str], cwd: Path, env: dict[str, str], timeout: float
+) -> subprocess.CompletedProcess:
+    """``subprocess.run([python, -m, attnlab.<command>, *args], capture_output=True, text=True)``, forked."""
+    return Forked(command, args, cwd, env, new_session=False).result(timeout)
+
+
+# In the child ------------------------------------------------------------------------------------
+
+
+def run_command(
+    command: str, args: list[str], cwd: str, env: dict[str, str], output: str, new_session: bool
+) -> None:
+    """The child: set up the process as the interpreter would for ``python -m attnlab.<command>``,
+    run the command's ``main``, and exit with the status the interpreter would give."""
+    if new_session:
+        os.setsid()
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    for entry in reversed(env.get("PYTHONPATH", "").split(os.pathsep)):
+        if entry and entry not in sys.path:
+            sys.path.insert(0, entry)
+    capture(1, Path(output) / "stdout")
+    capture(2, Path(output) / "stderr")
+    sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)  # noqa: SIM115 (the process's own streams)
+    sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    module = importlib.import_module(f"attnlab.{command}")
+    sys.argv = [str(module.__file__), *args]
+    os._exit(status_of(module.main))
+
+
+def capture(fd: int, path: Path) -> None:
+    file = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(file, fd)
+    os.close(file)
+
+
+def status_of(main: object) -> int:
+    """Call ``main`` and end as the interpreter ends: non-daemon threads joined, atexit handlers run,
+    streams flushed; the exit status it would give."""
+    try:
+        main()  # type: ignore[operator]
+        status = 0
+    except SystemExit as stop:
+        status = exit_status(stop.code)
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        finish()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)  # the interpreter ends so on an uncaught Ctrl-C
+        status = 1
+    except BaseException:  # the interpreter prints any uncaught exception
+        traceback.print_exc()
+        status = 1
+    finish()
+    return status
+
+
+def exit_status(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def finish() -> None:
+    """What the interpreter does on its way out: join the non-daemon threads, run atexit, flush."""
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a stream the command closed
+            stream.flush()
