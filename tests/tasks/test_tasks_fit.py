@@ -126,6 +126,10 @@ def test_loss_lr_and_throughput_reach_the_logger_on_its_steps(tmp_path, tiny_mod
     assert all(float(r["lr"]) == pytest.approx(1e-3) for r in rows)
     assert float(rows[1]["train/loss"]) == pytest.approx(recorder.losses[9])
     assert t.callback_metrics["train/loss"].item() == pytest.approx(recorder.losses[-1])  # the last step's
+    assert set(t.progress_bar_metrics) == {"train/loss", "train/tokens_per_s"}
+    # Not through self.log (tasks.step_log): Lightning would turn its stored values into dictionaries
+    # at every step, logging or not, and its result collection stays empty.
+    assert not t.fit_loop.epoch_loop._results
     # Each value is the rate since the previous log (steps 1-5, then 6-10: batches of 64 tokens), and
     # the run's mean throughput weighs them by their time.
     first, second = (float(r["train/tokens_per_s"]) for r in rows)
