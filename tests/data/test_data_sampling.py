@@ -11,7 +11,7 @@ import torch
 from torch import nn
 from torch.utils.data import default_collate
 
-from attnlab.data.sampling import ResumableLoader, SampleBatches, derive_seed, split_key
+from attnlab.data.sampling import ResumableLoader, SampleBatches, derive_seed, mixed_seed, split_key
 
 
 class Keys(torch.utils.data.Dataset):
@@ -43,6 +43,9 @@ def test_every_epoch_is_a_seeded_permutation_and_batches_run_on_across_epochs():
     assert torch.equal(stream[8], keys(n=10, batch_size=4)[8])  # a pure function of (seed, position)
     assert not torch.equal(stream[8], keys(n=10, batch_size=4, seed=4)[8])
     assert split_key(5) == (0, 5) and derive_seed(1, 2, 3) == derive_seed(1, 2, 3) != derive_seed(1, 3, 2)
+    # the per-step seed (StepSeeder): order matters, every part counts, 63 bits
+    seeds = {mixed_seed(1, 2, 3, 0), mixed_seed(1, 3, 2, 0), mixed_seed(1, 2, 3, 1), mixed_seed(2, 2, 3, 0)}
+    assert len(seeds) == 4 and mixed_seed(1, 2, 3, 0) == mixed_seed(1, 2, 3, 0) and max(seeds) < 2**63
 
 
 def test_ranks_draw_the_rows_of_one_process_with_the_doubled_batch():

@@ -41,11 +41,11 @@ class LossRecorder(pl.Callback):
         self.losses.append(float(outputs["loss"]))
 
 
-def trainer(max_steps: int, callbacks=(), **kw) -> pl.Trainer:
+def trainer(max_steps: int, callbacks=(), logger=False, **kw) -> pl.Trainer:
     return pl.Trainer(
         max_steps=max_steps,
         accelerator="cpu",
-        logger=False,
+        logger=logger,
         enable_checkpointing=False,
         enable_progress_bar=False,
         enable_model_summary=False,
@@ -126,6 +126,10 @@ def test_loss_lr_and_throughput_reach_the_logger_on_its_steps(tmp_path, tiny_mod
     assert all(float(r["lr"]) == pytest.approx(1e-3) for r in rows)
     assert float(rows[1]["train/loss"]) == pytest.approx(recorder.losses[9])
     assert t.callback_metrics["train/loss"].item() == pytest.approx(recorder.losses[-1])  # the last step's
+    assert set(t.progress_bar_metrics) == {"train/loss", "train/tokens_per_s"}
+    # Not through self.log (tasks.step_log): Lightning would turn its stored values into dictionaries
+    # at every step, logging or not, and its result collection stays empty.
+    assert not t.fit_loop.epoch_loop._results
     # Each value is the rate since the previous log (steps 1-5, then 6-10: batches of 64 tokens), and
     # the run's mean throughput weighs them by their time.
     first, second = (float(r["train/tokens_per_s"]) for r in rows)
@@ -171,8 +175,9 @@ def test_image_classification_fit_reduces_the_loss(tiny_model):
     assert "train/samples_per_s" in t.callback_metrics and "train/tokens_per_s" not in t.callback_metrics
 
 
-def test_bf16_mixed_precision_with_gradient_clipping_and_accumulation_trains(tiny_model):
-    """Lightning cannot clip under AMP with the fused AdamW kernel; the task then uses the plain one."""
+def test_bf16_mixed_precision_with_gradient_clipping_and_accumulation_trains(tmp_path, tiny_model):
+    """Lightning cannot clip under AMP with the fused AdamW kernel; the task then uses the plain one.
+    The step's values reach the logger once per optimizer step, never mid-accumulation."""
     task = build_task(
         task_config("causal_lm"),
         AdamWConfig(lr=1e-2, warmup_steps=0),
@@ -180,10 +185,22 @@ def test_bf16_mixed_precision_with_gradient_clipping_and_accumulation_trains(tin
         max_steps=4,
     )
     t = trainer(
-        4, precision="bf16-mixed", gradient_clip_val=1.0, accumulate_grad_batches=2, limit_val_batches=0
+        4,
+        precision="bf16-mixed",
+        gradient_clip_val=1.0,
+        accumulate_grad_batches=2,
+        limit_val_batches=0,
+        logger=CSVLogger(tmp_path),
+        log_every_n_steps=2,
     )
     t.fit(task, DataLoader(counting_batches(), batch_size=8))
     assert t.global_step == 4 and not t.optimizers[0].defaults["fused"]
+    with open(tmp_path / "lightning_logs" / "version_0" / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [(int(r["step"]), bool(r["train/loss"]), bool(r["lr"])) for r in rows] == [
+        (1, True, True),
+        (3, True, True),
+    ]
 
 
 def test_validate_logs_perplexity_as_exp_of_the_token_mean_loss(tiny_model):

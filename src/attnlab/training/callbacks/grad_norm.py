@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytorch_lightning as pl
 import torch
 
+from attnlab.tasks.step_log import log_step_value
+
 
 class GradNormLogger(pl.Callback):
     """Logs ``train/grad_norm``, the 2-norm of all gradients before clipping, at the steps whose values
@@ -22,4 +24,4 @@ class GradNormLogger(pl.Callback):
         grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
         if grads:
             norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
-            pl_module.log("train/grad_norm", norm, on_step=True, on_epoch=False)
+            log_step_value(pl_module, "train/grad_norm", norm)

@@ -11,7 +11,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.callbacks import Callback
 
-from attnlab.data.sampling import derive_seed
+from attnlab.data.sampling import mixed_seed
 from attnlab.training.resume import RUN_KEY
 
 log = logging.getLogger("attnlab")
@@ -31,11 +31,11 @@ class StepSeeder(Callback):
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        seed = derive_seed(self.seed, trainer.current_epoch, batch_idx, trainer.global_rank)
+        seed = mixed_seed(self.seed, trainer.current_epoch, batch_idx, trainer.global_rank)
         torch.default_generator.manual_seed(
             seed
         )  # torch.manual_seed costs ~100x more (it probes every backend)
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
+        if torch.cuda.is_initialized():  # false without CUDA, and cheaper to ask than is_available()
             torch.cuda.manual_seed_all(seed)
 
 

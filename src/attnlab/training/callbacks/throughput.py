@@ -23,6 +23,8 @@ import pytorch_lightning as pl
 import torch
 from lightning_fabric.utilities.throughput import Throughput, get_available_flops
 
+from attnlab.tasks.step_log import log_step_value
+
 
 def precision_dtype(precision: str | int | None) -> torch.dtype:
     """The dtype the matrix products run in under a Lightning ``precision`` setting."""
@@ -113,8 +115,8 @@ class ThroughputLogger(pl.Callback):
         scope = "" if trainer.world_size > 1 else "device/"  # the sums over devices, or the one device's
         self.unit = "samples" if pl_module.model.input_kind == "images" else "tokens"
         rate = rates[f"{scope}{'samples' if self.unit == 'samples' else 'items'}_per_sec"]
-        pl_module.log(f"train/{self.unit}_per_s", rate, on_step=True, on_epoch=False, prog_bar=True)
+        log_step_value(pl_module, f"train/{self.unit}_per_s", rate, prog_bar=True)
         if "device/mfu" in rates:
-            pl_module.log("train/mfu", rates["device/mfu"], on_step=True, on_epoch=False)
+            log_step_value(pl_module, "train/mfu", rates["device/mfu"])
         count = self.samples if self.unit == "samples" else self.tokens
         self.total_count, self.total_time = count * trainer.world_size, elapsed
