@@ -30,6 +30,7 @@ from attnlab.models import build_model
 from attnlab.schema.checks import validate
 from attnlab.schema.run import RunConfig
 from attnlab.tasks.optim import configure_optimizers
+from benchmarks.step_window import StepWindow, WindowClock
 
 
 def lm_loss(model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
@@ -57,7 +58,9 @@ def compose_run(overrides: list[str]) -> RunConfig:
         return validate(compose("train", overrides=overrides))
 
 
-def fit_trainer(run: RunConfig, model: nn.Module, data: pl.LightningDataModule) -> None:
+def fit_trainer(
+    run: RunConfig, model: nn.Module, data: pl.LightningDataModule, window: WindowClock | None
+) -> None:
     trainer = pl.Trainer(
         accelerator="cpu",
         devices=1,
@@ -70,11 +73,14 @@ def fit_trainer(run: RunConfig, model: nn.Module, data: pl.LightningDataModule) 
         limit_val_batches=0,
         num_sanity_val_steps=0,
         use_distributed_sampler=False,
+        callbacks=[StepWindow(window.first, window.last, str(window.out))] if window else None,
     )
     trainer.fit(BareLM(model, run), train_dataloaders=data.train_dataloader())
 
 
-def fit_loop(run: RunConfig, model: nn.Module, data: pl.LightningDataModule) -> None:
+def fit_loop(
+    run: RunConfig, model: nn.Module, data: pl.LightningDataModule, window: WindowClock | None
+) -> None:
     steps, clip = run.trainer.max_steps, run.trainer.gradient_clip_val
     setup = configure_optimizers(model, run.optim, steps)
     optimizer, scheduler = setup["optimizer"], setup["lr_scheduler"]["scheduler"]
@@ -82,6 +88,8 @@ def fit_loop(run: RunConfig, model: nn.Module, data: pl.LightningDataModule) -> 
     step = 0
     while step < steps:  # epochs, as Lightning's max_epochs=-1
         for batch in data.train_dataloader():
+            if window:
+                window.at_step(step)
             lm_loss(model, batch).backward()
             if clip:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
@@ -99,6 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("kind", choices=("trainer", "loop"))
     parser.add_argument("--steps", type=int, required=True)
+    parser.add_argument(
+        "--window",
+        nargs=3,
+        metavar=("FIRST", "LAST", "OUT"),
+        help="write the CPU and wall time from the start of step FIRST to that of step LAST to OUT",
+    )
     parser.add_argument("overrides", nargs="*", help="attnlab-train overrides (model, data, optim)")
     args = parser.parse_intermixed_args(argv)
     run = compose_run([*args.overrides, f"trainer.max_steps={args.steps}"])
@@ -108,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     data.setup("fit")
     model = build_model(replace(run.model, vocab_size=data.vocab_size))
-    (fit_trainer if args.kind == "trainer" else fit_loop)(run, model, data)
+    window = WindowClock(int(args.window[0]), int(args.window[1]), args.window[2]) if args.window else None
+    (fit_trainer if args.kind == "trainer" else fit_loop)(run, model, data, window)
     return 0
 
 

@@ -1,28 +1,28 @@
 """attnlab-train's own cost per step against a bare ``pl.Trainer`` and a plain PyTorch loop (issue 19).
 
 Each contender trains the same tiny GPT (1 layer, d 32, batch 4 x 16, the default corpus) in a fresh
-process, twice: for ``SHORT`` and for ``LONG`` steps. The per-step cost is the difference of the two
-wall times over the difference of steps, so that everything a run does once (interpreter start,
-imports, config, data, the end-of-run test and sample) cancels. ``attnlab-train`` runs with its
-defaults, as a user gets them: the wandb logger (offline), checkpoints every 100 steps, every callback,
-progress lines. Validation is the only default held out (``trainer.val_every_n_steps`` beyond the run:
-the one validation at the end is in both runs and cancels): it is work the user asked for, which the
-references would have to do as well, and at this size one pass over the validation split costs as
-much as 200 training steps. The references are ``benchmarks.bare_fit``. The contenders take turns,
-the order reversed every round; the ratio is computed per round, by the wall clock (the issue's
-measure) and in CPU time (user + system: on a shared machine, time spent waiting for a core is left
-out; each process has one torch thread).
+process for ``LAST + 1`` steps, and times, from inside the run, the steps from ``FIRST`` to ``LAST``
+(``benchmarks.step_window``): the interpreter's start, imports, config, data, the first steps and the
+end of the run lie outside that window, so their noise stays out of the figure (subtracting a short
+whole run from a long one, as this section did before, let a second of startup noise move the
+per-step figure by half a millisecond on a busy machine). ``attnlab-train`` runs with its defaults, as
+a user gets them: the wandb logger (offline), checkpoints every 100 steps, every callback, progress
+lines; the window holds their work (20 checkpoint saves, 200 logged steps). Validation is the only
+default held out (``trainer.val_every_n_steps`` beyond the run): it is work the user asked for, which
+the references would have to do as well. The references are ``benchmarks.bare_fit``. The contenders
+take turns, the order reversed every round; the ratio is computed per round, by the wall clock (the
+issue's measure) and in CPU time (the process's, all threads: on a shared machine, time spent waiting
+for a core is left out; each process has one torch thread).
 """
 
 from __future__ import annotations
 
+import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from benchmarks.common import ROOT, Row, Settings
@@ -35,18 +35,34 @@ CONTENDERS = ("attnlab-train", "bare Trainer", "plain loop")
 CLOCKS = ("wall time", "CPU time")
 
 
-def command(contender: str, steps: int, run_dir: Path) -> list[str]:
-    """The command line that trains ``steps`` steps of the tiny GPT."""
+def command(contender: str, first: int, last: int, window_file: Path, run_dir: Path) -> list[str]:
+    """The command line that trains the tiny GPT for ``last + 1`` steps, timing steps ``first`` to ``last``."""
+    steps = last + 1
     if contender == "attnlab-train":
+        window = (
+            f"{{_target_:benchmarks.step_window.StepWindow,first:{first},last:{last},out:'{window_file}'}}"
+        )
         return [
             *train_command(),
             *SIZE,
             f"trainer.max_steps={steps}",
             f"trainer.val_every_n_steps={10 * steps}",
             f"run_dir={run_dir}",
+            f"+callbacks.step_window={window}",
         ]
     kind = "trainer" if contender == "bare Trainer" else "loop"
-    return [sys.executable, "-m", "benchmarks.bare_fit", kind, f"--steps={steps}", *SIZE]
+    return [
+        sys.executable,
+        "-m",
+        "benchmarks.bare_fit",
+        kind,
+        f"--steps={steps}",
+        "--window",
+        str(first),
+        str(last),
+        str(window_file),
+        *SIZE,
+    ]
 
 
 def environment(threads: int) -> dict[str, str]:
@@ -60,42 +76,39 @@ def environment(threads: int) -> dict[str, str]:
     }
 
 
-def run_seconds(contender: str, steps: int, threads: int, timeout: float = 900.0) -> tuple[float, float]:
-    """Wall and CPU seconds (user + system, of the process and the children it waited for) of a whole
-    run; its output is piped, as in a batch job (progress lines, no bar). On a shared machine the CPU
-    time is the steadier figure: waiting for a core counts in the wall time only."""
+def window_seconds(contender: str, first: int, last: int, threads: int, timeout: float = 900.0) -> dict:
+    """``{"steps", "wall", "cpu"}`` of the window of one run; its output is piped, as in a batch job
+    (progress lines, no bar)."""
     with tempfile.TemporaryDirectory() as tmp:
-        before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+        window_file = Path(tmp) / "window.json"
         done = subprocess.run(
-            command(contender, steps, Path(tmp) / "run"),
+            command(contender, first, last, window_file, Path(tmp) / "run"),
             cwd=tmp,
             env=environment(threads),
             capture_output=True,
             text=True,
             timeout=timeout,
         )
-        wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or [""])[-1][:300]
-        raise RuntimeError(f"{contender} ({steps} steps) exited {done.returncode}: {last}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        if done.returncode != 0 or not window_file.exists():
+            last_line = (done.stderr.strip().splitlines() or [""])[-1][:300]
+            raise RuntimeError(f"{contender} exited {done.returncode} without its window: {last_line}")
+        return json.loads(window_file.read_text())
 
 
-def per_step_costs(short: int, long: int, rounds: int, threads: int) -> dict[str, dict[str, list[float]]]:
-    """{clock: {contender: seconds per step in each round}}, (t_long - t_short) / (long - short) by
-    the wall clock and in CPU time."""
+def per_step_costs(first: int, last: int, rounds: int, threads: int) -> dict[str, dict[str, list[float]]]:
+    """{clock: {contender: seconds per step in each round}}, by the wall clock and in CPU time."""
     costs: dict[str, dict[str, list[float]]] = {clock: {name: [] for name in CONTENDERS} for clock in CLOCKS}
     for r in range(rounds):
         for name in CONTENDERS if r % 2 == 0 else CONTENDERS[::-1]:
-            t_short, t_long = run_seconds(name, short, threads), run_seconds(name, long, threads)
-            for i, clock in enumerate(CLOCKS):
-                costs[clock][name].append((t_long[i] - t_short[i]) / (long - short))
+            window = window_seconds(name, first, last, threads)
+            for clock, key in zip(CLOCKS, ("wall", "cpu")):
+                costs[clock][name].append(window[key] / window["steps"])
             done = ", ".join(f"{c} {1e3 * costs[c][name][-1]:.2f} ms" for c in CLOCKS)
             print(f"[step cost] round {r + 1}: {name} per step {done}", flush=True)
     return costs
 
 
-def rows_of(costs: dict[str, list[float]], clock: str, short: int, long: int, load: str) -> list[Row]:
+def rows_of(costs: dict[str, list[float]], clock: str, first: int, last: int, load: str) -> list[Row]:
     """The ratios to the two references of one clock's per-step costs."""
     ms = {name: 1e3 * statistics.median(c) for name, c in costs.items()}
     absolute = ", ".join(f"{name} {ms[name]:.2f} ms" for name in CONTENDERS)
@@ -112,7 +125,7 @@ def rows_of(costs: dict[str, list[float]], clock: str, short: int, long: int, lo
                 min(ratios),
                 max(ratios),
                 "×",
-                f"per step (t{long} - t{short}) / {long - short}, median of {len(ratios)} rounds: "
+                f"per step over steps {first}-{last} timed inside the run, median of {len(ratios)} rounds: "
                 f"{absolute}; load {load}",
                 target,
                 f"≤ {target:g}×" if target else "",
@@ -130,7 +143,7 @@ def load_average() -> str:
 
 
 def run(settings: Settings) -> list[Row]:
-    short, long, rounds = settings.pick(full=(400, 2400, 3), quick=(200, 1200, 2), tiny=(2, 12, 1))
-    print(f"[step cost] {rounds} rounds of {short} and {long} steps", flush=True)
-    costs = per_step_costs(short, long, rounds, settings.threads)
-    return [row for clock in CLOCKS for row in rows_of(costs[clock], clock, short, long, load_average())]
+    first, last, rounds = settings.pick(full=(400, 2400, 5), quick=(200, 1200, 3), tiny=(2, 12, 1))
+    print(f"[step cost] {rounds} rounds, steps {first} to {last} timed", flush=True)
+    costs = per_step_costs(first, last, rounds, settings.threads)
+    return [row for clock in CLOCKS for row in rows_of(costs[clock], clock, first, last, load_average())]

@@ -6,16 +6,18 @@ parsing of both programs' output are.
 
 from __future__ import annotations
 
+import json
 import sys
 
 import pytest
 from benchmarks.common import Settings
 
-from benchmarks import bare_fit, nanogpt_run, step_cost
+from benchmarks import bare_fit, nanogpt_run, step_cost, step_window
 
 
 def test_attnlab_train_runs_with_its_defaults_and_validation_beyond_the_run(tmp_path) -> None:
-    args = step_cost.command("attnlab-train", 400, tmp_path)
+    window = tmp_path / "window.json"
+    args = step_cost.command("attnlab-train", 400, 2400, window, tmp_path)
     keys = {a.split("=")[0] for a in args if "=" in a}
     assert keys == {
         "model.n_layers",
@@ -25,35 +27,59 @@ def test_attnlab_train_runs_with_its_defaults_and_validation_beyond_the_run(tmp_
         "trainer.max_steps",
         "trainer.val_every_n_steps",
         "run_dir",
+        "+callbacks.step_window",
     }  # logger, checkpoints, callbacks: the defaults
-    assert "trainer.val_every_n_steps=4000" in args and "trainer.max_steps=400" in args
-    bare = step_cost.command("bare Trainer", 400, tmp_path)
-    assert bare == [sys.executable, "-m", "benchmarks.bare_fit", "trainer", "--steps=400", *step_cost.SIZE]
+    assert "trainer.val_every_n_steps=24010" in args and "trainer.max_steps=2401" in args
+    assert f"first:400,last:2400,out:'{window}'" in args[-1]
+    bare = step_cost.command("bare Trainer", 400, 2400, window, tmp_path)
+    assert bare == [
+        sys.executable,
+        *("-m", "benchmarks.bare_fit", "trainer", "--steps=2401"),
+        *("--window", "400", "2400", str(window)),
+        *step_cost.SIZE,
+    ]
 
 
-def test_per_step_cost_is_the_difference_of_two_runs_and_turns_alternate(monkeypatch) -> None:
-    calls: list[tuple[str, int]] = []
-    fixed = {"attnlab-train": 1.0, "bare Trainer": 2.0, "plain loop": 3.0}  # seconds of startup
+def test_per_step_cost_is_the_window_over_its_steps_and_turns_alternate(monkeypatch) -> None:
+    calls: list[str] = []
 
-    def fake(contender: str, steps: int, threads: int) -> tuple[float, float]:
-        calls.append((contender, steps))
-        wall = fixed[contender] + steps * 1e-3 * (2 if contender == "attnlab-train" else 1)
-        return wall, wall / 2
+    def fake(contender: str, first: int, last: int, threads: int) -> dict:
+        calls.append(contender)
+        wall = (last - first) * 1e-3 * (2 if contender == "attnlab-train" else 1)
+        return {"steps": last - first, "wall": wall, "cpu": wall / 2}
 
-    monkeypatch.setattr(step_cost, "run_seconds", fake)
+    monkeypatch.setattr(step_cost, "window_seconds", fake)
     costs = step_cost.per_step_costs(10, 110, 2, 1)
     assert costs["wall time"]["attnlab-train"] == pytest.approx([2e-3, 2e-3])
     assert costs["CPU time"]["plain loop"] == pytest.approx([0.5e-3, 0.5e-3])
-    order = [c for c, steps in calls if steps == 10]
-    assert order == [*step_cost.CONTENDERS, *step_cost.CONTENDERS[::-1]]
+    assert calls == [*step_cost.CONTENDERS, *step_cost.CONTENDERS[::-1]]
     rows = step_cost.rows_of(costs["CPU time"], "CPU time", 10, 110, "1.0")
     assert [r.median for r in rows] == pytest.approx([2.0, 2.0])
     assert rows[0].target == 1.1 and rows[0].met is False
 
 
+@pytest.mark.parametrize("kind", ["loop", "trainer"])
+def test_the_references_time_the_steps_of_their_window(kind: str, tmp_path) -> None:
+    window = tmp_path / "window.json"
+    assert bare_fit.main([kind, "--steps", "6", "--window", "2", "5", str(window), *step_cost.SIZE]) == 0
+    timed = json.loads(window.read_text())
+    assert timed["steps"] == 3 and timed["cpu"] > 0 and timed["wall"] > 0
+
+
+def test_a_window_the_run_never_reaches_writes_nothing(tmp_path) -> None:
+    clock = step_window.WindowClock(2, 5, str(tmp_path / "window.json"))
+    for step in range(5):
+        clock.at_step(step)
+    assert not (tmp_path / "window.json").exists()
+    with pytest.raises(ValueError, match="first=5, last=5"):
+        step_window.WindowClock(5, 5, "x")
+
+
 def test_bare_loop_trains_the_composed_tiny_gpt(monkeypatch) -> None:
     seen = {}
-    monkeypatch.setattr(bare_fit, "fit_loop", lambda run, model, data: seen.update(run=run, model=model))
+    monkeypatch.setattr(
+        bare_fit, "fit_loop", lambda run, model, data, window: seen.update(run=run, model=model)
+    )
     assert bare_fit.main(["loop", "--steps", "3", *step_cost.SIZE]) == 0
     run, model = seen["run"], seen["model"]
     assert (run.trainer.max_steps, run.data.batch_size, run.data.seq_len) == (3, 4, 16)
