@@ -32,6 +32,8 @@ from attnlab.schema.run import RunConfig
 from attnlab.tasks.optim import configure_optimizers
 from benchmarks.step_window import StepWindow, WindowClock
 
+Window = tuple[int, int, str]  # the steps timed, first and last, and the file their times go to
+
 
 def lm_loss(model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
     logits = model(batch["input_ids"])
@@ -59,7 +61,7 @@ def compose_run(overrides: list[str]) -> RunConfig:
 
 
 def fit_trainer(
-    run: RunConfig, model: nn.Module, data: pl.LightningDataModule, window: WindowClock | None
+    run: RunConfig, model: nn.Module, data: pl.LightningDataModule, window: Window | None
 ) -> None:
     trainer = pl.Trainer(
         accelerator="cpu",
@@ -73,14 +75,13 @@ def fit_trainer(
         limit_val_batches=0,
         num_sanity_val_steps=0,
         use_distributed_sampler=False,
-        callbacks=[StepWindow(window.first, window.last, str(window.out))] if window else None,
+        callbacks=[StepWindow(*window)] if window else None,
     )
     trainer.fit(BareLM(model, run), train_dataloaders=data.train_dataloader())
 
 
-def fit_loop(
-    run: RunConfig, model: nn.Module, data: pl.LightningDataModule, window: WindowClock | None
-) -> None:
+def fit_loop(run: RunConfig, model: nn.Module, data: pl.LightningDataModule, window: Window | None) -> None:
+    clock = WindowClock(*window) if window else None
     steps, clip = run.trainer.max_steps, run.trainer.gradient_clip_val
     setup = configure_optimizers(model, run.optim, steps)
     optimizer, scheduler = setup["optimizer"], setup["lr_scheduler"]["scheduler"]
@@ -88,8 +89,8 @@ def fit_loop(
     step = 0
     while step < steps:  # epochs, as Lightning's max_epochs=-1
         for batch in data.train_dataloader():
-            if window:
-                window.at_step(step)
+            if clock:
+                clock.at_step(step)
             lm_loss(model, batch).backward()
             if clip:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     data.setup("fit")
     model = build_model(replace(run.model, vocab_size=data.vocab_size))
-    window = WindowClock(int(args.window[0]), int(args.window[1]), args.window[2]) if args.window else None
+    window = (int(args.window[0]), int(args.window[1]), args.window[2]) if args.window else None
     (fit_trainer if args.kind == "trainer" else fit_loop)(run, model, data, window)
     return 0
 
