@@ -6,18 +6,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import pytorch_lightning as pl
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 from pytorch_lightning.callbacks import EarlyStopping
+from pytorch_lightning.demos.boring_classes import BoringModel
 from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger, WandbLogger
+from pytorch_lightning.profilers import SimpleProfiler
 
 from attnlab.cli.app import config_dir, register_schemas
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
-from attnlab.training.callbacks import build_callbacks
+from attnlab.training.callbacks import STEP_HOOKS, build_callbacks, without_idle_step_hooks
 from attnlab.training.loggers import build_loggers
 from attnlab.training.targets import check_targets
-from attnlab.training.trainer import build_trainer
+from attnlab.training.trainer import NoProfiler, build_trainer
 
 
 def composed(*overrides: str) -> DictConfig:
@@ -61,6 +64,51 @@ def test_the_trainer_gets_its_arguments_and_attnlabs_settings_translated(tmp_pat
     assert trainer.val_check_interval == 14  # micro-batches between validations
     assert trainer.gradient_clip_val == run.trainer.gradient_clip_val
     assert type(trainer.strategy.checkpoint_io).__name__ == "BackgroundCheckpointIO"  # checkpoint.async_save
+
+
+@pytest.mark.parametrize("profiler", [None, "simple"])
+def test_the_trainer_profiles_only_when_asked(profiler: str | None, tmp_path: Path) -> None:
+    run = to_object(composed(f"trainer.profiler={profiler or 'null'}"))
+    trainer = build_trainer(run, tmp_path, [], [])
+    if profiler:
+        assert isinstance(trainer.profiler, SimpleProfiler)
+        return
+    assert type(trainer.profiler) is NoProfiler  # records nothing, one shared empty context
+    with trainer.profiler.profile("outer") as outer, trainer.profiler.profile("inner") as inner:
+        assert outer is inner is None
+
+
+class CountsBatchEnds(pl.Callback):
+    def __init__(self) -> None:
+        self.batch_ends = 0
+
+    def on_train_batch_end(self, *args: object) -> None:
+        self.batch_ends += 1
+
+
+def test_lightning_calls_only_the_step_hooks_a_callback_defines(tmp_path: Path) -> None:
+    counter = without_idle_step_hooks(CountsBatchEnds())
+    assert [hook for hook in STEP_HOOKS if getattr(counter, hook) is None] == [
+        hook for hook in STEP_HOOKS if hook != "on_train_batch_end"
+    ]
+    assert counter.on_fit_start is not None  # hooks outside the step are left as they are
+    trainer = pl.Trainer(
+        max_steps=3,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[counter],
+        default_root_dir=tmp_path,
+    )
+    trainer.fit(BoringModel())  # a None hook is passed by, not called
+    assert counter.batch_ends == 3
+    run = to_object(composed())
+    for callback in build_callbacks(run, tmp_path, {}, "abc"):
+        for hook in STEP_HOOKS:  # attnlab's callbacks: only the hooks their classes define are called
+            defined = getattr(type(callback), hook) is not getattr(pl.Callback, hook)
+            assert (getattr(callback, hook) is not None) == defined, (type(callback).__name__, hook)
 
 
 def test_early_stopping_is_an_option_of_the_callbacks_group(tmp_path: Path) -> None:

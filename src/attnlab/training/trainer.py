@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from lightning_fabric.plugins import CheckpointIO
 from pytorch_lightning.accelerators import Accelerator, CUDAAccelerator
 from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import Logger
-from pytorch_lightning.profilers import AdvancedProfiler, PyTorchProfiler, SimpleProfiler
+from pytorch_lightning.profilers import AdvancedProfiler, PassThroughProfiler, PyTorchProfiler, SimpleProfiler
 from pytorch_lightning.strategies import DDPStrategy, FSDPStrategy, Strategy
 
 from attnlab.blocks.layers import TransformerLayer
@@ -24,6 +25,18 @@ from attnlab.training.console import quiet_lightning
 from attnlab.training.slurm import slurm_plugins
 
 PROFILERS = {"simple": SimpleProfiler, "advanced": AdvancedProfiler, "pytorch": PyTorchProfiler}
+
+
+class NoProfiler(PassThroughProfiler):
+    """The Trainer's profiler when ``trainer.profiler`` is unset: it records nothing, as Lightning's
+    default, but hands out one shared empty context instead of making a generator-based context
+    manager at each of the ~170 hook calls of a training step (Lightning wraps every hook and every
+    callback's hook in ``profiler.profile``): about 2 us each on a CPU, 0.1-0.3 ms a step."""
+
+    _NOTHING = nullcontext()
+
+    def profile(self, action_name: str) -> AbstractContextManager:
+        return self._NOTHING
 
 
 CPU_TIMEOUT_S = 120  # gloo: a tiny run's collectives take milliseconds; a dead peer shows within minutes
@@ -92,7 +105,9 @@ def lightning_settings(t: TrainerConfig, run_dir: Path, io: CheckpointIO | None 
         ],
         "val_check_interval": t.val_every_n_steps * t.accumulate_grad_batches,
         "check_val_every_n_epoch": None,
-        "profiler": PROFILERS[t.profiler](dirpath=run_dir, filename="profile") if t.profiler else None,
+        "profiler": PROFILERS[t.profiler](dirpath=run_dir, filename="profile")
+        if t.profiler
+        else NoProfiler(),
         "max_epochs": -1,
         "enable_checkpointing": not t.fast_dev_run,
         "use_distributed_sampler": False,
