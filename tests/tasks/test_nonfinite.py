@@ -12,11 +12,12 @@ import torch
 from pytorch_lightning.callbacks import ModelCheckpoint
 from torch.utils.data import DataLoader
 
+from attnlab.data.tokenizers import SPECIAL_TOKENS, char_tokenizer
 from attnlab.schema.optim import AdamWConfig
 from attnlab.schema.task import task_config
 from attnlab.tasks import build_task
-from attnlab.tasks.base import NONFINITE_KEY
-from attnlab.tasks.nonfinite import NonFiniteGuard, NonFiniteStep, NonFiniteWeights
+from attnlab.tasks.base import NONFINITE_KEY, TOKENIZER_KEY, tokenizer_files
+from attnlab.tasks.nonfinite import NonFiniteGuard, NonFiniteStep, NonFiniteWeights, all_finite
 from attnlab.training.callbacks import BestCheckpoint
 
 VOCAB = 16
@@ -173,6 +174,56 @@ def test_a_checkpoint_of_non_finite_weights_is_refused_and_the_skip_counts_are_k
     assert (
         str(err.value) == f"step 8: weight {name} is not finite: checkpoint not written, the last one is kept"
     )
+    first, _ = next(iter(task.named_parameters()))
+    with torch.no_grad():  # a NaN in another weight: the first one bad is named
+        weight.view(-1)[0] = 1.0
+        next(iter(task.parameters())).view(-1)[-1] = math.nan
+    with pytest.raises(NonFiniteWeights, match=f"step 9: weight {first} is not finite"):
+        task.on_save_checkpoint({"state_dict": task.state_dict(), "global_step": 9})
+
+
+@pytest.mark.parametrize(
+    ("loss", "norm", "finite"),
+    [(2.5, 1e30, True), (math.nan, 1.0, False), (1.0, math.inf, False), (-math.inf, 1.0, False)],
+)
+def test_a_step_is_finite_only_if_its_loss_and_gradient_norm_are(loss, norm, finite) -> None:
+    guard = NonFiniteGuard("skip", max_skips=5)
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    values = torch.tensor(loss), torch.tensor(norm, dtype=torch.float64)
+    assert all_finite(list(values)) is finite
+    assert guard.check(1, *values, optimizer) is finite
+    assert guard.skipped == (0 if finite else 1)
+
+
+def test_the_embedded_tokenizer_is_written_out_once_per_tokenizer(tiny_model, monkeypatch) -> None:
+    """Every checkpoint embeds the tokenizer's files; the tokenizer does not change during a run."""
+    task = task_with_bad_steps(tiny_model)
+    saves = []
+    task.tokenizer = char_tokenizer(["abcdef"], roles=SPECIAL_TOKENS)
+    write = task.tokenizer.save
+    monkeypatch.setattr(task.tokenizer, "save", lambda d: saves.append(d) or write(d))
+    first, second = ({"state_dict": task.state_dict(), "global_step": s} for s in (1, 2))
+    task.on_save_checkpoint(first)
+    task.on_save_checkpoint(second)
+    assert len(saves) == 1 and first[TOKENIZER_KEY] == second[TOKENIZER_KEY] == tokenizer_files(
+        task.tokenizer
+    )
+    assert first[TOKENIZER_KEY] is not second[TOKENIZER_KEY]
+    task.tokenizer = char_tokenizer(["xyz"], roles=SPECIAL_TOKENS)  # another tokenizer: its own files
+    task.on_save_checkpoint(third := {"state_dict": task.state_dict(), "global_step": 3})
+    assert third[TOKENIZER_KEY] == tokenizer_files(task.tokenizer) != first[TOKENIZER_KEY]
+
+
+def test_the_best_checkpoint_passes_train_batches_by_unless_it_saves_on_them(tmp_path, monkeypatch) -> None:
+    """Lightning's hook looks at the loop and the clock every step; the best checkpoint saves at
+    validations only, as attnlab builds it (its step or time options still work)."""
+    calls = []
+    monkeypatch.setattr(ModelCheckpoint, "on_train_batch_end", lambda self, *a: calls.append(self))
+    at_validation = BestCheckpoint(dirpath=tmp_path, monitor="val/loss", save_top_k=1)
+    by_steps = BestCheckpoint(dirpath=tmp_path, monitor="val/loss", every_n_train_steps=5)
+    for best in (at_validation, by_steps):
+        best.on_train_batch_end(None, None, None, None, 0)
+    assert calls == [by_steps]
 
 
 def test_a_non_finite_validation_value_is_never_the_best(tmp_path) -> None:

@@ -121,3 +121,33 @@ def test_checkpoint_async_save_chooses_the_writer(
     run.trainer.strategy = strategy
     trainer = build_trainer(run, tmp_path, [], [])
     assert type(trainer.strategy.checkpoint_io) is io_class
+
+
+def test_a_snapshot_copies_every_tensor_and_keeps_the_containers_and_values() -> None:
+    from collections import OrderedDict, namedtuple
+
+    Pair = namedtuple("Pair", "a b")
+    weights = OrderedDict(w=torch.ones(2), b=torch.zeros(1))
+    checkpoint = {
+        "state_dict": weights,
+        "optimizer_states": [{"state": {0: {"step": torch.tensor(3.0)}}, "param_groups": [{"lr": 0.1}]}],
+        "loops": ({"n": 1}, Pair(torch.ones(1), "x")),
+        "epoch": 2,
+        "name": "run",
+        "none": None,
+    }
+    copy = snapshot(checkpoint)
+    assert type(copy["state_dict"]) is OrderedDict and list(copy["state_dict"]) == ["w", "b"]
+    assert isinstance(copy["loops"], tuple) and type(copy["loops"][1]) is Pair and copy["loops"][1].b == "x"
+    copied = [copy["state_dict"]["w"], copy["optimizer_states"][0]["state"][0]["step"], copy["loops"][1].a]
+    originals = [
+        weights["w"],
+        checkpoint["optimizer_states"][0]["state"][0]["step"],
+        checkpoint["loops"][1].a,
+    ]
+    for new, old in zip(copied, originals):
+        assert torch.equal(new, old) and new.data_ptr() != old.data_ptr()
+    weights["w"].add_(1)  # training goes on: the snapshot keeps the saved step's values
+    assert torch.equal(copy["state_dict"]["w"], torch.ones(2))
+    assert (copy["epoch"], copy["name"], copy["none"]) == (2, "run", None)
+    assert copy["optimizer_states"][0]["param_groups"] == [{"lr": 0.1}]

@@ -301,7 +301,15 @@ class TaskModule(pl.LightningModule):
         check_finite_weights(checkpoint["state_dict"], checkpoint["global_step"])
         checkpoint[FORMAT_KEY] = CHECKPOINT_FORMAT
         checkpoint[NONFINITE_KEY] = self.nonfinite.state_dict()
-        checkpoint[TOKENIZER_KEY] = tokenizer_files(self.tokenizer)
+        checkpoint[TOKENIZER_KEY] = self.saved_tokenizer()
+
+    def saved_tokenizer(self) -> dict[str, str] | None:
+        """``tokenizer_files`` of the task's tokenizer, made once per tokenizer (it is written into a
+        temporary directory and read back: half a millisecond at every checkpoint otherwise)."""
+        cached = getattr(self, "_saved_tokenizer", None)
+        if cached is None or cached[0] is not self.tokenizer:
+            self._saved_tokenizer = cached = (self.tokenizer, tokenizer_files(self.tokenizer))
+        return None if cached[1] is None else dict(cached[1])  # each checkpoint its own dict
 
 
 def token_hits(logits: Tensor, labels: Tensor) -> Tensor:

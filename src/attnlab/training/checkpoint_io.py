@@ -20,6 +20,7 @@ synchronous save guarantees:
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -44,7 +45,20 @@ def snapshot(checkpoint: dict) -> dict:
         view = torch.empty(0, dtype=t.dtype)
         return view.set_(copies[key], t.storage_offset(), t.size(), t.stride())
 
-    return apply_to_collection(checkpoint, torch.Tensor, copy)
+    # What Lightning's checkpoints are made of, walked directly: apply_to_collection alone takes about
+    # a millisecond for a checkpoint's few hundred entries (each tested as a dataclass, a mapping, ...).
+    def walk(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return copy(value)
+        if type(value) in (dict, OrderedDict):  # a model's state_dict is an OrderedDict
+            return type(value)((k, walk(v)) for k, v in value.items())
+        if type(value) in (list, tuple):
+            return type(value)(walk(v) for v in value)
+        if isinstance(value, (str, int, float, bool, type(None))):
+            return value
+        return apply_to_collection(value, torch.Tensor, copy)  # defaultdicts, named tuples, dataclasses
+
+    return walk(checkpoint)
 
 
 class BackgroundCheckpointIO(AsyncCheckpointIO):

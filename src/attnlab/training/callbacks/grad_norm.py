@@ -22,6 +22,5 @@ class GradNormLogger(pl.Callback):
         if not (every > 0 and step % every == 0) and step != trainer.max_steps:
             return
         grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
-        if grads:
-            norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
-            log_step_value(pl_module, "train/grad_norm", norm)
+        if grads:  # one foreach norm per device and dtype, as clip_grad_norm_ computes it
+            log_step_value(pl_module, "train/grad_norm", torch.nn.utils.get_total_norm(grads))
