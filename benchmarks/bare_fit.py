@@ -9,13 +9,15 @@ attnlab's own builders. ``trainer`` fits it with a ``pl.Trainer`` that has no lo
 callback, progress bar or model summary, through a LightningModule that only computes the loss;
 ``loop`` runs forward, cross-entropy, backward, clipping, AdamW and the schedule in a ``for`` loop.
 Neither validates: the step-cost section keeps validation out of the difference it measures
-(``benchmarks.step_cost``). The caller times the whole process; this script prints nothing of its own.
+(``benchmarks.step_cost``, which runs them through ``benchmarks.step_round``). Run alone, the caller
+times the whole process; this script prints nothing of its own.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 
 import pytorch_lightning as pl
@@ -30,9 +32,8 @@ from attnlab.models import build_model
 from attnlab.schema.checks import validate
 from attnlab.schema.run import RunConfig
 from attnlab.tasks.optim import configure_optimizers
-from benchmarks.step_window import StepWindow, WindowClock
 
-Window = tuple[int, int, str]  # the steps timed, first and last, and the file their times go to
+StepHook = Callable[[int], None]  # called at the start of each step with the number of steps done
 
 
 def lm_loss(model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
@@ -60,8 +61,19 @@ def compose_run(overrides: list[str]) -> RunConfig:
         return validate(compose("train", overrides=overrides))
 
 
+def prepare(overrides: list[str]) -> tuple[RunConfig, nn.Module, pl.LightningDataModule]:
+    """What ``attnlab-train <overrides>`` would train: the run, its model and its data module (set up)."""
+    run = compose_run(overrides)
+    pl.seed_everything(run.seed, verbose=False)
+    data = build_datamodule(
+        run.data, family=run.model.family, task=run.task.name, seed=run.seed, model_cfg=run.model
+    )
+    data.setup("fit")
+    return run, build_model(replace(run.model, vocab_size=data.vocab_size)), data
+
+
 def fit_trainer(
-    run: RunConfig, model: nn.Module, data: pl.LightningDataModule, window: Window | None
+    run: RunConfig, model: nn.Module, data: pl.LightningDataModule, callbacks: list[pl.Callback] | None = None
 ) -> None:
     trainer = pl.Trainer(
         accelerator="cpu",
@@ -75,13 +87,14 @@ def fit_trainer(
         limit_val_batches=0,
         num_sanity_val_steps=0,
         use_distributed_sampler=False,
-        callbacks=[StepWindow(*window)] if window else None,
+        callbacks=callbacks,
     )
     trainer.fit(BareLM(model, run), train_dataloaders=data.train_dataloader())
 
 
-def fit_loop(run: RunConfig, model: nn.Module, data: pl.LightningDataModule, window: Window | None) -> None:
-    clock = WindowClock(*window) if window else None
+def fit_loop(
+    run: RunConfig, model: nn.Module, data: pl.LightningDataModule, at_step: StepHook | None = None
+) -> None:
     steps, clip = run.trainer.max_steps, run.trainer.gradient_clip_val
     setup = configure_optimizers(model, run.optim, steps)
     optimizer, scheduler = setup["optimizer"], setup["lr_scheduler"]["scheduler"]
@@ -89,8 +102,8 @@ def fit_loop(run: RunConfig, model: nn.Module, data: pl.LightningDataModule, win
     step = 0
     while step < steps:  # epochs, as Lightning's max_epochs=-1
         for batch in data.train_dataloader():
-            if clock:
-                clock.at_step(step)
+            if at_step:
+                at_step(step)
             lm_loss(model, batch).backward()
             if clip:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
@@ -108,23 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("kind", choices=("trainer", "loop"))
     parser.add_argument("--steps", type=int, required=True)
-    parser.add_argument(
-        "--window",
-        nargs=3,
-        metavar=("FIRST", "LAST", "OUT"),
-        help="write the CPU and wall time from the start of step FIRST to that of step LAST to OUT",
-    )
     parser.add_argument("overrides", nargs="*", help="attnlab-train overrides (model, data, optim)")
     args = parser.parse_intermixed_args(argv)
-    run = compose_run([*args.overrides, f"trainer.max_steps={args.steps}"])
-    pl.seed_everything(run.seed, verbose=False)
-    data = build_datamodule(
-        run.data, family=run.model.family, task=run.task.name, seed=run.seed, model_cfg=run.model
-    )
-    data.setup("fit")
-    model = build_model(replace(run.model, vocab_size=data.vocab_size))
-    window = (int(args.window[0]), int(args.window[1]), args.window[2]) if args.window else None
-    (fit_trainer if args.kind == "trainer" else fit_loop)(run, model, data, window)
+    run, model, data = prepare([*args.overrides, f"trainer.max_steps={args.steps}"])
+    (fit_trainer if args.kind == "trainer" else fit_loop)(run, model, data)
     return 0
 
 

@@ -1,18 +1,19 @@
 """attnlab-train's own cost per step against a bare ``pl.Trainer`` and a plain PyTorch loop (issue 19).
 
-Each contender trains the same tiny GPT (1 layer, d 32, batch 4 x 16, the default corpus) in a fresh
-process for ``LAST + 1`` steps, and times, from inside the run, the steps from ``FIRST`` to ``LAST``
-(``benchmarks.step_window``): the interpreter's start, imports, config, data, the first steps and the
-end of the run lie outside that window, so their noise stays out of the figure (subtracting a short
-whole run from a long one, as this section did before, let a second of startup noise move the
-per-step figure by half a millisecond on a busy machine). ``attnlab-train`` runs with its defaults, as
-a user gets them: the wandb logger (offline), checkpoints every 100 steps, every callback, progress
-lines; the window holds their work (20 checkpoint saves, 200 logged steps). Validation is the only
-default held out (``trainer.val_every_n_steps`` beyond the run): it is work the user asked for, which
-the references would have to do as well. The references are ``benchmarks.bare_fit``. The contenders
-take turns, the order reversed every round; the ratio is computed per round, by the wall clock (the
-issue's measure) and in CPU time (the process's, all threads: on a shared machine, time spent waiting
-for a core is left out; each process has one torch thread).
+Each round is one process (``benchmarks.step_round``) in which the three contenders train the same
+tiny GPT (1 layer, d 32, batch 4 x 16, the default corpus) for ``LAST + 1`` steps at once, taking
+turns one training step each (``benchmarks.step_relay``), and the steps ``FIRST`` to ``LAST - 1`` of
+each are timed. On a small shared machine the speed of one program drifts by 30-40% within a few
+hundred steps, so runs timed one after another (as this section did before) compared moments of the
+machine as much as programs (the same program's median moved by 0.1x from one set of five rounds to
+the next); in turns, a drift slows all three alike. ``attnlab-train`` runs with its defaults, as a
+user gets them: the wandb logger (offline), checkpoints every 100 steps, every callback, progress
+lines; the window holds their work. Validation is the only default held out
+(``trainer.val_every_n_steps`` beyond the run): it is work the user asked for, which the references
+would have to do as well. The references are ``benchmarks.bare_fit``. The turn order rotates every
+round; the ratio is computed per round, by the wall clock (the issue's measure) and in CPU time of
+each contender's own thread (which leaves out what attnlab hands to background threads: the
+checkpoint writer, wandb's sender). One torch thread each.
 """
 
 from __future__ import annotations
@@ -26,42 +27,23 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.common import ROOT, Row, Settings
-from benchmarks.startup import train_command
+from benchmarks.step_round import CONTENDERS
 
 SECTION = "step cost"
 TARGET = 1.1  # attnlab-train's per-step cost ÷ the bare Trainer's, at most
-SIZE = ["model.n_layers=1", "model.d_model=32", "data.batch_size=4", "data.seq_len=16"]
-CONTENDERS = ("attnlab-train", "bare Trainer", "plain loop")
 CLOCKS = ("wall time", "CPU time")
 
 
-def command(contender: str, first: int, last: int, window_file: Path, run_dir: Path) -> list[str]:
-    """The command line that trains the tiny GPT for ``last + 1`` steps, timing steps ``first`` to ``last``."""
-    steps = last + 1
-    if contender == "attnlab-train":
-        window = (
-            f"{{_target_:benchmarks.step_window.StepWindow,first:{first},last:{last},out:'{window_file}'}}"
-        )
-        return [
-            *train_command(),
-            *SIZE,
-            f"trainer.max_steps={steps}",
-            f"trainer.val_every_n_steps={10 * steps}",
-            f"run_dir={run_dir}",
-            f"+callbacks.step_window={window}",
-        ]
-    kind = "trainer" if contender == "bare Trainer" else "loop"
+def command(first: int, last: int, order: list[str], out: Path) -> list[str]:
+    """The command line of one round: the contenders taking turns in ``order``, their times to ``out``."""
     return [
         sys.executable,
         "-m",
-        "benchmarks.bare_fit",
-        kind,
-        f"--steps={steps}",
-        "--window",
-        str(first),
-        str(last),
-        str(window_file),
-        *SIZE,
+        "benchmarks.step_round",
+        f"--first={first}",
+        f"--last={last}",
+        f"--order={','.join(order)}",
+        f"--out={out}",
     ]
 
 
@@ -76,35 +58,44 @@ def environment(threads: int) -> dict[str, str]:
     }
 
 
-def window_seconds(contender: str, first: int, last: int, threads: int, timeout: float = 900.0) -> dict:
-    """``{"steps", "wall", "cpu"}`` of the window of one run; its output is piped, as in a batch job
+def round_times(first: int, last: int, order: list[str], threads: int, timeout: float = 1800.0) -> dict:
+    """``{contender: {"steps", "wall", "cpu"}}`` of one round; its output is piped, as in a batch job
     (progress lines, no bar)."""
     with tempfile.TemporaryDirectory() as tmp:
-        window_file = Path(tmp) / "window.json"
+        out = Path(tmp) / "round.json"
         done = subprocess.run(
-            command(contender, first, last, window_file, Path(tmp) / "run"),
+            command(first, last, order, out),
             cwd=tmp,
             env=environment(threads),
             capture_output=True,
             text=True,
             timeout=timeout,
         )
-        if done.returncode != 0 or not window_file.exists():
+        if done.returncode != 0 or not out.exists():
             last_line = (done.stderr.strip().splitlines() or [""])[-1][:300]
-            raise RuntimeError(f"{contender} exited {done.returncode} without its window: {last_line}")
-        return json.loads(window_file.read_text())
+            raise RuntimeError(f"the step-cost round exited {done.returncode} without its times: {last_line}")
+        return json.loads(out.read_text())
+
+
+def turn_order(round_index: int) -> list[str]:
+    """The contenders' order in a round: rotated by one every round."""
+    k = round_index % len(CONTENDERS)
+    return [*CONTENDERS[k:], *CONTENDERS[:k]]
 
 
 def per_step_costs(first: int, last: int, rounds: int, threads: int) -> dict[str, dict[str, list[float]]]:
     """{clock: {contender: seconds per step in each round}}, by the wall clock and in CPU time."""
     costs: dict[str, dict[str, list[float]]] = {clock: {name: [] for name in CONTENDERS} for clock in CLOCKS}
     for r in range(rounds):
-        for name in CONTENDERS if r % 2 == 0 else CONTENDERS[::-1]:
-            window = window_seconds(name, first, last, threads)
+        times = round_times(first, last, turn_order(r), threads)
+        for name in CONTENDERS:
             for clock, key in zip(CLOCKS, ("wall", "cpu")):
-                costs[clock][name].append(window[key] / window["steps"])
-            done = ", ".join(f"{c} {1e3 * costs[c][name][-1]:.2f} ms" for c in CLOCKS)
-            print(f"[step cost] round {r + 1}: {name} per step {done}", flush=True)
+                costs[clock][name].append(times[name][key] / times[name]["steps"])
+        done = ", ".join(f"{name} {1e3 * costs['wall time'][name][-1]:.2f} ms" for name in CONTENDERS)
+        ratio = costs["wall time"]["attnlab-train"][-1] / costs["wall time"]["bare Trainer"][-1]
+        print(
+            f"[step cost] round {r + 1}: per step (wall) {done}; attnlab-train ÷ bare {ratio:.3f}", flush=True
+        )
     return costs
 
 
@@ -125,7 +116,8 @@ def rows_of(costs: dict[str, list[float]], clock: str, first: int, last: int, lo
                 min(ratios),
                 max(ratios),
                 "×",
-                f"per step over steps {first}-{last} timed inside the run, median of {len(ratios)} rounds: "
+                f"per step over steps {first}-{last - 1}, the contenders in turns, one process a round, "
+                f"median of {len(ratios)} rounds: "
                 f"{absolute}; load {load}",
                 target,
                 f"≤ {target:g}×" if target else "",

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 
 import pytest
 from benchmarks.common import Settings
 
-from benchmarks import bare_fit, nanogpt_run, step_cost, step_window
+from benchmarks import bare_fit, nanogpt_run, step_cost, step_relay, step_round
 
 
 def test_attnlab_train_runs_with_its_defaults_and_validation_beyond_the_run(tmp_path) -> None:
-    window = tmp_path / "window.json"
-    args = step_cost.command("attnlab-train", 400, 2400, window, tmp_path)
+    args = step_round.attnlab_train_argv(2401, tmp_path / "run")
     keys = {a.split("=")[0] for a in args if "=" in a}
     assert keys == {
         "model.n_layers",
@@ -27,60 +27,103 @@ def test_attnlab_train_runs_with_its_defaults_and_validation_beyond_the_run(tmp_
         "trainer.max_steps",
         "trainer.val_every_n_steps",
         "run_dir",
-        "+callbacks.step_window",
+        "+callbacks.relay",
     }  # logger, checkpoints, callbacks: the defaults
     assert "trainer.val_every_n_steps=24010" in args and "trainer.max_steps=2401" in args
-    assert f"first:400,last:2400,out:'{window}'" in args[-1]
-    bare = step_cost.command("bare Trainer", 400, 2400, window, tmp_path)
-    assert bare == [
+    assert "benchmarks.step_relay.RelayCallback,name:'attnlab-train'" in args[-1]
+    order = list(reversed(step_round.CONTENDERS))
+    assert step_cost.command(400, 2400, order, tmp_path / "r.json") == [
         sys.executable,
-        *("-m", "benchmarks.bare_fit", "trainer", "--steps=2401"),
-        *("--window", "400", "2400", str(window)),
-        *step_cost.SIZE,
+        *("-m", "benchmarks.step_round", "--first=400", "--last=2400"),
+        "--order=plain loop,bare Trainer,attnlab-train",
+        f"--out={tmp_path / 'r.json'}",
     ]
 
 
-def test_per_step_cost_is_the_window_over_its_steps_and_turns_alternate(monkeypatch) -> None:
-    calls: list[str] = []
+def test_per_step_cost_is_each_window_over_its_steps_and_the_order_rotates(monkeypatch) -> None:
+    orders: list[list[str]] = []
 
-    def fake(contender: str, first: int, last: int, threads: int) -> dict:
-        calls.append(contender)
-        wall = (last - first) * 1e-3 * (2 if contender == "attnlab-train" else 1)
-        return {"steps": last - first, "wall": wall, "cpu": wall / 2}
+    def fake(first: int, last: int, order: list[str], threads: int) -> dict:
+        orders.append(order)
+        steps = last - first
+        wall = {"attnlab-train": 2e-3, "bare Trainer": 1e-3, "plain loop": 0.5e-3}
+        return {name: {"steps": steps, "wall": steps * w, "cpu": steps * w / 2} for name, w in wall.items()}
 
-    monkeypatch.setattr(step_cost, "window_seconds", fake)
-    costs = step_cost.per_step_costs(10, 110, 2, 1)
-    assert costs["wall time"]["attnlab-train"] == pytest.approx([2e-3, 2e-3])
-    assert costs["CPU time"]["plain loop"] == pytest.approx([0.5e-3, 0.5e-3])
-    assert calls == [*step_cost.CONTENDERS, *step_cost.CONTENDERS[::-1]]
-    rows = step_cost.rows_of(costs["CPU time"], "CPU time", 10, 110, "1.0")
-    assert [r.median for r in rows] == pytest.approx([2.0, 2.0])
+    monkeypatch.setattr(step_cost, "round_times", fake)
+    costs = step_cost.per_step_costs(10, 110, 3, 1)
+    assert costs["wall time"]["attnlab-train"] == pytest.approx([2e-3] * 3)
+    assert costs["CPU time"]["plain loop"] == pytest.approx([0.25e-3] * 3)
+    assert [o[0] for o in orders] == list(step_round.CONTENDERS)  # each goes first once
+    rows = step_cost.rows_of(costs["wall time"], "wall time", 10, 110, "1.0")
+    assert [r.median for r in rows] == pytest.approx([2.0, 4.0])
     assert rows[0].target == 1.1 and rows[0].met is False
 
 
-@pytest.mark.parametrize("kind", ["loop", "trainer"])
-def test_the_references_time_the_steps_of_their_window(kind: str, tmp_path) -> None:
-    window = tmp_path / "window.json"
-    assert bare_fit.main([kind, "--steps", "6", "--window", "2", "5", str(window), *step_cost.SIZE]) == 0
-    timed = json.loads(window.read_text())
-    assert timed["steps"] == 3 and timed["cpu"] > 0 and timed["wall"] > 0
+def test_contenders_take_turns_one_step_each_and_only_the_window_is_timed() -> None:
+    relay = step_relay.Relay(["a", "b", "c"], first=2, last=5)
+    log: list[tuple[str, int]] = []
+
+    def contender(name: str, steps: int) -> None:
+        try:
+            for step in range(steps + 1):  # each reports the start of a step, then "runs" it
+                relay.step(name, step)
+                log.append((name, step))
+        finally:
+            relay.leave(name)
+
+    threads = [threading.Thread(target=contender, args=(n, 6)) for n in ("c", "a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    paced = [entry for entry in log if entry[1] < 5]  # from step 5 on each runs unpaced
+    first = paced[0][0]
+    order = ["a", "b", "c"][["a", "b", "c"].index(first) :] + ["a", "b", "c"][: ["a", "b", "c"].index(first)]
+    assert paced == [(name, step) for step in range(5) for name in order]
+    assert {name: t["steps"] for name, t in relay.times.items()} == {"a": 3, "b": 3, "c": 3}
+    assert all(t["wall"] > 0 for t in relay.times.values())
 
 
-def test_a_window_the_run_never_reaches_writes_nothing(tmp_path) -> None:
-    clock = step_window.WindowClock(2, 5, str(tmp_path / "window.json"))
-    for step in range(5):
-        clock.at_step(step)
-    assert not (tmp_path / "window.json").exists()
-    with pytest.raises(ValueError, match="first=5, last=5"):
-        step_window.WindowClock(5, 5, "x")
+def test_a_contender_that_stops_early_leaves_the_others_going() -> None:
+    relay = step_relay.Relay(["a", "b"], first=0, last=10)
+    done = []
+
+    def quits_at_step_2() -> None:
+        for step in range(3):
+            relay.step("a", step)
+        relay.leave("a")  # its run failed
+
+    def goes_on() -> None:
+        for step in range(11):
+            relay.step("b", step)
+        done.append(True)
+
+    threads = [threading.Thread(target=quits_at_step_2), threading.Thread(target=goes_on)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert done == [True] and relay.times["b"]["steps"] == 10 and relay.times["a"]["steps"] == 2
+    with pytest.raises(ValueError, match="first=3, last=3"):
+        step_relay.Relay(["a"], 3, 3)
+
+
+@pytest.mark.slow
+def test_a_round_times_the_three_contenders_in_one_process(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "round.json"
+    assert step_round.main(["--first=2", "--last=6", f"--run-dir={tmp_path / 'run'}", f"--out={out}"]) == 0
+    times = json.loads(out.read_text())
+    assert sorted(times) == sorted(step_round.CONTENDERS)
+    assert all(t["steps"] == 4 and t["wall"] > 0 and t["cpu"] > 0 for t in times.values())
+    assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()  # attnlab-train ran as its command does
 
 
 def test_bare_loop_trains_the_composed_tiny_gpt(monkeypatch) -> None:
     seen = {}
-    monkeypatch.setattr(
-        bare_fit, "fit_loop", lambda run, model, data, window: seen.update(run=run, model=model)
-    )
-    assert bare_fit.main(["loop", "--steps", "3", *step_cost.SIZE]) == 0
+    monkeypatch.setattr(bare_fit, "fit_loop", lambda run, model, data: seen.update(run=run, model=model))
+    assert bare_fit.main(["loop", "--steps", "3", *step_round.SIZE]) == 0
     run, model = seen["run"], seen["model"]
     assert (run.trainer.max_steps, run.data.batch_size, run.data.seq_len) == (3, 4, 16)
     assert (model.cfg.n_layers, model.cfg.d_model) == (1, 32) and model.cfg.vocab_size > 0
