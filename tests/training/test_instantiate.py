@@ -10,6 +10,7 @@ import pytorch_lightning as pl
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 from pytorch_lightning.callbacks import EarlyStopping
+from pytorch_lightning.callbacks import ModelSummary as LightningModelSummary
 from pytorch_lightning.demos.boring_classes import BoringModel
 from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from pytorch_lightning.profilers import SimpleProfiler
@@ -17,7 +18,7 @@ from pytorch_lightning.profilers import SimpleProfiler
 from attnlab.cli.app import config_dir, register_schemas
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
-from attnlab.training.callbacks import STEP_HOOKS, build_callbacks, without_idle_step_hooks
+from attnlab.training.callbacks import STEP_HOOKS, ModelSummary, build_callbacks, without_idle_step_hooks
 from attnlab.training.loggers import build_loggers
 from attnlab.training.targets import check_targets
 from attnlab.training.trainer import NoProfiler, build_trainer
@@ -109,6 +110,16 @@ def test_lightning_calls_only_the_step_hooks_a_callback_defines(tmp_path: Path) 
         for hook in STEP_HOOKS:  # attnlab's callbacks: only the hooks their classes define are called
             defined = getattr(type(callback), hook) is not getattr(pl.Callback, hook)
             assert (getattr(callback, hook) is not None) == defined, (type(callback).__name__, hook)
+
+
+@pytest.mark.parametrize("display", [True, False])
+def test_the_only_model_summary_is_attnlabs_and_it_comes_with_the_display(
+    display: bool, tmp_path: Path
+) -> None:
+    run = to_object(composed(f"trainer.enable_progress_bar={display}"))
+    trainer = build_trainer(run, tmp_path, [], build_callbacks(run, tmp_path, {}, "abc"))
+    summaries = [type(c) for c in trainer.callbacks if isinstance(c, LightningModelSummary)]
+    assert summaries == ([ModelSummary] if display else [])  # never Lightning's "Total FLOPs: 0"
 
 
 def test_early_stopping_is_an_option_of_the_callbacks_group(tmp_path: Path) -> None:

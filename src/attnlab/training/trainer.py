@@ -113,6 +113,9 @@ def lightning_settings(t: TrainerConfig, run_dir: Path, io: CheckpointIO | None 
         "use_distributed_sampler": False,
         "default_root_dir": run_dir,
         "enable_progress_bar": t.enable_progress_bar and console_is_terminal(),
+        # attnlab's own ModelSummary comes with the progress display (build_callbacks); without it
+        # Lightning would add its default one, which prints "Total FLOPs: 0" for attnlab's tasks.
+        "enable_model_summary": False,
     }
 
 
