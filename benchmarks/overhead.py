@@ -1,19 +1,22 @@
 """The cost of Lightning and attnlab's task module: the ``attnlab-train`` path vs a bare PyTorch loop.
 
-Both run the same model, data loader, AdamW + schedule and gradient clipping. The Lightning side is
-what ``attnlab-train`` builds (config composed by Hydra and validated, data module, task module,
-callbacks, ``build_trainer``), with the logger and checkpoint callbacks off. A step is the time
-between the starts of two consecutive training batches (data loading included), so Trainer setup and
-teardown are left out; they count in the time-to-first-step section. The two take turns, one block
-of steps each per round, and the overhead is reported per round.
+Both run the same model (each its own copy), data loader, AdamW + schedule and gradient clipping. The
+Lightning side is what ``attnlab-train`` builds (config composed by Hydra and validated, data module,
+task module, callbacks, ``build_trainer``), with the logger and checkpoint callbacks off. The two take
+turns one training step each, in one thread (``BareTurns``: the Lightning fit runs a step of the bare
+loop at the start of each of its batches), so a drift of the machine slows both alike; data loading
+is in both steps, Trainer setup and teardown in neither (they count in the time-to-first-step
+section). The first ``WARMUP_STEPS`` of each are not timed; the overhead is reported per round.
 """
 
 from __future__ import annotations
 
+import copy
 import statistics
 import tempfile
 import time
-from itertools import pairwise
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -36,19 +39,10 @@ from benchmarks.models import GPTSize
 SECTION = "lightning"
 TARGET = 3.0  # % overhead, at most
 CORPUS = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
-WARMUP_STEPS = 3  # first step times of each block left out
+WARMUP_STEPS = 3  # the first steps of each side, not timed
 
 
-class StepClock(pl.Callback):
-    """Records when each training batch starts."""
-
-    def __init__(self) -> None:
-        self.starts: list[float] = []
-
-    def on_train_batch_start(
-        self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: object, batch_idx: int
-    ) -> None:
-        self.starts.append(time.perf_counter())
+LIGHTNING, BARE = "attnlab-train's Trainer", "bare loop"
 
 
 def run_config(size: GPTSize, steps: int, run_dir: Path) -> RunConfig:
@@ -76,10 +70,6 @@ def run_config(size: GPTSize, steps: int, run_dir: Path) -> RunConfig:
         return validate(compose("train", overrides=overrides))
 
 
-def step_times(starts: list[float]) -> list[float]:
-    return [b - a for a, b in pairwise(starts)][WARMUP_STEPS:]
-
-
 def measure(size: GPTSize, steps: int, rounds: int) -> tuple[list[float], str, float, float]:
     """Per-round overhead in %, the corpus used, and median step times (s) with and without Lightning."""
     from attnlab.data import build_datamodule
@@ -90,16 +80,14 @@ def measure(size: GPTSize, steps: int, rounds: int) -> tuple[list[float], str, f
         pl.seed_everything(run.seed, verbose=False)
         data = build_datamodule(run.data, family="gpt", task="causal_lm", seed=run.seed, model_cfg=run.model)
         data.setup("fit")
-        from dataclasses import replace
-
         model = build_model(replace(run.model, vocab_size=data.vocab_size))
+        bare_model = copy.deepcopy(model)
         task = build_task(run.task, run.optim, model, tokenizer=data.tokenizer, max_steps=steps)
         overheads, lightning_med, bare_med = [], [], []
         for _ in range(rounds):
-            lightning = lightning_steps(run, task, data, Path(tmp))
-            bare = bare_steps(run, model, data, steps)
-            lightning_med.append(statistics.median(lightning))
-            bare_med.append(statistics.median(bare))
+            times = in_turns(run, task, bare_model, data, Path(tmp))
+            lightning_med.append(times[LIGHTNING]["wall"] / times[LIGHTNING]["steps"])
+            bare_med.append(times[BARE]["wall"] / times[BARE]["steps"])
             overheads.append(100 * (lightning_med[-1] / bare_med[-1] - 1))
     corpus = "tinyshakespeare" if CORPUS.is_file() else "default corpus"
     return (
@@ -110,29 +98,63 @@ def measure(size: GPTSize, steps: int, rounds: int) -> tuple[list[float], str, f
     )
 
 
-def lightning_steps(
-    run: RunConfig, task: pl.LightningModule, data: pl.LightningDataModule, run_dir: Path
-) -> list[float]:
-    clock = StepClock()
+class BareTurns(pl.Callback):
+    """Runs one step of the bare loop at the start of each Lightning training batch, in the same thread
+    (and so the same OpenMP threads: a second Python thread would bring a second team, whose workers
+    spin while the other team computes), and times both sides' steps from ``first`` on: a Lightning
+    step is the time from the end of one bare step to the start of the next, a bare step the time
+    it takes."""
+
+    def __init__(self, bare: Iterator[None], first: int) -> None:
+        self.bare, self.first = bare, first
+        self.times = {name: {"steps": 0, "wall": 0.0, "cpu": 0.0} for name in (LIGHTNING, BARE)}
+        self.mark: tuple[float, float] | None = None  # the clocks when the last bare step ended
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: object) -> None:
+        step = trainer.global_step
+        if self.mark is not None:  # Lightning's step step - 1 ends here
+            self.add(LIGHTNING, self.mark)
+        start = (time.perf_counter(), time.thread_time())
+        next(self.bare)  # the bare loop's step ``step``
+        if step >= self.first:
+            self.add(BARE, start)
+        self.mark = (time.perf_counter(), time.thread_time()) if step >= self.first else None
+
+    def add(self, name: str, since: tuple[float, float]) -> None:
+        spent = self.times[name]
+        spent["steps"] += 1
+        spent["wall"] += time.perf_counter() - since[0]
+        spent["cpu"] += time.thread_time() - since[1]
+
+
+def in_turns(
+    run: RunConfig,
+    task: pl.LightningModule,
+    bare_model: torch.nn.Module,
+    data: pl.LightningDataModule,
+    run_dir: Path,
+) -> dict[str, dict]:
+    """Both sides' timed steps (``{name: {"steps", "wall", "cpu"}}``), one step each in turn: the
+    Lightning fit runs the bare loop's steps from a callback. Each side's last step is left out."""
+    turns = BareTurns(bare_steps(run, bare_model, data, run.trainer.max_steps), WARMUP_STEPS)
     callbacks = [c for c in build_callbacks(run, run_dir, {}, "bench") if not isinstance(c, Checkpoint)]
-    trainer = build_trainer(run, run_dir, [], [*callbacks, clock])
+    trainer = build_trainer(run, run_dir, [], [*callbacks, turns])
     trainer.fit(task, datamodule=data)
-    return step_times(clock.starts)
+    return turns.times
 
 
 def bare_steps(
     run: RunConfig, model: torch.nn.Module, data: pl.LightningDataModule, steps: int
-) -> list[float]:
-    """The same work in a plain loop: forward, cross-entropy, backward, clipping, AdamW, schedule."""
+) -> Iterator[None]:
+    """The same work in a plain loop, one step per ``next``: forward, cross-entropy, backward,
+    clipping, AdamW, schedule."""
     setup = configure_optimizers(model, run.optim, steps)
     optimizer, scheduler = setup["optimizer"], setup["lr_scheduler"]["scheduler"]
     clip = run.trainer.gradient_clip_val
     model.train()
-    starts = []
     for step, batch in enumerate(data.train_dataloader()):
         if step == steps:
             break
-        starts.append(time.perf_counter())
         logits = model(batch["input_ids"])
         loss = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=-100)
         loss.backward()
@@ -141,7 +163,7 @@ def bare_steps(
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         scheduler.step()
-    return step_times(starts)
+        yield
 
 
 def run(settings: Settings) -> list[Row]:
@@ -149,7 +171,7 @@ def run(settings: Settings) -> list[Row]:
         settings.notes.append("lightning overhead: not run at the smoke-test size")
         return []
     plan = settings.pick(
-        full=[(models.GPT_4L, 40, 5), (models.GPT_6L, 12, 3)],
+        full=[(models.GPT_4L, 100, 5), (models.GPT_6L, 12, 3)],
         quick=[(models.GPT_4L, 20, 3), (models.GPT_6L, 8, 1)],
         tiny=[],
     )
@@ -159,7 +181,8 @@ def run(settings: Settings) -> list[Row]:
         overheads, corpus, with_pl, bare = measure(size, steps, rounds)
         detail = (
             f"step {1e3 * with_pl:.1f} ms via attnlab-train's Trainer vs {1e3 * bare:.1f} ms bare; "
-            f"{corpus}; AdamW + cosine schedule + clipping both; {rounds} rounds of {steps} steps"
+            f"{corpus}; AdamW + cosine schedule + clipping both; {rounds} rounds of {steps} steps, "
+            f"the two in turns one step each"
         )
         config = f"{size} ({size.name}), attnlab model, logger and checkpoints off"
         rows.append(

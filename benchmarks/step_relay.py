@@ -13,6 +13,8 @@ one. At ``last`` it leaves the relay and finishes its run unpaced. A turn's wall
 step costs its own thread (data, hooks, logging, checkpoint snapshots); work a contender hands to
 background threads (attnlab's checkpoint writer and wandb's sender) runs on the machine's other core.
 The CPU clock is the contender's thread's (``time.thread_time``): it leaves that background work out.
+The contenders run one torch thread each (``benchmarks.step_round`` sets it): with more, each Python
+thread would have its own OpenMP team, whose workers spin on the cores while another team computes.
 """
 
 from __future__ import annotations

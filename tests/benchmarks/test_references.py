@@ -13,7 +13,7 @@ import threading
 import pytest
 from benchmarks.common import Settings
 
-from benchmarks import bare_fit, nanogpt_run, step_cost, step_relay, step_round
+from benchmarks import bare_fit, nanogpt_run, overhead, step_cost, step_relay, step_round
 
 
 def test_attnlab_train_runs_with_its_defaults_and_validation_beyond_the_run(tmp_path) -> None:
@@ -157,3 +157,21 @@ def test_throughput_and_val_loss_are_read_from_both_programs_output() -> None:
         ]
     )
     assert nanogpt_run.attnlab_rate(attnlab) == (7500.0, "1.888")
+
+
+def test_the_lightning_overhead_section_runs_a_bare_step_at_each_batch_and_times_both() -> None:
+    from types import SimpleNamespace
+
+    ran: list[int] = []
+
+    def bare():
+        for step in range(6):
+            ran.append(step)
+            yield
+
+    turns = overhead.BareTurns(bare(), first=2)
+    for step in range(6):  # Lightning's batch starts; the bare loop's step runs inside each
+        turns.on_train_batch_start(SimpleNamespace(global_step=step))
+    assert ran == [0, 1, 2, 3, 4, 5]
+    # bare steps 2-5 timed; Lightning's steps 2-4 (its last one, 5, has no next batch to end it)
+    assert turns.times[overhead.BARE]["steps"] == 4 and turns.times[overhead.LIGHTNING]["steps"] == 3
