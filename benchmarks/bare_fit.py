@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import pytorch_lightning as pl
@@ -92,18 +92,17 @@ def fit_trainer(
     trainer.fit(BareLM(model, run), train_dataloaders=data.train_dataloader())
 
 
-def fit_loop(
-    run: RunConfig, model: nn.Module, data: pl.LightningDataModule, at_step: StepHook | None = None
-) -> None:
+def plain_steps(run: RunConfig, model: nn.Module, data: pl.LightningDataModule) -> Iterator[None]:
+    """The plain loop, one step per ``next``: forward, cross-entropy, backward, clipping, AdamW and the
+    schedule, ``run.trainer.max_steps`` steps over as many epochs as that takes (Lightning's
+    ``max_epochs=-1``)."""
     steps, clip = run.trainer.max_steps, run.trainer.gradient_clip_val
     setup = configure_optimizers(model, run.optim, steps)
     optimizer, scheduler = setup["optimizer"], setup["lr_scheduler"]["scheduler"]
     model.train()
     step = 0
-    while step < steps:  # epochs, as Lightning's max_epochs=-1
+    while step < steps:
         for batch in data.train_dataloader():
-            if at_step:
-                at_step(step)
             lm_loss(model, batch).backward()
             if clip:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
@@ -111,8 +110,20 @@ def fit_loop(
             optimizer.zero_grad(set_to_none=True)
             scheduler.step()
             step += 1
+            yield
             if step == steps:
-                break
+                return
+
+
+def fit_loop(
+    run: RunConfig, model: nn.Module, data: pl.LightningDataModule, at_step: StepHook | None = None
+) -> None:
+    """``plain_steps`` to the end, calling ``at_step`` before each step."""
+    steps = plain_steps(run, model, data)
+    for step in range(run.trainer.max_steps):
+        if at_step:
+            at_step(step)
+        next(steps)
 
 
 def main(argv: list[str] | None = None) -> int:

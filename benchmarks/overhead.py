@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
-import torch.nn.functional as F
 from hydra import compose, initialize_config_dir
 from pytorch_lightning.callbacks import Checkpoint
 
@@ -29,10 +28,10 @@ from attnlab.cli.app import config_dir, register_schemas
 from attnlab.schema.checks import validate
 from attnlab.schema.run import RunConfig
 from attnlab.tasks import build_task
-from attnlab.tasks.optim import configure_optimizers
 from attnlab.training.callbacks import build_callbacks
 from attnlab.training.trainer import build_trainer
 from benchmarks import models
+from benchmarks.bare_fit import plain_steps
 from benchmarks.common import ROOT, Row, Settings
 from benchmarks.models import GPTSize
 
@@ -136,34 +135,11 @@ def in_turns(
 ) -> dict[str, dict]:
     """Both sides' timed steps (``{name: {"steps", "wall", "cpu"}}``), one step each in turn: the
     Lightning fit runs the bare loop's steps from a callback. Each side's last step is left out."""
-    turns = BareTurns(bare_steps(run, bare_model, data, run.trainer.max_steps), WARMUP_STEPS)
+    turns = BareTurns(plain_steps(run, bare_model, data), WARMUP_STEPS)
     callbacks = [c for c in build_callbacks(run, run_dir, {}, "bench") if not isinstance(c, Checkpoint)]
     trainer = build_trainer(run, run_dir, [], [*callbacks, turns])
     trainer.fit(task, datamodule=data)
     return turns.times
-
-
-def bare_steps(
-    run: RunConfig, model: torch.nn.Module, data: pl.LightningDataModule, steps: int
-) -> Iterator[None]:
-    """The same work in a plain loop, one step per ``next``: forward, cross-entropy, backward,
-    clipping, AdamW, schedule."""
-    setup = configure_optimizers(model, run.optim, steps)
-    optimizer, scheduler = setup["optimizer"], setup["lr_scheduler"]["scheduler"]
-    clip = run.trainer.gradient_clip_val
-    model.train()
-    for step, batch in enumerate(data.train_dataloader()):
-        if step == steps:
-            break
-        logits = model(batch["input_ids"])
-        loss = F.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten(), ignore_index=-100)
-        loss.backward()
-        if clip:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        scheduler.step()
-        yield
 
 
 def run(settings: Settings) -> list[Row]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytorch_lightning as pl
 import torch
 
+from attnlab.tasks.nonfinite import gradient_norm
 from attnlab.tasks.step_log import log_step_value
 
 
@@ -21,6 +22,6 @@ class GradNormLogger(pl.Callback):
         step, every = trainer.global_step + 1, trainer.log_every_n_steps  # the step this one completes
         if not (every > 0 and step % every == 0) and step != trainer.max_steps:
             return
-        grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
-        if grads:  # one foreach norm per device and dtype, as clip_grad_norm_ computes it
-            log_step_value(pl_module, "train/grad_norm", torch.nn.utils.get_total_norm(grads))
+        norm = gradient_norm(pl_module.parameters())  # as clip_grad_norm_ computes it
+        if norm is not None:
+            log_step_value(pl_module, "train/grad_norm", norm)
