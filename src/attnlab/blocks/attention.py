@@ -85,6 +85,7 @@ class MultiHeadAttention(nn.Module):
         self.k_norm = RMSNorm(self.head_dim, norm_eps) if qk_norm else None
         q_dim, kv_dim = self.n_heads * self.head_dim, self.n_kv_heads * self.head_dim
         self.split_sizes = (q_dim, kv_dim, kv_dim)  # the rows of qkv_proj's weight: queries, keys, values
+        self.head_splits = (self.n_heads, self.n_kv_heads, self.n_kv_heads)  # the same, in heads
         if cross:  # queries from the decoder, keys and values from the encoder output
             self.q_proj = nn.Linear(d_model, q_dim, bias=bias)
             self.kv_proj = nn.Linear(d_context or d_model, 2 * kv_dim, bias=bias)
@@ -101,16 +102,16 @@ class MultiHeadAttention(nn.Module):
     def _qkv_heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Queries (B, H, T, hd), keys and values (B, Hkv, T, hd) of ``x`` (B, T, D), views of one product.
 
-        One view and transpose of the fused product, then three narrows: at one token per step that is
-        a third of the Python calls of splitting first and viewing each part.
+        The fused product is split along its heads before the heads move in front of the positions, as
+        nanoGPT does: the backward pass then concatenates three gradients laid out as the product
+        already is (the fused kernels return them in their inputs' layout) with no copy. Splitting after
+        the transpose cost a copy of the whole product's gradient per layer (about 0.5 ms of a 40 ms
+        training step at nanoGPT's baby size), and three narrows a zero-filled gradient each.
         """
         b, t, _ = x.shape
-        heads = self.qkv_proj(x).view(b, t, self.n_heads + 2 * self.n_kv_heads, self.head_dim).transpose(1, 2)
-        return (
-            heads.narrow(1, 0, self.n_heads),
-            heads.narrow(1, self.n_heads, self.n_kv_heads),
-            heads.narrow(1, self.n_heads + self.n_kv_heads, self.n_kv_heads),
-        )
+        heads = self.qkv_proj(x).view(b, t, self.n_heads + 2 * self.n_kv_heads, self.head_dim)
+        q, k, v = heads.split(self.head_splits, dim=2)
+        return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
 
     def _normed(self, q: Tensor, k: Tensor) -> tuple[Tensor, Tensor]:
         """Queries and keys (B, H, T, hd) with QK-norm applied per head, where the module has it."""
