@@ -120,6 +120,16 @@ class TaskModule(pl.LightningModule):
         self.step_loss: Tensor | None = None  # this step's loss, checked before the optimizer step
         self.step_log = StepLog()  # the values a logging step hands to the loggers (not self.log: cost)
 
+    def __setattr__(self, name: str, value: object) -> None:
+        """Lightning names the hook it is in (``_current_fx_name``) before and after each hook call, some
+        fifty times a training step; ``nn.Module.__setattr__`` checks every value against parameters,
+        buffers and submodules first (a few microseconds a call). A hook's name (a string or None) is
+        none of those, so it is set directly."""
+        if name == "_current_fx_name":
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
+
     # -- what a task defines --------------------------------------------------------------------
 
     def training_loss(self, batch: dict[str, Tensor]) -> Tensor:
