@@ -22,7 +22,6 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 from hydra import compose, initialize_config_dir
-from pytorch_lightning.callbacks import Checkpoint
 
 from attnlab.cli.app import config_dir, register_schemas
 from attnlab.schema.checks import validate
@@ -58,6 +57,7 @@ def run_config(size: GPTSize, steps: int, run_dir: Path) -> RunConfig:
         "trainer.enable_progress_bar=false",
         f"trainer.max_steps={steps}",
         f"trainer.val_every_n_steps={10 * steps}",
+        f"checkpoint.every_n_steps={10 * steps}",
         "trainer.limit_val_batches=0",
         "test_after_fit=false",
         f"run_dir={run_dir}",
@@ -136,8 +136,7 @@ def in_turns(
     """Both sides' timed steps (``{name: {"steps", "wall", "cpu"}}``), one step each in turn: the
     Lightning fit runs the bare loop's steps from a callback. Each side's last step is left out."""
     turns = BareTurns(plain_steps(run, bare_model, data), WARMUP_STEPS)
-    callbacks = [c for c in build_callbacks(run, run_dir, {}, "bench") if not isinstance(c, Checkpoint)]
-    trainer = build_trainer(run, run_dir, [], [*callbacks, turns])
+    trainer = build_trainer(run, run_dir, [], [*build_callbacks(run, run_dir, {}, "bench"), turns])
     trainer.fit(task, datamodule=data)
     return turns.times
 
@@ -160,7 +159,7 @@ def run(settings: Settings) -> list[Row]:
             f"{corpus}; AdamW + cosine schedule + clipping both; {rounds} rounds of {steps} steps, "
             f"the two in turns one step each"
         )
-        config = f"{size} ({size.name}), attnlab model, logger and checkpoints off"
+        config = f"{size} ({size.name}), attnlab model, logger off, no checkpoint due"
         rows.append(
             Row(
                 SECTION,
