@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 from benchmarks.common import Settings
@@ -134,6 +135,23 @@ def test_without_nanogpt_dir_the_section_is_skipped_with_a_note(monkeypatch) -> 
     settings = Settings(size="tiny", memory=False)
     assert nanogpt_run.run(settings) == []
     assert settings.notes == ["nanoGPT train.py: skipped (set NANOGPT_DIR to a checkout of karpathy/nanoGPT)"]
+
+
+@pytest.mark.parametrize("steps", [2000, 300, 4])
+def test_the_eval_budget_gives_attnlab_as_many_batches_as_nanogpt_scores(steps: int) -> None:
+    every_flag, batches_flag = nanogpt_run.nanogpt_eval_budget(steps)
+    every, batches = int(every_flag.split("=")[1]), int(batches_flag.split("=")[1])
+    ng_interval = int(
+        next(a for a in nanogpt_run.nanogpt_command(Path("ng"), steps) if "eval_interval" in a).split("=")[1]
+    )
+    assert every == ng_interval
+    nanogpt_batches = (
+        (steps // ng_interval + 1) * 2 * nanogpt_run.EVAL_ITERS
+    )  # steps 0, every, ..., both splits
+    attnlab_validations = -(-steps // every)  # every, 2 every, ..., and the final step
+    assert nanogpt_batches <= attnlab_validations * batches < nanogpt_batches + attnlab_validations
+    if steps == 2000:
+        assert (every, batches) == (250, 45)  # 9 x 40 = 360 = 8 x 45
 
 
 def test_throughput_and_val_loss_are_read_from_both_programs_output() -> None:
