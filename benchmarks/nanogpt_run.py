@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import ROOT, Row, Settings
+from benchmarks.common import ROOT, Row, Settings, nanogpt_checkout
 from benchmarks.gpu_recipe import VAL_LINE, write_nanogpt_data
 from benchmarks.startup import train_command
 
@@ -62,9 +62,8 @@ def corpus() -> Path:
 
 
 def nanogpt_dir() -> Path | None:
-    """The nanoGPT checkout named by ``NANOGPT_DIR``, if it has train.py."""
-    found = os.environ.get("NANOGPT_DIR")
-    return Path(found) if found and (Path(found) / "train.py").is_file() else None
+    """The nanoGPT checkout named by ``NANOGPT_DIR``, if it has train.py and model.py."""
+    return nanogpt_checkout()
 
 
 def nanogpt_command(checkout: Path, steps: int) -> list[str]:

@@ -50,10 +50,16 @@ def kind(size: GPTSize | EncoderSize) -> str:
     return "gpt" if isinstance(size, GPTSize) else size.name.split("-")[0]
 
 
+NANOGPT_OWN = "nanoGPT model.py"  # nanoGPT's own model, where NANOGPT_DIR names a checkout
+
+
 def loss_of(model: nn.Module, impl: str, size: GPTSize | EncoderSize) -> Loss:
-    """The training loss of one contender on its workload's fixed batch, computed outside the model."""
+    """The training loss of one contender on its workload's fixed batch, computed outside the model
+    (nanoGPT's own model computes it inside, with the same cross-entropy, as its train.py calls it)."""
     if kind(size) == "gpt":
         ids, labels = models.gpt_batch(size)
+        if impl == NANOGPT_OWN:
+            return lambda: model(ids, labels)[1]
         return lm_loss((lambda x: model(input_ids=x).logits) if impl == "HF" else model, ids, labels)
     if kind(size) == "bert":
         ids, mask, labels = models.mlm_batch(size)
@@ -82,11 +88,15 @@ def contenders(size: GPTSize | EncoderSize) -> dict[str, tuple[nn.Module, Loss]]
     found = {"attnlab": models.twin(hf), "HF": hf}
     if kind(size) == "gpt":
         found["nanoGPT"] = models.nanogpt_like(size, hf)
+        own = models.nanogpt_own(size, hf)
+        if own is not None:
+            found[NANOGPT_OWN] = own
     losses = {name: (model, loss_of(model, name, size)) for name, model in found.items()}
     with torch.no_grad():
         reference = losses["HF"][1]()
         for name, (_, loss) in losses.items():
-            models.check_same(loss(), reference, f"{size.name}: {name} vs HF loss")
+            tol = 1e-3 if name == NANOGPT_OWN else 1e-4  # its exact GELU against GPT-2's tanh one
+            models.check_same(loss(), reference, f"{size.name}: {name} vs HF loss", tol)
     return losses
 
 
@@ -100,6 +110,8 @@ def memory_step(workload: str, impl: str) -> Callable[[], None]:
         model = REFERENCES[kind(size)](size)
     elif impl == "nanoGPT":
         model = GPT(size.vocab, size.seq_len, size.n_layers, size.n_heads, size.d_model)
+    elif impl == NANOGPT_OWN:
+        model = models.nanogpt_own(size)
     else:
         model = models.attnlab_like(HF_CONFIGS[kind(size)](size), ARCHITECTURES[kind(size)])
     return train_step(model, loss_of(model, impl, size))
@@ -167,6 +179,17 @@ def measure(size: GPTSize | EncoderSize, settings: Settings, warmup: int, repeat
                 config,
                 speedup(times, "HF", "nanoGPT"),
                 "the room a framework has",
+            )
+        )
+    if NANOGPT_OWN in steps:
+        rows.append(
+            ratio_row(
+                SECTION,
+                "tokens/s, attnlab ÷ nanoGPT's own model.py",
+                config,
+                speedup(times, "attnlab", NANOGPT_OWN),
+                "karpathy/nanoGPT's GPT from NANOGPT_DIR, same weights (its exact GELU), its own loss",
+                1.0,
             )
         )
     ours = memory["attnlab"]
