@@ -11,7 +11,7 @@ import contextlib
 import importlib.util
 import io
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import ModuleType
 
@@ -107,6 +107,13 @@ def nanogpt_like(size: GPTSize, hf_model: nn.Module) -> GPT:
     ours["lm_head.weight"] = ours["wte.weight"]
     model.load_state_dict(ours)
     return model.train()
+
+
+def with_activation(model: nn.Module, activation: str) -> nn.Module:
+    """A copy of the attnlab ``model`` with another feed-forward activation (same weights, train mode)."""
+    other = build_model(replace(model.cfg, activation=activation))
+    other.load_state_dict(model.state_dict())
+    return other.train()
 
 
 def nanogpt_module(checkout: Path) -> ModuleType:
