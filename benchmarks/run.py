@@ -3,7 +3,7 @@
 Writes ``benchmarks/results.md`` (or ``--out``) and the plots under ``plots/`` next to it. The full
 suite takes about 20 minutes on 2 cores, ``--quick`` a few. A section that fails is reported in
 the notes and the exit status, and the others still run. The ``nanogpt`` section runs nanoGPT's own
-train.py from a checkout named by ``NANOGPT_DIR`` (skipped with a note without one; about 10 more
+train.py from a checkout named by ``NANOGPT_DIR`` (skipped with a note without one; about 20 more
 minutes), ``stepcost`` trains attnlab-train and its two references in turns, one process a round (a few minutes).
 """
 
