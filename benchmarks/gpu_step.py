@@ -16,7 +16,6 @@ cache) against Hugging Face's ``generate``, same weights, never stopping early.
 
 from __future__ import annotations
 
-import importlib.util
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,43 +51,12 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def nanogpt_module(nanogpt_dir: Path | None):
-    """nanoGPT's model.py as a module, or None without a checkout."""
-    if nanogpt_dir is None:
-        return None
-    spec = importlib.util.spec_from_file_location("nanogpt_model", nanogpt_dir / "model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def nanogpt_model(size: GPTSize, hf: nn.Module, nanogpt_dir: Path | None) -> nn.Module:
     """nanoGPT's GPT (bias=True, dropout 0) with the Hugging Face model's weights, as its
-    ``from_pretrained`` copies them (GPT-2's Conv1D weights transposed); the nanoGPT-style model of
+    ``from_pretrained`` copies them (``models.nanogpt_own``); the nanoGPT-style model of
     benchmarks/nanogpt.py without a checkout."""
-    module = nanogpt_module(nanogpt_dir)
-    if module is None:
-        return models.nanogpt_like(size, hf)
-    config = module.GPTConfig(
-        block_size=size.seq_len,
-        vocab_size=size.vocab,
-        n_layer=size.n_layers,
-        n_head=size.n_heads,
-        n_embd=size.d_model,
-        dropout=0.0,
-        bias=True,
-    )
-    model = module.GPT(config)
-    theirs = hf.state_dict()
-    transposed = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
-    state = model.state_dict()
-    with torch.no_grad():
-        for name, tensor in state.items():
-            if name.endswith(".attn.bias"):  # the causal mask buffer of its slow path
-                continue
-            source = theirs[name]
-            tensor.copy_(source.t() if name.endswith(transposed) else source)
-    return model.train()
+    own = models.nanogpt_own(size, hf, nanogpt_dir) if nanogpt_dir is not None else None
+    return own if own is not None else models.nanogpt_like(size, hf)
 
 
 def losses(size: GPTSize, device: str, nanogpt_dir: Path | None) -> dict[str, tuple[nn.Module, Callable]]:

@@ -124,12 +124,14 @@ def nanogpt_module(checkout: Path) -> ModuleType:
     return module
 
 
-def nanogpt_own(size: GPTSize, hf_model: nn.Module | None = None) -> nn.Module | None:
-    """nanoGPT's own ``GPT`` (model.py of ``nanogpt_checkout()``) at ``size`` with biases and no dropout,
+def nanogpt_own(
+    size: GPTSize, hf_model: nn.Module | None = None, checkout: Path | None = None
+) -> nn.Module | None:
+    """nanoGPT's own ``GPT`` (model.py of ``checkout``, by default ``nanogpt_checkout()``) at ``size`` with biases and no dropout,
     holding ``hf_model``'s weights as its ``from_pretrained`` loads GPT-2's (the Conv1D weights
     transposed), randomly initialised without one; None without a checkout. Its GELU is the exact one
     (GPT-2's is the tanh approximation): its loss differs from the twins' in the fourth decimal."""
-    checkout = nanogpt_checkout()
+    checkout = checkout or nanogpt_checkout()
     if checkout is None:
         return None
     module = nanogpt_module(checkout)
