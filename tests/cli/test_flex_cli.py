@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,13 +72,14 @@ def output_of(main: Callable[[], None], args: list[str], monkeypatch: pytest.Mon
 
 
 def evaluate(ckpt: Path, args: list[str], monkeypatch, capsys) -> dict:
-    """attnlab-eval of ``ckpt`` with ``args``: the metrics.json it wrote into the run's eval folder."""
+    """attnlab-eval of ``ckpt`` with ``args``: the metrics.json it wrote into a folder of its own. The
+    checkpoints are shared by the test workers, whose evaluations of one run can start in the same
+    second: in the run's own eval folder (named by the second) they would share a folder."""
     from attnlab.cli.eval import main
 
-    before = set((ckpt.parent.parent / "eval").glob("*"))
-    output_of(main, [f"ckpt_path={ckpt}", *EVAL, *args], monkeypatch, capsys)
-    (added,) = set((ckpt.parent.parent / "eval").glob("*")) - before
-    return json.loads((added / "metrics.json").read_text())
+    out = Path(tempfile.mkdtemp(prefix="eval-", dir=ckpt.parent.parent))
+    output_of(main, [f"ckpt_path={ckpt}", *EVAL, *args, f"hydra.run.dir={out}"], monkeypatch, capsys)
+    return json.loads((out / "metrics.json").read_text())
 
 
 @pytest.mark.parametrize("name", list(RUNS))
