@@ -127,8 +127,8 @@ def nanogpt_module(checkout: Path) -> ModuleType:
 def nanogpt_own(
     size: GPTSize, hf_model: nn.Module | None = None, checkout: Path | None = None
 ) -> nn.Module | None:
-    """nanoGPT's own ``GPT`` (model.py of ``checkout``, by default ``nanogpt_checkout()``) at ``size`` with biases and no dropout,
-    holding ``hf_model``'s weights as its ``from_pretrained`` loads GPT-2's (the Conv1D weights
+    """nanoGPT's own ``GPT`` (model.py of ``checkout``, by default ``nanogpt_checkout()``) at ``size``
+    with biases and no dropout, holding ``hf_model``'s weights as its ``from_pretrained`` loads GPT-2's (the Conv1D weights
     transposed), randomly initialised without one; None without a checkout. Its GELU is the exact one
     (GPT-2's is the tanh approximation): its loss differs from the twins' in the fourth decimal."""
     checkout = checkout or nanogpt_checkout()

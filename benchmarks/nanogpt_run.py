@@ -61,11 +61,6 @@ def corpus() -> Path:
     return Path(os.environ.get("TINYSHAKESPEARE", ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"))
 
 
-def nanogpt_dir() -> Path | None:
-    """The nanoGPT checkout named by ``NANOGPT_DIR``, if it has train.py and model.py."""
-    return nanogpt_checkout()
-
-
 def nanogpt_command(checkout: Path, steps: int) -> list[str]:
     return [
         sys.executable,
@@ -165,7 +160,7 @@ def one_round(checkout: Path, steps: int, threads: int, order: int) -> dict[str,
 
 
 def run(settings: Settings) -> list[Row]:
-    checkout = nanogpt_dir()
+    checkout = nanogpt_checkout()
     if checkout is None:
         settings.notes.append("nanoGPT train.py: skipped (set NANOGPT_DIR to a checkout of karpathy/nanoGPT)")
         return []
