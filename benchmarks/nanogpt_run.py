@@ -169,7 +169,7 @@ def run(settings: Settings) -> list[Row]:
             f"nanoGPT train.py: skipped (no Tiny Shakespeare at {corpus()}; set TINYSHAKESPEARE)"
         )
         return []
-    steps, rounds = settings.pick(full=(2000, 2), quick=(300, 1), tiny=(4, 1))
+    steps, rounds = settings.pick(full=(2000, 2), quick=(300, 1), tiny=(20, 1))
     rounds_found = [
         one_round(checkout, steps, settings.threads, 1 if r % 2 == 0 else -1) for r in range(rounds)
     ]
