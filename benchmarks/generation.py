@@ -17,7 +17,7 @@ from torch import nn
 from attnlab.generate import generate
 from benchmarks import models
 from benchmarks.common import Row, Settings, best, interleaved, ratio_row, speedup
-from benchmarks.decode_floor import greedy_floor
+from benchmarks.decode_floor import compiled_floor, greedy_floor
 from benchmarks.models import GPTSize
 
 SECTION = "generation"
@@ -58,7 +58,7 @@ def contenders(
     hf: nn.Module, ours: nn.Module, prompt: torch.Tensor, new_tokens: int, with_no_cache: bool
 ) -> dict[str, Callable[[], object]]:
     """attnlab and HF ``generate``; with ``with_no_cache`` also attnlab without a cache, and at batch 1 the
-    hand-written eager floor (``benchmarks.decode_floor``)."""
+    hand-written eager floor and its static-shape twin under ``torch.compile`` (``benchmarks.decode_floor``)."""
     mask = torch.ones_like(prompt)
     fns = {
         "cache": lambda: generate(ours, prompt, max_new_tokens=new_tokens, temperature=0),
@@ -70,6 +70,7 @@ def contenders(
         )
         if prompt.shape[0] == 1:
             fns["floor"] = lambda: greedy_floor(ours, prompt, new_tokens)
+            fns["compiled floor"] = compiled_floor(ours, prompt, new_tokens)
     return fns
 
 
@@ -145,6 +146,17 @@ def small_rows(settings: Settings) -> list[Row]:
                     speedup(times, "floor", "HF"),
                     "benchmarks/decode_floor.py: the ATen calls alone, no framework; no eager "
                     f"generate gets past it; attnlab at {speeds['cache'] / speeds['floor']:.0%} of it",
+                )
+            )
+        if "compiled floor" in times:
+            rows.append(
+                ratio_row(
+                    SECTION,
+                    "tokens/s, compiled floor ÷ HF generate",
+                    config,
+                    speedup(times, "compiled floor", "HF"),
+                    "decode_floor.compiled_floor: the floor's step with static shapes under torch.compile, "
+                    f"one graph; {speeds['compiled floor'] / speeds['floor']:.2f}x the eager floor",
                 )
             )
     return rows

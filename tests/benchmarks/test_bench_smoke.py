@@ -10,8 +10,9 @@ import math
 from pathlib import Path
 
 import pytest
+import torch._dynamo
 from benchmarks.common import Row, Settings, interleaved, peak_memory_mib, speedup
-from benchmarks.decode_floor import greedy_floor
+from benchmarks.decode_floor import compiled_floor, greedy_floor
 from benchmarks.generation import decoders
 from benchmarks.models import GPT_TINY
 from benchmarks.report import COLUMNS
@@ -115,3 +116,18 @@ def test_the_eager_floor_decodes_the_same_greedy_tokens_as_generate() -> None:
     _, ours, prompt = decoders(GPT_TINY, 24)
     prompt = prompt[:1]
     assert greedy_floor(ours, prompt, 24) == generate(ours, prompt, max_new_tokens=24, temperature=0)
+
+
+@pytest.mark.slow
+def test_the_compiled_floor_decodes_the_same_tokens_and_compiles_once() -> None:
+    """The static-shape step under torch.compile must be the floor's arithmetic (same greedy tokens, at
+    every call: its caches are fresh each time) in one graph: a recompile per position would time the
+    compiler, not the step."""
+    _, ours, prompt = decoders(GPT_TINY, 24)
+    prompt = prompt[:1]
+    torch._dynamo.reset()
+    decode = compiled_floor(ours, prompt, 24)
+    expected = greedy_floor(ours, prompt, 24)
+    assert decode() == expected
+    assert decode() == expected
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] == 1
