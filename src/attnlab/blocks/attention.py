@@ -24,6 +24,7 @@ from attnlab.blocks.flex import MaskMemo, block_mask, flex, per_row
 from attnlab.blocks.masks import KeyRule, additive_mask
 from attnlab.blocks.norm import RMSNorm
 from attnlab.blocks.positional import PositionalEncoding, ScoreMod
+from attnlab.blocks.static_cache import StaticAttentionCache
 from attnlab.schema.model import check_heads, kept_kv_groups
 
 # fused kernels; the softmax written out (its weights are probed); FlexAttention
@@ -128,7 +129,7 @@ class MultiHeadAttention(nn.Module):
         pos: PositionalEncoding | None = None,
         causal: bool = False,
         key_padding_mask: Tensor | None = None,
-        cache: AttentionCache | None = None,
+        cache: AttentionCache | StaticAttentionCache | None = None,
         document_ids: Tensor | None = None,
         masks: MaskMemo | None = None,
     ) -> Tensor:
@@ -155,6 +156,7 @@ class MultiHeadAttention(nn.Module):
                 if key_padding_mask is not None:  # it has columns for the keys a window trimmed before
                     key_padding_mask = key_padding_mask[:, cache.dropped :]
                 k, v, k_pos = cache.append(k, v, positions, keep=self.window if causal else None)
+                key_padding_mask = written_only(cache, key_padding_mask, q.shape[0])
             rule = KeyRule(causal=causal, window=self.window)
         else:
             q = self._split(self.q_proj(x), self.n_heads)
@@ -294,6 +296,17 @@ class MultiHeadAttention(nn.Module):
             scores = scores + mask
         weights = self.weights_probe(scores.float().softmax(dim=-1).to(q.dtype))
         return F.dropout(weights, p=dropout, training=dropout > 0) @ v
+
+
+def written_only(
+    cache: AttentionCache | StaticAttentionCache, key_padding_mask: Tensor | None, batch: int
+) -> Tensor | None:
+    """The key padding mask (B, Tk) with a static cache's unwritten columns hidden as well (a growing
+    cache holds written keys only: its mask is returned as it is)."""
+    if not cache.static:
+        return key_padding_mask
+    written = cache.written_keys().expand(batch, -1)
+    return written if key_padding_mask is None else key_padding_mask.bool() & written
 
 
 def needs_one_thread(q: Tensor) -> bool:

@@ -16,6 +16,7 @@ final length (``generate``) reserves it: the first buffers then hold every step,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from torch import Tensor
@@ -29,6 +30,7 @@ class AttentionCache:
     ones trimmed from the front, so memory stays flat however many tokens are decoded.
     """
 
+    static: ClassVar[bool] = False  # holds written keys only (attnlab.blocks.static_cache: not so)
     k: Tensor | None = None
     v: Tensor | None = None
     positions: Tensor | None = None

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from attnlab.generate.common import pad_batch
 from attnlab.generate.sampling import check_sampling_args, next_token, penalize_repetition
+from attnlab.generate.steps import CompiledSteps, EagerSteps
 from attnlab.models.common import eval_mode, model_device
 from attnlab.models.decoder import DecoderLM
 
@@ -87,6 +88,7 @@ def generate(
     use_cache: bool = True,
     pad_id: int = 0,
     attention_mask: Tensor | None = None,
+    compile: bool = False,
 ) -> list[list[int]]:
     """New token ids for each prompt and sample, row ``i * num_samples + j`` for prompt i, sample j.
 
@@ -95,8 +97,16 @@ def generate(
     after the optional top-k and top-p filters. A row stops at its first token in ``stop_tokens``
     (not included in the output). ``seed`` (an int or a ``torch.Generator``) makes sampling
     reproducible. ``use_cache=False`` recomputes the whole sequence every step (for checks).
+    ``compile=True`` decodes with a KV cache of the final length and two compiled graphs, one for the
+    prompt and one for every later token (CUDA graphs on a GPU): the same tokens as the eager path,
+    faster once compiled (``attnlab.generate.steps``). Each new batch size, prompt length or total
+    length compiles anew, so it pays where one shape decodes many tokens or many times.
     """
     check_sampling_args(temperature, top_k, top_p, repetition_penalty)
+    if compile and not use_cache:
+        raise ValueError(
+            "compile=True decodes with a static KV cache: it cannot be combined with use_cache=False"
+        )
     if num_samples < 1:
         raise ValueError(f"num_samples={num_samples} must be at least 1")
     device = model_device(model)
@@ -113,9 +123,12 @@ def generate(
         else torch.Generator(device).manual_seed(seed)
     )
 
-    # eager even when the model was compiled: a KV cache changes the shapes at every step, which
-    # would recompile the model until torch._dynamo's recompile limit
-    with eval_mode(model), torch.compiler.set_stance("force_eager"):
+    # eager even when the model was compiled (compile=False): a growing KV cache changes the shapes at
+    # every step, which would recompile the model until torch._dynamo's recompile limit
+    model = getattr(model, "_orig_mod", model)
+    stance = torch.compiler.set_stance("default" if compile else "force_eager")
+    # each new batch size, prompt length or total length is a graph: allow more than dynamo's 8
+    with eval_mode(model), stance, torch._dynamo.config.patch(recompile_limit=64):
         new = _decode(
             model,
             ids,
@@ -127,7 +140,7 @@ def generate(
             repetition_penalty,
             stop_tokens,
             generator,
-            use_cache,
+            "compiled" if compile else ("cached" if use_cache else "uncached"),
             pad_id,
         )
     return _cut_at_stop(new.tolist(), set(stop_tokens))
@@ -144,10 +157,11 @@ def _decode(
     repetition_penalty: float,
     stop_tokens: Sequence[int],
     generator: torch.Generator | None,
-    use_cache: bool,
+    how: str,
     pad_id: int,
 ) -> Tensor:
-    """The decode loop; returns the new tokens (B, max_new_tokens), pad after a row's stop token."""
+    """The decode loop; returns the new tokens (B, max_new_tokens), pad after a row's stop token.
+    ``how``: "compiled" (static cache, compiled graphs), "cached" (growing cache) or "uncached"."""
     batch, prompt_len = ids.shape
     total = prompt_len + max_new_tokens
     tokens = torch.full((batch, total), pad_id, dtype=torch.long, device=ids.device)
@@ -166,16 +180,13 @@ def _decode(
         seen[rows[prompt_mask], ids[prompt_mask]] = True
     stops = torch.tensor(list(stop_tokens), dtype=torch.long, device=ids.device) if stop_tokens else None
     finished = torch.zeros(batch, dtype=torch.bool, device=ids.device)
-    cache = model.new_cache(reserve=total) if use_cache else None
+    if how == "compiled":
+        logits_for = CompiledSteps(model, tokens, mask, positions, prompt_len)
+    else:
+        logits_for = EagerSteps(model, tokens, mask, positions, use_cache=how == "cached")
 
-    start = 0
     for t in range(prompt_len, total):
-        logits = model(
-            tokens[:, start:t],
-            attention_mask=None if mask is None else mask[:, :t],
-            positions=positions[..., start:t],
-            cache=cache,
-        )[:, -1]
+        logits = logits_for(t)
         if seen is not None:
             logits = penalize_repetition(logits, seen, repetition_penalty)
         token = next_token(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
@@ -185,8 +196,6 @@ def _decode(
             token = token.masked_fill(finished.unsqueeze(1), pad_id)
             finished |= torch.isin(token.squeeze(1), stops)
         tokens[:, t] = token.squeeze(1)
-        if cache is not None:
-            start = t
         if stops is not None and bool(finished.all()):
             break
     return tokens[:, prompt_len:]

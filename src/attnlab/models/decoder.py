@@ -8,6 +8,7 @@ from torch import Tensor, nn
 from attnlab.blocks.cache import KVCache
 from attnlab.blocks.heads import LMHead
 from attnlab.blocks.layers import TransformerStack
+from attnlab.blocks.static_cache import StaticAttentionCache, StaticCache
 from attnlab.models.common import (
     FamilyModel,
     check_vocab,
@@ -47,6 +48,21 @@ class DecoderLM(FamilyModel):
         if self.cfg.attn_window is not None:
             reserve = min(reserve, 2 * self.cfg.attn_window)
         return KVCache.empty(len(self.stack.layers), reserve=reserve)
+
+    def new_static_cache(self, batch: int, length: int) -> StaticCache:
+        """A KV cache of ``length`` columns for ``batch`` rows, allocated once (compiled decoding), each
+        layer's buffers sized by its own key/value heads (a pruned layer may keep fewer) and of the
+        dtype its key projection computes in."""
+        caches = []
+        for layer in self.stack.layers:
+            attn = layer.self_attn.fn
+            weight = attn.qkv_proj.weight
+            caches.append(
+                StaticAttentionCache(
+                    batch, attn.n_kv_heads, length, attn.head_dim, weight.dtype, weight.device
+                )
+            )
+        return StaticCache(self_attn=caches)
 
     def forward(
         self,

@@ -1,0 +1,61 @@
+"""Compiled decoding with a static KV cache (``generate(..., compile=True)``): the eager path's
+tokens for every positional encoding, grouped-query heads, a sliding window and a left-padded batch,
+from two graphs (the prompt's and one token's) however many tokens are decoded."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+from attnlab.generate import generate
+from attnlab.schema.pos import PosName
+
+GENERATOR = dict(vocab_size=41, d_model=32, max_seq_len=96, tie_embeddings=False)
+PROMPTS = [[5, 9, 2, 7, 1, 3], [4], [8, 8, 3]]  # three lengths: a left-padded batch
+
+
+@pytest.mark.parametrize("pos", list(PosName))
+def test_compiled_greedy_equals_eager_for_every_encoding(tiny_model, pos: str) -> None:
+    model = tiny_model("gpt", pos, **GENERATOR)
+    eager = generate(model, PROMPTS, max_new_tokens=24, temperature=0)
+    assert generate(model, PROMPTS, max_new_tokens=24, temperature=0, compile=True) == eager
+    assert all(len(set(row)) > 1 for row in eager)  # not a constant sequence that any model would give
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [dict(n_kv_heads=2), dict(attn_window=5), dict(n_kv_heads=1, attn_window=3)],
+    ids=["gqa", "window5", "mqa-window3"],
+)
+@pytest.mark.parametrize("pos", ["rope", "alibi"])
+def test_compiled_greedy_equals_eager_with_grouped_heads_and_windows(tiny_model, pos: str, settings) -> None:
+    model = tiny_model("gpt", pos, **GENERATOR, **settings)
+    prompt = torch.tensor([[1, 2, 3, 4, 5, 6, 7]])
+    eager = generate(model, prompt, max_new_tokens=30, temperature=0)
+    assert generate(model, prompt, max_new_tokens=30, temperature=0, compile=True) == eager
+
+
+def test_compiled_sampling_with_penalty_and_stops_equals_eager(tiny_model) -> None:
+    model = tiny_model("gpt", "rope", **GENERATOR)
+    kwargs = dict(max_new_tokens=20, temperature=1.0, seed=0, repetition_penalty=1.3, stop_tokens=[7])
+    assert generate(model, PROMPTS, compile=True, **kwargs) == generate(model, PROMPTS, **kwargs)
+
+
+def test_one_graph_for_the_prompt_and_one_for_every_token(tiny_model) -> None:
+    """64 new tokens after a prompt: two graphs, and a second call of the same shapes compiles none."""
+    torch._dynamo.reset()
+    model = tiny_model("gpt", "rope", **GENERATOR)
+    prompt = torch.tensor([[3, 1, 4, 1, 5]])
+    before = counters["stats"]["unique_graphs"]  # dynamo's counters outlive reset(): count the growth
+    first = generate(model, prompt, max_new_tokens=64, temperature=0, compile=True)
+    assert counters["stats"]["unique_graphs"] - before == 2, dict(counters["stats"])
+    again = generate(model, prompt, max_new_tokens=64, temperature=0, compile=True)
+    assert counters["stats"]["unique_graphs"] - before == 2, dict(counters["stats"])
+    assert first == again == generate(model, prompt, max_new_tokens=64, temperature=0)
+
+
+def test_compile_without_a_cache_is_refused(tiny_model) -> None:
+    model = tiny_model("gpt", "rope", **GENERATOR)
+    with pytest.raises(ValueError, match=r"compile=True .* use_cache=False"):
+        generate(model, [[1, 2]], max_new_tokens=2, compile=True, use_cache=False)
