@@ -55,6 +55,8 @@ from benchmarks.common import ROOT, machine, versions
 
 REFERENCES = ("nanoGPT", "HF")
 # (b)'s acceptance lines of issue 19 (tokens/s, MFU, peak memory), for the compiled step.
+# (b)'s ways of running attnlab's model (benchmarks.gpu_step.attnlab_variant); targets of issues 19 and 33
+MODES = ("eager", "compiled", "layers", "layers+float8")
 TRAIN_TARGETS = {"eager": ("", "", ""), "compiled": ("≥ 1.0× nanoGPT", "≥ 45%", "≤ 1.1× nanoGPT")}
 FORMATS = {
     "×": "{:.2f}×",
@@ -149,9 +151,19 @@ def train_rows(args: argparse.Namespace, notes: list[str]) -> list[GpuRow]:
         1 if args.tiny else 5,
         1 if args.tiny else 2,
     )
+    failures: list[str] = []
     results, peak, first = gpu_step.train_figures(
-        size, args.device, args.nanogpt_dir, args.modes, rounds, steps, warmup
+        size,
+        args.device,
+        args.nanogpt_dir,
+        args.modes,
+        rounds,
+        steps,
+        warmup,
+        tuple(args.train_references),
+        failures,
     )
+    notes += failures
     precision = "bf16 autocast" if args.device == "cuda" else "fp32"
     config = f"L{size.n_layers} H{size.n_heads} d{size.d_model} T{size.seq_len} B{size.batch} V{size.vocab}"
     config += f", {precision}, fused AdamW"
@@ -161,12 +173,19 @@ def train_rows(args: argparse.Namespace, notes: list[str]) -> list[GpuRow]:
         + ", ".join(f"{k} {v:.4f}" for k, v in first.items())
         + ("" if args.nanogpt_dir else "; nanoGPT = benchmarks/nanogpt.py (NANOGPT_DIR not set)")
     )
+    notes.append(
+        "(b) modes: attnlab eager against eager references; compiled whole (torch.compile), compiled layer "
+        "by layer (attnlab.models.speedups.compile_layers) and layer by layer with torchao float8 "
+        "projections, each against the references compiled whole"
+        + ("" if args.device == "cuda" else " (float8 emulated on the CPU: no speed)")
+    )
     memory_detail = "parameters + optimizer state + the largest growth within a step"
     rows = []
     for mode, figures in results.items():
-        speed, mfu, memory = TRAIN_TARGETS[mode]
+        speed, mfu, memory = TRAIN_TARGETS.get(mode, ("", "", ""))
+        refs = [r for r in REFERENCES if r in figures]
         tok_s = {name: statistics.median(f.tok_s) for name, f in figures.items()}
-        ratios = {r: median_ratio(figures["attnlab"].tok_s, figures[r].tok_s) for r in REFERENCES}
+        ratios = {r: median_ratio(figures["attnlab"].tok_s, figures[r].tok_s) for r in refs}
         detail = f"{rounds} rounds of {steps} steps, after {warmup} untimed"
         peak_gib = {n: f.peak_gib for n, f in figures.items()}
         rows += [
@@ -183,7 +202,15 @@ def train_rows(args: argparse.Namespace, notes: list[str]) -> list[GpuRow]:
                 memory_detail if args.device == "cuda" else "CUDA only",
             ),
         ]
+    if "compiled" in results and "layers+float8" in results:
+        gain = median_ratio(results["layers+float8"]["attnlab"].tok_s, results["compiled"]["attnlab"].tok_s)
+        notes.append(
+            f"(b) attnlab layers+float8 ÷ compiled whole, tokens/s: {gain:.2f}× (issue 33 asks ≥ 1.1×)"
+        )
     return rows
+
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def decode_rows(args: argparse.Namespace, notes: list[str]) -> list[GpuRow]:
@@ -193,24 +220,54 @@ def decode_rows(args: argparse.Namespace, notes: list[str]) -> list[GpuRow]:
     size = gpu_step.GPT2_TINY if args.tiny else GPT2_SMALL
     new_tokens = args.new_tokens or (8 if args.tiny else 256)
     rounds = args.rounds or (2 if args.tiny else 5)
-    results = gpu_step.decode_figures(size, args.device, tuple(args.decode_batches), new_tokens, rounds)
-    dtype = "bf16" if args.device == "cuda" else "fp32"
+    bandwidth = gpu_step.copy_bandwidth(args.device)
+    if args.device == "cuda":
+        notes.append(
+            f"(c) device-to-device copy bandwidth {bandwidth / 1e12:.2f} TB/s (reads and writes counted)"
+        )
     rows = []
-    for batch, speeds in results.items():
-        config = f"L{size.n_layers} H{size.n_heads} d{size.d_model} V{size.vocab}, B{batch}, {dtype}"
-        config += f", prompt {gpu_step.PROMPT_LEN} + {new_tokens} new, greedy"
-        values = {name: statistics.median(s) for name, s in speeds.items()}
-        ratio = {"HF": median_ratio(speeds["attnlab"], speeds["HF"])}
+    for dtype_name in args.decode_dtypes:
+        results = gpu_step.decode_figures(
+            size, args.device, tuple(args.decode_batches), new_tokens, rounds, DTYPES[dtype_name]
+        )
+        for batch, figures in results.items():
+            rows += decode_batch_rows(size, batch, dtype_name, new_tokens, rounds, figures, bandwidth)
+            notes.append(
+                f"(c) {dtype_name}, batch {batch}: attnlab compiled and HF greedy tokens agree for "
+                f"{figures.same_as_hf} of {figures.new_tokens} (row 0; TF32 off)"
+            )
+    return rows
+
+
+def decode_batch_rows(size, batch, dtype_name, new_tokens, rounds, figures, bandwidth) -> list[GpuRow]:
+    """Eager and compiled attnlab against HF at one batch size; the bandwidth floor's share in detail."""
+    from benchmarks import gpu_step
+
+    config = f"L{size.n_layers} H{size.n_heads} d{size.d_model} V{size.vocab}, B{batch}, {dtype_name}"
+    config += f", prompt {gpu_step.PROMPT_LEN} + {new_tokens} new, greedy"
+    ceiling = batch * bandwidth / figures.weight_bytes  # tokens/s if each step only read the weights once
+    rows = []
+    for name in ("attnlab", "attnlab compiled"):
+        speeds = figures.tok_s[name]
+        values = {"attnlab": statistics.median(speeds), "HF": statistics.median(figures.tok_s["HF"])}
+        detail = f"{rounds} rounds"
+        if name == "attnlab compiled":
+            gain = median_ratio(speeds, figures.tok_s["attnlab"])
+            detail += f"; {gain:.2f}× eager"
+            if math.isfinite(ceiling):
+                detail += (
+                    f"; {100 * values['attnlab'] / ceiling:.0f}% of the bandwidth floor {ceiling:,.0f} tok/s"
+                )
         rows.append(
             GpuRow(
                 "c",
-                f"decoding tokens/s, batch {batch}",
+                f"decoding tokens/s, batch {batch}, {'compiled' if 'compiled' in name else 'eager'}",
                 config,
                 "tok/s",
                 values,
-                ratio,
-                "",
-                f"{rounds} rounds",
+                {"HF": median_ratio(speeds, figures.tok_s["HF"])},
+                "≥ 4× eager, ≥ 40% of floor" if name == "attnlab compiled" and batch == 1 else "",
+                detail,
             )
         )
     return rows
@@ -274,8 +331,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--modes",
         type=lambda s: s.split(","),
-        default=["eager", "compiled"],
-        help="(b) eager, compiled or both (default)",
+        default=["eager", "compiled", "layers", "layers+float8"],
+        help="(b) comma-separated: eager, compiled, layers, layers+float8 (default all)",
+    )
+    parser.add_argument(
+        "--train-references",
+        type=lambda s: [r for r in s.split(",") if r],
+        default=list(REFERENCES),
+        help="(b) the references timed beside attnlab: nanoGPT, HF or both (default)",
+    )
+    parser.add_argument(
+        "--decode-dtypes",
+        type=lambda s: s.split(","),
+        default=["float32"],
+        help="(c) comma-separated: float32, bfloat16 (default float32)",
     )
     parser.add_argument("--rounds", type=int, help="turns of each model (default 6 in (b), 5 in (c); tiny 2)")
     parser.add_argument("--new-tokens", type=int, help="(c) tokens decoded per call (default 256; tiny 8)")
@@ -285,8 +354,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     unknown = [p for p in args.parts.split(",") if p not in PARTS]
     if unknown:
         parser.error(f"--parts: unknown {', '.join(unknown)}; choose from {', '.join(PARTS)}")
-    if not args.modes or set(args.modes) - {"eager", "compiled"}:
-        parser.error(f"--modes={','.join(args.modes)}: choose eager, compiled or eager,compiled")
+    if not args.modes or set(args.modes) - set(MODES):
+        parser.error(f"--modes={','.join(args.modes)}: choose from {', '.join(MODES)}")
+    if set(args.train_references) - set(REFERENCES):
+        parser.error(
+            f"--train-references={','.join(args.train_references)}: choose from {', '.join(REFERENCES)}"
+        )
+    if not args.decode_dtypes or set(args.decode_dtypes) - set(DTYPES):
+        parser.error(f"--decode-dtypes={','.join(args.decode_dtypes)}: choose from {', '.join(DTYPES)}")
     if "recipe" in args.parts.split(",") and not args.text.is_file():
         parser.error(f"--text={args.text}: no such file (Tiny Shakespeare; or set TINYSHAKESPEARE)")
     return args
@@ -315,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.manual_seed(0)
         try:
             rows += PARTS[part](args, notes)
+            if args.out:  # each part's figures are kept, should a later one run out of time
+                args.out.write_text(report(rows, notes, "(partial) " + part, started), encoding="utf-8")
         except Exception as err:  # one broken part must not lose the others' figures
             traceback.print_exc()
             notes.append(f"part {part} failed: {type(err).__name__}: {str(err).splitlines()[0][:300]}")

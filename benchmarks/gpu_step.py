@@ -16,6 +16,7 @@ cache) against Hugging Face's ``generate``, same weights, never stopping early.
 
 from __future__ import annotations
 
+import copy
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.generate import generate
+from attnlab.models.speedups import compile_layers, convert_to_float8
 from benchmarks import models
 from benchmarks.common import interleaved
 from benchmarks.mfu import matmul_flops
@@ -59,8 +61,11 @@ def nanogpt_model(size: GPTSize, hf: nn.Module, nanogpt_dir: Path | None) -> nn.
     return own if own is not None else models.nanogpt_like(size, hf)
 
 
-def losses(size: GPTSize, device: str, nanogpt_dir: Path | None) -> dict[str, tuple[nn.Module, Callable]]:
-    """{name: (model, loss function)} of the three models on one fixed batch, on ``device``."""
+def losses(
+    size: GPTSize, device: str, nanogpt_dir: Path | None, references: tuple[str, ...] = ("nanoGPT", "HF")
+) -> dict[str, tuple[nn.Module, Callable]]:
+    """{name: (model, loss function)} of attnlab's model and the ``references`` on one fixed batch, on
+    ``device``."""
     hf = models.hf_gpt2(size)
     ours = models.twin(hf)
     nano = nanogpt_model(size, hf, nanogpt_dir)
@@ -72,11 +77,12 @@ def losses(size: GPTSize, device: str, nanogpt_dir: Path | None) -> dict[str, tu
     def nano_loss(m: nn.Module) -> Tensor:  # nanoGPT's own loss; benchmarks/nanogpt.py returns logits
         return m(ids, labels)[1] if nanogpt_dir is not None else ce(m(ids))
 
-    return {
+    models_and_losses = {
         "attnlab": (ours.to(device), lambda m: ce(m(ids))),
         "nanoGPT": (nano.to(device), nano_loss),
         "HF": (hf.to(device), lambda m: ce(m(input_ids=ids).logits)),
     }
+    return {name: pair for name, pair in models_and_losses.items() if name == "attnlab" or name in references}
 
 
 def check_same_loss(contenders: dict[str, tuple[nn.Module, Callable]], tol: float) -> dict[str, float]:
@@ -128,6 +134,19 @@ def flops_per_token(size: GPTSize, model: nn.Module) -> float:
     return 6 * n + 12 * size.n_layers * size.seq_len * size.d_model
 
 
+def attnlab_variant(model: nn.Module, mode: str, device: str) -> nn.Module:
+    """attnlab's model as ``mode`` runs it: itself (eager), compiled whole, compiled layer by layer,
+    or layer by layer with float8 projections (emulated off a GPU: a smoke test, not a speed)."""
+    if mode == "eager":
+        return model
+    if mode == "compiled":
+        return torch.compile(model)
+    variant = copy.deepcopy(model)
+    if mode == "layers+float8":
+        convert_to_float8(variant, emulate=device != "cuda")
+    return compile_layers(variant)
+
+
 def train_figures(
     size: GPTSize,
     device: str,
@@ -136,26 +155,43 @@ def train_figures(
     rounds: int,
     steps: int,
     warmup: int,
+    references: tuple[str, ...] = ("nanoGPT", "HF"),
+    failures: list[str] | None = None,
 ) -> tuple[dict[str, dict[str, StepFigures]], float, dict[str, float]]:
-    """{mode: {model: figures}} for each of ``modes`` (eager, compiled), the matmul peak (FLOP/s) and
-    the first losses."""
+    """{mode: {model: figures}} for each of ``modes`` (``MODES``), the matmul peak (FLOP/s) and the first
+    losses. The references take turns with attnlab in every mode: eager in "eager", compiled otherwise."""
     bf16 = device == "cuda"
     peak = matmul_flops(8192, "cuda", torch.bfloat16, repeats=10) if bf16 else matmul_flops(256)
-    contenders = losses(size, device, nanogpt_dir)
+    contenders = losses(size, device, nanogpt_dir, references)
     first = check_same_loss(contenders, tol=0.05)
-    flops = flops_per_token(size, contenders["HF"][0])
+    flops = flops_per_token(size, contenders["attnlab"][0])
     results = {}
+    failures = failures if failures is not None else []
+    compiled_refs = {
+        name: torch.compile(model) for name, (model, _) in contenders.items() if name != "attnlab"
+    }
+
+    def run_as(name: str, model: nn.Module, mode: str) -> nn.Module:
+        """How ``name``'s model runs in ``mode``: attnlab's variant, or a reference eager or compiled whole."""
+        if name == "attnlab":
+            return attnlab_variant(model, mode, device)
+        return model if mode == "eager" else compiled_refs[name]
+
     for mode in modes:
-        steppers = {
-            name: Stepper(torch.compile(model) if mode == "compiled" else model, loss, device, bf16, steps)
-            for name, (model, loss) in contenders.items()
-        }
-        times = interleaved(steppers, repeats=rounds, warmup=warmup)
+        try:  # a mode that fails (float8 on an unsuited GPU or torchao) must not lose the others
+            steppers = {
+                name: Stepper(run_as(name, model, mode), loss, device, bf16, steps)
+                for name, (model, loss) in contenders.items()
+            }
+            times = interleaved(steppers, repeats=rounds, warmup=warmup)
+        except Exception as err:
+            failures.append(f"(b) mode {mode} failed: {type(err).__name__}: {str(err).splitlines()[0][:300]}")
+            continue
         results[mode] = {}
         for name, seconds in times.items():
             tok_s = [steps * size.batch * size.seq_len / s for s in seconds]
             stepper = steppers[name]
-            held = held_bytes(contenders[name][0], stepper.optimizer)
+            held = held_bytes(stepper.model, stepper.optimizer)
             peak_gib = (held + stepper.growth) / 2**30 if device == "cuda" else float("nan")
             mfu = 100 * flops * statistics.median(tok_s) / peak
             results[mode][name] = StepFigures(tok_s, mfu, peak_gib)
@@ -165,31 +201,89 @@ def train_figures(
     return results, peak, first
 
 
+@dataclass
+class DecodeFigures:
+    """Greedy decoding at one batch size: tokens/s per round of each contender, and how many of the
+    first row's new tokens attnlab's compiled decoding shares with Hugging Face's before they differ."""
+
+    tok_s: dict[str, list[float]]
+    same_as_hf: int
+    new_tokens: int
+    weight_bytes: int  # what each step reads at least once: the bandwidth floor's numerator
+
+
+DECODERS = ("attnlab", "attnlab compiled", "HF")
+
+
 def decode_figures(
-    size: GPTSize, device: str, batches: tuple[int, ...], new_tokens: int, rounds: int
-) -> dict[int, dict[str, list[float]]]:
-    """{batch: {"attnlab"|"HF": tokens/s per round}}: greedy decoding, bf16 weights on a GPU."""
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    size: GPTSize, device: str, batches: tuple[int, ...], new_tokens: int, rounds: int, dtype: torch.dtype
+) -> dict[int, DecodeFigures]:
+    """{batch: figures}: greedy decoding of ``new_tokens`` after an 8-token prompt by attnlab's eager
+    ``generate``, its compiled one (static cache; CUDA graphs on a GPU) and Hugging Face's ``generate``,
+    the same weights in ``dtype``, taking turns. TF32 is off: the token comparison is of fp32 arithmetic."""
     hf = models.hf_gpt2(size, seq_len=max(size.seq_len, PROMPT_LEN + new_tokens)).eval()
     hf.generation_config.eos_token_id = None  # decode every token asked for
     hf.generation_config.pad_token_id = 0
     ours = models.twin(hf).eval().to(device, dtype)
     hf = hf.to(device, dtype)
     results = {}
-    for batch in batches:
-        prompt = torch.randint(0, size.vocab, (batch, PROMPT_LEN), generator=torch.Generator().manual_seed(0))
-        prompt = prompt.to(device)
-        mask = torch.ones_like(prompt)
-
-        def ours_call(prompt: Tensor = prompt) -> None:
-            generate(ours, prompt, max_new_tokens=new_tokens, temperature=0)
-            synchronize(device)
-
-        def hf_call(prompt: Tensor = prompt, mask: Tensor = mask) -> None:
-            with torch.no_grad():
-                hf.generate(prompt, attention_mask=mask, max_new_tokens=new_tokens, do_sample=False)
-            synchronize(device)
-
-        times = interleaved({"attnlab": ours_call, "HF": hf_call}, repeats=rounds, warmup=1)
-        results[batch] = {name: [batch * new_tokens / s for s in seconds] for name, seconds in times.items()}
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        for batch in batches:
+            prompt = torch.randint(
+                0, size.vocab, (batch, PROMPT_LEN), generator=torch.Generator().manual_seed(0)
+            )
+            results[batch] = _decode_batch(ours, hf, prompt.to(device), new_tokens, rounds, device)
+            results[batch].weight_bytes = sum(p.numel() * p.element_size() for p in ours.parameters())
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
     return results
+
+
+def _decode_batch(
+    ours: nn.Module, hf: nn.Module, prompt: Tensor, new_tokens: int, rounds: int, device: str
+) -> DecodeFigures:
+    outputs: dict[str, list[int]] = {}
+
+    def attnlab_call(compile: bool) -> Callable[[], None]:
+        def call() -> None:
+            rows = generate(ours, prompt, max_new_tokens=new_tokens, temperature=0, compile=compile)
+            outputs["attnlab compiled" if compile else "attnlab"] = rows[0]
+            synchronize(device)
+
+        return call
+
+    def hf_call() -> None:
+        with torch.no_grad():
+            out = hf.generate(
+                prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new_tokens, do_sample=False
+            )
+        outputs["HF"] = out[0, prompt.shape[1] :].tolist()
+        synchronize(device)
+
+    calls = {"attnlab": attnlab_call(False), "attnlab compiled": attnlab_call(True), "HF": hf_call}
+    times = interleaved(calls, repeats=rounds, warmup=1)
+    batch = prompt.shape[0]
+    same = next(
+        (i for i, (a, b) in enumerate(zip(outputs["attnlab compiled"], outputs["HF"])) if a != b), new_tokens
+    )
+    tok_s = {name: [batch * new_tokens / s for s in seconds] for name, seconds in times.items()}
+    return DecodeFigures(tok_s, same, new_tokens, weight_bytes=0)
+
+
+def copy_bandwidth(device: str, n_bytes: int = 2**30) -> float:
+    """Bytes per second a device-to-device copy moves, reads and writes counted (the best of 10)."""
+    if device != "cuda":
+        return float("nan")
+    source = torch.empty(n_bytes, dtype=torch.uint8, device=device)
+    target = torch.empty_like(source)
+    best = float("inf")
+    for _ in range(10):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        target.copy_(source)
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / 1e3)
+    return 2 * n_bytes / best

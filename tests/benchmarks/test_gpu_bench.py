@@ -39,8 +39,10 @@ def test_tiny_cpu_run_prints_one_table_with_finite_ratios(tmp_path: Path) -> Non
         ("b", "eager step tokens/s"),
         ("b", "eager MFU"),
         ("b", "eager peak memory"),
-        ("c", "decoding tokens/s, batch 1"),
-        ("c", "decoding tokens/s, batch 8"),
+        ("c", "decoding tokens/s, batch 1, eager"),
+        ("c", "decoding tokens/s, batch 1, compiled"),
+        ("c", "decoding tokens/s, batch 8, eager"),
+        ("c", "decoding tokens/s, batch 8, compiled"),
     ]
     speeds = [r for r in rows if r["measure"].endswith("tokens/s") or "tokens/s," in r["measure"]]
     for row in speeds:
@@ -50,6 +52,8 @@ def test_tiny_cpu_run_prints_one_table_with_finite_ratios(tmp_path: Path) -> Non
             ratio = float(row[f"attnlab ÷ {name}"].rstrip("×"))
             assert math.isfinite(ratio) and ratio > 0, row
     assert rows[2]["attnlab"] == "—" and rows[2]["detail"] == "CUDA only"  # memory: measured on CUDA
+    assert "eager" in rows[4]["detail"]  # the compiled decoding's gain over eager
+    assert "greedy tokens agree for 8 of 8" in out.read_text(encoding="utf-8")  # the same tokens as HF
 
 
 def test_nanogpt_data_is_its_prepare_py_layout(tmp_path: Path) -> None:
