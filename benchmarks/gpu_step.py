@@ -17,6 +17,7 @@ cache) against Hugging Face's ``generate``, same weights, never stopping early.
 from __future__ import annotations
 
 import copy
+import functools
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from torch import Tensor, nn
 
 from attnlab.generate import generate
 from attnlab.models.speedups import compile_layers, convert_to_float8
+from attnlab.tasks.base import cross_entropy
 from benchmarks import models
 from benchmarks.common import interleaved
 from benchmarks.mfu import matmul_flops
@@ -78,7 +80,11 @@ def losses(
         return m(ids, labels)[1] if nanogpt_dir is not None else ce(m(ids))
 
     models_and_losses = {
-        "attnlab": (ours.to(device), lambda m: ce(m(ids))),
+        # attnlab-train's loss: compiled with the model (attnlab.tasks.base.cross_entropy)
+        "attnlab": (
+            ours.to(device),
+            lambda m, compiled=False: cross_entropy(m(ids), labels, compiled=compiled),
+        ),
         "nanoGPT": (nano.to(device), nano_loss),
         "HF": (hf.to(device), lambda m: ce(m(input_ids=ids).logits)),
     }
@@ -177,10 +183,14 @@ def train_figures(
             return attnlab_variant(model, mode, device)
         return model if mode == "eager" else compiled_refs[name]
 
+    def loss_as(name: str, loss: Callable, mode: str) -> Callable:
+        """attnlab's loss is compiled when its model is, as attnlab-train does."""
+        return functools.partial(loss, compiled=mode != "eager") if name == "attnlab" else loss
+
     for mode in modes:
         try:  # a mode that fails (float8 on an unsuited GPU or torchao) must not lose the others
             steppers = {
-                name: Stepper(run_as(name, model, mode), loss, device, bf16, steps)
+                name: Stepper(run_as(name, model, mode), loss_as(name, loss, mode), device, bf16, steps)
                 for name, (model, loss) in contenders.items()
             }
             times = interleaved(steppers, repeats=rounds, warmup=warmup)
