@@ -9,6 +9,7 @@ import io
 import os
 import signal
 import signal as signal_module
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -149,3 +150,19 @@ class KillOnceAtStep(pl.Callback):
         if trainer.global_step == self.step and trainer.global_rank == self.rank and not self.marker.exists():
             self.marker.touch()
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+class PauseAtStep(pl.Callback):
+    """Once optimizer step ``step`` is done, creates the file ``paused`` and waits (a minute at most) until
+    the file ``resume`` exists: a run held still mid-training while a test does something beside it."""
+
+    def __init__(self, step: int, paused: str, resume: str) -> None:
+        self.step, self.paused, self.resume = step, Path(paused), Path(resume)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: object) -> None:
+        if trainer.global_step != self.step or self.paused.exists():
+            return
+        self.paused.touch()
+        deadline = time.monotonic() + 60
+        while not self.resume.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)

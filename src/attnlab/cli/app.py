@@ -35,6 +35,7 @@ from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import UNIONS, config_error
 from attnlab.schema.run import EvalConfig, RunConfig
 from attnlab.training.files import DiskFullError, disk_full, is_disk_full
+from attnlab.training.lock import unlock_run_dirs
 from attnlab.training.rundir import is_rank_zero, rank_suffix
 
 # Errors that mean bad input (config, data, checkpoint): one line, no traceback, status 2.
@@ -152,6 +153,7 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
         print(f"error: {one_line(getattr(err, 'error', err))}", file=sys.stderr)
         sys.exit(2)
     finally:  # as the caller had it: a process that runs commands in turn (tests) passes on no "1"
+        unlock_run_dirs()  # the run directories this command held (the kernel would at exit)
         if asked is None:
             os.environ.pop("HYDRA_FULL_ERROR", None)
         else:
@@ -215,20 +217,33 @@ class ValidateOnStart(Callback):
     ``check`` is the dotted path of a function ``(config, run_dir, overrides) -> object`` that raises
     ConfigError; ``run_dir`` is None for a multirun's base config. With ``check_jobs``, each job of a
     multirun (``cli.sweep_jobs``) is checked too, with ``run_dir`` None, before the first one starts;
-    each job is checked again when it starts.
+    each job is checked again when it starts. ``claim``, the dotted path of a function ``(config,
+    run_dir) -> None``, then takes the directory the command will write (``run_dir``, or the sweep's for
+    a multirun) for this process, before Hydra writes into it; it raises ConfigError where it cannot.
     """
 
-    def __init__(self, check: str, check_jobs: bool = False) -> None:
+    def __init__(self, check: str, check_jobs: bool = False, claim: str | None = None) -> None:
         self.check = hydra.utils.get_method(check)
         self.check_jobs = check_jobs
+        self.claim = hydra.utils.get_method(claim) if claim else None
 
     def on_run_start(self, config: DictConfig, **kwargs: object) -> None:
         self._check(config, Path(config.hydra.run.dir))
+        self._claim(config, Path(config.hydra.run.dir))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
         self._check(config, None)
         if self.check_jobs:
             self._check_jobs(config)
+        self._claim(config, None)
+
+    def _claim(self, config: DictConfig, run_dir: Path | None) -> None:
+        if self.claim is None:
+            return
+        try:
+            self.claim(config, run_dir)
+        except USER_ERRORS as err:
+            raise ConfigRejected(err) from err
 
     def _check_jobs(self, config: DictConfig) -> None:
         """Each job of the multirun (each edge of a search space), named in the error of the first bad one."""

@@ -36,6 +36,7 @@ from attnlab.schema.load import plain
 from attnlab.schema.run import RUN_DIR, RunConfig
 from attnlab.schema.rundir import LAST, TEST_METRICS_FILE, checkpoint_dir
 from attnlab.training.files import write_atomically
+from attnlab.training.lock import lock_run_dir
 from attnlab.training.rundir import (
     announce_run_dir,
     ddp_child_run_dir,
@@ -105,6 +106,18 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
     check_resume(run)
     check_teacher(run, prepare_datamodule(run))
     return run
+
+
+def claim_run_dir(config: DictConfig, run_dir: Path | None) -> None:
+    """Rank 0 holds the run directory (a multirun's sweep directory, which holds its jobs') from when
+    its config is valid, before Hydra writes into it, to the end of the command: one run per
+    directory (``training.lock``). The other ranks write into the directory their rank 0 holds."""
+    if not is_rank_zero():
+        return
+    if run_dir is None:
+        lock_run_dir(Path(config.hydra.sweep.dir), "hydra.sweep.dir")
+    else:
+        lock_run_dir(run_dir)
 
 
 def run_dir_given(config: DictConfig) -> bool:
