@@ -44,6 +44,11 @@ CASES = [
     ),
     (["model.activation=tanh"], "model.activation=tanh: choose one of relu, gelu"),
     (["model.dropout=1.5"], "model.dropout=1.5: must be in [0, 1)"),
+    (["optim.lr=nan"], "optim.lr=nan: must be a finite number (not nan, inf or -inf)"),
+    (["optim.lr=inf"], "optim.lr=inf: must be a finite number"),
+    (["trainer.gradient_clip_val=nan"], "trainer.gradient_clip_val=nan: must be a finite number"),
+    (["model=vit", "data.std=[inf]"], "data.std=[inf]: must hold finite numbers (not nan, inf or -inf)"),
+    (["model.pos.rope_base=-inf", "pos=rope"], "model.pos.rope_base=-inf: must be a finite number"),
     (["model=vit", "data=text"], "data.kind=text: cannot be consumed by model.family='vit'"),
     (["data.seq_len=1024"], "data.seq_len=1024: must be at most model.max_seq_len=256 with pos=learned"),
     (
