@@ -166,3 +166,39 @@ class PauseAtStep(pl.Callback):
         deadline = time.monotonic() + 60
         while not self.resume.exists() and time.monotonic() < deadline:
             time.sleep(0.01)
+
+
+class SignalInPhase(pl.Callback):
+    """Sends ``signal`` (SIGINT, SIGTERM) to the run's own process once, in a phase of the run: ``start-up``
+    (as the callbacks are built), ``setup`` (Lightning's setup of the fit), ``after-fit`` (after the
+    last validation, as the training loop ends), ``test`` (at the first test batch) or ``sampling``
+    (as the sample after training is generated)."""
+
+    def __init__(self, phase: str, signal: str) -> None:
+        self.phase, self.signum, self.sent = phase, getattr(signal_module, signal), False
+        if phase == "sampling":
+            import attnlab.generate
+
+            original = attnlab.generate.generate
+
+            def generate(*args: object, **kwargs: object) -> object:
+                self.send("sampling")
+                return original(*args, **kwargs)
+
+            attnlab.generate.generate = generate
+        self.send("start-up")
+
+    def send(self, phase: str) -> None:
+        if phase == self.phase and not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), self.signum)
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if stage == "fit":
+            self.send("setup")
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.send("after-fit")
+
+    def on_test_batch_start(self, trainer: pl.Trainer, *args: object) -> None:
+        self.send("test")

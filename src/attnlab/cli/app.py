@@ -19,6 +19,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import NoReturn
 
 import hydra
 from hydra.core.config_store import ConfigStore
@@ -37,6 +38,7 @@ from attnlab.schema.run import EvalConfig, RunConfig
 from attnlab.training.files import DiskFullError, disk_full, is_disk_full
 from attnlab.training.lock import unlock_run_dirs
 from attnlab.training.rundir import is_rank_zero, rank_suffix
+from attnlab.training.signals import RunInterrupted
 
 # Errors that mean bad input (config, data, checkpoint): one line, no traceback, status 2.
 USER_ERRORS = (
@@ -152,6 +154,8 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
             raise
         print(f"error: {one_line(getattr(err, 'error', err))}", file=sys.stderr)
         sys.exit(2)
+    except RunInterrupted as stop:  # a signal before the job began (composing, validating)
+        exit_before_the_run(stop)
     finally:  # as the caller had it: a process that runs commands in turn (tests) passes on no "1"
         unlock_run_dirs()  # the run directories this command held (the kernel would at exit)
         if asked is None:
@@ -166,6 +170,12 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
             file=sys.stderr,
         )
         sys.exit(1)
+
+
+def exit_before_the_run(stop: RunInterrupted) -> NoReturn:
+    """A signal before the run began: one line, nothing to resume, the signal's exit status."""
+    print(f"interrupted by {stop}, before the run began", file=sys.stderr)
+    sys.exit(stop.exit_code)
 
 
 def one_line(err: BaseException, overrides: list[str] | None = None) -> str:
