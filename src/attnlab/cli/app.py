@@ -18,6 +18,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
@@ -192,7 +193,11 @@ def one_line(err: BaseException, overrides: list[str] | None = None) -> str:
         return f"{err.override}: not a valid override ({str(err).splitlines()[0]})"
     cause = err if isinstance(err, OmegaConfBaseException) else err.__cause__
     if isinstance(cause, OmegaConfBaseException) and cause.full_key:
-        return str(config_error(cause, override_value(cause.full_key, overrides)))
+        value = override_value(cause.full_key, overrides)
+        error = config_error(cause, value)
+        if isinstance(value, Below):  # foo.bar=1 where foo is not a key: named as given
+            error = ConfigError(f"{error.key}.{value.rest}", value.value, error.allowed)
+        return str(error)
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     lines = [line for line in lines if not line.startswith(("full_key:", "object_type=", "reference_type="))]
     return "; ".join(lines) or type(err).__name__
@@ -200,16 +205,31 @@ def one_line(err: BaseException, overrides: list[str] | None = None) -> str:
 
 def override_value(key: str, overrides: list[str] | None = None) -> object:
     """The value ``overrides`` (default: the command line) give ``key`` (``logger.names[0]``: the first
-    of its list), or ``?``."""
+    of its list), or ``?``. The last override of a key is the one composed (``max_steps=5 max_steps=ten``:
+    ``ten``); an override of a key below it (``foo.bar=1`` for ``foo``) is shown whole."""
     name, _, index = key.partition("[")
     parser = OverridesParser.create()
+    found: object = "?"
     for arg in sys.argv[1:] if overrides is None else overrides:
         with suppress(HydraException):
             override = parser.parse_override(arg)
-            if override.key_or_group == name and not override.is_delete():
+            given = override.key_or_group.lstrip("+~")
+            if override.is_delete():
+                continue
+            if given == name:
                 value = override.value()
-                return value[int(index.rstrip("]"))] if index and isinstance(value, list) else value
-    return "?"
+                found = value[int(index.rstrip("]"))] if index and isinstance(value, list) else value
+            elif given.startswith(f"{name}.") and found == "?":
+                found = Below(given[len(name) + 1 :], override.value())
+    return found
+
+
+@dataclass
+class Below:
+    """A value given to a key below the one an error names: ``foo.bar=1`` where ``foo`` is unknown."""
+
+    rest: str
+    value: object
 
 
 class ConfigRejected(BaseException):
