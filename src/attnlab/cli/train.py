@@ -295,7 +295,15 @@ def _fit(
     metrics_file = MetricsFileLogger(run_dir, resume_step=resumed.get("global_step"))  # whatever logger=
     logged_config = {**config, "run_name": name, "n_params": n_params}  # what the loggers compare runs by
     loggers = [
-        *build_loggers(run.logger, run_dir, name=name, group=group, wandb_id=wandb_id, config=logged_config),
+        *build_loggers(
+            run.logger,
+            run_dir,
+            name=name,
+            group=group,
+            wandb_id=wandb_id,
+            config=logged_config,
+            resume_step=resumed.get("global_step"),
+        ),
         metrics_file,
     ]
     trainer = build_trainer(run, run_dir, loggers, build_callbacks(run, run_dir, config, wandb_id))
