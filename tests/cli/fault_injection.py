@@ -9,6 +9,7 @@ import io
 import os
 import signal
 import signal as signal_module
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -149,3 +150,55 @@ class KillOnceAtStep(pl.Callback):
         if trainer.global_step == self.step and trainer.global_rank == self.rank and not self.marker.exists():
             self.marker.touch()
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+class PauseAtStep(pl.Callback):
+    """Once optimizer step ``step`` is done, creates the file ``paused`` and waits (a minute at most) until
+    the file ``resume`` exists: a run held still mid-training while a test does something beside it."""
+
+    def __init__(self, step: int, paused: str, resume: str) -> None:
+        self.step, self.paused, self.resume = step, Path(paused), Path(resume)
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: object) -> None:
+        if trainer.global_step != self.step or self.paused.exists():
+            return
+        self.paused.touch()
+        deadline = time.monotonic() + 60
+        while not self.resume.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+class SignalInPhase(pl.Callback):
+    """Sends ``signal`` (SIGINT, SIGTERM) to the run's own process once, in a phase of the run: ``start-up``
+    (as the callbacks are built), ``setup`` (Lightning's setup of the fit), ``after-fit`` (after the
+    last validation, as the training loop ends), ``test`` (at the first test batch) or ``sampling``
+    (as the sample after training is generated)."""
+
+    def __init__(self, phase: str, signal: str) -> None:
+        self.phase, self.signum, self.sent = phase, getattr(signal_module, signal), False
+        if phase == "sampling":
+            import attnlab.generate
+
+            original = attnlab.generate.generate
+
+            def generate(*args: object, **kwargs: object) -> object:
+                self.send("sampling")
+                return original(*args, **kwargs)
+
+            attnlab.generate.generate = generate
+        self.send("start-up")
+
+    def send(self, phase: str) -> None:
+        if phase == self.phase and not self.sent:
+            self.sent = True
+            os.kill(os.getpid(), self.signum)
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if stage == "fit":
+            self.send("setup")
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.send("after-fit")
+
+    def on_test_batch_start(self, trainer: pl.Trainer, *args: object) -> None:
+        self.send("test")

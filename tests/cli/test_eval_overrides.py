@@ -200,3 +200,13 @@ def test_rope_settings_change_the_model_evaluated(tmp_path: Path, evaluate_here)
     (based_dir,) = results[1][2]
     pos = yaml.safe_load((based_dir / "config.yaml").read_text())["model"]["pos"]
     assert (pos["name"], pos["rope_base"]) == ("rope", 5.0)
+
+
+def test_two_evaluations_in_one_folder_get_a_folder_each(run: Path, evaluate_here) -> None:
+    """Two evaluations started in the same second with the same overrides are named alike: the second
+    gets ``<name>_2`` (here both name their folder with hydra.run.dir), and neither overwrites the other."""
+    folder = run / "eval" / "same"
+    for _ in range(2):
+        status, err, _ = evaluate_here(run, f"hydra.run.dir={folder}")
+        assert status == 0, err
+    assert record(folder)["ckpt_path"] == record(folder.with_name("same_2"))["ckpt_path"]

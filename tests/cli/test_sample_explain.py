@@ -120,6 +120,13 @@ def test_sample_classifies_images_with_a_vit(checkpoint, digit, monkeypatch, cap
         ("gpt", ["top_p=2"], "error: top_p=2.0 must be in (0, 1]"),
         ("gpt", ["stop=[ab]"], "error: stop=[ab]: 'ab' is 2 tokens; each stop string must be one token"),
         ("gpt", ["temperature=hot"], "error: temperature=hot: "),
+        ("gpt", ["temperature=nan"], "error: temperature=nan: must be a finite number"),
+        ("gpt", ["num_beams=0"], "error: num_beams=0: must be at least 1"),
+        (
+            "gpt",
+            [f"ckpt_path={Path.cwd()}"],
+            f"error: checkpoint '{Path.cwd()}' is a directory: give its .ckpt",
+        ),
         ("mlm", ["prompt=no mask"], "error: prompt=no mask: a masked-LM checkpoint fills '<mask>'"),
         ("vit", [], "error: image=null: a ViT checkpoint classifies images"),
         ("seq2seq", [], "error: prompt='': a seq2seq checkpoint needs a source text"),

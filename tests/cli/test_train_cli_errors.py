@@ -44,6 +44,11 @@ CASES = [
     ),
     (["model.activation=tanh"], "model.activation=tanh: choose one of relu, gelu"),
     (["model.dropout=1.5"], "model.dropout=1.5: must be in [0, 1)"),
+    (["optim.lr=nan"], "optim.lr=nan: must be a finite number (not nan, inf or -inf)"),
+    (["optim.lr=inf"], "optim.lr=inf: must be a finite number"),
+    (["trainer.gradient_clip_val=nan"], "trainer.gradient_clip_val=nan: must be a finite number"),
+    (["model=vit", "data.std=[inf]"], "data.std=[inf]: must hold finite numbers (not nan, inf or -inf)"),
+    (["model.pos.rope_base=-inf", "pos=rope"], "model.pos.rope_base=-inf: must be a finite number"),
     (["model=vit", "data=text"], "data.kind=text: cannot be consumed by model.family='vit'"),
     (["data.seq_len=1024"], "data.seq_len=1024: must be at most model.max_seq_len=256 with pos=learned"),
     (
@@ -101,6 +106,9 @@ CASES = [
     ),
     (["ckpt_path=last"], "ckpt_path=last: no checkpoints/last.ckpt in"),
     (["ckpt_path=nowhere.ckpt"], "ckpt_path=nowhere.ckpt: no such checkpoint file"),
+    (["ckpt_path=."], "ckpt_path=.: is a directory: give a checkpoint file (its checkpoints/last.ckpt)"),
+    (["trainer.max_steps=5", "trainer.max_steps=ten"], "trainer.max_steps=ten: Value 'ten' of type 'str'"),
+    (["foo.bar=1"], "foo.bar=1: not a known key; allowed keys: model, data"),
     (
         ["model=gpt", "model.image_size=16"],
         "model.image_size=16: not a key of model.family=gpt; it is a key of model.family=vit "
@@ -201,3 +209,15 @@ def test_a_checkpoint_that_would_run_code_is_one_line_and_never_loaded(tmp_path:
         "which could run code, so it is not loaded"
     )
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".wandb")) == ["evil.ckpt"]
+
+
+def test_an_attnlab_checkpoint_as_init_from_points_to_ckpt_path(tmp_path: Path) -> None:
+    """It said the Hugging Face directory did not exist (issue 31, item 7)."""
+    (tmp_path / "last.ckpt").write_bytes(b"")
+    result = cli(["model.init_from=last.ckpt"], tmp_path, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: model.init_from=last.ckpt: last.ckpt is a file: model.init_from takes a Hugging Face "
+        "checkpoint directory (config.json and weights); to continue from a checkpoint of attnlab-train "
+        "give ckpt_path=<file>"
+    ]

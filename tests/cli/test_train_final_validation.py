@@ -58,9 +58,12 @@ def test_a_resumed_run_is_tested_on_the_weights_it_trained(tmp_path: Path) -> No
     assert resumed["metrics"]["test/loss"] < first["metrics"]["test/loss"]  # not step 4's again
 
 
-def test_a_run_that_never_validates_names_the_settings(tmp_path: Path) -> None:
+def test_a_run_that_would_never_validate_is_one_line_before_it_starts(tmp_path: Path) -> None:
+    """It was refused after the run directory, the model and 148 lines of output (issue 31, item 8)."""
     result = cli([*SHORT, "trainer.limit_val_batches=0", "run_dir=run"], tmp_path)
-    assert result.returncode == 1
-    assert "task.monitor=val/loss: was never logged" in result.stderr
-    assert "trainer.val_every_n_steps=100" in result.stderr
-    assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "failed"
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: trainer.limit_val_batches=0: a run validates (task.monitor picks the best checkpoint and "
+        "the test's): give a count of batches or a fraction above 0"
+    ]
+    assert not (tmp_path / "run").exists()

@@ -37,3 +37,12 @@ def test_a_bad_choice_of_a_search_space_stops_the_search(tmp_path: Path) -> None
     result = cli(["hparams_search=optuna", space, *GPT], tmp_path)
     assert result.returncode == 2, result.stderr
     assert "error: optim.warmup_steps=-5 of the search space: optim.warmup_steps=-5: " in result.stderr
+
+
+def test_a_non_finite_value_of_a_grid_stops_the_multirun_before_any_job(tmp_path: Path) -> None:
+    """``optim.lr=1e-3,nan`` trained job 0 to completion before job 1 failed (issue 31 item 3)."""
+    result = cli(["-m", "optim.lr=1e-3,nan", *GPT], tmp_path)
+    assert result.returncode == 2, result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert line == "error: job 1 (optim.lr=nan): optim.lr=nan: must be a finite number (not nan, inf or -inf)"
+    assert not (tmp_path / "multirun").exists()

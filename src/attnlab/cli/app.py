@@ -18,7 +18,9 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import hydra
 from hydra.core.config_store import ConfigStore
@@ -35,7 +37,9 @@ from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import UNIONS, config_error
 from attnlab.schema.run import EvalConfig, RunConfig
 from attnlab.training.files import DiskFullError, disk_full, is_disk_full
+from attnlab.training.lock import unlock_run_dirs
 from attnlab.training.rundir import is_rank_zero, rank_suffix
+from attnlab.training.signals import RunInterrupted
 
 # Errors that mean bad input (config, data, checkpoint): one line, no traceback, status 2.
 USER_ERRORS = (
@@ -151,7 +155,10 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
             raise
         print(f"error: {one_line(getattr(err, 'error', err))}", file=sys.stderr)
         sys.exit(2)
+    except RunInterrupted as stop:  # a signal before the job began (composing, validating)
+        exit_before_the_run(stop)
     finally:  # as the caller had it: a process that runs commands in turn (tests) passes on no "1"
+        unlock_run_dirs()  # the run directories this command held (the kernel would at exit)
         if asked is None:
             os.environ.pop("HYDRA_FULL_ERROR", None)
         else:
@@ -164,6 +171,12 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
             file=sys.stderr,
         )
         sys.exit(1)
+
+
+def exit_before_the_run(stop: RunInterrupted) -> NoReturn:
+    """A signal before the run began: one line, nothing to resume, the signal's exit status."""
+    print(f"interrupted by {stop}, before the run began", file=sys.stderr)
+    sys.exit(stop.exit_code)
 
 
 def one_line(err: BaseException, overrides: list[str] | None = None) -> str:
@@ -180,7 +193,11 @@ def one_line(err: BaseException, overrides: list[str] | None = None) -> str:
         return f"{err.override}: not a valid override ({str(err).splitlines()[0]})"
     cause = err if isinstance(err, OmegaConfBaseException) else err.__cause__
     if isinstance(cause, OmegaConfBaseException) and cause.full_key:
-        return str(config_error(cause, override_value(cause.full_key, overrides)))
+        value = override_value(cause.full_key, overrides)
+        error = config_error(cause, value)
+        if isinstance(value, Below):  # foo.bar=1 where foo is not a key: named as given
+            error = ConfigError(f"{error.key}.{value.rest}", value.value, error.allowed)
+        return str(error)
     lines = [line.strip() for line in str(err).splitlines() if line.strip()]
     lines = [line for line in lines if not line.startswith(("full_key:", "object_type=", "reference_type="))]
     return "; ".join(lines) or type(err).__name__
@@ -188,16 +205,31 @@ def one_line(err: BaseException, overrides: list[str] | None = None) -> str:
 
 def override_value(key: str, overrides: list[str] | None = None) -> object:
     """The value ``overrides`` (default: the command line) give ``key`` (``logger.names[0]``: the first
-    of its list), or ``?``."""
+    of its list), or ``?``. The last override of a key is the one composed (``max_steps=5 max_steps=ten``:
+    ``ten``); an override of a key below it (``foo.bar=1`` for ``foo``) is shown whole."""
     name, _, index = key.partition("[")
     parser = OverridesParser.create()
+    found: object = "?"
     for arg in sys.argv[1:] if overrides is None else overrides:
         with suppress(HydraException):
             override = parser.parse_override(arg)
-            if override.key_or_group == name and not override.is_delete():
+            given = override.key_or_group.lstrip("+~")
+            if override.is_delete():
+                continue
+            if given == name:
                 value = override.value()
-                return value[int(index.rstrip("]"))] if index and isinstance(value, list) else value
-    return "?"
+                found = value[int(index.rstrip("]"))] if index and isinstance(value, list) else value
+            elif given.startswith(f"{name}.") and found == "?":
+                found = Below(given[len(name) + 1 :], override.value())
+    return found
+
+
+@dataclass
+class Below:
+    """A value given to a key below the one an error names: ``foo.bar=1`` where ``foo`` is unknown."""
+
+    rest: str
+    value: object
 
 
 class ConfigRejected(BaseException):
@@ -215,20 +247,33 @@ class ValidateOnStart(Callback):
     ``check`` is the dotted path of a function ``(config, run_dir, overrides) -> object`` that raises
     ConfigError; ``run_dir`` is None for a multirun's base config. With ``check_jobs``, each job of a
     multirun (``cli.sweep_jobs``) is checked too, with ``run_dir`` None, before the first one starts;
-    each job is checked again when it starts.
+    each job is checked again when it starts. ``claim``, the dotted path of a function ``(config,
+    run_dir) -> None``, then takes the directory the command will write (``run_dir``, or the sweep's for
+    a multirun) for this process, before Hydra writes into it; it raises ConfigError where it cannot.
     """
 
-    def __init__(self, check: str, check_jobs: bool = False) -> None:
+    def __init__(self, check: str, check_jobs: bool = False, claim: str | None = None) -> None:
         self.check = hydra.utils.get_method(check)
         self.check_jobs = check_jobs
+        self.claim = hydra.utils.get_method(claim) if claim else None
 
     def on_run_start(self, config: DictConfig, **kwargs: object) -> None:
         self._check(config, Path(config.hydra.run.dir))
+        self._claim(config, Path(config.hydra.run.dir))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
         self._check(config, None)
         if self.check_jobs:
             self._check_jobs(config)
+        self._claim(config, None)
+
+    def _claim(self, config: DictConfig, run_dir: Path | None) -> None:
+        if self.claim is None:
+            return
+        try:
+            self.claim(config, run_dir)
+        except USER_ERRORS as err:
+            raise ConfigRejected(err) from err
 
     def _check_jobs(self, config: DictConfig) -> None:
         """Each job of the multirun (each edge of a search space), named in the error of the first bad one."""

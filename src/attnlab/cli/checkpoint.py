@@ -119,6 +119,10 @@ def load_task_from_checkpoint(
     quantized layout of its method (the model given to ``load_from_checkpoint`` in place of its config).
     """
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise FileNotFoundError(
+            f"checkpoint {path!r} is a directory: give its .ckpt file (checkpoints/last.ckpt)"
+        )
     if not os.path.isfile(path):
         raise FileNotFoundError(f"checkpoint {path!r} does not exist")
     checkpoint = _read(path)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, read_write
 
 from attnlab.cli.app import log_to_file, run_hydra, run_job, user_errors_as_one_line
 from attnlab.cli.devices import check_devices
@@ -38,6 +38,7 @@ from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain, to_object
 from attnlab.schema.run import EvalConfig, RunConfig
 from attnlab.schema.rundir import EVAL_DIR, EVAL_METRICS_FILE, eval_dir_of
+from attnlab.training.lock import new_dir
 from attnlab.training.rundir import save_config
 from attnlab.training.targets import check_trainer_target
 
@@ -94,6 +95,17 @@ def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str
             named = " ".join(o for o in job if o.partition("=")[0] in swept)
             raise ValueError(f"job {number} ({named}): {err}") from err
     return ev
+
+
+def claim_eval_dir(config: DictConfig, run_dir: Path | None) -> None:
+    """Two evaluations of one run started in the same second with the same overrides would write one
+    folder (``<run>/eval/<date>_<time>_<label>``): the folder is made here, before Hydra writes, and
+    the second gets ``<...>_2`` (``training.lock.new_dir``). A multirun's jobs are folders of its own."""
+    if run_dir is None:
+        return
+    folder = new_dir(run_dir)
+    with read_write(config.hydra):
+        config.hydra.run.dir = str(folder)
 
 
 def eval_job(config: DictConfig) -> float | None:

@@ -38,6 +38,7 @@ def sample_job(config: DictConfig) -> None:
     """The Hydra task: print the checkpoint's predictions; bad input ends with one ``error:`` line."""
     with user_errors_as_one_line():
         cmd: SampleCommand = to_object(config)
+        cmd.check()
         from attnlab.cli.checkpoint import load_checkpoint  # torch: only once the command line is valid
         from attnlab.cli.families import FAMILY_COMMANDS
 

@@ -19,13 +19,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attnlab.cli.app import error_line, log_to_file, run_hydra, run_job
+from attnlab.cli.app import error_line, exit_before_the_run, log_to_file, run_hydra, run_job
 from attnlab.cli.devices import check_attention_backend, check_devices, check_strategy
 from attnlab.cli.prepared import build_model_for, prepare_datamodule, take_datamodule
 from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
@@ -36,6 +36,7 @@ from attnlab.schema.load import plain
 from attnlab.schema.run import RUN_DIR, RunConfig
 from attnlab.schema.rundir import LAST, TEST_METRICS_FILE, checkpoint_dir
 from attnlab.training.files import write_atomically
+from attnlab.training.lock import lock_run_dir
 from attnlab.training.rundir import (
     announce_run_dir,
     ddp_child_run_dir,
@@ -45,6 +46,7 @@ from attnlab.training.rundir import (
     resolve_ckpt_path,
     save_config,
 )
+from attnlab.training.signals import RunInterrupted, policy
 from attnlab.training.targets import check_targets
 
 if TYPE_CHECKING:
@@ -57,16 +59,18 @@ log = logging.getLogger("attnlab.train")
 
 def main() -> None:
     """Console script ``attnlab-train`` (also ``python -m attnlab.train``)."""
+    policy.install()  # SIGINT/SIGTERM from here on end the run in one line, whatever its phase
     child_dir = ddp_child_run_dir()
     if child_dir is not None:  # a DDP rank that Lightning launched: rank 0 chose the run and its config
-        from attnlab.training.callbacks.interrupts import RunInterrupted
-
         try:
             train(validate_saved(load_config(child_dir)), child_dir)
         except RunInterrupted as stop:  # rank 0 tells the user how to resume
             sys.exit(stop.exit_code)
         return
-    use_teacher_defaults()  # task=distill: the teacher's run gives the student's defaults
+    try:
+        use_teacher_defaults()  # task=distill: the teacher's run gives the student's defaults
+    except RunInterrupted as stop:
+        exit_before_the_run(stop)
     run_hydra(train_job, "train")
 
 
@@ -107,6 +111,18 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
     return run
 
 
+def claim_run_dir(config: DictConfig, run_dir: Path | None) -> None:
+    """Rank 0 holds the run directory (a multirun's sweep directory, which holds its jobs') from when
+    its config is valid, before Hydra writes into it, to the end of the command: one run per
+    directory (``training.lock``). The other ranks write into the directory their rank 0 holds."""
+    if not is_rank_zero():
+        return
+    if run_dir is None:
+        lock_run_dir(Path(config.hydra.sweep.dir), "hydra.sweep.dir")
+    else:
+        lock_run_dir(run_dir)
+
+
 def run_dir_given(config: DictConfig) -> bool:
     """Whether ``run_dir`` was set (on the command line or in a config), rather than left at its
     default of a new dated directory."""
@@ -134,32 +150,41 @@ def train_job(config: DictConfig) -> float | None:
     group = Path(hc.sweep.dir).as_posix().replace("/", "_") if multirun else None
 
     def job() -> float:
-        from attnlab.training.callbacks.interrupts import RunInterrupted
         from attnlab.training.names import run_name
-        from attnlab.training.slurm import REQUEUE_SIGNAL, requeue_job
 
         overrides = list(hc.overrides.task)
-        with run_summary(run_dir) as summary:
-            run = check_job(config, run_dir, overrides)
-            name = run_name(run.run_name, overrides, run_dir.name, multirun)
-            try:
+        policy.reset()
+        try:
+            with run_summary(run_dir) as summary:
+                run = check_job(config, run_dir, overrides)
+                name = run_name(run.run_name, overrides, run_dir.name, multirun)
                 return train(run, run_dir, group=group, summary=summary, name=name)
-            except RunInterrupted as stop:  # summary.json: interrupted (SystemExit)
-                message = f"{stop}\nresume with: {resume_command(run_dir, overrides)}"
-                if stop.signum == REQUEUE_SIGNAL and is_rank_zero():  # SLURM's warning before the time limit
-                    message += f"\n{requeue_job()}"
-                log_to_file(logging.WARNING, "interrupted by %s", message)
-                print(f"interrupted by {message}", file=sys.stderr)
-                sys.exit(stop.exit_code)
+        except RunInterrupted as stop:  # summary.json: interrupted, in the phase the signal came
+            exit_interrupted(stop, run_dir, overrides)
 
     return run_job(job)
 
 
+def exit_interrupted(stop: RunInterrupted, run_dir: Path, overrides: list[str]) -> NoReturn:
+    """Say what the signal stopped and how to continue (SLURM's warning: also requeue the job), then
+    exit with the status a shell gives a process ended by that signal (130, 143, 138)."""
+    from attnlab.training.slurm import REQUEUE_SIGNAL, requeue_job
+
+    message = f"{stop}\nresume with: {resume_command(run_dir, overrides)}"
+    if stop.signum == REQUEUE_SIGNAL and is_rank_zero():  # SLURM's warning before the time limit
+        message += f"\n{requeue_job()}"
+    log_to_file(logging.WARNING, "interrupted by %s", message)
+    print(f"interrupted by {message}", file=sys.stderr)
+    sys.exit(stop.exit_code)
+
+
 def resume_command(run_dir: Path, overrides: list[str]) -> str:
-    """The command that continues this run exactly from its ``last.ckpt``, in place."""
+    """The command that continues this run exactly from its ``last.ckpt``, in place (``ckpt_path=auto``
+    where it has none yet: interrupted before its first checkpoint, it starts again)."""
     mine = ("run_dir=", "ckpt_path=", "hydra.run.dir=")
     kept = [o for o in overrides if not o.startswith(mine)]
-    args = [f"run_dir={run_dir.resolve()}", "ckpt_path=last", *kept]
+    ckpt_path = "last" if any(checkpoint_dir(run_dir).glob("last*.ckpt")) else "auto"
+    args = [f"run_dir={run_dir.resolve()}", f"ckpt_path={ckpt_path}", *kept]
     return " ".join(["attnlab-train", *map(shlex.quote, args)])
 
 
@@ -176,6 +201,9 @@ def run_summary(run_dir: Path) -> Iterator[RunSummary | None]:
     summary = RunSummary(run_dir)
     try:
         yield summary
+    except RunInterrupted as stop:
+        summary.finish("interrupted", str(stop), phase=stop.phase)
+        raise
     except (KeyboardInterrupt, SystemExit) as err:  # Lightning's SIGTERMException is a SystemExit
         summary.finish("interrupted", type(err).__name__)
         raise
@@ -267,7 +295,15 @@ def _fit(
     metrics_file = MetricsFileLogger(run_dir, resume_step=resumed.get("global_step"))  # whatever logger=
     logged_config = {**config, "run_name": name, "n_params": n_params}  # what the loggers compare runs by
     loggers = [
-        *build_loggers(run.logger, run_dir, name=name, group=group, wandb_id=wandb_id, config=logged_config),
+        *build_loggers(
+            run.logger,
+            run_dir,
+            name=name,
+            group=group,
+            wandb_id=wandb_id,
+            config=logged_config,
+            resume_step=resumed.get("global_step"),
+        ),
         metrics_file,
     ]
     trainer = build_trainer(run, run_dir, loggers, build_callbacks(run, run_dir, config, wandb_id))
@@ -278,12 +314,15 @@ def _fit(
     for callback in trainer.checkpoint_callbacks:
         if isinstance(callback, LastCheckpoint):
             callback.save_final(trainer)  # the final state, unless last.ckpt holds it already
+            policy.end_deferral(trainer.global_step, callback.path)  # a signal since the last step: stop
     check_monitor_logged(trainer, run.task.monitor, run.trainer)
     score = best_score(trainer, run.task.monitor)
     if summary is not None:
         summary.update(**fit_results(trainer, run.task.monitor))
+    policy.phase = "test"  # from here on nothing is left unsaved: a signal stops the run at once
     metrics = test(trainer, task, datamodule, run_dir) if run.test_after_fit else {}
     if trainer.is_global_zero:
+        policy.phase = "sampling"
         sample = sample_text(run, task)
         log_results(
             trainer.loggers,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from omegaconf import MISSING
 
 from attnlab.schema.choice import Choice
-from attnlab.schema.errors import ConfigError, at_least_one, not_negative
+from attnlab.schema.errors import ConfigError, at_least_one, not_negative, positive
 from attnlab.schema.model import ModelConfig
 
 
@@ -50,6 +50,16 @@ class SampleCommand:
     # encoders and ViT
     num_predictions: int = 5  # top tokens per mask, top classes per input
     mask_token: str = "<mask>"
+
+    def check(self) -> None:
+        """The counts and limits whatever the checkpoint's family (one that ignores a key still refuses
+        a value no family could use: ``num_beams=0`` on a GPT checkpoint)."""
+        for name in ("num_samples", "num_beams", "n_best", "num_predictions"):
+            at_least_one(name, getattr(self, name))
+        not_negative("max_new_tokens", self.max_new_tokens)
+        not_negative("temperature", self.temperature)
+        positive("top_k", self.top_k, allow_none=True)
+        positive("repetition_penalty", self.repetition_penalty)
 
 
 @dataclass

@@ -1,7 +1,10 @@
 """The one error type of bad configuration values, whose message is one line: ``key=value: allowed``,
-and the small rules that many fields share (positive, a fraction, at least one)."""
+and the small rules that many fields share (finite, positive, a fraction, at least one)."""
 
 from __future__ import annotations
+
+import math
+from dataclasses import fields, is_dataclass
 
 
 class ConfigError(ValueError):
@@ -44,3 +47,22 @@ def fraction(key: str, value: float) -> None:
     """A probability that leaves something: in [0, 1)."""
     if not 0.0 <= value < 1.0:
         raise ConfigError(key, value, "must be in [0, 1)")
+
+
+def finite(config: object, key: str = "") -> None:
+    """Every number of a config (a dataclass, walked with its lists and nested classes) is finite.
+
+    NaN passes every comparison (``nan <= 0`` is false) and infinity most, so each field's own rule
+    would let ``optim.lr=nan`` or ``data.std=[inf]`` through to a run that fails late or trains to
+    nothing. One rule here, for all fields, refuses them first. The free-form arguments of ``_target_``
+    configs (dicts) are their classes' to check."""
+    if isinstance(config, float) and not math.isfinite(config):
+        raise ConfigError(key, config, "must be a finite number (not nan, inf or -inf)")
+    if is_dataclass(config) and not isinstance(config, type):
+        for f in fields(config):
+            finite(getattr(config, f.name), f"{key}.{f.name}" if key else f.name)
+    elif isinstance(config, list | tuple):
+        if any(isinstance(v, float) and not math.isfinite(v) for v in config):
+            raise ConfigError(key, list(config), "must hold finite numbers (not nan, inf or -inf)")
+        for i, value in enumerate(config):
+            finite(value, f"{key}[{i}]")

@@ -30,7 +30,7 @@ from omegaconf.nodes import EnumNode
 
 from attnlab.schema.choice import TaggedUnion
 from attnlab.schema.data import DATA
-from attnlab.schema.errors import ConfigError
+from attnlab.schema.errors import ConfigError, finite
 from attnlab.schema.model import MODELS, ModelConfig
 from attnlab.schema.optim import OPTIMIZERS, OptimConfig
 from attnlab.schema.pos import POSITIONS
@@ -42,16 +42,18 @@ UNIONS = (MODELS, POSITIONS, DATA, TASKS, OPTIMIZERS)
 
 def to_object(cfg: DictConfig) -> Any:
     """The dataclass instance of a config composed against a schema (Hydra's ``hydra`` node left out);
-    ConfigError at a key the schema lacks or a value it refuses."""
+    ConfigError at a key the schema lacks, a value it refuses, or a number that is not finite."""
     if "hydra" in cfg:
         cfg = copy.deepcopy(cfg)
         with read_write(cfg), open_dict(cfg):
             del cfg["hydra"]
     refuse_unknown_keys(cfg)
     try:
-        return OmegaConf.to_object(cfg)
+        config = OmegaConf.to_object(cfg)
     except OmegaConfBaseException as err:
         raise config_error(err, value_at(cfg, err.full_key)) from None
+    finite(config)  # before any field's own rule, which NaN would pass
+    return config
 
 
 def refuse_unknown_keys(node: DictConfig, prefix: str = "") -> None:

@@ -130,6 +130,13 @@ class TrainerConfig:
                 self.gradient_clip_val,
                 "must be 0 or more, or null (no clipping)",
             )
+        if self.limit_val_batches == 0 and not self.fast_dev_run:
+            raise ConfigError(
+                "trainer.limit_val_batches",
+                self.limit_val_batches,
+                "a run validates (task.monitor picks the best checkpoint and the test's): give a count "
+                "of batches or a fraction above 0",
+            )
         not_negative("trainer.num_sanity_val_steps", self.num_sanity_val_steps)
         not_negative("trainer.fast_dev_run", self.fast_dev_run)
         positive("trainer.timeout", self.timeout, allow_none=True)

@@ -9,6 +9,7 @@
     <run_dir>/metrics.jsonl            every logged value, one JSON object per line, whatever the logger
     <run_dir>/eval/<name>/metrics.json an evaluation of the run's checkpoint by ``attnlab-eval``
     <run_dir>/.hydra/overrides.yaml    the job's command-line overrides (Hydra's composed config beside it)
+    <run_dir>/run.lock                 while a run writes the directory: its pid and host (one run at a time)
 
 docs/run-directory.md describes each file; ``attnlab.report`` reads them all.
 """
@@ -29,6 +30,7 @@ METRICS_FILE = "metrics.jsonl"
 EVAL_DIR = "eval"
 HYDRA_CONFIG_FILE = ".hydra/config.yaml"  # the composed config, all a job refused by validation leaves
 OVERRIDES_FILE = ".hydra/overrides.yaml"
+LOCK_FILE = "run.lock"  # held by the process writing the directory (training.lock)
 
 
 def checkpoint_dir(run_dir: Path) -> Path:

@@ -18,11 +18,20 @@ class DiskFullError(OSError):
 
 
 def disk_full(path: Path, needed: int | None = None) -> DiskFullError:
+    """The error of a write of ``needed`` bytes to ``path`` that found the disk full. The free space is
+    measured after the partial file was removed, so it can look like enough: a file system needs room
+    beyond a file's bytes (blocks, metadata), and the message says so rather than contradict itself."""
     where = path if path.is_dir() else path.parent
     free = shutil.disk_usage(where).free if where.exists() else 0
-    need = f"about {needed / 2**20:.2f} MB" if needed else "more space"
+    if not needed:
+        need = "needs more space"
+    elif needed < free:
+        need = f"needs about {needed / 2**20:.2f} MB, less than free, but not with the file system's own overhead"
+    else:
+        need = f"needs about {needed / 2**20:.2f} MB"
     return DiskFullError(
-        errno.ENOSPC, f"no space left on device to write {path}: needs {need}, {free / 2**20:.2f} MB free"
+        errno.ENOSPC,
+        f"no space left on device to write {path}: {need}; {free / 2**20:.2f} MB free: free some space",
     )
 
 

@@ -3,6 +3,8 @@ writing under the run directory."""
 
 from __future__ import annotations
 
+import csv
+import io
 import os
 import secrets
 import sys
@@ -14,6 +16,8 @@ from pytorch_lightning.loggers import Logger
 
 from attnlab.schema.load import plain
 from attnlab.schema.run import LoggerConfig, WandbLoggerConfig
+from attnlab.training.files import write_atomically
+from attnlab.training.rundir import is_rank_zero
 
 
 def wandb_mode(cfg: WandbLoggerConfig) -> str:
@@ -27,11 +31,19 @@ def new_wandb_id() -> str:
 
 
 def build_loggers(
-    cfg: LoggerConfig, run_dir: Path, *, name: str, group: str | None, wandb_id: str, config: dict
+    cfg: LoggerConfig,
+    run_dir: Path,
+    *,
+    name: str,
+    group: str | None,
+    wandb_id: str,
+    config: dict,
+    resume_step: int | None = None,
 ) -> list[Logger]:
     """Each logger of ``cfg`` that is set, instantiated from its ``_target_``, writing into ``run_dir``.
     ``name`` is the run's (unless the logger's config names it), ``group`` its multirun's, ``wandb_id``
-    continues a resumed run's wandb curve, and ``config`` is the run's, which wandb records."""
+    continues a resumed run's wandb curve, ``config`` is the run's, which wandb records, and
+    ``resume_step`` the step of the checkpoint a resume in place starts from (``trim_csv_logs``)."""
     loggers: list[Logger] = []
     if cfg.wandb is not None:
         w = cfg.wandb
@@ -49,6 +61,8 @@ def build_loggers(
         drop_anonymous_setting(wandb_logger)
         loggers.append(wandb_logger)
     if cfg.csv is not None:
+        if resume_step is not None and is_rank_zero():
+            trim_csv_logs(run_dir / cfg.csv.name, resume_step)
         loggers.append(
             _instantiate(cfg.csv, save_dir=str(run_dir), version=csv_version(run_dir / cfg.csv.name))
         )
@@ -71,6 +85,35 @@ def _instantiate(cfg: object, **run_settings: object) -> Logger:
     # Not recursive: the run's config that wandb records holds _target_ nodes (trainer, loggers,
     # callbacks) that are data here, not objects to build. wandb's `config` is no kwarg of instantiate.
     return instantiate({**plain(cfg), **run_settings}, _recursive_=False, _convert_="all")
+
+
+def trim_csv_logs(root: Path, resume_step: int) -> None:
+    """Drop from the CSV logs of earlier starts (``root/**/metrics.csv``) the rows that a run resuming
+    from optimizer step ``resume_step`` logs again: a kill after that checkpoint left the steps since
+    in the old file, and the resumed file would repeat them. Lightning's CSV rows of a training step
+    say ``step`` = optimizer steps done before it, a validation's and the test's the steps done: the
+    rows kept are those before ``resume_step``, and its validation (the checkpoint came after it)."""
+    for path in sorted(root.glob("**/metrics.csv")):
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            fields, rows = reader.fieldnames or [], list(reader)
+        kept = [row for row in rows if _logged_before(row, resume_step)]
+        if len(kept) == len(rows):
+            continue
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(kept)
+        write_atomically(path, out.getvalue())
+
+
+def _logged_before(row: dict[str, str], resume_step: int) -> bool:
+    try:
+        step = int(float(row.get("step") or "nan"))
+    except ValueError:
+        return True  # not a row of a step: left as it is
+    is_validation = any(key.startswith("val/") and value for key, value in row.items())
+    return step < resume_step or (step == resume_step and is_validation)
 
 
 def csv_version(root: Path) -> str:

@@ -86,6 +86,10 @@ def resolve_ckpt_path(ckpt_path: str | None, run_dir: Path) -> str | None:
             )
         return str(candidates[-1].resolve())
     path = Path(ckpt_path)
+    if path.is_dir():
+        raise ConfigError(
+            "ckpt_path", ckpt_path, f"is a directory: give a checkpoint file (its {CHECKPOINT_DIR}/last.ckpt)"
+        )
     if not path.is_file():
         raise ConfigError(
             "ckpt_path", ckpt_path, "no such checkpoint file (or ckpt_path=last|auto with run_dir=<dir>)"

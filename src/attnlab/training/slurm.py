@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 
 from lightning_fabric.plugins.environments import SLURMEnvironment
 
-REQUEUE_SIGNAL = signal.SIGUSR1  # Lightning's default requeue signal: sbatch --signal=USR1@120
+from attnlab.training.signals import REQUEUE_SIGNAL
+
+__all__ = ["REQUEUE_SIGNAL", "requeue_job", "slurm_job_id", "slurm_plugins"]
 
 
 def slurm_plugins() -> list[SLURMEnvironment]:

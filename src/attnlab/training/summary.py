@@ -54,12 +54,13 @@ class RunSummary:
         self.fields.update(fields)
         self._write()
 
-    def finish(self, status: str, error: str | None = None) -> None:
-        """The final write: the status, the error line of a failed run, the wall time of the job."""
+    def finish(self, status: str, error: str | None = None, **fields: Any) -> None:
+        """The final write: the status, the error line of a failed run, the wall time of the job, and
+        ``fields`` (the ``phase`` an interrupted run was in)."""
         if status not in STATUSES[1:]:
             raise ValueError(f"status={status!r}: choose one of {', '.join(STATUSES[1:])}")
         wall = round(time.monotonic() - self._start, 3)
-        self.update(status=status, error=error, wall_time_s=wall, ended=_now())
+        self.update(status=status, error=error, wall_time_s=wall, ended=_now(), **fields)
 
     def _write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

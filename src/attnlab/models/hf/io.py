@@ -22,6 +22,11 @@ WEIGHT_FILES = (  # looked for in this order
 
 def read_config(path: Path) -> dict:
     """The ``config.json`` of checkpoint directory ``path`` as a dict."""
+    if path.is_file():  # an attnlab checkpoint (.ckpt) continues with ckpt_path=, not model.init_from
+        raise FileNotFoundError(
+            f"{path} is a file: model.init_from takes a Hugging Face checkpoint directory (config.json "
+            "and weights); to continue from a checkpoint of attnlab-train give ckpt_path=<file>"
+        )
     if not path.is_dir():
         raise FileNotFoundError(f"Hugging Face checkpoint directory {path} does not exist")
     file = path / "config.json"

@@ -30,6 +30,7 @@ from attnlab.schema.rundir import LAST
 from attnlab.training.callbacks.final_validation import is_final_step
 from attnlab.training.callbacks.interrupts import RunInterrupted, StopSignals
 from attnlab.training.files import TMP_SUFFIX, staged
+from attnlab.training.signals import policy
 
 log = logging.getLogger("attnlab")
 
@@ -143,6 +144,8 @@ class LastCheckpoint(Checkpoint):
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.state.fn == "fit" and not trainer.sanity_checking and not trainer.fast_dev_run:
+            if self.signals.received is None and policy.deferred:
+                policy.phase = "fit"
             if not is_final_step(trainer):
                 # The last step's state is saved after fit (save_final), once the loop has counted the
                 # step: saved here, a resume that extends max_steps logs its steps one behind.
@@ -151,8 +154,12 @@ class LastCheckpoint(Checkpoint):
                 self.stop(trainer)
                 self.raise_if_stopped()
 
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self.signals.received is None and policy.deferred:
+            policy.phase = "validation"  # named in the message of a signal that comes now
+
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.signals.restore()
+        """Signals stay deferred until the final state is saved (``save_final``, after fit)."""
         self.raise_if_stopped()
 
     def save_final(self, trainer: pl.Trainer) -> None:
@@ -172,7 +179,9 @@ class LastCheckpoint(Checkpoint):
     def stop(self, trainer: pl.Trainer) -> None:
         """Save this step; the run ends with RunInterrupted at the next ``raise_if_stopped``."""
         self.save_final(trainer)
-        self.stopped = RunInterrupted(self.signals.received or signal.SIGTERM, trainer.global_step, self.path)
+        signum = self.signals.received or signal.SIGTERM
+        self.stopped = RunInterrupted(signum, policy.phase, trainer.global_step, self.path)
+        self.signals.stopping()
 
     def raise_if_stopped(self) -> None:
         if self.stopped is not None:
