@@ -53,7 +53,7 @@ class AdjustLR(Choice):
 class NsDtype(Choice):
     """The dtype of Muon's Newton-Schulz orthogonalisation (``attnlab.tasks.muon.Muon``)."""
 
-    auto = "auto"  # bfloat16 on CUDA (torch.optim.Muon's choice), float32 on a CPU, which emulates bfloat16
+    auto = "auto"  # bfloat16 on CUDA (torch.optim.Muon's choice), float32 on a CPU (its precision)
     bfloat16 = "bfloat16"
     float32 = "float32"
 
