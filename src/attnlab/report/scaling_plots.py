@@ -4,7 +4,7 @@
   parabola in log N and its minimum (approach 2);
 - ``loss_vs_flops.png``: every run's final loss against its training FLOPs, coloured by size;
 - ``optimal_allocation.png``: the compute-optimal N and D of each budget against C, the fitted power
-  laws and their 95% bootstrap bands, and approach 3's N_opt(C) for comparison.
+  laws and their 95% bootstrap bands (approach 3's exponents are in the table).
 """
 
 from __future__ import annotations
