@@ -236,6 +236,16 @@ def train(
         return _fit(run, run_dir, plain(run), group, summary, name or run.run_name or run_dir.name)
 
 
+def counted_flops(model: object, run: RunConfig) -> dict | None:
+    """The model's training FLOPs per token at ``data.seq_len``, counted nanoGPT's and Chinchilla's
+    way (``attnlab.models.flops``), for summary.json; None where neither formula describes the model."""
+    from attnlab.models.flops import flop_counts
+
+    seq_len = getattr(run.data, "seq_len", None)
+    counts = flop_counts(model, seq_len) if seq_len else None
+    return counts.as_dict() if counts else None
+
+
 @contextmanager
 def _job_environment(run_dir: Path):
     """Variables set for (and by) Lightning's DDP launcher are undone after the job, the process group
@@ -279,7 +289,7 @@ def _fit(
     model = build_model_for(run, datamodule)
     n_params = count_parameters(model)
     if summary is not None:
-        summary.update(n_params=n_params)
+        summary.update(n_params=n_params, flops_per_token=counted_flops(model, run))
     task = build_task(
         run.task,
         run.optim,

@@ -26,8 +26,8 @@ from torch import Tensor, nn
 from torch.distributed.fsdp import FullyShardedDataParallel
 from torchmetrics import MeanMetric, Metric
 
-from attnlab.blocks.positional import PositionalEncoding
 from attnlab.models import build_model
+from attnlab.models.flops import flops_per_token, matmul_params
 from attnlab.schema.load import plain, read_model_config, read_optim_config, read_task_config
 from attnlab.tasks.nonfinite import NonFiniteGuard, check_finite_weights, gradient_norm
 from attnlab.tasks.optim import configure_optimizers
@@ -51,19 +51,6 @@ class Work:
     tokens: int
     samples: int
     flops: float
-
-
-def flops_per_token(n_params: int, n_layers: int, seq_len: int, d_model: int) -> float:
-    """Training FLOPs per token after PaLM (Chowdhery et al. 2022, appendix B), as nanoGPT counts them:
-    ``6 * N`` for the matrix products of the forward and backward passes over ``N`` parameters, plus
-    ``12 * L * T * d`` for attention over ``T`` positions in ``L`` layers of width ``d``."""
-    return 6.0 * n_params + 12.0 * n_layers * seq_len * d_model
-
-
-def matmul_params(module: nn.Module) -> int:
-    """Parameters that enter matrix products: all but positional tables (lookups, not products)."""
-    skip = {id(p) for m in module.modules() if isinstance(m, PositionalEncoding) for p in m.parameters()}
-    return sum(p.numel() for p in module.parameters() if id(p) not in skip)
 
 
 def tokenizer_files(tokenizer: object) -> dict[str, str] | None:
