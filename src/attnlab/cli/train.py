@@ -34,7 +34,7 @@ from attnlab.schema.checks import validate, validate_saved
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain
 from attnlab.schema.run import RUN_DIR, RunConfig
-from attnlab.schema.rundir import LAST, TEST_METRICS_FILE, checkpoint_dir
+from attnlab.schema.rundir import LAST, TEST_METRICS_FILE, checkpoint_dir, run_dir_of
 from attnlab.training.files import write_atomically
 from attnlab.training.lock import lock_run_dir
 from attnlab.training.rundir import (
@@ -292,7 +292,8 @@ def _fit(
     task.nonfinite = NonFiniteGuard(run.trainer.on_nonfinite, run.trainer.max_nonfinite_skips)
     resumed = read_run_state(run.ckpt_path) if run.ckpt_path else {}
     wandb_id = resumed.get("wandb_id") or new_wandb_id()
-    metrics_file = MetricsFileLogger(run_dir, resume_step=resumed.get("global_step"))  # whatever logger=
+    previous = run_dir_of(run.ckpt_path) if run.ckpt_path else None  # its lines up to the checkpoint
+    metrics_file = MetricsFileLogger(run_dir, resumed.get("global_step"), previous)  # whatever logger=
     logged_config = {**config, "run_name": name, "n_params": n_params}  # what the loggers compare runs by
     loggers = [
         *build_loggers(
