@@ -269,7 +269,7 @@ def _fit(
     from attnlab.training.files import save_into
     from attnlab.training.loggers import build_loggers, log_results, new_wandb_id
     from attnlab.training.metrics_file import MetricsFileLogger
-    from attnlab.training.resume import read_run_state
+    from attnlab.training.resume import read_run_state, report_schedule
     from attnlab.training.summary import best_score, check_monitor_logged, count_parameters, fit_results
     from attnlab.training.trainer import build_trainer
 
@@ -291,6 +291,8 @@ def _fit(
     )
     task.nonfinite = NonFiniteGuard(run.trainer.on_nonfinite, run.trainer.max_nonfinite_skips)
     resumed = read_run_state(run.ckpt_path) if run.ckpt_path else {}
+    if summary is not None:  # rank 0: says so when a resume runs past its schedule's end
+        summary.update(schedule=report_schedule(run, resumed))
     wandb_id = resumed.get("wandb_id") or new_wandb_id()
     previous = run_dir_of(run.ckpt_path) if run.ckpt_path else None  # its lines up to the checkpoint
     metrics_file = MetricsFileLogger(run_dir, resumed.get("global_step"), previous)  # whatever logger=
