@@ -262,6 +262,10 @@ class ValidateOnStart(Callback):
         self._claim(config, Path(config.hydra.run.dir))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
+        from attnlab.cli.sweep_jobs import swept_keys
+        from attnlab.training.names import record_swept_keys
+
+        record_swept_keys(swept_keys(config))  # the jobs (and their folders) are named by these
         self._check(config, None)
         if self.check_jobs:
             self._check_jobs(config)
@@ -277,10 +281,8 @@ class ValidateOnStart(Callback):
 
     def _check_jobs(self, config: DictConfig) -> None:
         """Each job of the multirun (each edge of a search space), named in the error of the first bad one."""
-        from attnlab.cli.sweep_jobs import compose_job, sweep_jobs, swept_keys
-        from attnlab.training.names import record_swept_keys
+        from attnlab.cli.sweep_jobs import compose_job, sweep_jobs
 
-        record_swept_keys(swept_keys(config))  # the jobs are named by these
         for name, overrides in sweep_jobs(config):
             try:
                 self.check(compose_job(config, overrides), None, overrides)

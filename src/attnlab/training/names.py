@@ -76,9 +76,9 @@ def run_label(overrides: list[str], swept: set[str] | None = None) -> str:
 
 def distinguishing(overrides: list[str], swept: set[str] | None) -> list[str]:
     """The overrides of ``swept`` keys when given (a multirun's), else every override that the user
-    typed (not one the command implied) and that is not about where or how the run is written."""
-    if swept is not None:
-        return [o for o in overrides if override_key(o) in swept]
+    typed (not one the command implied); either way none about where or how the run is written."""
+    if swept is not None:  # attnlab-eval -m ckpt_path=a,b: each job lands in its checkpoint's run
+        return [o for o in overrides if override_key(o) in swept and not about_writing(o)]
     implied = implied_overrides()
     return [o for o in overrides if o not in implied and not about_writing(o)]
 
