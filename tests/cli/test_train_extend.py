@@ -35,7 +35,8 @@ def runs(built_once: Callable[..., Path]) -> Path:
     def first_then_extended(cwd: Path) -> None:
         check(cli([*ARGS, "trainer.max_steps=8", "run_dir=first"], cwd))
         extended = ["trainer.max_steps=12", "run_dir=extended", "ckpt_path=first/checkpoints/last.ckpt"]
-        (cwd / "extended.out").write_text(check(cli([*ARGS, *extended], cwd)).stdout)
+        result = check(cli([*ARGS, *extended], cwd))
+        (cwd / "extended.out").write_text(result.stdout + result.stderr)
         in_place = ["trainer.max_steps=12", "run_dir=first", "ckpt_path=last", "optim.on_extend=stretch"]
         (cwd / "in_place.out").write_text(check(cli([*ARGS, *in_place], cwd)).stdout)
 
@@ -67,6 +68,8 @@ def test_extending_keeps_the_schedule_by_default_and_says_so(runs: Path) -> None
     assert lr[10] == lr[12] == pytest.approx(1e-4)  # the 8-step cosine's floor: 0.1 x optim.lr
     out = (runs / "extended.out").read_text()
     assert "trainer.max_steps=12 runs past the end of the checkpoint's cosine schedule (step 8)" in out
+    assert "resumed into a new directory: its best checkpoints are chosen among its own" in out
+    assert "dirpath has changed" not in out  # Lightning's warning, said in a line of ours instead
     summary = json.loads((runs / "extended" / "summary.json").read_text())
     assert summary["schedule"] == {"name": "cosine", "steps": 8, "checkpoint_steps": 8, "on_extend": "keep"}
 

@@ -1,6 +1,6 @@
 """The command line around Hydra: the schemas in Hydra's config store, validation before any directory
 exists, one-line errors for bad input, DDP/torchrun/SLURM ranks sharing one run directory, and a
-report of failed multirun jobs.
+multirun's table of its jobs and report of the failed ones.
 
 Hydra is told to raise (``HYDRA_FULL_ERROR=1``) instead of printing its multi-line report, so that
 composition errors (an unknown group choice or key) end in the same ``error: key=value: ...`` line
@@ -61,6 +61,7 @@ COMMANDS = {
 SCHEMA_NODE = "{}_schema"  # the name of a schema node in Hydra's config store; not a choice for users
 log = logging.getLogger("attnlab")
 failed_jobs: list[str] = []  # one line per job of this multirun that failed
+job_rows: list[dict[str, str]] = []  # one row per job of this multirun, finished or failed: the final table
 full_traceback = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for tracebacks
 
 
@@ -163,6 +164,9 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
             os.environ.pop("HYDRA_FULL_ERROR", None)
         else:
             os.environ["HYDRA_FULL_ERROR"] = asked
+    if job_rows:
+        print(job_table(job_rows))
+        job_rows.clear()
     if failed_jobs:
         print(
             f"error: {len(failed_jobs)} job(s) of the multirun failed:",
@@ -328,7 +332,50 @@ def run_job(job: Callable[[], float]) -> float | None:
         message = f"job {hc.job.num} ({' '.join(hc.overrides.task)}) failed: {reason}{where}"
         print(f"error: {message}", file=sys.stderr)
         failed_jobs.append(message)
+        if jobs_in_a_table():
+            from attnlab.training.names import run_name
+
+            name = run_name(None, list(hc.overrides.task), str(hc.job.num), multirun=True)
+            record_job(
+                {"job": str(hc.job.num), "run": name, "status": "failed", "folder": hc.runtime.output_dir}
+            )
         return None
+
+
+LAUNCHER_LOGGER = "hydra._internal.core_plugins.basic_launcher"
+
+
+class DropJobLaunchLines(logging.Filter):
+    """Drops Hydra's line per job launched (``#3 : pos=rope seed=2``), for a command whose jobs print
+    one line each when they end (``attnlab-train -m``); its "Launching N jobs" line stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("\t#")
+
+
+def one_line_per_job() -> None:
+    """A multirun's jobs announce themselves when they end (``record_job``), not when Hydra launches
+    them, and the multirun ends with their table (failed jobs included)."""
+    if not jobs_in_a_table():
+        logging.getLogger(LAUNCHER_LOGGER).addFilter(DropJobLaunchLines())
+
+
+def jobs_in_a_table() -> bool:
+    """Whether this command's multirun jobs end in a table (``one_line_per_job``)."""
+    return any(isinstance(f, DropJobLaunchLines) for f in logging.getLogger(LAUNCHER_LOGGER).filters)
+
+
+def record_job(row: dict[str, str]) -> None:
+    """A row of the table a multirun prints when its last job is done (``job_table``)."""
+    job_rows.append(row)
+
+
+def job_table(rows: list[dict[str, str]]) -> str:
+    """``rows`` as aligned text columns under a header: every column any row has, in order of appearance."""
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    cells = [columns, *([row.get(c, "") for c in columns] for row in rows)]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in cells)
 
 
 def error_line(err: BaseException) -> str:

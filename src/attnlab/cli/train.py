@@ -25,7 +25,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attnlab.cli.app import error_line, exit_before_the_run, log_to_file, run_hydra, run_job
+from attnlab.cli.app import error_line, exit_before_the_run, log_to_file, one_line_per_job, run_hydra, run_job
 from attnlab.cli.devices import check_attention_backend, check_devices, check_strategy
 from attnlab.cli.prepared import build_model_for, prepare_datamodule, take_datamodule
 from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
@@ -71,6 +71,7 @@ def main() -> None:
         use_teacher_defaults()  # task=distill: the teacher's run gives the student's defaults
     except RunInterrupted as stop:
         exit_before_the_run(stop)
+    one_line_per_job()  # under -m: each job prints one line when it ends, the multirun a table
     run_hydra(train_job, "train")
 
 
@@ -158,7 +159,10 @@ def train_job(config: DictConfig) -> float | None:
             with run_summary(run_dir) as summary:
                 run = check_job(config, run_dir, overrides)
                 name = run_name(run.run_name, overrides, run_dir.name, multirun)
-                return train(run, run_dir, group=group, summary=summary, name=name)
+                score = train(run, run_dir, group=group, summary=summary, name=name, multirun=multirun)
+                if multirun and summary is not None:
+                    announce_job(hc.job.num, name, run_dir, summary)
+                return score
         except RunInterrupted as stop:  # summary.json: interrupted, in the phase the signal came
             exit_interrupted(stop, run_dir, overrides)
 
@@ -176,6 +180,28 @@ def exit_interrupted(stop: RunInterrupted, run_dir: Path, overrides: list[str]) 
     log_to_file(logging.WARNING, "interrupted by %s", message)
     print(f"interrupted by {message}", file=sys.stderr)
     sys.exit(stop.exit_code)
+
+
+def announce_job(number: int, name: str, run_dir: Path, summary: RunSummary) -> None:
+    """A multirun job's one console line (its other output goes to its ``train.log``), and its row of
+    the table the multirun ends with: the best monitored value, the test metrics, the time, the folder."""
+    import json
+    from datetime import timedelta
+
+    from attnlab.cli.app import record_job
+
+    row = {"job": str(number), "run": name, "status": "completed"}
+    best = summary.fields.get("best")
+    if best:
+        row[f"best {best['metric']}"] = f"{best['value']:.4g} (step {best['step']})"
+    test_file = run_dir / TEST_METRICS_FILE
+    metrics = json.loads(test_file.read_text())["metrics"] if test_file.is_file() else {}
+    row.update((key, f"{value:.4g}") for key, value in sorted(metrics.items()))
+    row["time"] = str(timedelta(seconds=int(summary.elapsed_s)))
+    row["folder"] = str(run_dir)
+    record_job(row)
+    shown = [f"{key} {value}" for key, value in row.items() if key not in ("job", "run", "status", "folder")]
+    print(f"job {number} ({name}): {' | '.join(shown)} | {run_dir}", flush=True)
 
 
 def resume_command(run_dir: Path, overrides: list[str]) -> str:
@@ -220,20 +246,25 @@ def train(
     group: str | None = None,
     summary: RunSummary | None = None,
     name: str | None = None,
+    multirun: bool = False,
 ) -> float:
     """Fit ``run``, writing into ``run_dir`` (and what it learns of the run into ``summary``), named
     ``name`` in the loggers (default: ``run_name``, else the directory's name); returns the best
-    ``task.monitor`` (NaN if never validated)."""
+    ``task.monitor`` (NaN if never validated). A job of a ``multirun`` prints nothing of its own to the
+    console (its ``train.log`` has it all; the multirun prints a line per job and a table)."""
     run = replace(run, run_dir=str(run_dir))  # the directory Hydra chose, also under -m or in a DDP rank
     config = OmegaConf.structured(run)
     if is_rank_zero():
-        from attnlab.training.console import print_config_tree
+        if run.print_config:  # config.yaml holds it in any case
+            from attnlab.training.console import print_config_tree
 
-        print_config_tree(config)
+            print_config_tree(config)
         save_config(config, run_dir)
-        log.info("run directory: %s", run_dir)
+        where = log_to_file if multirun else log.log  # a multirun's job line names it
+        where(logging.INFO, "run directory: %s", run_dir)
     with _job_environment(run_dir):
-        return _fit(run, run_dir, plain(run), group, summary, name or run.run_name or run_dir.name)
+        name = name or run.run_name or run_dir.name
+        return _fit(run, run_dir, plain(run), group, summary, name, console=not multirun)
 
 
 @contextmanager
@@ -259,7 +290,13 @@ def _job_environment(run_dir: Path):
 
 
 def _fit(
-    run: RunConfig, run_dir: Path, config: dict, group: str | None, summary: RunSummary | None, name: str
+    run: RunConfig,
+    run_dir: Path,
+    config: dict,
+    group: str | None,
+    summary: RunSummary | None,
+    name: str,
+    console: bool = True,
 ) -> float:
     import pytorch_lightning as pl
 
@@ -309,7 +346,8 @@ def _fit(
         ),
         metrics_file,
     ]
-    trainer = build_trainer(run, run_dir, loggers, build_callbacks(run, run_dir, config, wandb_id))
+    callbacks = build_callbacks(run, run_dir, config, wandb_id, console=console)
+    trainer = build_trainer(run, run_dir, loggers, callbacks)
     metrics_file.trainer = trainer
     if trainer.is_global_zero:
         save_into(run_dir, datamodule.save_tokenizer)  # whole files or none, even on a full disk
@@ -335,7 +373,7 @@ def _fit(
             sample=sample,
             step=trainer.global_step,
         )
-        report(run, run_dir, trainer, metrics, sample)
+        report(run, run_dir, trainer, metrics, sample, console)
     return score
 
 
@@ -387,9 +425,14 @@ def sample_text(run: RunConfig, task: pl.LightningModule) -> str | None:
 
 
 def report(
-    run: RunConfig, run_dir: Path, trainer: pl.Trainer, metrics: dict[str, float], sample: str | None
+    run: RunConfig,
+    run_dir: Path,
+    trainer: pl.Trainer,
+    metrics: dict[str, float],
+    sample: str | None,
+    console: bool = True,
 ) -> None:
-    """Print (and log) the sample, the test metrics and where the run's files are."""
+    """Log the sample, the test metrics and where the run's files are; print them if ``console``."""
     from attnlab.training.console import print_summary
 
     lines = {}
@@ -406,9 +449,15 @@ def report(
     best = best_checkpoint(trainer)
     if best:
         lines["best checkpoint"] = best
+    from attnlab.training.loggers import wandb_line
+
+    wandb = wandb_line(trainer.loggers)
+    if wandb:
+        lines["wandb"] = wandb
     for name, value in lines.items():
         log_to_file(logging.INFO, "%s: %s", name, value)
-    print_summary(lines)
+    if console:
+        print_summary(lines)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ NOT_DISTINGUISHING = (
     "hparams_search",
     "logger",
     "trainer.enable_progress_bar",
+    "print_config",
     "callbacks",
     "+callbacks",
 )
