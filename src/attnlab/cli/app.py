@@ -32,6 +32,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from attnlab.cli.help import fast_help
 from attnlab.schema.commands import CompressCommand, ExplainCommand, SampleCommand
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import UNIONS, config_error
@@ -143,6 +144,7 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
     a run that failed after it started with one line and its traceback in the log file (status 1)."""
     freeze_heap_at_exit()
     register_schemas()
+    fast_help()  # --help fills only what its template shows, with each key's description
     logging.raiseExceptions = (
         False  # a log file that cannot be written (a full disk) must not flood the console
     )
@@ -151,6 +153,8 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
         os.environ["HYDRA_FULL_ERROR"] = "1"
         main = hydra.main(config_path=str(config_dir()), config_name=config_name, version_base="1.3")
         main(task_function)()
+    except DryRunDone:
+        return
     except (*USER_ERRORS, ConfigRejected) as err:
         if full_traceback:
             raise
@@ -236,6 +240,11 @@ class Below:
     value: object
 
 
+class DryRunDone(BaseException):
+    """``dry_run=true``: the config was validated (and printed) before any directory exists; the command
+    ends there with status 0. A BaseException, for the reason ConfigRejected is one."""
+
+
 class ConfigRejected(BaseException):
     """A bad config found by ValidateOnStart. A BaseException, because Hydra turns an Exception raised
     in a callback into a warning and goes on to create the run directory."""
@@ -262,7 +271,11 @@ class ValidateOnStart(Callback):
         self.claim = hydra.utils.get_method(claim) if claim else None
 
     def on_run_start(self, config: DictConfig, **kwargs: object) -> None:
-        self._check(config, Path(config.hydra.run.dir))
+        checked = self._check(config, Path(config.hydra.run.dir))
+        if OmegaConf.select(config, "dry_run", default=False):  # before the directory is claimed
+            print(OmegaConf.to_yaml(OmegaConf.structured(checked)), end="")
+            print("dry run: the config is valid; nothing was trained or written")
+            raise DryRunDone
         self._claim(config, Path(config.hydra.run.dir))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
@@ -273,6 +286,9 @@ class ValidateOnStart(Callback):
         self._check(config, None)
         if self.check_jobs:
             self._check_jobs(config)
+        if OmegaConf.select(config, "dry_run", default=False):  # before the sweep's directory is claimed
+            print("dry run: every job of the multirun is valid; nothing was trained")
+            raise DryRunDone
         self._claim(config, None)
 
     def _claim(self, config: DictConfig, run_dir: Path | None) -> None:
@@ -293,9 +309,10 @@ class ValidateOnStart(Callback):
             except USER_ERRORS as err:
                 raise ConfigRejected(ValueError(f"{name}: {one_line(err, overrides)}")) from err
 
-    def _check(self, config: DictConfig, run_dir: Path | None) -> None:
+    def _check(self, config: DictConfig, run_dir: Path | None) -> object:
+        """What the check returns (the validated config); ConfigRejected for bad input."""
         try:
-            self.check(config, run_dir, list(config.hydra.overrides.task))
+            return self.check(config, run_dir, list(config.hydra.overrides.task))
         except USER_ERRORS as err:
             raise ConfigRejected(err) from err
 

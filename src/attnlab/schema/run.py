@@ -248,6 +248,7 @@ class RunConfig:
     run_name: str | None = None
     compile: bool = False  # torch.compile the model (no gain on a small CPU)
     print_config: bool = False  # print the resolved config as a tree at the start (config.yaml holds it)
+    dry_run: bool = False  # validate everything a run would (data and checkpoints included), print the config, train nothing
     test_after_fit: bool = True  # evaluate the best checkpoint on the test split at the end
     # Lightning callbacks beside attnlab's own, by name: each {_target_: package.Class, its arguments}
     # (null: left out). The callbacks group adds some (callbacks=early_stopping); +callbacks.<name>={...}

@@ -32,6 +32,7 @@ NOT_DISTINGUISHING = (
     "logger",
     "trainer.enable_progress_bar",
     "print_config",
+    "dry_run",
     "callbacks",
     "+callbacks",
 )
