@@ -35,6 +35,14 @@ class Schedule(Choice):
     noam = "noam"
 
 
+class OnExtend(Choice):
+    """What a resume that runs past the checkpoint's schedule (a larger ``trainer.max_steps``) does with
+    a schedule that decays over a step budget (``cosine``, ``linear``; ``attnlab.training.resume``)."""
+
+    keep = "keep"  # the checkpoint's schedule goes on: past its end, the rate stays at its final value
+    stretch = "stretch"  # the schedule is stretched to end at the new max_steps, from the current step on
+
+
 class Decay(Choice):
     """Which parameters weight decay shrinks (``attnlab.tasks.optim.param_groups``)."""
 
@@ -77,6 +85,7 @@ class OptimConfig:
     warmup_steps: int = 100
     min_lr_ratio: float = 0.1  # cosine floor as a fraction of lr
     max_steps: int | None = None  # None: the trainer's max_steps
+    on_extend: OnExtend = OnExtend.keep  # a resume past the checkpoint's schedule: keep | stretch
 
     @property
     def fused_adamw(self) -> tuple[str, bool | None]:

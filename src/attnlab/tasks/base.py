@@ -29,8 +29,9 @@ from torchmetrics import MeanMetric, Metric
 from attnlab.models import build_model
 from attnlab.models.flops import flops_per_token, matmul_params
 from attnlab.schema.load import plain, read_model_config, read_optim_config, read_task_config
+from attnlab.schema.optim import OnExtend
 from attnlab.tasks.nonfinite import NonFiniteGuard, check_finite_weights, gradient_norm
-from attnlab.tasks.optim import configure_optimizers
+from attnlab.tasks.optim import configure_optimizers, schedule_steps, stretch_schedule
 from attnlab.tasks.step_log import StepLog, log_step_value
 
 STAGES = ("val", "test")
@@ -150,11 +151,9 @@ class TaskModule(pl.LightningModule):
     def configure_optimizers(self) -> dict:
         """The optimiser of ``optim`` (``attnlab.tasks.optim``) + schedule over ``max_steps``; without one (``max_steps <= 0``, a run bounded by
         epochs), over the step count Lightning estimates from the epochs, data and devices."""
-        steps, fused = self.max_steps, True
+        steps, fused = self.trained_steps(), True
         if self._trainer is not None:
             trainer = self.trainer
-            if steps <= 0 and math.isfinite(trainer.estimated_stepping_batches):
-                steps = int(trainer.estimated_stepping_batches)
             # Lightning refuses to clip gradients under mixed precision when the optimizer
             # unscales them itself, as the fused kernel does.
             fused = not ("mixed" in str(trainer.precision) and trainer.gradient_clip_val)
@@ -162,6 +161,22 @@ class TaskModule(pl.LightningModule):
         return configure_optimizers(
             self.model, self.optim_cfg, steps, fused=fused if chosen is None else chosen
         )
+
+    def trained_steps(self) -> int:
+        """``max_steps``, or for a run bounded by epochs (``max_steps <= 0``) the step count Lightning
+        estimates from the epochs, data and devices."""
+        if self.max_steps > 0 or self._trainer is None:
+            return self.max_steps
+        estimated = self.trainer.estimated_stepping_batches
+        return int(estimated) if math.isfinite(estimated) else self.max_steps
+
+    def on_train_start(self) -> None:
+        """``optim.on_extend=stretch``: a resumed checkpoint's schedule, restored by now, is stretched
+        to end at this run's step budget (``keep`` leaves it as the checkpoint has it; a run that
+        starts afresh has its own budget already)."""
+        if self.optim_cfg.on_extend == OnExtend.stretch:
+            for scheduler in self.trainer.lr_scheduler_configs:
+                stretch_schedule(scheduler.scheduler, schedule_steps(self.optim_cfg, self.trained_steps()))
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         loss = self.training_loss(batch)

@@ -64,8 +64,13 @@ class RunSummary:
         ``fields`` (the ``phase`` an interrupted run was in)."""
         if status not in STATUSES[1:]:
             raise ValueError(f"status={status!r}: choose one of {', '.join(STATUSES[1:])}")
-        wall = round(time.monotonic() - self._start, 3)
+        wall = round(self.elapsed_s, 3)
         self.update(status=status, error=error, wall_time_s=wall, ended=_now(), **fields)
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds since the job started."""
+        return time.monotonic() - self._start
 
     def _write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
