@@ -100,8 +100,13 @@ def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str
 def claim_eval_dir(config: DictConfig, run_dir: Path | None) -> None:
     """Two evaluations of one run started in the same second with the same overrides would write one
     folder (``<run>/eval/<date>_<time>_<label>``): the folder is made here, before Hydra writes, and
-    the second gets ``<...>_2`` (``training.lock.new_dir``). A multirun's jobs are folders of its own."""
+    the second gets ``<...>_2`` (``training.lock.new_dir``). A multirun's jobs are folders of its own.
+    A folder named on the command line (``hydra.run.dir=...``) is used as it is while it holds nothing
+    (a folder made for the evaluation); one that holds files gets a ``_2`` as well."""
     if run_dir is None:
+        return
+    named = any(str(o).startswith("hydra.run.dir=") for o in config.hydra.overrides.hydra)
+    if named and (not run_dir.exists() or (run_dir.is_dir() and not any(run_dir.iterdir()))):
         return
     folder = new_dir(run_dir)
     with read_write(config.hydra):
