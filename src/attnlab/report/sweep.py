@@ -25,7 +25,7 @@ import pandas as pd
 from attnlab.report.runs import ReportError, RunFiles, find_run_dirs, read_run
 
 SEED = "seed"
-LOWER_IS_BETTER = ("loss", "ppl")  # metric names (after the last /) to minimise; all others are maximised
+LOWER_IS_BETTER = ("loss", "ppl", "bpb")  # metric names (after the last /) to minimise; all others are maximised
 EVAL_COLUMNS = ["job", "name", "split", "ckpt"]
 
 
