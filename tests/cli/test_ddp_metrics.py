@@ -82,7 +82,7 @@ def test_causal_lm_on_two_processes_reports_one_process_metrics(tmp_path: Path) 
     assert set(ddp_val) == {"val/loss", "val/ppl", "val/bpb"}
     assert ddp_val == pytest.approx(single_val, rel=REL, abs=0)
     ddp_test, single_test = final_test_metrics(ddp), final_test_metrics(single)
-    assert set(ddp_test) == {"test/loss", "test/ppl"}
+    assert set(ddp_test) == {"test/loss", "test/ppl", "test/bpb"}
     assert ddp_test == pytest.approx(single_test, rel=REL, abs=0)
 
 
