@@ -54,7 +54,7 @@ BABY_FLAGS = [
 ]
 ITERATION = re.compile(r"^iter (\d+): loss [\d.]+, time ([\d.]+)ms")
 ATTNLAB_RATE = re.compile(r"\| tokens/s (\d+) \|")
-ATTNLAB_VAL = re.compile(r"^step (\d+)/\d+ \| val/loss ([\d.]+)")
+ATTNLAB_VAL = re.compile(r"^step (\d+)/\d+ \|.* val/loss ([\d.]+)")  # val/* in name order: bpb first
 
 
 def corpus() -> Path:

@@ -171,7 +171,7 @@ def test_throughput_and_val_loss_are_read_from_both_programs_output() -> None:
         [
             "step 10/20 | loss 2.1 | lr 1.00e-04 | grad_norm 1.9 | tokens/s 7000 | elapsed 0:00:01",
             "step 20/20 | loss 2.0 | lr 1.00e-04 | grad_norm 1.9 | tokens/s 8000 | elapsed 0:00:02",
-            "step 20/20 | val/loss 1.888 | val/ppl 6.61 | elapsed 0:00:03",
+            "step 20/20 | val/bpb 2.726 | val/loss 1.888 | val/ppl 6.61 | elapsed 0:00:03",
         ]
     )
     assert nanogpt_run.attnlab_rate(attnlab) == (7500.0, "1.888")

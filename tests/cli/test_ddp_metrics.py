@@ -79,10 +79,10 @@ def test_causal_lm_on_two_processes_reports_one_process_metrics(tmp_path: Path) 
     assert sorted(ddp_train) == list(range(GPT_STEPS))
     assert ddp_train == pytest.approx(single_train, rel=REL, abs=0)
     ddp_val, single_val = val_metrics(ddp, GPT_STEPS), val_metrics(single, GPT_STEPS)
-    assert set(ddp_val) == {"val/loss", "val/ppl"}
+    assert set(ddp_val) == {"val/loss", "val/ppl", "val/bpb"}
     assert ddp_val == pytest.approx(single_val, rel=REL, abs=0)
     ddp_test, single_test = final_test_metrics(ddp), final_test_metrics(single)
-    assert set(ddp_test) == {"test/loss", "test/ppl"}
+    assert set(ddp_test) == {"test/loss", "test/ppl", "test/bpb"}
     assert ddp_test == pytest.approx(single_test, rel=REL, abs=0)
 
 

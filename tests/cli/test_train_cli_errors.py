@@ -131,7 +131,7 @@ CASES = [
     ),
     (
         ["task.monitor=bogus/metric"],
-        "task.monitor=bogus/metric: choose one of val/loss, val/ppl (what task=causal_lm logs at validation)",
+        "task.monitor=bogus/metric: choose one of val/loss, val/ppl, val/bpb (what task=causal_lm logs at validation)",
     ),
     (
         ["model=seq2seq-tiny", "task.eval_decode=false", "task.monitor=val/bleu"],

@@ -23,6 +23,16 @@ def write_data(root: Path) -> None:
     pairs = "".join(f"src {i}\ttgt {i}\n" for i in range(40))
     (root / "pairs.tsv").write_text("source\ttarget\n" + pairs.replace("src 11\t", "src 11 "))
     write_images(root / "imgs")
+    write_words_tokenizer(root / "words.json")
+
+
+def write_words_tokenizer(path: Path) -> None:
+    """Words split at whitespace, unknown ones as [UNK]: a token's bytes are not fixed by its id."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    hf = Tokenizer(models.WordLevel({"[UNK]": 0, "the": 1, "a": 2}, unk_token="[UNK]"))
+    hf.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    hf.save(str(path))
 
 
 def write_images(folder: Path) -> None:
@@ -58,6 +68,10 @@ BAD_DATA = [
     (
         ["model=seq2seq-tiny", "data=pairs_tsv", "data.path=pairs.tsv"],
         "error: pairs.tsv:13: 1 field(s) where the header has 2 (fields are separated by a tab)",
+    ),
+    (
+        ["data.tokenizer=words.json", "task.monitor=val/bpb"],
+        "error: task.monitor=val/bpb: the tokenizer (data.tokenizer='words.json') does not fix the bytes",
     ),
     (
         ["model=vit-tiny", "data=image_folder", "data.path=imgs", "data.val_fraction=0.25"],

@@ -245,3 +245,45 @@ def test_tokenizer_that_does_not_fit_the_model(make_dm, tmp_path):
         "text", seq_len=32, tokenizer=str(tmp_path / "run"), model={"vocab_size": dm.vocab_size}
     )
     assert restored.tokenizer.vocab == dm.tokenizer.vocab
+
+
+def multibyte_lines(n: int) -> str:
+    return "".join(f"line {i}: café — déjà vu, 日本 {i % 7}.\n" for i in range(n))
+
+
+@pytest.mark.parametrize("tokenizer", ["char", "bpe"])
+def test_causal_eval_batches_carry_the_bytes_of_their_labels(make_dm, tmp_path, tokenizer):
+    """``label_bytes``: what bits per byte divides by. Validation's windows score a contiguous stretch
+    of the split, so their bytes add up to the UTF-8 bytes of that stretch's text; training batches
+    carry none (nothing reads them there)."""
+    file = tmp_path / "c.txt"
+    file.write_text(multibyte_lines(200), encoding="utf-8")
+    dm = make_dm("text", path=str(file), tokenizer=tokenizer, bpe_vocab_size=300, seq_len=16, batch_size=4)
+    batches = list(dm.val_dataloader())
+    scored = torch.cat([b["labels"].flatten() for b in batches])
+    total = sum(int(b["label_bytes"].sum()) for b in batches)
+    assert total == len(dm.tokenizer.decode(scored.tolist()).encode("utf-8"))
+    assert total > len(scored)  # the multi-byte characters count as more than one byte each
+    assert "label_bytes" not in dm.train_dataloader().batches[0]
+
+
+@pytest.mark.parametrize("packing", ["documents", "padded"])
+def test_ignored_labels_cover_no_bytes(make_dm, tmp_path, packing):
+    """Padding and document boundaries (labels -100) count no bytes; every scored label counts its own."""
+    file = tmp_path / "docs.txt"
+    file.write_text("\n===\n".join(multibyte_lines(5 + i % 3) for i in range(40)), encoding="utf-8")
+    dm = make_dm(
+        "text",
+        path=str(file),
+        tokenizer="bpe",
+        bpe_vocab_size=300,
+        seq_len=16,
+        batch_size=4,
+        packing=packing,
+        document_separator="\\n===\\n",
+    )
+    sizes = torch.tensor(dm.tokenizer.token_bytes())
+    batch = next(iter(dm.val_dataloader()))
+    labels, counted = batch["labels"], batch["label_bytes"]
+    assert (labels == -100).any() and (counted[labels == -100] == 0).all()
+    assert torch.equal(counted[labels != -100], sizes[labels[labels != -100]].to(counted.dtype))

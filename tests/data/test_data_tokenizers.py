@@ -169,3 +169,23 @@ def test_missing_and_broken_tokenizer_files(tmp_path):
     (tmp_path / "old.json").write_text('{"format": "attnlab-vocab", "split": "word", "tokens": []}')
     with pytest.raises(ValueError, match=r"old.json is a damaged attnlab vocabulary file"):
         load_tokenizer(tmp_path / "old.json")
+
+
+@pytest.mark.parametrize("kind", ["char", "bpe"])
+def test_token_bytes_sum_to_the_utf8_bytes_of_the_text(tmp_path, kind):
+    """Bits per byte divides by these: over any encoded text, they add up to its UTF-8 bytes (é is 2,
+    — 3), also after a save and load; the specials a task adds cover no text."""
+    tok = build_tokenizer(kind, {"train": [TEXT]}, roles=TASK_SPECIALS["mlm"], bpe_vocab_size=300)
+    for loaded in (tok, load_tokenizer(tok.save(tmp_path))):
+        sizes = loaded.token_bytes()
+        assert len(sizes) == loaded.vocab_size and sizes[loaded.mask_id] == 0
+        for text in (TEXT, "déjà — café\n", "x"):
+            assert sum(sizes[i] for i in loaded.encode_corpus(text)) == len(text.encode("utf-8"))
+
+
+def test_token_bytes_are_none_where_an_id_does_not_fix_its_bytes():
+    """Words split at whitespace (the spaces belong to no token) and an unknown token (any text): no
+    exact count, so no bits per byte rather than a wrong one."""
+    assert word_level(["a", "b"], "space").token_bytes() is None
+    assert char_tokenizer(["ab"], roles=["unk"]).token_bytes() is None
+    assert char_tokenizer(["ab"]).token_bytes() == [1, 1]

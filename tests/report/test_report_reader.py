@@ -71,6 +71,15 @@ def test_final_and_best_values_follow_the_monitor_mode(tmp_path: Path) -> None:
     assert list(runs["monitor"]) == ["val/loss", "val/acc"]
 
 
+def test_bits_per_byte_is_lower_is_better(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "a", config(), val={10: 2.5, 20: 2.2, 30: 2.3})
+    with open(run / "metrics.jsonl", "a") as f:
+        for step, value in ((10, 1.4), (20, 1.1), (30, 1.2)):
+            f.write(json.dumps({"step": step, "time_s": 9.0, "val/bpb": value}) + "\n")
+    runs = read_sweep([tmp_path]).runs
+    assert (runs.loc["a", "val/bpb best"], runs.loc["a", "val/bpb final"]) == (1.1, 1.2)
+
+
 def test_a_garbled_metrics_line_is_skipped_with_its_file_and_line(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

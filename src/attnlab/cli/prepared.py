@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from attnlab.cli.pretrained import FREE_MODEL_FIELDS
+from attnlab.schema.errors import ConfigError
 from attnlab.schema.run import RunConfig
 
 if TYPE_CHECKING:
@@ -37,8 +38,22 @@ def prepare_datamodule(run: RunConfig) -> Any:
             run.data, family=run.model.family, task=run.task.inner().name, seed=run.seed, model_cfg=run.model
         )
         datamodule.setup("fit")
+        check_monitor_logged(run, datamodule)
         _prepared.append((key, datamodule))
     return _prepared[0][1]
+
+
+def check_monitor_logged(run: RunConfig, datamodule: Any) -> None:
+    """``task.monitor=val/bpb`` needs a tokenizer that fixes each token's bytes (``Tokenizer.token_bytes``):
+    with any other, validation logs no bits per byte, and the run would fail at its first checkpoint."""
+    tokenizer = datamodule.tokenizer
+    if run.task.monitor == "val/bpb" and (tokenizer is None or tokenizer.token_bytes() is None):
+        raise ConfigError(
+            "task.monitor",
+            run.task.monitor,
+            f"the tokenizer (data.tokenizer={run.data.tokenizer!r}) does not fix the bytes each token covers "
+            "(words split at whitespace, or an unknown token), so no bits per byte is logged; monitor val/loss",
+        )
 
 
 def take_datamodule(run: RunConfig) -> Any:

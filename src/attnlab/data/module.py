@@ -53,6 +53,10 @@ class AttnlabDataModule(pl.LightningDataModule):
         """Samples -> batch; a module-level function (or a partial of one), so worker processes can pickle it."""
         return default_collate
 
+    def eval_collate_fn(self) -> Callable[[list[dict[str, Any]]], dict[str, torch.Tensor]]:
+        """Samples -> an evaluation batch: ``collate_fn()``'s, unless a kind adds what only evaluation reads."""
+        return self.collate_fn()
+
     def train_batches(self, **shard: int) -> ShardedBatches:
         """This rank's training batch at each stream position (``shard``: seed, batch_size, rank, world_size)."""
         return SampleBatches(self.datasets["train"], self.collate_fn(), **shard)
@@ -169,7 +173,7 @@ class AttnlabDataModule(pl.LightningDataModule):
             num_workers=self.cfg.num_workers,
             pin_memory=self.pin_memory,
             persistent_workers=self.cfg.num_workers > 0,
-            collate_fn=self.collate_fn(),
+            collate_fn=self.eval_collate_fn(),
         )
 
     def val_dataloader(self) -> DataLoader:

@@ -10,9 +10,11 @@ windows (80/10/10), its randomness drawn for the global batch too, so any number
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -129,6 +131,18 @@ def causal_lm_sample(window: Tensor) -> dict[str, Tensor]:
     return {"input_ids": window[..., :-1], "labels": window[..., 1:]}
 
 
+def with_label_bytes(
+    collate: Callable[[list[dict[str, Any]]], dict[str, Tensor]], table: Tensor, samples: list[dict[str, Any]]
+) -> dict[str, Tensor]:
+    """``collate(samples)`` with ``label_bytes`` (B, T): the UTF-8 bytes of the text each label token
+    covers, looked up in ``table`` (one count per id); 0 where the label is -100 (padding, a document
+    boundary), so the scored tokens' bytes are the batch's sum."""
+    batch = collate(samples)
+    labels = batch["labels"]
+    batch["label_bytes"] = torch.where(labels == -100, 0, table[labels.clamp(min=0)])
+    return batch
+
+
 class EvalWindows(Dataset):
     """Evaluation samples: the fixed windows, as causal-LM pairs or masked by (seed, window index)."""
 
@@ -223,6 +237,19 @@ class TextDataModule(AttnlabDataModule):
                 f"(data.seq_len={self.cfg.seq_len}); lower data.seq_len or give it more text"
             )
         return tokens
+
+    def eval_collate_fn(self) -> Callable[[list[dict[str, Any]]], dict[str, Tensor]]:
+        """Causal-LM evaluation batches carry ``label_bytes`` (``with_label_bytes``), from which the task
+        reports bits per byte, a loss comparable across tokenizers. The count is the tokenizer's per id
+        (``Tokenizer.token_bytes``): the labels are the text's own tokens, so one table lookup is exact and
+        needs no parallel stream of offsets, nor the task any knowledge of the text or the tokenizer.
+        Tokenizers for which it would not be exact give none, and the batches carry none. Masked-LM
+        batches carry none either: their scored tokens are a random tenth of the text, not a stretch of it."""
+        collate = self.collate_fn()
+        table = self.tokenizer.token_bytes() if self.masking is None else None
+        if table is None:
+            return collate
+        return functools.partial(with_label_bytes, collate, torch.tensor(table, dtype=torch.int32))
 
     def source_name(self) -> str:
         cfg = self.cfg

@@ -121,6 +121,26 @@ class Tokenizer:
     def decode(self, ids: Iterable[int], skip_special: bool = True) -> str:
         return self.hf.decode([int(i) for i in ids], skip_special_tokens=skip_special)
 
+    def token_bytes(self) -> list[int] | None:
+        """The UTF-8 bytes of the text each id covers (by id; specials cover none), or None where that
+        is not a function of the id alone, so that bits per byte is exact or absent.
+
+        Exact for the two layouts that split text without loss: characters (a token is one character)
+        and byte-level BPE (a token is a byte string, one alphabet character per byte), the ``char``
+        and ``bpe`` tokenizers and GPT-2-style files. Not for words split at whitespace (the spaces
+        belong to no token), an unknown token (any text), normalisers or an added prefix space.
+        """
+        if self.unk_id is not None:
+            return None
+        if self.split == "char":
+            sizes = {i: len(token.encode("utf-8")) for token, i in self.vocab.items()}
+        elif _byte_level(self.hf):
+            sizes = {i: len(token) for token, i in self.hf.get_vocab(with_added_tokens=False).items()}
+        else:
+            return None
+        special = self.all_special_ids
+        return [0 if i in special else sizes.get(i, 0) for i in range(self.vocab_size)]
+
     def start_ids(self) -> list[int]:
         """Where a decoder starts from an empty prompt: ``<bos>`` if the tokenizer has one, else a newline
         (as nanoGPT samples: the start of a line of the corpus)."""
@@ -170,6 +190,20 @@ def _word_level_split(hf) -> str | None:
     if pre.get("type") == "Split" and pre.get("pattern") == {"Regex": CHAR_PATTERN} and not pre["invert"]:
         return "char"
     return None
+
+
+def _byte_level(hf) -> bool:
+    """Whether ``hf`` is a byte-level BPE whose tokens are exactly the bytes of the text they cover:
+    a ByteLevel decoder (each character of a token is one byte), no normaliser, no prefix space added."""
+    spec = json.loads(hf.to_str())
+    decoder, pre = spec.get("decoder") or {}, spec.get("pre_tokenizer") or {}
+    parts = pre.get("pretokenizers", [pre])
+    return (
+        spec["model"]["type"] == "BPE"
+        and decoder.get("type") == "ByteLevel"
+        and not spec.get("normalizer")
+        and not any(part.get("add_prefix_space") for part in parts)
+    )
 
 
 def word_level(pieces: Iterable[str], split: str, roles: Iterable[str] = ()) -> Tokenizer:

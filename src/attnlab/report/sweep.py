@@ -25,7 +25,8 @@ import pandas as pd
 from attnlab.report.runs import ReportError, RunFiles, find_run_dirs, read_run
 
 SEED = "seed"
-LOWER_IS_BETTER = ("loss", "ppl")  # metric names (after the last /) to minimise; all others are maximised
+# Metric names (after the last /) to minimise (bpb: bits per byte); all others are maximised.
+LOWER_IS_BETTER = ("loss", "ppl", "bpb")
 EVAL_COLUMNS = ["job", "name", "split", "ckpt"]
 
 

@@ -59,12 +59,13 @@ class TaskConfig:
 
 @dataclass
 class CausalLMTask(TaskConfig):
-    """Next-token prediction (GPT): loss and perplexity."""
+    """Next-token prediction (GPT): loss, perplexity and bits per byte (``bpb``: where the tokenizer
+    gives each token's bytes exactly, ``attnlab.data.tokenizers.Tokenizer.token_bytes``)."""
 
     name: TaskName = TaskName.causal_lm
 
     def val_metrics(self) -> tuple[str, ...]:
-        return ("loss", "ppl")
+        return ("loss", "ppl", "bpb")
 
 
 @dataclass

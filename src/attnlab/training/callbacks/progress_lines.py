@@ -1,7 +1,7 @@
 """nanoGPT-style progress lines, for logs and for consoles that are not terminals.
 
     step 100/300 | loss 2.0312 | lr 9.80e-04 | grad_norm 0.412 | tokens/s 9650 | elapsed 0:00:41
-    step 100/300 | val/loss 2.0941 | val/ppl 8.118 | elapsed 0:00:43
+    step 100/300 | val/bpb 3.016 | val/loss 2.0941 | val/ppl 8.118 | elapsed 0:00:43
 
 One line every ``trainer.log_every_n_steps`` optimizer steps (and at the last step), one after each
 validation. They always go to the run's log files (``train.log``); to the console too when it is
