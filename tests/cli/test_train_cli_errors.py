@@ -127,7 +127,7 @@ CASES = [
     ),
     *(
         pytest.param([f"trainer={name}"], f"trainer.accelerator=gpu: {NO_GPU}", marks=needs_no_gpu)
-        for name in ("gpu", "ddp", "fsdp")
+        for name in ("gpu", "ddp", "fsdp", "fsdp2")
     ),
     (
         ["task.monitor=bogus/metric"],

@@ -51,6 +51,7 @@ from attnlab.training.targets import check_targets
 
 if TYPE_CHECKING:
     import pytorch_lightning as pl
+    import torch
 
     from attnlab.training.summary import RunSummary
 
@@ -263,6 +264,7 @@ def _fit(
 ) -> float:
     import pytorch_lightning as pl
 
+    from attnlab.models.parallel import gathered
     from attnlab.tasks import build_task
     from attnlab.tasks.nonfinite import NonFiniteGuard
     from attnlab.training.callbacks import LastCheckpoint, build_callbacks
@@ -321,9 +323,10 @@ def _fit(
         summary.update(**fit_results(trainer, run.task.monitor))
     policy.phase = "test"  # from here on nothing is left unsaved: a signal stops the run at once
     metrics = test(trainer, task, datamodule, run_dir) if run.test_after_fit else {}
+    sampled = gathered(task.model) if wants_sample(run, task) else None  # fsdp2: every rank gathers
     if trainer.is_global_zero:
         policy.phase = "sampling"
-        sample = sample_text(run, task)
+        sample = sample_text(run, task.tokenizer, sampled) if sampled is not None else None
         log_results(
             trainer.loggers,
             hparams=logged_config,
@@ -353,29 +356,32 @@ def test(trainer: pl.Trainer, task: pl.LightningModule, datamodule: Any, run_dir
     return metrics
 
 
-def sample_text(run: RunConfig, task: pl.LightningModule) -> str | None:
-    """A sample from a trained causal LM, or None for the other tasks.
+def wants_sample(run: RunConfig, task: pl.LightningModule) -> bool:
+    """Whether the run ends with a sample: a causal LM with a tokenizer, and new tokens asked for."""
+    tokenizer = getattr(task, "tokenizer", None)
+    return run.task.inner().name == "causal_lm" and tokenizer is not None and run.sample.max_new_tokens > 0
+
+
+def sample_text(run: RunConfig, tokenizer: Any, model: torch.nn.Module) -> str:
+    """A sample of ``model``, a trained causal LM (whole: ``gathered`` from its shards under FSDP2).
 
     KV-cached sampling within the context length the model was trained on (``data.seq_len``):
     positions beyond it were never trained. A longer sample continues from the last half window.
     """
     s = run.sample
-    tokenizer = getattr(task, "tokenizer", None)
-    if run.task.inner().name != "causal_lm" or tokenizer is None or s.max_new_tokens == 0:
-        return None
     import torch
 
     from attnlab.generate import generate
 
-    window = min(run.data.seq_len, task.model.cfg.max_seq_len)
+    window = min(run.data.seq_len, model.cfg.max_seq_len)
     ids = (tokenizer.encode(s.prompt) or [tokenizer.bos_id])[-(window // 2) :]
     start = len(ids)
-    generator = torch.Generator(next(task.model.parameters()).device).manual_seed(run.seed)
+    generator = torch.Generator(next(model.parameters()).device).manual_seed(run.seed)
     while len(ids) - start < s.max_new_tokens:
         context = ids[-(window // 2) :]
         n = min(window - len(context), s.max_new_tokens - (len(ids) - start))
         new = generate(
-            task.model, [context], max_new_tokens=n, temperature=s.temperature, top_k=s.top_k, seed=generator
+            model, [context], max_new_tokens=n, temperature=s.temperature, top_k=s.top_k, seed=generator
         )[0]
         if not new:
             break

@@ -39,7 +39,20 @@ class MatmulPrecision(Choice):
 class Strategy(Choice):
     auto = "auto"
     ddp = "ddp"
-    fsdp = "fsdp"
+    fsdp = "fsdp"  # FSDP1 (flat parameters), Lightning's FSDPStrategy
+    fsdp2 = "fsdp2"  # fully_shard per transformer layer, Lightning's ModelParallelStrategy
+
+
+class ActivationCheckpointing(Choice):
+    """What each transformer layer keeps for the backward pass (``models.speedups.checkpoint_layers``)."""
+
+    none = "none"  # all its activations
+    full = "full"  # only its input: its forward runs again in the backward pass
+
+
+# trainer.float8 and compile take a boolean or one word (OmegaConf types no union of bool and enum)
+FLOAT8_MODES = (False, True, "emulated")  # emulated: float8 rounding computed in higher precision
+COMPILE_MODES = (False, True, "block")  # true: the whole model; block: each transformer layer
 
 
 class Profiler(Choice):
@@ -69,7 +82,8 @@ class TrainerConfig:
     arguments; ``strategy``, ``timeout``, ``val_every_n_steps`` and ``profiler`` are attnlab's own,
     translated into Trainer arguments by ``attnlab.training.trainer.lightning_settings``;
     ``on_nonfinite`` and ``max_nonfinite_skips`` go to the task module (its check of every step);
-    ``float32_matmul_precision`` is set in torch when the Trainer runs on CUDA.
+    ``float32_matmul_precision`` is set in torch when the Trainer runs on CUDA;
+    ``activation_checkpointing`` and ``float8`` change the model before the Trainer gets it.
 
     ``timeout`` (seconds) bounds every collective of the DDP/FSDP strategies: a process whose peer died
     (a killed node) fails after it instead of waiting forever. None: 120 s on the CPU (gloo: the
@@ -100,8 +114,14 @@ class TrainerConfig:
     on_nonfinite: OnNonFinite = OnNonFinite.stop
     max_nonfinite_skips: int = 10  # on_nonfinite=skip: the run stops at this many skipped steps in a row
     float32_matmul_precision: MatmulPrecision = MatmulPrecision.high  # applied on CUDA only (TF32 matmuls)
+    activation_checkpointing: ActivationCheckpointing = ActivationCheckpointing.none
+    # float8 matrix products in the layers' projections (torchao): true needs a GPU of compute
+    # capability 8.9+; emulated rounds as float8 does, computed in higher precision (any device, slower)
+    float8: Any = False
 
     def check(self) -> None:
+        if self.float8 not in FLOAT8_MODES:
+            raise ConfigError("trainer.float8", self.float8, "true, false, or emulated")
         if self.precision not in PRECISIONS:
             raise ConfigError("trainer.precision", self.precision, f"choose one of {', '.join(PRECISIONS)}")
         if not devices_ok(self.devices):
@@ -246,7 +266,9 @@ class RunConfig:
     run_dir: str = RUN_DIR  # the directory the run writes into; give an existing run's to resume in place
     # the run's name in wandb and TensorBoard; None: the overrides that distinguish it (its sweep's)
     run_name: str | None = None
-    compile: bool = False  # torch.compile the model (no gain on a small CPU)
+    # torch.compile: true (the whole model), block (each transformer layer on its own), false; no gain
+    # on a small CPU
+    compile: Any = False
     test_after_fit: bool = True  # evaluate the best checkpoint on the test split at the end
     # Lightning callbacks beside attnlab's own, by name: each {_target_: package.Class, its arguments}
     # (null: left out). The callbacks group adds some (callbacks=early_stopping); +callbacks.<name>={...}
@@ -272,6 +294,8 @@ class RunConfig:
         ):
             group.check()
         not_negative("seed", self.seed)
+        if self.compile not in COMPILE_MODES:
+            raise ConfigError("compile", self.compile, "true (the whole model), block (each layer), or false")
         for name, callback in self.callbacks.items():
             if callback is not None and (not isinstance(callback, Mapping) or "_target_" not in callback):
                 raise ConfigError(

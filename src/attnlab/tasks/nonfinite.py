@@ -38,9 +38,18 @@ class NonFiniteWeights(RuntimeError):
 
 
 def gradient_norm(parameters: Iterable[Tensor]) -> Tensor | None:
-    """The 2-norm of all gradients together, as ``clip_grad_norm_`` computes it (None without gradients)."""
+    """The 2-norm of all gradients together, as ``clip_grad_norm_`` computes it (None without gradients);
+    of the whole gradient also where each process holds a shard of it (FSDP2's DTensors)."""
     grads = [p.grad for p in parameters if p.grad is not None]
-    return torch.nn.utils.get_total_norm(grads) if grads else None
+    return whole(torch.nn.utils.get_total_norm(grads)) if grads else None
+
+
+def whole(value: Tensor) -> Tensor:
+    """``value`` as a plain tensor: a DTensor (a norm over FSDP2's shards, partial on each process)
+    reduced over the processes that hold its parts; any other tensor as it is."""
+    from torch.distributed.tensor import DTensor
+
+    return value.full_tensor() if isinstance(value, DTensor) else value
 
 
 def all_finite(values: list[Tensor]) -> bool:

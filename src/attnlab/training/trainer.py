@@ -14,7 +14,7 @@ from pytorch_lightning.accelerators import Accelerator, CUDAAccelerator
 from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import Logger
 from pytorch_lightning.profilers import AdvancedProfiler, PassThroughProfiler, PyTorchProfiler, SimpleProfiler
-from pytorch_lightning.strategies import DDPStrategy, FSDPStrategy, Strategy
+from pytorch_lightning.strategies import DDPStrategy, FSDPStrategy, ModelParallelStrategy, Strategy
 
 from attnlab.blocks.layers import TransformerLayer
 from attnlab.schema.load import plain
@@ -59,10 +59,25 @@ def checkpoint_io(cfg: CheckpointConfig) -> CheckpointIO:
     return BackgroundCheckpointIO() if cfg.async_save else AtomicCheckpointIO()
 
 
+class FullyShardedStrategy(ModelParallelStrategy):
+    """Lightning's ``ModelParallelStrategy`` with every process in one data-parallel group (FSDP2 over
+    the whole world, no tensor parallelism); the task's ``configure_model`` shards the model
+    (``attnlab.models.parallel``). Lightning's default would make the data-parallel size the number of
+    nodes and the tensor-parallel size the processes of a node: the world size is known only here."""
+
+    def setup_environment(self) -> None:
+        self._data_parallel_size = self.num_nodes * self.num_processes
+        self._tensor_parallel_size = 1
+        super().setup_environment()
+
+
 def strategy(cfg: TrainerConfig, io: CheckpointIO | None = None) -> str | Strategy:
     """DDP without unused-parameter search (attnlab builds only the heads a task uses); FSDP with one
-    unit per TransformerLayer, its full state dict gathered on rank 0 for ``io`` to write. Both bound
-    their collectives by ``collective_timeout``: a process whose peer died fails instead of hanging."""
+    unit per TransformerLayer, its full state dict gathered on rank 0 for ``io`` to write; FSDP2
+    likewise (``FullyShardedStrategy``): its full state dict and optimizer state gathered on rank 0
+    (on the CPU) into one file that ``io`` writes, which resumes on any number of processes and which
+    every command reads. All bound their collectives by ``collective_timeout``: a process whose peer
+    died fails instead of hanging."""
     io = io or AtomicCheckpointIO()
     if cfg.strategy == "ddp":
         return DDPStrategy(find_unused_parameters=False, checkpoint_io=io, timeout=collective_timeout(cfg))
@@ -73,6 +88,10 @@ def strategy(cfg: TrainerConfig, io: CheckpointIO | None = None) -> str | Strate
             checkpoint_io=io,
             timeout=collective_timeout(cfg),
         )
+    if cfg.strategy == "fsdp2":
+        fsdp2 = FullyShardedStrategy(save_distributed_checkpoint=False, timeout=collective_timeout(cfg))
+        fsdp2.checkpoint_io = io
+        return fsdp2
     return str(cfg.strategy)
 
 
@@ -85,6 +104,8 @@ ATTNLAB_SETTINGS = (
     "on_nonfinite",
     "max_nonfinite_skips",
     "float32_matmul_precision",
+    "activation_checkpointing",
+    "float8",
 )
 
 
@@ -100,7 +121,7 @@ def lightning_settings(t: TrainerConfig, run_dir: Path, io: CheckpointIO | None 
     return {
         "strategy": strategy(t, io),
         "plugins": [
-            *([io] if t.strategy not in ("ddp", "fsdp") else []),
+            *([io] if t.strategy not in ("ddp", "fsdp", "fsdp2") else []),
             *slurm_plugins(),
         ],
         "val_check_interval": t.val_every_n_steps * t.accumulate_grad_batches,
