@@ -26,7 +26,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from attnlab.cli.app import error_line, exit_before_the_run, log_to_file, run_hydra, run_job
-from attnlab.cli.devices import check_attention_backend, check_devices, check_strategy
+from attnlab.cli.devices import check_attention_backend, check_devices, check_float8, check_strategy
 from attnlab.cli.prepared import build_model_for, prepare_datamodule, take_datamodule
 from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
 from attnlab.cli.teacher import check_teacher, check_teacher_run, take_teacher, use_teacher_defaults
@@ -87,6 +87,7 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
     check_sweeper(config, run)
     check_devices(run.trainer)
     check_strategy(run.trainer)
+    check_float8(run.trainer)
     check_attention_backend(run)
     check_targets(run)
     check_source(run.data, run.model)
