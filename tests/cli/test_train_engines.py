@@ -66,6 +66,10 @@ def test_activation_checkpointing_full_checkpoints_each_layer() -> None:
             "compile=block",
         ),
         (
+            ("trainer=ddp_sim", "checkpoint.sharded=true"),
+            "checkpoint.sharded=true: is for trainer.strategy=fsdp2 (each process writes its shards)",
+        ),
+        (
             ("trainer=fsdp2_sim", "optim=muon"),
             "optim.name=muon: cannot run under trainer.strategy=fsdp2: FSDP shards the weight matrices",
         ),

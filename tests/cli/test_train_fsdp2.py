@@ -1,6 +1,8 @@
 """``trainer=fsdp2_sim``: FSDP2 over two CPU processes (gloo) trains like one process with the doubled
 batch, step by step, with gradient clipping on; a run killed mid-way (kill -9 of both processes)
-resumes with ``ckpt_path=last`` to the losses of the uninterrupted run."""
+resumes with ``ckpt_path=last`` to the losses of the uninterrupted run, from its one-file checkpoint
+or from a sharded one (``checkpoint.sharded=true``), which the commands that read weights refuse in
+one line naming ``attnlab-consolidate``, and read once consolidated."""
 
 from __future__ import annotations
 
@@ -143,3 +145,45 @@ def test_activation_checkpointing_under_fsdp2_keeps_the_losses(
     assert sorted(losses) == sorted(expected)
     for step in expected:
         assert losses[step] == pytest.approx(expected[step], abs=1e-6), f"step {step}"
+
+
+def test_a_sharded_checkpoint_resumes_exactly_and_consolidates_to_the_same_weights(
+    runs: tuple[Path, Path], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Each process writes its shards (torch.distributed.checkpoint); a kill -9 after the first one,
+    ``ckpt_path=last``: the uninterrupted (one-file) run's losses; consolidated, its weights."""
+    import torch
+
+    from attnlab.cli.consolidate import main as consolidate
+
+    sharded, _ = runs
+    family = request.node.callspec.params["runs"]
+    if family != "gpt":
+        pytest.skip("one family is enough: the checkpoint does not depend on it")
+    args = [*ARGS, *FAMILIES[family], *FSDP2, "checkpoint.sharded=true", "run_dir=run"]
+    kill_after_first_checkpoint(args, tmp_path)
+    check(cli([*args, "ckpt_path=last"], tmp_path, timeout=600, fresh_interpreter=True))
+    resumed, expected = series(tmp_path / "run", "train/loss"), series(sharded, "train/loss")
+    assert sorted(resumed) == list(range(1, STEPS + 1))
+    for step in expected:
+        assert resumed[step] == pytest.approx(expected[step], abs=1e-6), f"step {step}"
+
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert last.is_symlink() and len(list(last.glob("__*_0.distcp"))) == 2  # one file of shards a process
+    refused = cli([f"ckpt_path={last}"], tmp_path, command="eval")
+    assert (refused.returncode, refused.stderr.strip()) == (
+        2,
+        f"error: ckpt_path={last}: is a sharded checkpoint (trainer.strategy=fsdp2 checkpoint.sharded=true): "
+        f"write it as one file first with: attnlab-consolidate {last}",
+    )
+    consolidate([str(last)])
+    whole = torch.load(last.with_name("whole-last.ckpt"), map_location="cpu", weights_only=True)
+    reference = torch.load(sharded / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert whole["global_step"] == reference["global_step"] == STEPS
+    assert whole["state_dict"].keys() == reference["state_dict"].keys()
+    for name, value in reference["state_dict"].items():
+        torch.testing.assert_close(whole["state_dict"][name], value, atol=1e-6, rtol=0, msg=name)
+    evaluated = cli(
+        [f"ckpt_path={last.with_name('whole-last.ckpt')}", "logger=none"], tmp_path, command="eval"
+    )
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]

@@ -403,7 +403,7 @@ def report(
         lines["test"] = "  ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items()))
     lines["run"] = str(run_dir)
     last = checkpoint_dir(run_dir) / LAST
-    if last.is_file():
+    if last.exists():  # a file, or a sharded checkpoint's link
         lines["last checkpoint"] = str(last)
     from attnlab.training.summary import best_checkpoint
 

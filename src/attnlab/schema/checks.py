@@ -64,6 +64,13 @@ def check_run(run: RunConfig) -> None:
             f"cannot run under trainer.strategy={run.trainer.strategy}: FSDP shards the weight matrices "
             "that Muon orthogonalises whole; use trainer=ddp",
         )
+    if run.checkpoint.sharded and run.trainer.strategy != Strategy.fsdp2:
+        raise ConfigError(
+            "checkpoint.sharded",
+            True,
+            f"is for trainer.strategy=fsdp2 (each process writes its shards); under "
+            f"trainer.strategy={run.trainer.strategy} checkpoints are one file",
+        )
     if run.compile is True and run.trainer.strategy == Strategy.fsdp2:
         raise ConfigError(
             "compile",

@@ -224,6 +224,9 @@ class CheckpointConfig:
     every_n_steps: int = 100  # writes checkpoints/last.ckpt
     save_top_k: int = 1  # best checkpoints by task.monitor, kept at each validation
     async_save: bool = True  # written by a background thread from a CPU copy (training goes on meanwhile)
+    # trainer.strategy=fsdp2 only: each process writes its shards (a directory, torch.distributed.checkpoint)
+    # instead of rank 0 gathering the whole state into one file
+    sharded: bool = False
 
     def check(self) -> None:
         positive("checkpoint.every_n_steps", self.every_n_steps)

@@ -133,15 +133,21 @@ def describe(loss: Tensor | None, grad_norm: Tensor | None) -> str:
     return ", ".join(parts)
 
 
+def finite(tensors: list[Tensor]) -> bool:
+    """Whether every element of ``tensors`` is finite: their largest magnitude, over all processes'
+    shards where they are DTensors (a collective then)."""
+    return math.isfinite(whole(torch.nn.utils.get_total_norm(tensors, math.inf)))
+
+
 def check_finite_weights(state_dict: dict[str, object], step: int) -> None:
     """Raise ``NonFiniteWeights`` naming the first floating-point tensor of ``state_dict`` that holds a
     NaN or an infinity: a checkpoint must never replace a good one with such weights. All are checked
     at once (their largest magnitude, a NaN wins), then one by one only to name a bad one."""
     weights = [v for v in state_dict.values() if isinstance(v, Tensor) and v.is_floating_point()]
-    if not weights or math.isfinite(torch.nn.utils.get_total_norm(weights, math.inf)):
+    if not weights or finite(weights):
         return
-    for name, value in state_dict.items():
-        if isinstance(value, Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+    for name, value in state_dict.items():  # shards (DTensors): every process names the same tensor
+        if isinstance(value, Tensor) and value.is_floating_point() and not finite([value]):
             raise NonFiniteWeights(
                 f"step {step}: weight {name} is not finite: checkpoint not written, the last one is kept"
             )
