@@ -187,3 +187,39 @@ def test_a_sharded_checkpoint_resumes_exactly_and_consolidates_to_the_same_weigh
         [f"ckpt_path={last.with_name('whole-last.ckpt')}", "logger=none"], tmp_path, command="eval"
     )
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+
+
+def test_float8_emulated_trains_as_float32_does_with_and_without_fsdp2(
+    runs: tuple[Path, Path], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """torchao's float8 training, its rounding emulated on the CPU: every step's loss within 2% of the
+    float32 run's, in one process and under FSDP2 (the scales are per process there: not bit-equal)."""
+    sharded, single = runs
+    family = request.node.callspec.params["runs"]
+    if family != "gpt":
+        pytest.skip("one family is enough: the projections are the same blocks")
+    args = [*ARGS, *FAMILIES[family], "trainer.float8=emulated"]
+    check(cli([*args, "data.batch_size=16", "run_dir=one"], tmp_path, timeout=600))
+    check(cli([*args, *FSDP2, "run_dir=two"], tmp_path, timeout=600, fresh_interpreter=True))
+    for run, reference in ((tmp_path / "one", single), (tmp_path / "two", sharded)):
+        losses, expected = series(run, "train/loss"), series(reference, "train/loss")
+        assert sorted(losses) == sorted(expected)
+        for step in expected:
+            assert losses[step] == pytest.approx(expected[step], rel=0.02), f"{run.name}: step {step}"
+
+
+def test_layers_compiled_one_by_one_under_fsdp2_keep_the_losses(
+    runs: tuple[Path, Path], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """``compile=block``: each sharded layer compiled on its own (inductor on the CPU, a minute or
+    so): the eager run's per-step losses."""
+    sharded, _ = runs
+    family = request.node.callspec.params["runs"]
+    if family != "gpt":
+        pytest.skip("one family is enough: the layers are the same class")
+    args = [*ARGS, *FAMILIES[family], *FSDP2, "compile=block", "run_dir=run"]
+    check(cli(args, tmp_path, timeout=900, fresh_interpreter=True))
+    losses, expected = series(tmp_path / "run", "train/loss"), series(sharded, "train/loss")
+    assert sorted(losses) == sorted(expected)
+    for step in expected:
+        assert losses[step] == pytest.approx(expected[step], abs=1e-5), f"step {step}"
