@@ -28,6 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.generate import generate
+from attnlab.models.flops import flops_per_token, matmul_params
 from attnlab.models.speedups import compile_layers, convert_to_float8
 from attnlab.tasks.base import cross_entropy
 from benchmarks import models
@@ -134,10 +135,9 @@ def held_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def flops_per_token(size: GPTSize, model: nn.Module) -> float:
+def step_flops_per_token(size: GPTSize, model: nn.Module) -> float:
     """nanoGPT's estimate_mfu count: 6 N + 12 L T d, N the parameters without the position table."""
-    n = sum(p.numel() for p in model.parameters()) - size.seq_len * size.d_model
-    return 6 * n + 12 * size.n_layers * size.seq_len * size.d_model
+    return flops_per_token(matmul_params(model), size.n_layers, size.seq_len, size.d_model)
 
 
 def attnlab_variant(model: nn.Module, mode: str, device: str) -> nn.Module:
@@ -170,7 +170,7 @@ def train_figures(
     peak = matmul_flops(8192, "cuda", torch.bfloat16, repeats=10) if bf16 else matmul_flops(256)
     contenders = losses(size, device, nanogpt_dir, references)
     first = check_same_loss(contenders, tol=0.05)
-    flops = flops_per_token(size, contenders["attnlab"][0])
+    flops = step_flops_per_token(size, contenders["attnlab"][0])
     results = {}
     failures = failures if failures is not None else []
     compiled_refs = {

@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from attnlab.tasks.base import flops_per_token, matmul_params
+from attnlab.models.flops import flops_per_token, matmul_params
 from benchmarks import models
 from benchmarks.common import Row, Settings, best
 from benchmarks.models import GPTSize

@@ -19,7 +19,12 @@ HERE=experiments/muon
 RUNS=${RUNS:-$HERE/runs}                  # git-ignored: checkpoints and logs
 STEPS=${STEPS:-300}
 SEEDS=${SEEDS:-1 2 3}                      # SEEDS=2 runs one seed: queues in parallel, one thread each
-export TINYSHAKESPEARE=${TINYSHAKESPEARE:-$(realpath ../shared/data/tinyshakespeare.txt)}
+TINYSHAKESPEARE=${TINYSHAKESPEARE:-../shared/data/tinyshakespeare.txt}
+if [ ! -f "$TINYSHAKESPEARE" ]; then   # else the runs would read an empty data.path
+  echo "error: TINYSHAKESPEARE=$TINYSHAKESPEARE: no such file (Tiny Shakespeare, 1.1 MB; set TINYSHAKESPEARE)" >&2
+  exit 2
+fi
+export TINYSHAKESPEARE=$(realpath "$TINYSHAKESPEARE")
 export OMP_NUM_THREADS=${THREADS:-1}
 export HYDRA_FULL_ERROR=0
 BIN=${ATTNLAB_BIN:-$(dirname "$(command -v python)")}

@@ -7,7 +7,12 @@
 set -euo pipefail
 HERE=experiments/nanogpt_baby
 RUN=${RUN:-$HERE/runs/attnlab}            # git-ignored: checkpoints and logs
-export TINYSHAKESPEARE=${TINYSHAKESPEARE:-$(realpath ../shared/data/tinyshakespeare.txt)}
+TINYSHAKESPEARE=${TINYSHAKESPEARE:-../shared/data/tinyshakespeare.txt}
+if [ ! -f "$TINYSHAKESPEARE" ]; then   # else the runs would read an empty data.path
+  echo "error: TINYSHAKESPEARE=$TINYSHAKESPEARE: no such file (Tiny Shakespeare, 1.1 MB; set TINYSHAKESPEARE)" >&2
+  exit 2
+fi
+export TINYSHAKESPEARE=$(realpath "$TINYSHAKESPEARE")
 export OMP_NUM_THREADS=${THREADS:-1}      # see experiments/pos_extrapolation/run.sh: shared cores
 BIN=${ATTNLAB_BIN:-$(dirname "$(command -v python)")}
 

@@ -15,7 +15,12 @@ STAGE=${1:-all}
 HERE=experiments/pos_extrapolation
 RUNS=${RUNS:-$HERE/runs}                  # git-ignored: checkpoints and logs
 EVAL_FRACTION=${EVAL_FRACTION:-0.25}      # of the val split's batches, the same text at every length
-export TINYSHAKESPEARE=${TINYSHAKESPEARE:-$(realpath ../shared/data/tinyshakespeare.txt)}
+TINYSHAKESPEARE=${TINYSHAKESPEARE:-../shared/data/tinyshakespeare.txt}
+if [ ! -f "$TINYSHAKESPEARE" ]; then   # else the runs would read an empty data.path
+  echo "error: TINYSHAKESPEARE=$TINYSHAKESPEARE: no such file (Tiny Shakespeare, 1.1 MB; set TINYSHAKESPEARE)" >&2
+  exit 2
+fi
+export TINYSHAKESPEARE=$(realpath "$TINYSHAKESPEARE")
 export OMP_NUM_THREADS=${THREADS:-1}
 export HYDRA_FULL_ERROR=0
 BIN=${ATTNLAB_BIN:-$(dirname "$(command -v python)")}

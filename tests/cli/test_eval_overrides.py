@@ -140,6 +140,7 @@ def test_a_sweep_of_lengths_evaluates_each(run: Path, evaluate_here) -> None:
     (sweep,) = added
     jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
     assert [record(j)["overrides"] for j in jobs] == [{"data.seq_len": 16}, {"data.seq_len": 48}]
+    assert [j.name for j in jobs] == ["0_data.seq_len-16", "1_data.seq_len-48"]  # named as training's jobs
 
 
 def test_a_bad_length_in_a_sweep_stops_it_before_the_first_job(run: Path) -> None:

@@ -36,10 +36,11 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 def test_each_evaluation_lies_in_the_run_it_evaluated(sweep: dict) -> None:
-    """``attnlab-eval -m`` writes ``<run>/eval/<sweep time>/<job>/metrics.json``, with what it changed,
-    into the run of each job's checkpoint."""
+    """``attnlab-eval -m`` writes ``<run>/eval/<sweep time>/<job>_<label>/metrics.json``, with what it
+    changed, into the run of each job's checkpoint; the label is the swept values but the checkpoint."""
     jobs = sweep["jobs"]
-    for run, numbers in ((jobs[0], ["0", "1"]), (jobs[3], ["2", "3"])):
+    first, second = ["0_batch_size-8", "1_batch_size-4"], ["2_batch_size-8", "3_batch_size-4"]
+    for run, numbers in ((jobs[0], first), (jobs[3], second)):
         evals = sorted(run.glob("eval/*/*/metrics.json"))
         assert [p.parent.name for p in evals] == numbers
         records = [json.loads(p.read_text()) for p in evals]

@@ -310,3 +310,52 @@ def test_sample_classifies_an_image_of_the_runs_digits_test_split(checkpoint, mo
     assert run_command(main, args, monkeypatch, capsys) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "digits:0" and lines[3] == "digits:15" and len(lines) == 6
+
+
+@pytest.mark.slow
+def test_sample_slides_past_a_learned_table_and_compiles_to_the_same_text(
+    checkpoint, monkeypatch, capsys
+) -> None:
+    """gpt-tiny has learned positions (512): 530 new tokens run past its table and slide the context,
+    with a note; compile=true decodes the same greedy text."""
+    from attnlab.cli.sample import main
+
+    args = [
+        f"ckpt_path={checkpoint('gpt')}",
+        "prompt=To be",
+        "max_new_tokens=530",
+        "temperature=0",
+        "stop_at_eos=false",
+    ]
+    assert run_command(main, args, monkeypatch, capsys) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("note: past model.max_seq_len=") and "nanoGPT's sample.py" in out
+    sample = out.split("---\n", 1)[1]
+    assert len(sample.rstrip("\n")) >= len("To be") + 530  # every character came (a char tokenizer)
+    assert run_command(main, [*args, "compile=true"], monkeypatch, capsys) == 0
+    assert capsys.readouterr().out == out
+
+
+@pytest.mark.parametrize(
+    ("pos", "longest", "max_context", "expected", "note"),
+    [
+        ("learned", 100, None, None, ""),  # inside the trained length: nothing to say
+        ("learned", 300, None, 256, "each token is predicted from the last 256 tokens"),
+        (
+            "rope",
+            300,
+            None,
+            None,
+            "past model.max_seq_len=256, the length the model was trained on (pos=rope)",
+        ),
+        ("rope", 300, 128, 128, "each token past 128 is predicted from the last 128"),
+    ],
+)
+def test_sampling_past_the_trained_length_is_said(pos, longest, max_context, expected, note) -> None:
+    from attnlab.cli.families import context_for
+    from attnlab.schema.model import GPTConfig
+    from attnlab.schema.pos import pos_config
+
+    cfg = GPTConfig(vocab_size=65, max_seq_len=256, pos=pos_config(pos))
+    context, said = context_for(cfg, longest, max_context)
+    assert context == expected and note in said and bool(said) == bool(note)

@@ -9,6 +9,7 @@ tiny checkpoints and int8 copies these tests share).
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -40,14 +41,17 @@ def int8(checkpoint) -> Path:
 
 
 @pytest.fixture(autouse=True)
-def config_store() -> Iterator[None]:
+def config_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The teacher's model and data (and attnlab-eval's checkpoint's) go into Hydra's config store; taken
-    out after each test, so that later tests in this process compose the schema's defaults."""
+    out after each test, so that later tests in this process compose the schema's defaults (and name
+    runs without this test's implied overrides)."""
     from hydra.core.config_store import ConfigStore
 
     from attnlab.cli.eval_data import CHECKPOINT_DATA
     from attnlab.cli.teacher import TEACHER_OPTION
+    from attnlab.training.names import IMPLIED_VARIABLE
 
+    monkeypatch.setenv(IMPLIED_VARIABLE, "[]")  # restored after the test
     yield
     for group in ("data", "model"):
         for option in (TEACHER_OPTION, CHECKPOINT_DATA):
@@ -80,6 +84,26 @@ def test_a_student_learns_from_a_teacher_of_each_family(checkpoint, tmp_path, mo
     assert type(student) is TASK_CLASSES[theirs["task"]["name"]]
     assert set(saved["state_dict"]) == set(student.state_dict())  # no teacher weights in it
     assert student.model.cfg.n_layers == 1
+
+
+def test_a_student_is_named_by_what_was_typed(checkpoint, monkeypatch) -> None:
+    """Not by the teacher's defaults that task=distill adds (model=_teacher, pos=..., task.objective=...),
+    which filled the 120 characters of a name before what tells two students apart (issue 30)."""
+    from attnlab.cli.teacher import use_teacher_defaults
+    from attnlab.training.names import folder_name, run_name
+
+    teacher = checkpoint("vit")
+    typed = ["task=distill", f"task.teacher={teacher}", "model.n_layers=2", "logger=none"]
+    monkeypatch.setattr(sys, "argv", ["attnlab-train", *typed])
+    use_teacher_defaults()
+    assert len(sys.argv[1:]) > len(typed)  # the teacher's defaults, added to the command line
+    run = (
+        teacher.parent.parent.name
+    )  # the teacher's path by its last three parts: <run>/checkpoints/last.ckpt
+    typed_label = f"task=distill,task.teacher={run}/checkpoints/last.ckpt,model.n_layers=2"
+    assert run_name(None, sys.argv[1:], "12-00-00") == typed_label.replace("/", "-")
+    folder = f"12-00-00_task-distill+task.teacher-{run}-checkpoints-last.ckpt+model.n_layers-2"
+    assert folder_name("12-00-00", None, sys.argv[1:], multirun=False) == folder
 
 
 def test_the_students_checkpoint_serves_eval_sample_and_explain(

@@ -34,6 +34,11 @@ def test_a_run_shorter_than_the_validation_interval_validates_at_its_last_step(t
     assert (run / "checkpoints" / "best-step000005.ckpt").is_file()
     summary = json.loads((run / "summary.json").read_text())
     assert summary["best"]["step"] == 5
+    data = yaml.safe_load((run / "config.yaml").read_text())["data"]
+    assert summary["train_tokens"] == 5 * data["batch_size"] * data["seq_len"]  # a run's compute, with:
+    flops = summary["flops_per_token"]
+    assert flops["seq_len"] == data["seq_len"] and 0 < flops["nanogpt"] < flops["chinchilla"]
+    assert "appendix F" in flops["counts"]
     tested = json.loads((run / "test_metrics.json").read_text())
     assert tested["ckpt_path"].endswith("best-step000005.ckpt")
 

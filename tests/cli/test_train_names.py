@@ -2,7 +2,7 @@
 wandb, and their folders (which TensorBoard lists), by the overrides their sweep varies; TensorBoard's
 HParams tab gets the flattened config with
 the best monitored value; the parameter count, the gradient norm and the final sample are logged;
-the console (a pipe here) gets plain progress lines, not a bar."""
+a sweep's console (a pipe here) gets a line per job and a table, its jobs' logs plain progress lines."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def test_tensorboard_hparams_hold_the_config_the_parameter_count_and_the_best_va
 
 
 def test_wandb_gets_the_parameter_count_the_best_value_and_the_sample(sweep) -> None:
-    jobs, stdout = sweep
+    jobs, _ = sweep
     for job in jobs:
         summary = json.loads((job / "summary.json").read_text())
         records = wandb_records(job)
@@ -77,17 +77,34 @@ def test_wandb_gets_the_parameter_count_the_best_value_and_the_sample(sweep) -> 
             if record["type"] == "summary":
                 final.update(record["summary"]["update"])
         assert final["best/val/loss"] == pytest.approx(summary["best"]["value"])
-        assert final["sample"].startswith("The ") and final["sample"].strip() in stdout
+        assert (
+            final["sample"].startswith("The ") and final["sample"].strip() in (job / "train.log").read_text()
+        )
         grad_norms = [json.loads(line).get("train/grad_norm") for line in (job / "metrics.jsonl").open()]
         assert len([g for g in grad_norms if g is not None and g > 0]) == 6
 
 
-def test_the_console_gets_plain_progress_lines_when_it_is_not_a_terminal(sweep) -> None:
+def test_a_sweep_prints_a_line_per_job_and_a_table_and_its_jobs_log_plain_progress_lines(sweep) -> None:
+    """The console (a pipe here) gets Hydra's "Launching" line, one line per job when it ends and the
+    table of the jobs (issue 30: a 6-job sweep printed 1,241 lines); each job's train.log has its
+    progress lines, plain ones (not a bar)."""
     jobs, stdout = sweep
-    lines = [line for line in stdout.splitlines() if line.startswith("step ")]
-    assert [line.split(" | ")[0] for line in lines if " | loss " in line] == [
-        f"step {k}/6" for k in range(1, 7)
-    ] * 2
-    assert all(" | elapsed " in line for line in lines)  # no progress bar ("step 3/6 ━━━━━ 0:00:01 < ...")
+    lines = stdout.splitlines()
+    assert len(lines) == 1 + 2 + 3, stdout
+    assert "Launching 2 jobs" in lines[0]
+    for number, job in enumerate(jobs):
+        (line,) = [line for line in lines if line.startswith(f"job {number} (")]
+        assert line.startswith(f"job {number} (model.n_layers={number + 1}): best val/loss ")
+        assert line.endswith(str(job)) and " | test/loss " in line
+    header, *rows = lines[3:]
+    assert header.split()[:4] == ["job", "run", "status", "best"]
+    assert [row.split()[:3] for row in rows] == [
+        ["0", "model.n_layers=1", "completed"],
+        ["1", "model.n_layers=2", "completed"],
+    ]
     log = (jobs[0] / "train.log").read_text()
-    assert all(line in log for line in lines[: len(lines) // 2])
+    progress = [
+        line.split(" - ", 1)[1] for line in log.splitlines() if " - step " in line and " | loss " in line
+    ]
+    assert [line.split(" | ")[0] for line in progress] == [f"step {k}/6" for k in range(1, 7)]
+    assert all(" | elapsed " in line for line in progress)  # no progress bar ("step 3/6 ━━━━━ 0:00:01 < ...")

@@ -59,3 +59,42 @@ def test_compile_without_a_cache_is_refused(tiny_model) -> None:
     model = tiny_model("gpt", "rope", **GENERATOR)
     with pytest.raises(ValueError, match=r"compile=True .* use_cache=False"):
         generate(model, [[1, 2]], max_new_tokens=2, compile=True, use_cache=False)
+
+
+def cropped_greedy(model, prompt: list[int], new: int, window: int) -> list[int]:
+    """nanoGPT's sample.py: every token from the model run on the last ``window`` tokens, no cache."""
+    ids = list(prompt)
+    with torch.no_grad():
+        for _ in range(new):
+            context = torch.tensor([ids[-window:]])
+            ids.append(int(model(context)[0, -1].argmax()))
+    return ids[len(prompt) :]
+
+
+@pytest.mark.parametrize("compile", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("pos", ["learned", "rope"])
+def test_a_sliding_context_crops_as_nanogpt_does(tiny_model, pos: str, compile: bool) -> None:
+    """40 tokens from a model of max_seq_len 16: inside the context the cached path, then cropping."""
+    model = tiny_model("gpt", pos, **{**GENERATOR, "max_seq_len": 16})
+    prompt = [5, 9, 2, 7]
+    slid = generate(model, [prompt], max_new_tokens=40, temperature=0, max_context=16, compile=compile)[0]
+    assert slid == cropped_greedy(model, prompt, 40, 16)
+    assert (
+        slid[:12] == generate(model, [prompt], max_new_tokens=12, temperature=0)[0]
+    )  # the exact cached path
+
+
+def test_a_prompt_longer_than_the_context_is_cropped_from_the_first_token(tiny_model) -> None:
+    model = tiny_model("gpt", "learned", **{**GENERATOR, "max_seq_len": 16})
+    prompt = list(range(1, 21))  # 20 tokens, the table holds 16
+    assert generate(model, [prompt], max_new_tokens=6, temperature=0, max_context=16)[0] == cropped_greedy(
+        model, prompt, 6, 16
+    )
+
+
+def test_learned_positions_past_their_table_point_to_max_context(tiny_model) -> None:
+    model = tiny_model("gpt", "learned", **{**GENERATOR, "max_seq_len": 16})
+    with pytest.raises(ValueError, match=r"exceeds model.max_seq_len=16.*max_context=16"):
+        generate(model, [[1, 2, 3]], max_new_tokens=20)
+    with pytest.raises(ValueError, match="max_context=17 must be between 1 and 16"):
+        generate(model, [[1, 2, 3]], max_new_tokens=20, max_context=17)

@@ -52,9 +52,11 @@ def write_run(
     tokens_per_s: float = 1000.0,
     n_params: int = 12345,
     overrides: list[str] | None = None,
+    summary_fields: dict[str, Any] | None = None,
 ) -> Path:
     """A run directory as training leaves it: config, overrides, metrics.jsonl (train lines every 5
-    steps, ``val`` at its steps), summary.json with ``status``, and test_metrics.json if ``test``."""
+    steps, ``val`` at its steps), summary.json with ``status`` (and ``summary_fields``), and
+    test_metrics.json if ``test``."""
     path.mkdir(parents=True, exist_ok=True)
     (path / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
     (path / ".hydra").mkdir(exist_ok=True)
@@ -84,6 +86,7 @@ def write_run(
             best={"metric": "val/loss", "value": monitor[1], "step": monitor[0]} if monitor else None,
             ended="2025-01-01T12:01:00",
         )
+    summary.update(summary_fields or {})
     (path / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
     if test is not None:
         (path / "test_metrics.json").write_text(

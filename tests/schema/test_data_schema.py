@@ -90,6 +90,12 @@ def test_incompatible_family_task_kind_is_one_line(family, task, kind, message):
         ),
         ("pairs", {"path": "p.tsv", "source_lang": "de"}, "data.source_lang=de: with data.target_lang=null"),
         ("text", {"hf_data_files": "a.txt"}, "data.hf_data_files=a.txt: needs data.hf_name"),
+        (
+            "text",
+            {"path": ""},
+            "data.path='': is empty: give one, or leave it unset (null)",
+        ),  # not the default text
+        ("images", {"hf_name": ""}, "data.hf_name='': is empty"),
         ("listops", {"listops_max_args": 1}, "data.listops_max_args=1: must be at least 2"),
     ],
 )

@@ -15,7 +15,7 @@ from attnlab.schema.load import read_optim_config
 from attnlab.schema.model import model_config
 from attnlab.schema.optim import AdamWConfig, Decay
 from attnlab.schema.pos import RelativePos
-from attnlab.tasks.optim import configure_optimizers, param_groups
+from attnlab.tasks.optim import build_schedule, configure_optimizers, param_groups, stretch_schedule
 
 # Two heads, a narrow feed-forward and the usual init: losses near log(vocab) at the start.
 SIZES = dict(n_heads=2, d_ff=32, init_std=0.02)
@@ -209,3 +209,31 @@ def test_a_fused_adamw_that_lightning_cannot_clip_is_refused() -> None:
         check_run(run)
     run.trainer.gradient_clip_val = None
     check_run(run)
+
+
+def _scheduled(max_steps: int, steps_done: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """The scheduler of a tiny parameter's AdamW under a cosine schedule over ``max_steps``, after ``steps_done``."""
+    cfg = AdamWConfig(lr=1e-3, schedule="cosine", warmup_steps=2, min_lr_ratio=0.1)
+    optimizer = torch.optim.AdamW([nn.Parameter(torch.zeros(2))], lr=cfg.lr)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, build_schedule(cfg, max_steps, d_model=8))
+    for _ in range(steps_done):
+        scheduler.optimizer.step()
+        scheduler.step()
+    return scheduler
+
+
+def test_stretch_schedule_ends_a_restored_schedule_at_the_new_budget():
+    """A run of 20 steps resumed to 40: restoring keeps the checkpoint's 20-step budget (the rate at
+    its floor); stretched, the schedule is the 40-step one from the current step on."""
+    finished = _scheduled(max_steps=20, steps_done=20)
+    resumed = _scheduled(max_steps=40, steps_done=0)
+    resumed.optimizer.load_state_dict(finished.optimizer.state_dict())
+    resumed.load_state_dict(finished.state_dict())
+    assert resumed.get_last_lr()[0] == pytest.approx(1e-4)  # keep: the floor
+    stretch_schedule(resumed, 40)
+    at_20_of_40 = _scheduled(max_steps=40, steps_done=20)
+    assert resumed.get_last_lr() == pytest.approx(at_20_of_40.get_last_lr())
+    assert [g["lr"] for g in resumed.optimizer.param_groups] == pytest.approx(at_20_of_40.get_last_lr())
+    resumed.optimizer.step()
+    resumed.step()
+    assert resumed.get_last_lr() == pytest.approx(_scheduled(max_steps=40, steps_done=21).get_last_lr())

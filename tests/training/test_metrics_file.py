@@ -9,6 +9,7 @@ import pytorch_lightning as pl
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from attnlab.training.callbacks.run_state import RunState
 from attnlab.training.metrics_file import MetricsFileLogger
 
 
@@ -104,3 +105,52 @@ def test_non_finite_values_are_null(tmp_path: Path) -> None:
     assert records(tmp_path) == [
         {"step": 1, "time_s": records(tmp_path)[0]["time_s"], "train/loss": None, "lr": None, "val/acc": 1.0}
     ]
+
+
+def fit_logging_every_2(
+    run_dir: Path, max_steps: int, ckpt: Path | None = None, previous: Path | None = None
+) -> None:
+    """Fit (or resume from ``ckpt``, a checkpoint of a run in ``previous``) logging every 2 steps, with
+    attnlab's RunState callback; the finished run's state is saved after fit, as ``last.ckpt`` is."""
+    run_dir.mkdir(exist_ok=True)
+    logger = MetricsFileLogger(run_dir, resume_step=6 if ckpt else None, previous=previous)
+    trainer = pl.Trainer(
+        max_steps=max_steps,
+        val_check_interval=3,  # the last step validates: Lightning's restart then adds one to its count
+        check_val_every_n_epoch=None,
+        limit_val_batches=2,
+        num_sanity_val_steps=0,
+        log_every_n_steps=2,
+        logger=[logger],
+        callbacks=[RunState({}, "id")],
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        enable_checkpointing=False,
+    )
+    logger.trainer = trainer
+    trainer.fit(Regression(), loader(), loader(), ckpt_path=ckpt, weights_only=True)
+    trainer.save_checkpoint(run_dir / "last.ckpt", weights_only=False)
+
+
+def test_a_run_extended_from_a_finished_one_logs_every_step_once_from_the_first(tmp_path: Path) -> None:
+    """Resumed from the state a finished run saved after fit, into a new directory and in place: the
+    logging steps go on (Lightning's count, one ahead after such a restore, would skip them until the
+    last step), and the new file starts with the earlier run's lines (issue 30)."""
+    first, extended = tmp_path / "first", tmp_path / "extended"
+    fit_logging_every_2(first, max_steps=6)
+    fit_logging_every_2(extended, max_steps=10, ckpt=first / "last.ckpt", previous=first)
+    assert [r["step"] for r in records(extended) if "train/loss" in r] == [2, 4, 6, 8, 10]
+    fit_logging_every_2(first, max_steps=10, ckpt=first / "last.ckpt")  # in place
+    assert [r["step"] for r in records(first) if "train/loss" in r] == [2, 4, 6, 8, 10]
+
+
+def test_a_resumed_run_drops_the_test_results_of_the_run_it_continues(tmp_path: Path) -> None:
+    """A finished run's test line is not part of the run that goes on from its checkpoint (it tests again)."""
+    old = [{"step": 6, "time_s": 1.0, "val/loss": 1.0}, {"step": 6, "time_s": 2.0, "test/loss": 1.0}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
+    (tmp_path / "new").mkdir()
+    logger = MetricsFileLogger(tmp_path / "new", resume_step=6, previous=tmp_path)
+    logger.log_metrics({"train/loss": 0.5}, step=7)
+    logger.finalize("success")
+    assert [set(r) - {"step", "time_s"} for r in records(tmp_path / "new")] == [{"val/loss"}, {"train/loss"}]
+    assert len(records(tmp_path)) == 2  # the run it continues is left as it was

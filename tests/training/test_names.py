@@ -9,7 +9,14 @@ import shlex
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from attnlab.training.names import MAX_LENGTH, folder_name, record_swept_keys, run_label, run_name
+from attnlab.training.names import (
+    MAX_LENGTH,
+    folder_name,
+    record_implied_overrides,
+    record_swept_keys,
+    run_label,
+    run_name,
+)
 
 
 def test_a_single_run_is_named_by_what_it_trains() -> None:
@@ -64,3 +71,29 @@ def test_a_folder_name_needs_no_quoting_in_a_shell_a_glob_or_a_hydra_override(va
 def test_a_folder_name_is_bounded() -> None:
     name = folder_name("0", None, [f"data.path={'x' * 500}"], multirun=False)
     assert name == "0_data.path-" + "x" * (MAX_LENGTH - len("data.path-"))
+
+
+def test_overrides_a_command_implied_are_left_out_of_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """task=distill adds the teacher's defaults to the command line; a name holds only what was typed."""
+    monkeypatch.delenv("ATTNLAB_SWEPT_KEYS", raising=False)
+    monkeypatch.setenv("ATTNLAB_IMPLIED_OVERRIDES", "[]")  # restored after the test
+    record_implied_overrides(["model=_teacher", "pos=learned", "task.objective=classification"])
+    command = [
+        "model=_teacher",
+        "pos=learned",
+        "task.objective=classification",
+        "task=distill",
+        "model.n_layers=2",
+    ]
+    assert run_label(command) == "task=distill,model.n_layers=2"
+    assert folder_name("12-00-00", None, command, multirun=False) == "12-00-00_task-distill+model.n_layers-2"
+    assert run_label(["pos=rope"]) == "pos=rope"  # typed, and not the implied value
+
+
+def test_a_path_in_a_name_keeps_its_last_three_parts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """So that a long checkpoint path does not push out the overrides after it."""
+    monkeypatch.delenv("ATTNLAB_SWEPT_KEYS", raising=False)
+    overrides = ["task.teacher=/a/b/outputs/2026-01-01/12-00-00_vit/checkpoints/last.ckpt", "seed=2"]
+    assert run_label(overrides) == "task.teacher=12-00-00_vit-checkpoints-last.ckpt,seed=2"
+    name = folder_name("1", None, overrides, multirun=False)
+    assert name == "1_task.teacher-12-00-00_vit-checkpoints-last.ckpt+seed-2"

@@ -1,6 +1,6 @@
 """The command line around Hydra: the schemas in Hydra's config store, validation before any directory
 exists, one-line errors for bad input, DDP/torchrun/SLURM ranks sharing one run directory, and a
-report of failed multirun jobs.
+multirun's table of its jobs and report of the failed ones.
 
 Hydra is told to raise (``HYDRA_FULL_ERROR=1``) instead of printing its multi-line report, so that
 composition errors (an unknown group choice or key) end in the same ``error: key=value: ...`` line
@@ -32,6 +32,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from attnlab.cli.help import fast_help
 from attnlab.schema.commands import CompressCommand, ExplainCommand, SampleCommand
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import UNIONS, config_error
@@ -61,6 +62,7 @@ COMMANDS = {
 SCHEMA_NODE = "{}_schema"  # the name of a schema node in Hydra's config store; not a choice for users
 log = logging.getLogger("attnlab")
 failed_jobs: list[str] = []  # one line per job of this multirun that failed
+job_rows: list[dict[str, str]] = []  # one row per job of this multirun, finished or failed: the final table
 full_traceback = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for tracebacks
 
 
@@ -142,6 +144,7 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
     a run that failed after it started with one line and its traceback in the log file (status 1)."""
     freeze_heap_at_exit()
     register_schemas()
+    fast_help()  # --help fills only what its template shows, with each key's description
     logging.raiseExceptions = (
         False  # a log file that cannot be written (a full disk) must not flood the console
     )
@@ -150,6 +153,8 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
         os.environ["HYDRA_FULL_ERROR"] = "1"
         main = hydra.main(config_path=str(config_dir()), config_name=config_name, version_base="1.3")
         main(task_function)()
+    except DryRunDone:
+        return
     except (*USER_ERRORS, ConfigRejected) as err:
         if full_traceback:
             raise
@@ -163,6 +168,9 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
             os.environ.pop("HYDRA_FULL_ERROR", None)
         else:
             os.environ["HYDRA_FULL_ERROR"] = asked
+    if job_rows:
+        print(job_table(job_rows))
+        job_rows.clear()
     if failed_jobs:
         print(
             f"error: {len(failed_jobs)} job(s) of the multirun failed:",
@@ -232,6 +240,11 @@ class Below:
     value: object
 
 
+class DryRunDone(BaseException):
+    """``dry_run=true``: the config was validated (and printed) before any directory exists; the command
+    ends there with status 0. A BaseException, for the reason ConfigRejected is one."""
+
+
 class ConfigRejected(BaseException):
     """A bad config found by ValidateOnStart. A BaseException, because Hydra turns an Exception raised
     in a callback into a warning and goes on to create the run directory."""
@@ -258,13 +271,24 @@ class ValidateOnStart(Callback):
         self.claim = hydra.utils.get_method(claim) if claim else None
 
     def on_run_start(self, config: DictConfig, **kwargs: object) -> None:
-        self._check(config, Path(config.hydra.run.dir))
+        checked = self._check(config, Path(config.hydra.run.dir))
+        if OmegaConf.select(config, "dry_run", default=False):  # before the directory is claimed
+            print(OmegaConf.to_yaml(OmegaConf.structured(checked)), end="")
+            print("dry run: the config is valid; nothing was trained or written")
+            raise DryRunDone
         self._claim(config, Path(config.hydra.run.dir))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
+        from attnlab.cli.sweep_jobs import swept_keys
+        from attnlab.training.names import record_swept_keys
+
+        record_swept_keys(swept_keys(config))  # the jobs (and their folders) are named by these
         self._check(config, None)
         if self.check_jobs:
             self._check_jobs(config)
+        if OmegaConf.select(config, "dry_run", default=False):  # before the sweep's directory is claimed
+            print("dry run: every job of the multirun is valid; nothing was trained")
+            raise DryRunDone
         self._claim(config, None)
 
     def _claim(self, config: DictConfig, run_dir: Path | None) -> None:
@@ -277,19 +301,18 @@ class ValidateOnStart(Callback):
 
     def _check_jobs(self, config: DictConfig) -> None:
         """Each job of the multirun (each edge of a search space), named in the error of the first bad one."""
-        from attnlab.cli.sweep_jobs import compose_job, sweep_jobs, swept_keys
-        from attnlab.training.names import record_swept_keys
+        from attnlab.cli.sweep_jobs import compose_job, sweep_jobs
 
-        record_swept_keys(swept_keys(config))  # the jobs are named by these
         for name, overrides in sweep_jobs(config):
             try:
                 self.check(compose_job(config, overrides), None, overrides)
             except USER_ERRORS as err:
                 raise ConfigRejected(ValueError(f"{name}: {one_line(err, overrides)}")) from err
 
-    def _check(self, config: DictConfig, run_dir: Path | None) -> None:
+    def _check(self, config: DictConfig, run_dir: Path | None) -> object:
+        """What the check returns (the validated config); ConfigRejected for bad input."""
         try:
-            self.check(config, run_dir, list(config.hydra.overrides.task))
+            return self.check(config, run_dir, list(config.hydra.overrides.task))
         except USER_ERRORS as err:
             raise ConfigRejected(err) from err
 
@@ -326,7 +349,50 @@ def run_job(job: Callable[[], float]) -> float | None:
         message = f"job {hc.job.num} ({' '.join(hc.overrides.task)}) failed: {reason}{where}"
         print(f"error: {message}", file=sys.stderr)
         failed_jobs.append(message)
+        if jobs_in_a_table():
+            from attnlab.training.names import run_name
+
+            name = run_name(None, list(hc.overrides.task), str(hc.job.num), multirun=True)
+            record_job(
+                {"job": str(hc.job.num), "run": name, "status": "failed", "folder": hc.runtime.output_dir}
+            )
         return None
+
+
+LAUNCHER_LOGGER = "hydra._internal.core_plugins.basic_launcher"
+
+
+class DropJobLaunchLines(logging.Filter):
+    """Drops Hydra's line per job launched (``#3 : pos=rope seed=2``), for a command whose jobs print
+    one line each when they end (``attnlab-train -m``); its "Launching N jobs" line stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("\t#")
+
+
+def one_line_per_job() -> None:
+    """A multirun's jobs announce themselves when they end (``record_job``), not when Hydra launches
+    them, and the multirun ends with their table (failed jobs included)."""
+    if not jobs_in_a_table():
+        logging.getLogger(LAUNCHER_LOGGER).addFilter(DropJobLaunchLines())
+
+
+def jobs_in_a_table() -> bool:
+    """Whether this command's multirun jobs end in a table (``one_line_per_job``)."""
+    return any(isinstance(f, DropJobLaunchLines) for f in logging.getLogger(LAUNCHER_LOGGER).filters)
+
+
+def record_job(row: dict[str, str]) -> None:
+    """A row of the table a multirun prints when its last job is done (``job_table``)."""
+    job_rows.append(row)
+
+
+def job_table(rows: list[dict[str, str]]) -> str:
+    """``rows`` as aligned text columns under a header: every column any row has, in order of appearance."""
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    cells = [columns, *([row.get(c, "") for c in columns] for row in rows)]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in cells)
 
 
 def error_line(err: BaseException) -> str:

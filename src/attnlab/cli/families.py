@@ -72,6 +72,26 @@ def next_prediction(loaded: Loaded, ids: list[int]) -> tuple[dict[str, Tensor], 
         return batch, loaded.model.logits(batch)[0].float()
 
 
+def context_for(cfg: Any, longest: int, max_context: int | None) -> tuple[int | None, str]:
+    """The context ``generate`` slides over for sequences of up to ``longest`` tokens, and a note when
+    a sample goes past the length the model was trained on: a learned-position model slides at its
+    table's size unless told otherwise; other encodings run on, said once."""
+    trained = cfg.max_seq_len
+    if longest <= trained and (max_context is None or longest <= max_context):
+        return max_context, ""
+    if max_context is not None:
+        return max_context, f"note: each token past {max_context} is predicted from the last {max_context}"
+    if cfg.pos.name == "learned":
+        return trained, (
+            f"note: past model.max_seq_len={trained} (the learned positional table) each token is "
+            f"predicted from the last {trained} tokens, as nanoGPT's sample.py crops its context"
+        )
+    return None, (
+        f"note: sampling up to {longest} tokens, past model.max_seq_len={trained}, the length the model was "
+        f"trained on (pos={cfg.pos.name}); max_context={trained} slides the context instead"
+    )
+
+
 class FamilyCommands:
     """A family's behaviour in the commands; the defaults suit a family that reads text."""
 
@@ -104,6 +124,8 @@ class DecoderCommands(FamilyCommands):
 
     def sample(self, loaded: Loaded, cmd: SampleCommand) -> str:
         prompts = [self.encode(loaded, text) for text in texts(cmd)]
+        longest = max(len(p) for p in prompts) + cmd.max_new_tokens
+        max_context, note = context_for(loaded.model.cfg, longest, cmd.max_context)
         outputs = generate(
             loaded.model,
             prompts,
@@ -117,8 +139,10 @@ class DecoderCommands(FamilyCommands):
             seed=cmd.seed,
             use_cache=cmd.use_cache,
             pad_id=loaded.tokenizer.pad_id or 0,  # a char model has no <pad>: padding is masked anyway
+            compile=cmd.compile,
+            max_context=max_context,
         )
-        blocks = []
+        blocks = [note] if note else []
         for i, new in enumerate(outputs):
             prompt = prompts[i // cmd.num_samples]
             header = f"--- prompt {i // cmd.num_samples}, sample {i % cmd.num_samples} ---"

@@ -28,6 +28,7 @@ from attnlab.schema.errors import ConfigError
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import check_checkpoint_file
 from attnlab.schema.task import DistillTask, TaskConfig
+from attnlab.training.names import record_implied_overrides
 
 TEACHER_OPTION = "_teacher"  # the option of the model and data groups that holds the teacher's config
 _loaded: list[tuple[str, Any]] = []  # the teacher that validation loaded: (its path, its task module)
@@ -35,9 +36,13 @@ _loaded: list[tuple[str, Any]] = []  # the teacher that validation loaded: (its 
 
 def use_teacher_defaults() -> None:
     """``sys.argv`` with the teacher's defaults (``with_teacher_defaults``), before Hydra reads it; a
-    bad teacher ends the command with one line, before any directory exists."""
+    bad teacher ends the command with one line, before any directory exists. The run is named by
+    what was typed: the overrides added here are recorded as implied (``training.names``)."""
     with user_errors_as_one_line():
-        sys.argv[1:] = with_teacher_defaults(sys.argv[1:])
+        given = sys.argv[1:]
+        sys.argv[1:] = with_teacher_defaults(given)
+    ours = {f"{group}={TEACHER_OPTION}" for group in ("model", "data")}  # also when a resume repeats them
+    record_implied_overrides([a for a in sys.argv[1:] if a not in given or a in ours])  # not in names
 
 
 def with_teacher_defaults(args: list[str]) -> list[str]:

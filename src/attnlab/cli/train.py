@@ -25,7 +25,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attnlab.cli.app import error_line, exit_before_the_run, log_to_file, run_hydra, run_job
+from attnlab.cli.app import error_line, exit_before_the_run, log_to_file, one_line_per_job, run_hydra, run_job
 from attnlab.cli.devices import check_attention_backend, check_devices, check_float8, check_strategy
 from attnlab.cli.prepared import build_model_for, prepare_datamodule, take_datamodule
 from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
@@ -34,7 +34,7 @@ from attnlab.schema.checks import validate, validate_saved
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain
 from attnlab.schema.run import RUN_DIR, RunConfig
-from attnlab.schema.rundir import LAST, TEST_METRICS_FILE, checkpoint_dir
+from attnlab.schema.rundir import LAST, TEST_METRICS_FILE, checkpoint_dir, run_dir_of
 from attnlab.training.files import write_atomically
 from attnlab.training.lock import lock_run_dir
 from attnlab.training.rundir import (
@@ -72,6 +72,7 @@ def main() -> None:
         use_teacher_defaults()  # task=distill: the teacher's run gives the student's defaults
     except RunInterrupted as stop:
         exit_before_the_run(stop)
+    one_line_per_job()  # under -m: each job prints one line when it ends, the multirun a table
     run_hydra(train_job, "train")
 
 
@@ -160,7 +161,10 @@ def train_job(config: DictConfig) -> float | None:
             with run_summary(run_dir) as summary:
                 run = check_job(config, run_dir, overrides)
                 name = run_name(run.run_name, overrides, run_dir.name, multirun)
-                return train(run, run_dir, group=group, summary=summary, name=name)
+                score = train(run, run_dir, group=group, summary=summary, name=name, multirun=multirun)
+                if multirun and summary is not None:
+                    announce_job(hc.job.num, name, run_dir, summary)
+                return score
         except RunInterrupted as stop:  # summary.json: interrupted, in the phase the signal came
             exit_interrupted(stop, run_dir, overrides)
 
@@ -178,6 +182,28 @@ def exit_interrupted(stop: RunInterrupted, run_dir: Path, overrides: list[str]) 
     log_to_file(logging.WARNING, "interrupted by %s", message)
     print(f"interrupted by {message}", file=sys.stderr)
     sys.exit(stop.exit_code)
+
+
+def announce_job(number: int, name: str, run_dir: Path, summary: RunSummary) -> None:
+    """A multirun job's one console line (its other output goes to its ``train.log``), and its row of
+    the table the multirun ends with: the best monitored value, the test metrics, the time, the folder."""
+    import json
+    from datetime import timedelta
+
+    from attnlab.cli.app import record_job
+
+    row = {"job": str(number), "run": name, "status": "completed"}
+    best = summary.fields.get("best")
+    if best:
+        row[f"best {best['metric']}"] = f"{best['value']:.4g} (step {best['step']})"
+    test_file = run_dir / TEST_METRICS_FILE
+    metrics = json.loads(test_file.read_text())["metrics"] if test_file.is_file() else {}
+    row.update((key, f"{value:.4g}") for key, value in sorted(metrics.items()))
+    row["time"] = str(timedelta(seconds=int(summary.elapsed_s)))
+    row["folder"] = str(run_dir)
+    record_job(row)
+    shown = [f"{key} {value}" for key, value in row.items() if key not in ("job", "run", "status", "folder")]
+    print(f"job {number} ({name}): {' | '.join(shown)} | {run_dir}", flush=True)
 
 
 def resume_command(run_dir: Path, overrides: list[str]) -> str:
@@ -222,20 +248,35 @@ def train(
     group: str | None = None,
     summary: RunSummary | None = None,
     name: str | None = None,
+    multirun: bool = False,
 ) -> float:
     """Fit ``run``, writing into ``run_dir`` (and what it learns of the run into ``summary``), named
     ``name`` in the loggers (default: ``run_name``, else the directory's name); returns the best
-    ``task.monitor`` (NaN if never validated)."""
+    ``task.monitor`` (NaN if never validated). A job of a ``multirun`` prints nothing of its own to the
+    console (its ``train.log`` has it all; the multirun prints a line per job and a table)."""
     run = replace(run, run_dir=str(run_dir))  # the directory Hydra chose, also under -m or in a DDP rank
     config = OmegaConf.structured(run)
     if is_rank_zero():
-        from attnlab.training.console import print_config_tree
+        if run.print_config:  # config.yaml holds it in any case
+            from attnlab.training.console import print_config_tree
 
-        print_config_tree(config)
+            print_config_tree(config)
         save_config(config, run_dir)
-        log.info("run directory: %s", run_dir)
+        where = log_to_file if multirun else log.log  # a multirun's job line names it
+        where(logging.INFO, "run directory: %s", run_dir)
     with _job_environment(run_dir):
-        return _fit(run, run_dir, plain(run), group, summary, name or run.run_name or run_dir.name)
+        name = name or run.run_name or run_dir.name
+        return _fit(run, run_dir, plain(run), group, summary, name, console=not multirun)
+
+
+def counted_flops(model: object, run: RunConfig) -> dict | None:
+    """The model's training FLOPs per token at ``data.seq_len``, counted nanoGPT's and Chinchilla's
+    way (``attnlab.models.flops``), for summary.json; None where neither formula describes the model."""
+    from attnlab.models.flops import flop_counts
+
+    seq_len = getattr(run.data, "seq_len", None)
+    counts = flop_counts(model, seq_len) if seq_len else None
+    return counts.as_dict() if counts else None
 
 
 @contextmanager
@@ -261,7 +302,13 @@ def _job_environment(run_dir: Path):
 
 
 def _fit(
-    run: RunConfig, run_dir: Path, config: dict, group: str | None, summary: RunSummary | None, name: str
+    run: RunConfig,
+    run_dir: Path,
+    config: dict,
+    group: str | None,
+    summary: RunSummary | None,
+    name: str,
+    console: bool = True,
 ) -> float:
     import pytorch_lightning as pl
 
@@ -272,7 +319,7 @@ def _fit(
     from attnlab.training.files import save_into
     from attnlab.training.loggers import build_loggers, log_results, new_wandb_id
     from attnlab.training.metrics_file import MetricsFileLogger
-    from attnlab.training.resume import read_run_state
+    from attnlab.training.resume import read_run_state, report_schedule
     from attnlab.training.summary import best_score, check_monitor_logged, count_parameters, fit_results
     from attnlab.training.trainer import build_trainer
 
@@ -282,7 +329,7 @@ def _fit(
     model = build_model_for(run, datamodule)
     n_params = count_parameters(model)
     if summary is not None:
-        summary.update(n_params=n_params)
+        summary.update(n_params=n_params, flops_per_token=counted_flops(model, run))
     task = build_task(
         run.task,
         run.optim,
@@ -294,8 +341,11 @@ def _fit(
     )
     task.nonfinite = NonFiniteGuard(run.trainer.on_nonfinite, run.trainer.max_nonfinite_skips)
     resumed = read_run_state(run.ckpt_path) if run.ckpt_path else {}
+    if summary is not None:  # rank 0: says so when a resume runs past its schedule's end
+        summary.update(schedule=report_schedule(run, resumed))
     wandb_id = resumed.get("wandb_id") or new_wandb_id()
-    metrics_file = MetricsFileLogger(run_dir, resume_step=resumed.get("global_step"))  # whatever logger=
+    previous = run_dir_of(run.ckpt_path) if run.ckpt_path else None  # its lines up to the checkpoint
+    metrics_file = MetricsFileLogger(run_dir, resumed.get("global_step"), previous)  # whatever logger=
     logged_config = {**config, "run_name": name, "n_params": n_params}  # what the loggers compare runs by
     loggers = [
         *build_loggers(
@@ -309,7 +359,8 @@ def _fit(
         ),
         metrics_file,
     ]
-    trainer = build_trainer(run, run_dir, loggers, build_callbacks(run, run_dir, config, wandb_id))
+    callbacks = build_callbacks(run, run_dir, config, wandb_id, console=console)
+    trainer = build_trainer(run, run_dir, loggers, callbacks)
     metrics_file.trainer = trainer
     if trainer.is_global_zero:
         save_into(run_dir, datamodule.save_tokenizer)  # whole files or none, even on a full disk
@@ -336,7 +387,7 @@ def _fit(
             sample=sample,
             step=trainer.global_step,
         )
-        report(run, run_dir, trainer, metrics, sample)
+        report(run, run_dir, trainer, metrics, sample, console)
     return score
 
 
@@ -391,9 +442,14 @@ def sample_text(run: RunConfig, tokenizer: Any, model: torch.nn.Module) -> str:
 
 
 def report(
-    run: RunConfig, run_dir: Path, trainer: pl.Trainer, metrics: dict[str, float], sample: str | None
+    run: RunConfig,
+    run_dir: Path,
+    trainer: pl.Trainer,
+    metrics: dict[str, float],
+    sample: str | None,
+    console: bool = True,
 ) -> None:
-    """Print (and log) the sample, the test metrics and where the run's files are."""
+    """Log the sample, the test metrics and where the run's files are; print them if ``console``."""
     from attnlab.training.console import print_summary
 
     lines = {}
@@ -410,9 +466,15 @@ def report(
     best = best_checkpoint(trainer)
     if best:
         lines["best checkpoint"] = best
+    from attnlab.training.loggers import wandb_line
+
+    wandb = wandb_line(trainer.loggers)
+    if wandb:
+        lines["wandb"] = wandb
     for name, value in lines.items():
         log_to_file(logging.INFO, "%s: %s", name, value)
-    print_summary(lines)
+    if console:
+        print_summary(lines)
 
 
 if __name__ == "__main__":

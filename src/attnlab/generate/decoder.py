@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from attnlab.generate.common import pad_batch
 from attnlab.generate.sampling import check_sampling_args, next_token, penalize_repetition
-from attnlab.generate.steps import CompiledSteps, EagerSteps
+from attnlab.generate.steps import CompiledSteps, EagerSteps, SlidingSteps
 from attnlab.models.common import eval_mode, model_device
 from attnlab.models.decoder import DecoderLM
 
@@ -44,7 +44,7 @@ def _as_batch(
     return ids, mask
 
 
-def _check_model(model: nn.Module, prompt_len: int, max_new_tokens: int) -> None:
+def _check_model(model: nn.Module, prompt_len: int, max_new_tokens: int, max_context: int | None) -> None:
     if not isinstance(getattr(model, "_orig_mod", model), DecoderLM):  # torch.compile wraps it
         family = getattr(model, "family", type(model).__name__)
         raise ValueError(
@@ -54,10 +54,18 @@ def _check_model(model: nn.Module, prompt_len: int, max_new_tokens: int) -> None
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens={max_new_tokens} must be at least 1")
     cfg = model.cfg
-    if cfg.pos.name == "learned" and prompt_len + max_new_tokens > cfg.max_seq_len:
+    limit = cfg.max_seq_len if cfg.pos.name == "learned" else None  # a learned table's size
+    if max_context is not None and (max_context < 1 or (limit is not None and max_context > limit)):
+        allowed = (
+            f"between 1 and {limit}, the size of the learned positional table" if limit else "at least 1"
+        )
+        raise ValueError(f"max_context={max_context} must be {allowed}")
+    context = min(max_context or prompt_len + max_new_tokens, prompt_len + max_new_tokens)
+    if limit is not None and context > limit:
         raise ValueError(
             f"prompt length {prompt_len} + max_new_tokens={max_new_tokens} exceeds model.max_seq_len="
-            f"{cfg.max_seq_len}, the size of its learned positional table; shorten the prompt or max_new_tokens"
+            f"{limit}, the size of its learned positional table; shorten the prompt or max_new_tokens, "
+            f"or slide the context (max_context={limit})"
         )
 
 
@@ -89,6 +97,7 @@ def generate(
     pad_id: int = 0,
     attention_mask: Tensor | None = None,
     compile: bool = False,
+    max_context: int | None = None,
 ) -> list[list[int]]:
     """New token ids for each prompt and sample, row ``i * num_samples + j`` for prompt i, sample j.
 
@@ -101,6 +110,9 @@ def generate(
     prompt and one for every later token (CUDA graphs on a GPU): the same tokens as the eager path,
     faster once compiled (``attnlab.generate.steps``). Each new batch size, prompt length or total
     length compiles anew, so it pays where one shape decodes many tokens or many times.
+    ``max_context`` slides the context: once the sequence is longer, each token is predicted from the
+    last ``max_context`` tokens alone (nanoGPT's sample.py crops the same way); shorter sequences take
+    the exact KV-cache path. A model with learned positions cannot go past its table without it.
     """
     check_sampling_args(temperature, top_k, top_p, repetition_penalty)
     if compile and not use_cache:
@@ -111,7 +123,7 @@ def generate(
         raise ValueError(f"num_samples={num_samples} must be at least 1")
     device = model_device(model)
     ids, prompt_mask = _as_batch(prompts, attention_mask, pad_id, device)
-    _check_model(model, ids.shape[1], max_new_tokens)
+    _check_model(model, ids.shape[1], max_new_tokens, max_context)
     if num_samples > 1:
         ids, prompt_mask = (
             ids.repeat_interleave(num_samples, 0),
@@ -142,6 +154,7 @@ def generate(
             generator,
             "compiled" if compile else ("cached" if use_cache else "uncached"),
             pad_id,
+            max_context,
         )
     return _cut_at_stop(new.tolist(), set(stop_tokens))
 
@@ -159,6 +172,7 @@ def _decode(
     generator: torch.Generator | None,
     how: str,
     pad_id: int,
+    max_context: int | None = None,
 ) -> Tensor:
     """The decode loop; returns the new tokens (B, max_new_tokens), pad after a row's stop token.
     ``how``: "compiled" (static cache, compiled graphs), "cached" (growing cache) or "uncached"."""
@@ -180,10 +194,15 @@ def _decode(
         seen[rows[prompt_mask], ids[prompt_mask]] = True
     stops = torch.tensor(list(stop_tokens), dtype=torch.long, device=ids.device) if stop_tokens else None
     finished = torch.zeros(batch, dtype=torch.bool, device=ids.device)
-    if how == "compiled":
-        logits_for = CompiledSteps(model, tokens, mask, positions, prompt_len)
+    window = max_context if max_context is not None and max_context < total else None
+    if window is not None and prompt_len > window:  # the prompt itself is cropped: every step slides
+        logits_for = SlidingSteps(model, None, tokens, mask, window)
+    elif how == "compiled":
+        logits_for = CompiledSteps(model, tokens, mask, positions, prompt_len, length=window or total)
     else:
         logits_for = EagerSteps(model, tokens, mask, positions, use_cache=how == "cached")
+    if window is not None and not isinstance(logits_for, SlidingSteps):
+        logits_for = SlidingSteps(model, logits_for, tokens, mask, window)
 
     for t in range(prompt_len, total):
         logits = logits_for(t)

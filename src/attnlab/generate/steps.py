@@ -94,15 +94,42 @@ def static_cache(model: nn.Module, batch: int, length: int) -> StaticCache:
     return cache
 
 
+class SlidingSteps:
+    """Logits for column t from at most ``window`` tokens: ``inner`` (the exact cached path) while the
+    sequence fits, then, as nanoGPT's sample.py crops its context, the model run on the last
+    ``window`` tokens alone, their positions counted from the window's first real token."""
+
+    def __init__(self, model: nn.Module, inner, tokens: Tensor, mask: Tensor | None, window: int):
+        self.model, self.inner, self.tokens, self.mask, self.window = model, inner, tokens, mask, window
+
+    def __call__(self, t: int) -> Tensor:
+        if t <= self.window:
+            return self.inner(t)
+        ids = self.tokens[:, t - self.window : t]
+        if self.mask is None:
+            return self.model(ids, positions=torch.arange(self.window, device=ids.device))[:, -1]
+        mask = self.mask[:, t - self.window : t]
+        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        return self.model(ids, attention_mask=mask, positions=positions)[:, -1]
+
+
 class CompiledSteps:
     """Logits for column t from the compiled prefill (at the first call) and step (at every later one)."""
 
     def __init__(
-        self, model: nn.Module, tokens: Tensor, mask: Tensor | None, positions: Tensor, prompt_len: int
+        self,
+        model: nn.Module,
+        tokens: Tensor,
+        mask: Tensor | None,
+        positions: Tensor,
+        prompt_len: int,
+        length: int,
     ):
-        self.model, self.tokens, self.mask, self.positions = model, tokens, mask, positions
+        """``length``: the columns the cache holds (the whole sequence, or the window it slides over)."""
+        self.model, self.tokens, self.positions = model, tokens, positions
+        self.mask = None if mask is None else mask[:, :length]
         self.prompt_len = prompt_len
-        self.cache = static_cache(model, tokens.shape[0], tokens.shape[1])
+        self.cache = static_cache(model, tokens.shape[0], length)
         device = tokens.device
         self.prompt_columns = torch.arange(prompt_len, device=device)
         # the step's inputs: the same tensors at every token, their values copied in

@@ -13,6 +13,7 @@ from attnlab.models.common import (
     FamilyModel,
     check_vocab,
     has_final_norm,
+    init_tied_scaled_tokens,
     init_weights,
     layer_config,
     need,
@@ -40,6 +41,7 @@ class DecoderLM(FamilyModel):
         tied = self.embed.tokens if cfg.tie_embeddings else None
         self.lm_head = LMHead(cfg.d_model, cfg.vocab_size, tied, bias=cfg.lm_head_bias)
         init_weights(self, cfg.init_std, cfg.n_layers)
+        init_tied_scaled_tokens(self.embed, cfg)  # near the uniform loss with scaled, tied embeddings
 
     def new_cache(self, reserve: int = 0) -> KVCache:
         """An empty KV cache; ``reserve``: the tokens (prompt and new) its buffers hold from the start.

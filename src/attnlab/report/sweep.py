@@ -1,8 +1,9 @@
 """A sweep as pandas DataFrames, built in one pass over the files of its run directories.
 
 - ``configs``: one row per run, one column per dotted config key (``model.pos.name``, ``seed``);
-- ``runs``: one row per run: status, error line, parameters, throughput, wall time, and the final and
-  best value of every validation metric, the test metrics, and the monitored metric's best;
+- ``runs``: one row per run: status, error line, parameters, throughput, wall time, tokens trained on
+  and FLOPs per token (Chinchilla's count), and the final and best value of every validation metric,
+  the test metrics, and the monitored metric's best;
 - ``curves``: every line of every ``metrics.jsonl``, one row per (run, step);
 - ``evals``: one row per evaluation made with attnlab-eval, with the overrides it used.
 
@@ -121,8 +122,10 @@ def result_frame(
     runs = pd.DataFrame(index=pd.Index(jobs, name="job"))
     runs["status"] = [run_status(f) for f in files]
     runs["error"] = [f.summary.get("error") for f in files]
-    for key in ("n_params", "tokens_per_s", "samples_per_s", "wall_time_s", "final_step"):
+    for key in ("n_params", "tokens_per_s", "samples_per_s", "wall_time_s", "final_step", "train_tokens"):
         runs[key] = pd.to_numeric(pd.Series([f.summary.get(key) for f in files], index=runs.index))
+    counted = [(f.summary.get("flops_per_token") or {}).get("chinchilla") for f in files]
+    runs["flops_per_token"] = pd.to_numeric(pd.Series(counted, index=runs.index))  # appendix F's count
     monitor = configs["task.monitor"] if "task.monitor" in configs else pd.Series(None, index=runs.index)
     runs["monitor"] = metric or monitor
     modes = configs.get("task.monitor_mode", pd.Series("min", index=runs.index))

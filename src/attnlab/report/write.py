@@ -9,12 +9,17 @@ from pathlib import Path
 import pandas as pd
 
 from attnlab.report.plots import write_plots
+from attnlab.report.scaling import Runs, ScalingFit, fit_scaling
+from attnlab.report.scaling_plots import scaling_plots, scaling_table
 from attnlab.report.sweep import SEED, Sweep, metric_mode
 from attnlab.report.table import eval_table, job_table, seed_table, shown_keys
 
 REPORT_FILE = "report.md"
 PLOTS_DIR = "plots"
 RUNS_CSV = "runs.csv"
+SCALING_TITLE = "Scaling fit (Chinchilla approaches 2 and 3, 95% bootstrap intervals)"
+SCALING_RESAMPLES = 100
+MIN_SCALING_RUNS = 6  # two budgets of three sizes: the least that gives a parabola per budget and a line
 
 
 @dataclass
@@ -31,6 +36,10 @@ def write_report(sweep: Sweep, out_dir: Path, command: str = "attnlab-report") -
     out_dir.mkdir(parents=True, exist_ok=True)
     tables = report_tables(sweep)
     plots = write_plots(sweep, out_dir / PLOTS_DIR)
+    fit = sweep_scaling_fit(sweep)
+    if fit is not None:
+        tables[SCALING_TITLE] = scaling_table(fit)
+        plots += scaling_plots(fit, out_dir / PLOTS_DIR)
     csv = write_atomic(out_dir / RUNS_CSV, sweep.configs.join(sweep.runs).to_csv())
     text = markdown(sweep, tables, [p.relative_to(out_dir) for p in plots], command)
     return Report(write_atomic(out_dir / REPORT_FILE, text), csv, plots, tables)
@@ -47,6 +56,28 @@ def report_tables(sweep: Sweep) -> dict[str, pd.DataFrame]:
             "Evaluations (attnlab-eval, mean ± std over seeds)" if seeds is not None else "Evaluations"
         ] = evals
     return tables
+
+
+def scaling_runs(sweep: Sweep) -> Runs | None:
+    """The finished runs that carry parameters, tokens and FLOPs per token, as points (N, D, C = D x
+    FLOPs per token, final value of the monitored loss); None unless there are enough of them and the
+    monitor is a loss (lower is better)."""
+    runs = sweep.runs
+    monitor = sweep.monitors[0] if sweep.monitors else None
+    if monitor is None or metric_mode(monitor, {}) != "min" or f"{monitor} final" not in runs:
+        return None
+    keys = ["n_params", "train_tokens", "flops_per_token", f"{monitor} final"]
+    usable = runs[runs["status"].isin(("completed",))][keys].dropna()
+    if len(usable) < MIN_SCALING_RUNS:
+        return None
+    n, d, per_token, loss = (usable[k].to_numpy(dtype=float) for k in keys)
+    return Runs(n, d, d * per_token, loss)
+
+
+def sweep_scaling_fit(sweep: Sweep) -> ScalingFit | None:
+    """The scaling fit of a sweep whose runs carry what it needs, else None (the report is unchanged)."""
+    runs = scaling_runs(sweep)
+    return fit_scaling(runs, resamples=SCALING_RESAMPLES) if runs is not None else None
 
 
 def markdown(sweep: Sweep, tables: dict[str, pd.DataFrame], plots: list[Path], command: str) -> str:
@@ -87,6 +118,16 @@ def table_notes(title: str, sweep: Sweep) -> list[str]:
         return [
             f"One row per configuration (runs that differ only by `{SEED}`). `n`: the seeds that "
             "completed, which the means are over; `status` counts all seeds, failed and incomplete ones too.",
+            "",
+        ]
+    if title == SCALING_TITLE:
+        return [
+            "Each completed run's final monitored loss against its parameters N (`n_params`), tokens D "
+            "(`train_tokens`) and compute C = D x FLOPs per token (Chinchilla's count, "
+            "`flops_per_token`). Approach 2: a parabola in log N per budget (runs within 26% of "
+            "compute), its minimum, and log-log lines through the minima (`a2`, `b2`). Approach 3: "
+            "L(N, D) = E + A/N^α + B/D^β by Huber loss on log L and L-BFGS (Hoffmann et al. 2022). "
+            f"Intervals: {SCALING_RESAMPLES} refits on runs resampled with replacement.",
             "",
         ]
     keys = ", ".join(f"`eval {k}`" for k in sweep.eval_keys) or "none"

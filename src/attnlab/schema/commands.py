@@ -42,6 +42,10 @@ class SampleCommand:
     stop_at_eos: bool = True
     seed: int = 0
     use_cache: bool = True
+    compile: bool = False  # static KV cache, compiled graphs (CUDA graphs on a GPU): faster long samples
+    # past this many tokens each one is predicted from the last max_context (nanoGPT's crop); None: a
+    # learned-position model slides at its max_seq_len, others run on past it (with a note)
+    max_context: int | None = None
     # encoder-decoder
     num_beams: int = 1  # 1: greedy
     length_penalty: float = 1.0

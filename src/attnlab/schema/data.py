@@ -138,6 +138,9 @@ class SourcedData(CarvedData):
 
     def check(self) -> None:
         super().check()
+        for name in self.source_fields:  # '' is no source: the run would quietly read the default one
+            if getattr(self, name) == "":
+                raise ConfigError(f"data.{name}", "''", "is empty: give one, or leave it unset (null)")
         sources = self.sources()
         if len(sources) > 1:
             raise ConfigError(

@@ -35,6 +35,14 @@ class Schedule(Choice):
     noam = "noam"
 
 
+class OnExtend(Choice):
+    """What a resume that runs past the checkpoint's schedule (a larger ``trainer.max_steps``) does with
+    a schedule that decays over a step budget (``cosine``, ``linear``; ``attnlab.training.resume``)."""
+
+    keep = "keep"  # the checkpoint's schedule goes on: past its end, the rate stays at its final value
+    stretch = "stretch"  # the schedule is stretched to end at the new max_steps, from the current step on
+
+
 class Decay(Choice):
     """Which parameters weight decay shrinks (``attnlab.tasks.optim.param_groups``)."""
 
@@ -53,7 +61,7 @@ class AdjustLR(Choice):
 class NsDtype(Choice):
     """The dtype of Muon's Newton-Schulz orthogonalisation (``attnlab.tasks.muon.Muon``)."""
 
-    auto = "auto"  # bfloat16 on CUDA (torch.optim.Muon's choice), float32 on a CPU, which emulates bfloat16
+    auto = "auto"  # bfloat16 on CUDA (torch.optim.Muon's choice), float32 on a CPU (its precision)
     bfloat16 = "bfloat16"
     float32 = "float32"
 
@@ -77,6 +85,7 @@ class OptimConfig:
     warmup_steps: int = 100
     min_lr_ratio: float = 0.1  # cosine floor as a fraction of lr
     max_steps: int | None = None  # None: the trainer's max_steps
+    on_extend: OnExtend = OnExtend.keep  # a resume past the checkpoint's schedule: keep | stretch
 
     @property
     def fused_adamw(self) -> tuple[str, bool | None]:

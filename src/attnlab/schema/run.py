@@ -272,6 +272,8 @@ class RunConfig:
     # torch.compile: true (the whole model), block (each transformer layer on its own), false; no gain
     # on a small CPU
     compile: Any = False
+    print_config: bool = False  # print the resolved config as a tree at the start (config.yaml holds it)
+    dry_run: bool = False  # validate everything a run would (data and checkpoints included), print the config, train nothing
     test_after_fit: bool = True  # evaluate the best checkpoint on the test split at the end
     # Lightning callbacks beside attnlab's own, by name: each {_target_: package.Class, its arguments}
     # (null: left out). The callbacks group adds some (callbacks=early_stopping); +callbacks.<name>={...}
@@ -335,6 +337,10 @@ class Split(Choice):
     val = "val"
 
 
+def no_logger() -> LoggerConfig:
+    return LoggerConfig(wandb=None)
+
+
 @dataclass
 class EvalConfig:
     """What ``attnlab-eval`` needs; ``conf/eval.yaml`` composes it."""
@@ -350,7 +356,8 @@ class EvalConfig:
     batch_size: int | None = None  # None: the run's data.batch_size
     limit_batches: Any = None  # None: the run's trainer.limit_<split>_batches (as its end-of-training test)
     trainer: EvalTrainerConfig = field(default_factory=EvalTrainerConfig)
-    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    # none: metrics.json holds the results (logger=wandb|csv|... logs them under the run's names too)
+    logger: LoggerConfig = field(default_factory=no_logger)
 
     def check(self) -> None:
         positive("batch_size", self.batch_size, allow_none=True)

@@ -26,12 +26,13 @@ from torch import Tensor, nn
 from torch.distributed.fsdp import FullyShardedDataParallel
 from torchmetrics import MeanMetric, Metric
 
-from attnlab.blocks.positional import PositionalEncoding
 from attnlab.models import build_model
+from attnlab.models.flops import flops_per_token, matmul_params
 from attnlab.models.parallel import is_sharded, shard_layers
 from attnlab.schema.load import plain, read_model_config, read_optim_config, read_task_config
+from attnlab.schema.optim import OnExtend
 from attnlab.tasks.nonfinite import NonFiniteGuard, check_finite_weights, gradient_norm, whole
-from attnlab.tasks.optim import configure_optimizers
+from attnlab.tasks.optim import configure_optimizers, schedule_steps, stretch_schedule
 from attnlab.tasks.step_log import StepLog, log_step_value
 
 STAGES = ("val", "test")
@@ -52,19 +53,6 @@ class Work:
     tokens: int
     samples: int
     flops: float
-
-
-def flops_per_token(n_params: int, n_layers: int, seq_len: int, d_model: int) -> float:
-    """Training FLOPs per token after PaLM (Chowdhery et al. 2022, appendix B), as nanoGPT counts them:
-    ``6 * N`` for the matrix products of the forward and backward passes over ``N`` parameters, plus
-    ``12 * L * T * d`` for attention over ``T`` positions in ``L`` layers of width ``d``."""
-    return 6.0 * n_params + 12.0 * n_layers * seq_len * d_model
-
-
-def matmul_params(module: nn.Module) -> int:
-    """Parameters that enter matrix products: all but positional tables (lookups, not products)."""
-    skip = {id(p) for m in module.modules() if isinstance(m, PositionalEncoding) for p in m.parameters()}
-    return sum(p.numel() for p in module.parameters() if id(p) not in skip)
 
 
 def tokenizer_files(tokenizer: object) -> dict[str, str] | None:
@@ -173,11 +161,9 @@ class TaskModule(pl.LightningModule):
     def configure_optimizers(self) -> dict:
         """The optimiser of ``optim`` (``attnlab.tasks.optim``) + schedule over ``max_steps``; without one (``max_steps <= 0``, a run bounded by
         epochs), over the step count Lightning estimates from the epochs, data and devices."""
-        steps, fused = self.max_steps, True
+        steps, fused = self.trained_steps(), True
         if self._trainer is not None:
             trainer = self.trainer
-            if steps <= 0 and math.isfinite(trainer.estimated_stepping_batches):
-                steps = int(trainer.estimated_stepping_batches)
             # Lightning refuses to clip gradients under mixed precision when the optimizer
             # unscales them itself, as the fused kernel does.
             fused = not ("mixed" in str(trainer.precision) and trainer.gradient_clip_val)
@@ -185,6 +171,22 @@ class TaskModule(pl.LightningModule):
         return configure_optimizers(
             self.model, self.optim_cfg, steps, fused=fused if chosen is None else chosen
         )
+
+    def trained_steps(self) -> int:
+        """``max_steps``, or for a run bounded by epochs (``max_steps <= 0``) the step count Lightning
+        estimates from the epochs, data and devices."""
+        if self.max_steps > 0 or self._trainer is None:
+            return self.max_steps
+        estimated = self.trainer.estimated_stepping_batches
+        return int(estimated) if math.isfinite(estimated) else self.max_steps
+
+    def on_train_start(self) -> None:
+        """``optim.on_extend=stretch``: a resumed checkpoint's schedule, restored by now, is stretched
+        to end at this run's step budget (``keep`` leaves it as the checkpoint has it; a run that
+        starts afresh has its own budget already)."""
+        if self.optim_cfg.on_extend == OnExtend.stretch:
+            for scheduler in self.trainer.lr_scheduler_configs:
+                stretch_schedule(scheduler.scheduler, schedule_steps(self.optim_cfg, self.trained_steps()))
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
         loss = self.training_loss(batch)

@@ -83,7 +83,7 @@ class Schedule:
 
 def build_schedule(cfg: OptimConfig, max_steps: int, d_model: int) -> Schedule:
     """The schedule of ``cfg``; ``cfg.max_steps`` (when set) overrides the trainer's ``max_steps``."""
-    steps = cfg.max_steps if cfg.max_steps is not None else max_steps
+    steps = schedule_steps(cfg, max_steps)
     if cfg.schedule in ("cosine", "linear") and (steps is None or steps <= 0):
         raise ValueError(
             f"optim.schedule={cfg.schedule} decays over a step budget, but max_steps={steps}; "
@@ -91,6 +91,25 @@ def build_schedule(cfg: OptimConfig, max_steps: int, d_model: int) -> Schedule:
         )
     # plain str: the scheduler's state (this object's fields) goes into checkpoints
     return Schedule(str(cfg.schedule), cfg.warmup_steps, steps or 0, cfg.min_lr_ratio, d_model)
+
+
+def schedule_steps(cfg: OptimConfig, max_steps: int) -> int:
+    """The step budget a schedule decays over: ``cfg.max_steps`` when set, else the trainer's."""
+    return cfg.max_steps if cfg.max_steps is not None else max_steps
+
+
+def stretch_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR, max_steps: int) -> None:
+    """``optim.on_extend=stretch`` on a resumed run: the restored schedules (the checkpoint's, ending at
+    its step budget) end at ``max_steps`` instead, and the optimizer's rates for the next step are
+    what the stretched schedule gives at the current step. Schedules without a budget (``constant``,
+    ``noam``) do not change."""
+    for lr_lambda in scheduler.lr_lambdas:
+        if isinstance(lr_lambda, Schedule):
+            lr_lambda.max_steps = max_steps
+    groups = scheduler.optimizer.param_groups
+    for group, base_lr, lr_lambda in zip(groups, scheduler.base_lrs, scheduler.lr_lambdas, strict=True):
+        group["lr"] = base_lr * lr_lambda(scheduler.last_epoch)
+    scheduler._last_lr = [group["lr"] for group in groups]  # what get_last_lr() (the logged lr) reads
 
 
 def adamw(model: nn.Module, cfg: AdamWConfig, fused: bool) -> torch.optim.Optimizer:

@@ -54,15 +54,34 @@ class DropTips(logging.Filter):
         return not record.getMessage().startswith(TIP)
 
 
+class LightningInfoToFileOnly(logging.Filter):
+    """On a console handler: drops Lightning's rank-zero INFO lines ("GPU available: False, used:
+    False", "`Trainer.fit` stopped: `max_steps=300` reached.", "Restoring states from the checkpoint
+    path at ..."), which the log file keeps; its warnings still show."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.WARNING or record.name not in LIGHTNING_LOGGERS
+
+
 def quiet_lightning() -> None:
     """Silence the specific lines that clutter every command's output, and only those: Lightning's
-    tips (a filter on its rank-zero loggers) and the deprecation warning its pytree helper raises on
-    recent torch (``isinstance(treespec, LeafSpec)``). Lightning's other messages and every other
-    warning still show. Idempotent; called before a Trainer is built."""
+    tips (a filter on its rank-zero loggers), its INFO lines on the console (``LightningInfoToFileOnly``
+    on the root logger's console handlers; ``train.log`` keeps them) and the deprecation warning its
+    pytree helper raises on recent torch (``isinstance(treespec, LeafSpec)``). Lightning's warnings and
+    every other warning still show. Idempotent; called before a Trainer is built."""
     for name in LIGHTNING_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(f, DropTips) for f in logger.filters):
             logger.addFilter(DropTips())
+    # Lightning's own console handler too, which it adds (and stops propagating) when imported before
+    # any logging was set up (an embedding process)
+    handlers = [
+        h for name in ("", "pytorch_lightning", "lightning_fabric") for h in logging.getLogger(name).handlers
+    ]
+    for handler in handlers:
+        console = isinstance(handler, logging.StreamHandler) and not isinstance(handler, logging.FileHandler)
+        if console and not any(isinstance(f, LightningInfoToFileOnly) for f in handler.filters):
+            handler.addFilter(LightningInfoToFileOnly())
     warnings.filterwarnings(
         "ignore", r".*LeafSpec.* is deprecated", module=r"pytorch_lightning\.utilities\._pytree"
     )

@@ -47,6 +47,7 @@ def build_loggers(
     loggers: list[Logger] = []
     if cfg.wandb is not None:
         w = cfg.wandb
+        quiet_wandb(wandb_mode(w))
         wandb_logger = _instantiate(
             w,
             save_dir=str(run_dir),
@@ -69,6 +70,29 @@ def build_loggers(
     if cfg.tensorboard is not None:
         loggers.append(_instantiate(cfg.tensorboard, save_dir=str(run_dir), version=""))
     return loggers
+
+
+def quiet_wandb(mode: str) -> None:
+    """No wandb lines on the console (an offline run's history and summary were 33 lines; the run's
+    own summary names its wandb folder, ``wandb_line``); online, only the essential ones (the run's
+    URL). Set for the job unless the environment chose already (``WANDB_SILENT``, ``WANDB_QUIET``)."""
+    if "WANDB_SILENT" not in os.environ and "WANDB_QUIET" not in os.environ:
+        os.environ["WANDB_SILENT" if mode == "offline" else "WANDB_QUIET"] = "true"
+
+
+def wandb_line(loggers: list[Logger]) -> str | None:
+    """Where the run's wandb run is, for the end of the run: its URL online, else its offline folder
+    and the command that uploads it; None without wandb."""
+    from pytorch_lightning.loggers import WandbLogger
+
+    for logger in loggers:
+        if isinstance(logger, WandbLogger):
+            run = logger.experiment
+            if run.url:
+                return run.url
+            folder = Path(run.dir).parent  # .../wandb/offline-run-<time>-<id>/files
+            return f"{folder} (offline; `wandb sync {folder}` uploads it)"
+    return None
 
 
 def drop_anonymous_setting(logger: Logger) -> None:

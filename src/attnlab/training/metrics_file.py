@@ -2,8 +2,9 @@
 
 One JSON object per line, ``{"step": <optimizer steps done>, "time_s": <seconds of fit>, "<metric>": value}``,
 for each logged training step (train/loss, lr, throughput) and each validation or test result. Lines
-are appended and flushed one by one, so a killed run keeps what it logged. A run resumed in place
-continues the file after dropping the lines beyond its checkpoint's step, so no step appears twice.
+are appended and flushed one by one, so a killed run keeps what it logged. A resumed run starts from
+the lines of the checkpoint's run up to the checkpoint's step (in place: the file itself, beyond that
+step dropped; into a new directory: a copy of them), so its file holds every step once, from the first.
 attnlab-report reads it (``attnlab.report.runs.read_metrics``).
 """
 
@@ -27,16 +28,18 @@ from attnlab.schema.rundir import METRICS_FILE
 class MetricsFileLogger(Logger):
     """A Lightning logger writing ``<run_dir>/metrics.jsonl``; only rank 0 writes.
 
-    ``resume_step``: the global step of the checkpoint a run resumes from in the same directory
-    (None for a run that starts afresh, which replaces any file there). ``trainer``, set once the
-    trainer exists, gives the step written: its ``global_step``, the count of optimizer steps done,
-    as in checkpoint names (Lightning's own logging step lags it by one during fit).
+    ``resume_step``: the global step of the checkpoint a run resumes from (None for a run that starts
+    afresh, which replaces any file there); ``previous``: the run directory that checkpoint belongs to
+    (default ``run_dir``: a resume in place), whose lines up to that step the file starts with.
+    ``trainer``, set once the trainer exists, gives the step written: its ``global_step``, the count of
+    optimizer steps done, as in checkpoint names (Lightning's own logging step lags it by one during fit).
     """
 
-    def __init__(self, run_dir: Path, resume_step: int | None = None) -> None:
+    def __init__(self, run_dir: Path, resume_step: int | None = None, previous: Path | None = None) -> None:
         super().__init__()
         self.path = Path(run_dir) / METRICS_FILE
         self.resume_step = resume_step
+        self.previous = Path(previous) / METRICS_FILE if previous is not None else self.path
         self.trainer: pl.Trainer | None = None
         self._file: IO[str] | None = None
         self._started = False
@@ -71,11 +74,12 @@ class MetricsFileLogger(Logger):
         self._file.flush()
 
     def _open(self) -> IO[str]:
-        """The file, opened for appending. The first time, only the lines a resumed run keeps stay
-        (fit and test each end with ``finalize``; the test appends to what the fit wrote), and the
-        clock continues from the last kept line, so ``time_s`` counts the time of the whole run."""
+        """The file, opened for appending. The first time, it is written anew with only the lines a
+        resumed run keeps (fit and test each end with ``finalize``; the test appends to what the fit
+        wrote), and the clock continues from the last kept line, so ``time_s`` counts the time of the
+        whole run."""
         if not self._started:
-            kept = kept_lines(self.path, self.resume_step)
+            kept = kept_lines(self.previous, self.resume_step)
             tmp = self.path.with_name(self.path.name + ".tmp")
             tmp.write_text("".join(kept), encoding="utf-8")
             os.replace(tmp, self.path)
@@ -92,18 +96,21 @@ class MetricsFileLogger(Logger):
 
 
 def kept_lines(path: Path, resume_step: int | None) -> list[str]:
-    """The lines of ``path`` that a run resuming from ``resume_step`` keeps: those up to that step
-    (none for a run that starts afresh, and none that cannot be read, like a line cut by a kill)."""
+    """The lines of ``path`` that a run resuming from ``resume_step`` keeps: those up to that step, but
+    for test results (a finished run's: the resumed run tests when it ends); none for a run that starts
+    afresh, and none that cannot be read, like a line cut by a kill."""
     if resume_step is None or not path.is_file():
         return []
     kept = []
     with open(path, encoding="utf-8", errors="replace") as lines:
         for line in lines:
             try:
-                step = json.loads(line).get("step")
+                record = json.loads(line)
+                step = record.get("step")
             except (json.JSONDecodeError, AttributeError):
                 continue
-            if isinstance(step, int) and step <= resume_step:
+            is_test = any(key.startswith("test/") for key in record)
+            if isinstance(step, int) and step <= resume_step and not is_test:
                 kept.append(line if line.endswith("\n") else line + "\n")
     return kept
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import pickle
 from pathlib import Path
 from typing import Any
@@ -11,17 +12,20 @@ from attnlab.schema.load import from_format_1, is_format_1, plain
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import SHARDED_META, is_sharded_checkpoint
 
+log = logging.getLogger("attnlab.train")
 RUN_KEY = "attnlab_run"  # the checkpoint entry written by training.callbacks.RunState
-# Settings that may change on resume without changing what is computed.
-FREE_ON_RESUME = {"data.num_workers", "data.pin_memory", "data.cache_dir"}
+# Settings that may change on resume without changing what was computed before it.
+FREE_ON_RESUME = {"data.num_workers", "data.pin_memory", "data.cache_dir", "optim.on_extend"}
+DECAYING = ("cosine", "linear")  # the schedules that end at a step budget
 COMPARED = ("model", "data", "task", "optim", "seed")
 
 
 def read_run_state(ckpt_path: str) -> dict[str, Any]:
     """``{"config": ..., "wandb_id": ...}`` stored in an attnlab checkpoint (neither for other
     checkpoints; a sharded checkpoint's directory too), its ``global_step``: the optimizer steps done
-    when it was saved, and ``compressed``:
-    the method of attnlab-compress that wrote it (None for a checkpoint of attnlab-train)."""
+    when it was saved, ``schedule``: the settings of its learning-rate schedule (``tasks.optim.Schedule``'s
+    fields, None if it has none), and ``compressed``: the method of attnlab-compress that wrote it (None
+    for a checkpoint of attnlab-train)."""
     import torch
 
     from attnlab.compress import PRUNING_KEY, allow_quantized_tensors, quantization_of
@@ -32,6 +36,7 @@ def read_run_state(ckpt_path: str) -> dict[str, Any]:
         return {
             **(meta.get(RUN_KEY) or {}),
             "global_step": int(meta.get("global_step", 0)),
+            "schedule": saved_schedule(meta),
             "compressed": None,
         }
     allow_quantized_tensors(ckpt_path)  # a checkpoint of attnlab-compress holds torchao's int8 tensors
@@ -54,7 +59,58 @@ def read_run_state(ckpt_path: str) -> dict[str, Any]:
     compressed = (quantization_of(checkpoint) or {}).get("method")
     compressed = compressed or ("prune_heads" if PRUNING_KEY in checkpoint else None)
     compressed = compressed or ("consolidate" if CONSOLIDATED_KEY in checkpoint else None)
-    return {**(state or {}), "global_step": int(checkpoint.get("global_step", 0)), "compressed": compressed}
+    return {
+        **(state or {}),
+        "global_step": int(checkpoint.get("global_step", 0)),
+        "schedule": saved_schedule(checkpoint),
+        "compressed": compressed,
+    }
+
+
+def saved_schedule(checkpoint: dict) -> dict[str, Any] | None:
+    """The fields of the first learning-rate schedule a checkpoint holds (LambdaLR saves its lambda
+    objects' fields), or None."""
+    schedulers = checkpoint.get("lr_schedulers") or [{}]
+    lambdas = schedulers[0].get("lr_lambdas") if isinstance(schedulers[0], dict) else None
+    return lambdas[0] if lambdas and isinstance(lambdas[0], dict) else None
+
+
+def report_schedule(run: RunConfig, state: dict[str, Any]) -> dict[str, Any]:
+    """The schedule of a run, for its ``summary.json``: its name and ``steps``, the step it ends at. A
+    resume whose step budget differs from its checkpoint's schedule's also records ``checkpoint_steps``
+    and ``on_extend``, and says what happens: with ``optim.on_extend=keep`` a warning when the run goes
+    past the end of the schedule (the rate stays at its final value), with ``stretch`` the change of
+    the rate at the current step."""
+    from attnlab.tasks.optim import Schedule, schedule_steps
+
+    name, steps = str(run.optim.schedule), schedule_steps(run.optim, run.trainer.max_steps)
+    saved = state.get("schedule")
+    if steps <= 0:  # a run bounded by epochs: the task estimates its steps once the data is known
+        return {"name": name, "steps": None}
+    if name not in DECAYING or not saved or saved.get("max_steps") in (None, steps):
+        return {"name": name, "steps": steps}
+    try:
+        before = Schedule(**saved)
+    except TypeError:  # a schedule of another form than this version's: nothing to compare
+        return {"name": name, "steps": steps}
+    old, step, how = before.max_steps, state["global_step"], str(run.optim.on_extend)
+    rate = run.optim.lr * before(step)
+    if how == "keep":
+        if steps > old:
+            log.warning(
+                "trainer.max_steps=%d runs past the end of the checkpoint's %s schedule (step %d): steps "
+                "%d-%d keep its final learning rate %.2e (optim.on_extend=keep); optim.on_extend=stretch "
+                "stretches the schedule to end at step %d instead",
+                steps, name, old, old + 1, steps, run.optim.lr * before(old), steps,
+            )  # fmt: skip
+        return {"name": name, "steps": old, "checkpoint_steps": old, "on_extend": how}
+    after = Schedule(**{**saved, "max_steps": steps})
+    log.info(
+        "optim.on_extend=stretch: the checkpoint's %s schedule, which ended at step %d, now ends at step "
+        "%d; at step %d the learning rate goes from %.2e to %.2e",
+        name, old, steps, step, rate, run.optim.lr * after(step),
+    )  # fmt: skip
+    return {"name": name, "steps": steps, "checkpoint_steps": old, "on_extend": how}
 
 
 def check_resume(run: RunConfig) -> None:

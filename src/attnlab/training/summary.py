@@ -1,8 +1,13 @@
 """``summary.json``: how a run went, in one small file written when it starts and when it ends.
 
     {"status": "completed", "error": null, "n_params": 837632, "wall_time_s": 252.4,
-     "tokens_per_s": 9540.2, "final_step": 300, "best": {"metric": "val/loss", "value": 2.06, "step": 300},
+     "tokens_per_s": 9540.2, "train_tokens": 2457600, "final_step": 300,
+     "best": {"metric": "val/loss", "value": 2.06, "step": 300},
+     "flops_per_token": {"nanogpt": 5.1e6, "chinchilla": 5.6e6, "seq_len": 64, "counts": "..."},
      "started": "2025-01-01T12:00:00+00:00", "ended": "2025-01-01T12:04:12+00:00"}
+
+``flops_per_token`` (decoder-only models) is written when the model is built: training FLOPs per token
+at ``data.seq_len`` counted two ways, and ``counts`` says how (``attnlab.models.flops``).
 
 ``status`` is ``running`` until the end, then ``completed``, ``failed`` (``error``: the one line the
 console printed) or ``interrupted``; a run killed with SIGKILL keeps ``running``. Each write goes
@@ -59,8 +64,13 @@ class RunSummary:
         ``fields`` (the ``phase`` an interrupted run was in)."""
         if status not in STATUSES[1:]:
             raise ValueError(f"status={status!r}: choose one of {', '.join(STATUSES[1:])}")
-        wall = round(time.monotonic() - self._start, 3)
+        wall = round(self.elapsed_s, 3)
         self.update(status=status, error=error, wall_time_s=wall, ended=_now(), **fields)
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds since the job started."""
+        return time.monotonic() - self._start
 
     def _write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -71,13 +81,16 @@ class RunSummary:
 
 def fit_results(trainer: pl.Trainer, monitor: str) -> dict[str, Any]:
     """What a finished fit adds to the summary: the final step, the best value of ``monitor`` and the
-    step of its checkpoint, and the mean throughput (``tokens_per_s``, or ``samples_per_s`` for images)."""
+    step of its checkpoint, the mean throughput (``tokens_per_s``, or ``samples_per_s`` for images) and
+    the tokens (samples) trained on over all devices since this fit started (``train_tokens``: with
+    ``flops_per_token``, a run's compute)."""
     from attnlab.training.callbacks.throughput import ThroughputLogger
 
     results: dict[str, Any] = {"final_step": trainer.global_step, "best": best_of(trainer, monitor)}
     for callback in trainer.callbacks:
         if isinstance(callback, ThroughputLogger) and callback.mean_rate is not None:
             results[f"{callback.unit}_per_s"] = round(callback.mean_rate, 3)
+            results[f"train_{callback.unit}"] = callback.count_seen * trainer.world_size
     return results
 
 

@@ -58,7 +58,12 @@ def checkpoint_callbacks(run: RunConfig, run_dir: Path) -> list[Checkpoint]:
     return [best, LastCheckpoint(dirpath, run.checkpoint.every_n_steps)]
 
 
-def build_callbacks(run: RunConfig, run_dir: Path, config: dict, wandb_id: str) -> list[Callback]:
+def build_callbacks(
+    run: RunConfig, run_dir: Path, config: dict, wandb_id: str, console: bool = True
+) -> list[Callback]:
+    """attnlab's callbacks and the run's own; without ``console`` (a job of a multirun) neither the
+    progress lines nor the model summary reach the console (``train.log`` has the lines; a terminal
+    still shows the bar, one line that is redrawn)."""
     callbacks: list[Callback] = [
         StepSeeder(run.seed),
         RunState(config, wandb_id),
@@ -66,13 +71,13 @@ def build_callbacks(run: RunConfig, run_dir: Path, config: dict, wandb_id: str) 
         ThroughputLogger(),
         GradNormLogger(),
         FinalValidation(),
-        ProgressLines(),
+        ProgressLines() if console else ProgressLines(to_console=False),
     ]
     if not run.trainer.fast_dev_run:
         callbacks += checkpoint_callbacks(run, run_dir)
     if run.trainer.enable_progress_bar:  # a bar only on a terminal; elsewhere ProgressLines print
         callbacks += [StepProgressBar()] if console_is_terminal() else []
-        callbacks.append(ModelSummary(max_depth=2))
+        callbacks += [ModelSummary(max_depth=2)] if console else []
     if run.task.log_attention_every_n_epochs > 0:
         every = run.task.log_attention_every_n_epochs
         callbacks.append(AttentionMapLogger(every, save_dir=run_dir / "attention"))

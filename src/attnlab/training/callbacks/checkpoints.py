@@ -17,6 +17,7 @@ import io
 import logging
 import os
 import signal
+import warnings
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,22 @@ class BestCheckpoint(ModelCheckpoint):
         state and the clock at every step to find that out (~25 us a step on a CPU)."""
         if self._every_n_train_steps > 0 or self._train_time_interval is not None:
             super().on_train_batch_end(trainer, pl_module, *args)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """A run resumed into a new directory chooses its best checkpoints among its own validations,
+        and says so in a line of its own rather than Lightning's warning ("The dirpath has changed from
+        ... won't be reloaded"); the earlier run's best checkpoint stays where it is, unreferenced."""
+        moved = state_dict.get("dirpath") not in (None, self.dirpath)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "The dirpath has changed from")
+            super().load_state_dict(state_dict)
+        if moved:
+            self.best_model_path = ""
+            log.info(
+                "resumed into a new directory: its best checkpoints are chosen among its own validations "
+                "(those of %s stay there)",
+                state_dict["dirpath"],
+            )
 
     @cached_property
     def state_key(self) -> str:

@@ -41,7 +41,8 @@ class StepSeeder(Callback):
 
 class RunState(Callback):
     """Stores the run's validated config and wandb run id in every checkpoint (``checkpoint[RUN_KEY]``),
-    so a resume can check it continues the same run and keep logging to the same wandb run."""
+    so a resume can check it continues the same run and keep logging to the same wandb run; and at a
+    resume's first step, continues the loggers' step from the checkpoint's (``continue_logging_step``)."""
 
     def __init__(self, config: dict, wandb_id: str) -> None:
         self.config = config
@@ -51,6 +52,26 @@ class RunState(Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict
     ) -> None:
         checkpoint[RUN_KEY] = {"config": self.config, "wandb_id": self.wandb_id}
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        """Once, before the first step (the loops are restored by then); no cost at the later steps."""
+        continue_logging_step(trainer)
+        self.on_train_batch_start = None  # Lightning calls only the hooks that are callable
+
+
+def continue_logging_step(trainer: pl.Trainer) -> None:
+    """Make Lightning's logging step (``_batches_that_stepped``) equal the optimizer steps done, as it is
+    before every step of an uninterrupted run.
+
+    Lightning adds one to the restored count on a restart, assuming the checkpoint was written inside
+    the loop, one behind; ``last.ckpt`` of a finished run is written after fit (``LastCheckpoint.save_final``),
+    where the count is already even with the step. Left one ahead, the logging steps
+    (``log_every_n_steps``) are missed by one: a run extended from a finished one wrote none of its
+    training lines to the loggers and ``metrics.jsonl`` until its last step (issue 30)."""
+    loop = trainer.fit_loop.epoch_loop
+    if loop._batches_that_stepped != trainer.global_step:
+        log.debug("logging step %d -> %d after the restore", loop._batches_that_stepped, trainer.global_step)
+        loop._batches_that_stepped = trainer.global_step
 
 
 class RankConsistency(Callback):

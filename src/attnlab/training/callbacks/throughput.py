@@ -59,6 +59,11 @@ class ThroughputLogger(pl.Callback):
         """Tokens (samples) per second over the fit, validation excluded; None before the first log."""
         return self.total_count / self.total_time if self.total_time > 0 else None
 
+    @property
+    def count_seen(self) -> int:
+        """Tokens (samples, for images) this device trained on since the fit started."""
+        return getattr(self, "samples" if self.unit == "samples" else "tokens", 0)
+
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.peak_flops is None:
             dtype = precision_dtype(trainer.precision)

@@ -1,0 +1,55 @@
+"""What a run prints (issue 30 item 4: make train printed 240 lines, a 110-line config tree, Lightning's
+info lines and a 33-line wandb summary): the run directory, the model summary, the progress, the
+sample and where the results are; the config tree only with print_config=true (config.yaml has it);
+no wandb lines but one naming its offline folder; attnlab-eval starts no wandb run unless asked."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from train_cli import TEXT, TINY, check, cli
+
+pytestmark = pytest.mark.slow
+ARGS = [*TINY, *TEXT, "model=gpt-tiny"]  # the default logger: wandb, offline
+
+
+@pytest.fixture(scope="module")
+def outputs(built_once: Callable[..., Path]) -> Path:
+    def quiet_and_with_config(cwd: Path) -> None:
+        run = check(cli([*ARGS, "run_dir=run"], cwd))
+        (cwd / "run.out").write_text(run.stdout)
+        (cwd / "run.err").write_text(run.stderr)
+        shown = check(cli([*ARGS, "run_dir=shown", "print_config=true", "logger=none"], cwd))
+        (cwd / "shown.out").write_text(shown.stdout)
+        ckpt = cwd / "run" / "checkpoints" / "last.ckpt"
+        evaluation = check(cli([f"ckpt_path={ckpt}", "limit_batches=1"], cwd, command="eval"))
+        (cwd / "eval.out").write_text(evaluation.stdout + evaluation.stderr)
+
+    return built_once("quiet_output", quiet_and_with_config)
+
+
+def test_a_run_prints_its_progress_and_results_without_the_config_lightning_or_wandb_chatter(
+    outputs: Path,
+) -> None:
+    out = (outputs / "run.out").read_text()
+    assert "run directory: " in out and "test/loss=" in out and "step 6/6 | loss " in out
+    assert "model:" not in out and "family: gpt" not in out  # no config tree
+    console = out + (outputs / "run.err").read_text()
+    assert "GPU available" not in console and "Trainer.fit` stopped" not in console  # Lightning's INFO
+    assert not [line for line in out.splitlines() if line.startswith("wandb:")]
+    (folder,) = (outputs / "run" / "wandb").glob("offline-run-*")
+    assert f"wandb            {folder} (offline; `wandb sync {folder}` uploads it)" in out.splitlines()
+    assert len(out.splitlines()) < 60, out
+
+
+def test_print_config_prints_the_config_tree(outputs: Path) -> None:
+    out = (outputs / "shown.out").read_text()
+    assert "family: gpt" in out and "max_steps: 6" in out
+
+
+def test_eval_starts_no_wandb_run_by_default(outputs: Path) -> None:
+    (evaluation,) = (outputs / "run" / "eval").iterdir()
+    assert (evaluation / "metrics.json").is_file() and not (evaluation / "wandb").exists()
+    assert "wandb" not in (outputs / "eval.out").read_text()
