@@ -91,6 +91,16 @@ CASES = [
     ),
     (["optim=muon", "optim.ns_steps=0"], "optim.ns_steps=0: must be in 1..99"),
     (["optim=muon", "trainer=fsdp"], "optim.name=muon: cannot run under trainer.strategy=fsdp"),
+    (["trainer=fsdp2_sim", "compile=true"], "compile=true: compiles the whole model, across the units"),
+    pytest.param(
+        ["trainer.float8=true"],
+        "trainer.float8=true: float8 matrix products need a GPU of compute capability 8.9+",
+        marks=needs_no_gpu,
+    ),
+    (
+        ["trainer.activation_checkpointing=selective"],
+        "trainer.activation_checkpointing=selective: choose one of none, full",
+    ),
     (["trainer.precision=64"], "trainer.precision=64: choose one of 32, bf16-mixed, 16-mixed"),
     (["trainer.devices=0"], "trainer.devices=0: a positive count, -1 or auto (all), or a list of device ids"),
     (["logger.wandb.mode=cloud"], "logger.wandb.mode=cloud: choose one of offline, online, disabled"),
@@ -127,7 +137,7 @@ CASES = [
     ),
     *(
         pytest.param([f"trainer={name}"], f"trainer.accelerator=gpu: {NO_GPU}", marks=needs_no_gpu)
-        for name in ("gpu", "ddp", "fsdp")
+        for name in ("gpu", "ddp", "fsdp", "fsdp2")
     ),
     (
         ["task.monitor=bogus/metric"],

@@ -10,7 +10,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnlab.models.speedups import compile_layers, convert_to_float8, float8_eligible, transformer_layers
+from attnlab.models.speedups import (
+    checkpoint_layers,
+    compile_layers,
+    convert_to_float8,
+    float8_eligible,
+    transformer_layers,
+)
 
 SIZE = dict(vocab_size=64, d_model=32, n_heads=2, n_layers=2, max_seq_len=32, tie_embeddings=False)
 
@@ -99,3 +105,35 @@ def test_emulated_float8_trains_to_the_loss_of_full_precision(tiny_model) -> Non
         final[name] = sum(last) / len(last)
     assert final["fp32"] < 0.75 * math.log(len(vocab))  # it learned: the uniform loss is ln(vocab)
     assert abs(final["float8"] - final["fp32"]) <= 0.02 * final["fp32"], final
+
+
+def saved_bytes(model: torch.nn.Module) -> int:
+    """Bytes of the tensors autograd keeps for the backward pass of one LM loss (each storage once)."""
+    storages: dict[int, int] = {}
+
+    def keep(t: torch.Tensor) -> torch.Tensor:
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+        lm_loss(model).backward()
+    return sum(storages.values())
+
+
+def test_checkpointed_layers_give_the_same_losses_and_gradients_and_keep_less(tiny_model) -> None:
+    """Activation checkpointing recomputes each layer in the backward pass, dropout masks included
+    (random state restored): the same loss and gradients, bit for bit, less kept for the backward."""
+    size = {**SIZE, "n_layers": 4, "dropout": 0.1}
+    plain = tiny_model("gpt", "rope", **size).train()
+    checkpointed = checkpoint_layers(copy.deepcopy(plain))
+    assert list(checkpointed.state_dict()) == list(plain.state_dict())
+    losses = []
+    for model in (plain, checkpointed):
+        torch.manual_seed(3)  # the same dropout masks
+        losses.append(lm_loss(model))
+        losses[-1].backward()
+    torch.testing.assert_close(losses[1], losses[0], atol=1e-6, rtol=0)
+    for (name, p), q in zip(plain.named_parameters(), checkpointed.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, atol=1e-6, rtol=0, msg=name)
+    kept, kept_plain = saved_bytes(checkpointed), saved_bytes(plain)
+    assert kept < 0.6 * kept_plain, (kept, kept_plain)

@@ -19,7 +19,7 @@ from attnlab.training.trainer import strategy
         ({"accelerator": "gpu", "timeout": 45}, 45),  # trainer.timeout wins over the backend's
     ],
 )
-@pytest.mark.parametrize("name", ["ddp", "fsdp"])
+@pytest.mark.parametrize("name", ["ddp", "fsdp", "fsdp2"])
 def test_the_strategies_bound_their_collectives(name: str, settings: dict, seconds: int) -> None:
     built = strategy(TrainerConfig(strategy=name, **settings))
     assert built._timeout == timedelta(seconds=seconds)

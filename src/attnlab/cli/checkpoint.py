@@ -29,7 +29,7 @@ from attnlab.schema.checks import check_trains, validate_saved
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain, read_model_config, read_optim_config, read_task_config, upgrade_group
 from attnlab.schema.model import ModelConfig
-from attnlab.schema.rundir import LABELS_FILE, TOKENIZER_FILE, run_dir_of
+from attnlab.schema.rundir import LABELS_FILE, TOKENIZER_FILE, is_sharded_checkpoint, run_dir_of
 from attnlab.tasks import TASK_CLASSES, TaskModule
 from attnlab.tasks.base import TOKENIZER_KEY
 from attnlab.training.resume import read_run_state
@@ -119,6 +119,11 @@ def load_task_from_checkpoint(
     quantized layout of its method (the model given to ``load_from_checkpoint`` in place of its config).
     """
     path = os.fspath(path)
+    if is_sharded_checkpoint(path):
+        raise FileNotFoundError(
+            f"checkpoint {path!r} is sharded (trainer.strategy=fsdp2 checkpoint.sharded=true): write it as "
+            f"one file first with: attnlab-consolidate {path}"
+        )
     if os.path.isdir(path):
         raise FileNotFoundError(
             f"checkpoint {path!r} is a directory: give its .ckpt file (checkpoints/last.ckpt)"

@@ -27,6 +27,7 @@ from attnlab.cli.app import run_hydra, user_errors_as_one_line
 from attnlab.schema.commands import CompressCommand, CompressMethod
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
+from attnlab.schema.rundir import check_checkpoint_file
 
 # What only resuming training reads: a compressed checkpoint leaves it out.
 TRAINING_STATE = ("optimizer_states", "lr_schedulers", "loops", "callbacks")
@@ -56,8 +57,7 @@ def output_path(cmd: CompressCommand) -> Path:
     """The file to write (``out``, or ``<method>-<name>`` beside the checkpoint), checked before any
     work: the checkpoint exists, the folder of ``out`` exists, and ``out`` is not the checkpoint."""
     ckpt = Path(cmd.ckpt_path)
-    if not ckpt.is_file():
-        raise ConfigError("ckpt_path", cmd.ckpt_path, "no such checkpoint file")
+    check_checkpoint_file("ckpt_path", cmd.ckpt_path)
     # "int8-last.ckpt", not "last-int8.ckpt": ckpt_path=last resumes the newest last*.ckpt
     out = Path(cmd.out) if cmd.out is not None else ckpt.with_name(f"{cmd.method}-{ckpt.name}")
     if out.is_dir():

@@ -68,3 +68,24 @@ def check_strategy(trainer: Any) -> None:
         raise ConfigError(
             "trainer.strategy", "fsdp", f"shards over GPUs (trainer.accelerator=gpu); {ON_THE_CPU}"
         )
+
+
+def check_float8(trainer: Any) -> None:
+    """ConfigError for ``trainer.float8=true`` without a GPU that computes in float8 (compute capability
+    8.9+): on the CPU (or an older GPU) only ``trainer.float8=emulated`` runs, float8's rounding
+    computed in higher precision. Torch is imported only when float8 is asked for."""
+    if trainer.float8 is not True:
+        return
+    if trains_on_cpu(trainer):
+        raise ConfigError(
+            "trainer.float8",
+            True,
+            "float8 matrix products need a GPU of compute capability 8.9+ (H100, L4, ...); on the CPU "
+            "use trainer.float8=emulated (float8 rounding in higher precision, slower) or false",
+        )
+    from attnlab.models.speedups import check_float8_device
+
+    try:
+        check_float8_device()
+    except ValueError as err:
+        raise ConfigError("trainer.float8", True, f"{err}; trainer.float8=emulated runs anywhere") from None

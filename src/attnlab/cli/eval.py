@@ -37,7 +37,7 @@ from attnlab.cli.eval_data import (
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain, to_object
 from attnlab.schema.run import EvalConfig, RunConfig
-from attnlab.schema.rundir import EVAL_DIR, EVAL_METRICS_FILE, eval_dir_of
+from attnlab.schema.rundir import EVAL_DIR, EVAL_METRICS_FILE, check_checkpoint_file, eval_dir_of
 from attnlab.training.lock import new_dir
 from attnlab.training.rundir import save_config
 from attnlab.training.targets import check_trainer_target
@@ -132,8 +132,7 @@ def check_eval_config(config: DictConfig) -> EvalConfig:
     """One eval config as its schema class, checked (its rules, and that the checkpoint exists)."""
     ev: EvalConfig = to_object(config)
     ev.check()
-    if not Path(ev.ckpt_path).is_file():
-        raise ConfigError("ckpt_path", ev.ckpt_path, "no such checkpoint file")
+    check_checkpoint_file("ckpt_path", ev.ckpt_path)
     return ev
 
 

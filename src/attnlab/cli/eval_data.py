@@ -22,7 +22,6 @@ is refused.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -36,6 +35,7 @@ from attnlab.schema.data import DataConfig
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import config_error, plain, to_object
 from attnlab.schema.run import RunConfig, eval_may_change
+from attnlab.schema.rundir import check_checkpoint_file
 
 CHECKPOINT_DATA = "_checkpoint"  # the option of the data group that holds the checkpoint's data config
 
@@ -72,8 +72,7 @@ def saved_run(ckpt_path: str) -> RunConfig:
     for a missing file, a file that is not such a checkpoint, or one without a run config."""
     from attnlab.training.resume import read_run_state
 
-    if not Path(ckpt_path).is_file():
-        raise ConfigError("ckpt_path", ckpt_path, "no such checkpoint file")
+    check_checkpoint_file("ckpt_path", ckpt_path)
     saved = read_run_state(ckpt_path).get("config")
     if not saved:
         raise ConfigError(

@@ -88,6 +88,22 @@ def build_model_for(run: RunConfig, datamodule: Any) -> nn.Module:
         model = load_hf(cfg.init_from, **free, **updates)
     else:
         model = build_model(replace(cfg, **updates))
-    if run.compile:
+    return speed_up(model, run)
+
+
+def speed_up(model: nn.Module, run: RunConfig) -> nn.Module:
+    """``model`` with the run's engines applied, in torchtitan's order: float8 projections
+    (``trainer.float8``), then activation checkpointing per layer, then compilation (``compile``: the
+    whole model, or each layer on its own), so that each layer is compiled with what it will run;
+    under ``trainer.strategy=fsdp2`` the task shards the result."""
+    from attnlab.models.speedups import checkpoint_layers, compile_layers, convert_to_float8
+
+    if run.trainer.float8:
+        convert_to_float8(model, emulate=run.trainer.float8 == "emulated")
+    if run.trainer.activation_checkpointing == "full":
+        checkpoint_layers(model)
+    if run.compile == "block":
+        compile_layers(model)
+    elif run.compile:
         model.compile()
     return model

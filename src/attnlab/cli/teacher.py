@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import fields, replace
-from pathlib import Path
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -27,6 +26,7 @@ from attnlab.cli.eval_data import chooses_preset, parse, values_of
 from attnlab.schema.checks import validate_saved
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.run import RunConfig
+from attnlab.schema.rundir import check_checkpoint_file
 from attnlab.schema.task import DistillTask, TaskConfig
 from attnlab.training.names import record_implied_overrides
 
@@ -87,8 +87,7 @@ def teacher_run(path: str) -> RunConfig:
     missing file, a file that is not a checkpoint of attnlab-train, or one of attnlab-compress."""
     from attnlab.training.resume import read_run_state
 
-    if not Path(path).is_file():
-        raise ConfigError("task.teacher", path, "no such checkpoint file")
+    check_checkpoint_file("task.teacher", path)
     try:
         state = read_run_state(path)
     except ConfigError as err:  # it names ckpt_path; here the file is the teacher

@@ -26,7 +26,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from attnlab.cli.app import error_line, exit_before_the_run, log_to_file, one_line_per_job, run_hydra, run_job
-from attnlab.cli.devices import check_attention_backend, check_devices, check_strategy
+from attnlab.cli.devices import check_attention_backend, check_devices, check_float8, check_strategy
 from attnlab.cli.prepared import build_model_for, prepare_datamodule, take_datamodule
 from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
 from attnlab.cli.teacher import check_teacher, check_teacher_run, take_teacher, use_teacher_defaults
@@ -51,6 +51,7 @@ from attnlab.training.targets import check_targets
 
 if TYPE_CHECKING:
     import pytorch_lightning as pl
+    import torch
 
     from attnlab.training.summary import RunSummary
 
@@ -87,6 +88,7 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
     check_sweeper(config, run)
     check_devices(run.trainer)
     check_strategy(run.trainer)
+    check_float8(run.trainer)
     check_attention_backend(run)
     check_targets(run)
     check_source(run.data, run.model)
@@ -310,6 +312,7 @@ def _fit(
 ) -> float:
     import pytorch_lightning as pl
 
+    from attnlab.models.parallel import gathered
     from attnlab.tasks import build_task
     from attnlab.tasks.nonfinite import NonFiniteGuard
     from attnlab.training.callbacks import LastCheckpoint, build_callbacks
@@ -372,9 +375,10 @@ def _fit(
         summary.update(**fit_results(trainer, run.task.monitor))
     policy.phase = "test"  # from here on nothing is left unsaved: a signal stops the run at once
     metrics = test(trainer, task, datamodule, run_dir) if run.test_after_fit else {}
+    sampled = gathered(task.model) if wants_sample(run, task) else None  # fsdp2: every rank gathers
     if trainer.is_global_zero:
         policy.phase = "sampling"
-        sample = sample_text(run, task)
+        sample = sample_text(run, task.tokenizer, sampled) if sampled is not None else None
         log_results(
             trainer.loggers,
             hparams=logged_config,
@@ -404,29 +408,32 @@ def test(trainer: pl.Trainer, task: pl.LightningModule, datamodule: Any, run_dir
     return metrics
 
 
-def sample_text(run: RunConfig, task: pl.LightningModule) -> str | None:
-    """A sample from a trained causal LM, or None for the other tasks.
+def wants_sample(run: RunConfig, task: pl.LightningModule) -> bool:
+    """Whether the run ends with a sample: a causal LM with a tokenizer, and new tokens asked for."""
+    tokenizer = getattr(task, "tokenizer", None)
+    return run.task.inner().name == "causal_lm" and tokenizer is not None and run.sample.max_new_tokens > 0
+
+
+def sample_text(run: RunConfig, tokenizer: Any, model: torch.nn.Module) -> str:
+    """A sample of ``model``, a trained causal LM (whole: ``gathered`` from its shards under FSDP2).
 
     KV-cached sampling within the context length the model was trained on (``data.seq_len``):
     positions beyond it were never trained. A longer sample continues from the last half window.
     """
     s = run.sample
-    tokenizer = getattr(task, "tokenizer", None)
-    if run.task.inner().name != "causal_lm" or tokenizer is None or s.max_new_tokens == 0:
-        return None
     import torch
 
     from attnlab.generate import generate
 
-    window = min(run.data.seq_len, task.model.cfg.max_seq_len)
+    window = min(run.data.seq_len, model.cfg.max_seq_len)
     ids = (tokenizer.encode(s.prompt) or [tokenizer.bos_id])[-(window // 2) :]
     start = len(ids)
-    generator = torch.Generator(next(task.model.parameters()).device).manual_seed(run.seed)
+    generator = torch.Generator(next(model.parameters()).device).manual_seed(run.seed)
     while len(ids) - start < s.max_new_tokens:
         context = ids[-(window // 2) :]
         n = min(window - len(context), s.max_new_tokens - (len(ids) - start))
         new = generate(
-            task.model, [context], max_new_tokens=n, temperature=s.temperature, top_k=s.top_k, seed=generator
+            model, [context], max_new_tokens=n, temperature=s.temperature, top_k=s.top_k, seed=generator
         )[0]
         if not new:
             break
@@ -452,7 +459,7 @@ def report(
         lines["test"] = "  ".join(f"{k}={v:.4g}" for k, v in sorted(metrics.items()))
     lines["run"] = str(run_dir)
     last = checkpoint_dir(run_dir) / LAST
-    if last.is_file():
+    if last.exists():  # a file, or a sharded checkpoint's link
         lines["last checkpoint"] = str(last)
     from attnlab.training.summary import best_checkpoint
 

@@ -1,5 +1,6 @@
-"""Faster training of a built model, results unchanged beyond rounding: each transformer layer
-compiled on its own, and float8 matrix products in the layers' projections.
+"""Faster or leaner training of a built model, results unchanged beyond rounding: each transformer
+layer compiled on its own, float8 matrix products in the layers' projections, and activation
+checkpointing per layer.
 
 Compiling layer by layer (as torchtitan does) compiles one graph per distinct layer and reuses it for
 the others of the same shape, where whole-model compilation traces every layer into one large graph:
@@ -11,6 +12,12 @@ Float8 training is torchao's ``convert_to_float8_training`` (the maintained impl
 run in float8 with dynamic per-tensor scales. Embeddings, output heads and any projection whose
 dimensions are not multiples of 16 (what float8 kernels need) stay as they are: the output head's
 logits are the most sensitive to rounding, and torchtitan keeps it in higher precision too.
+
+Activation checkpointing keeps of each transformer layer only its input for the backward pass and
+runs its forward again there to get the rest: the activations inside the layers (attention inputs,
+the FFN's hidden width) are no longer held for the whole step, for about one more forward pass of
+compute. It is torch's composable ``checkpoint`` (non-reentrant, random state restored, so dropout
+masks repeat), which adds hooks and leaves parameter names and checkpoints as they are.
 """
 
 from __future__ import annotations
@@ -84,3 +91,16 @@ def check_float8_device() -> None:
         raise ValueError(
             f"float8 training needs compute capability 8.9+ (H100, L4, ...): {name} has {major}.{minor}"
         )
+
+
+def checkpoint_layers(model: nn.Module) -> nn.Module:
+    """Recompute each transformer layer of ``model`` in the backward pass instead of keeping its
+    activations (in place; returns ``model``)."""
+    from torch.distributed._composable import checkpoint
+
+    layers = transformer_layers(model)
+    if not layers:
+        raise ValueError(f"{type(model).__name__} has no transformer layers to checkpoint")
+    for layer in layers.values():
+        checkpoint(layer)
+    return model

@@ -56,12 +56,27 @@ def check_run(run: RunConfig) -> None:
             data.seq_len,
             f"must be at most model.max_seq_len={m.max_seq_len} with pos=learned",
         )
-    if isinstance(run.optim, MuonConfig) and run.trainer.strategy == Strategy.fsdp:
+    sharded = run.trainer.strategy in (Strategy.fsdp, Strategy.fsdp2)
+    if isinstance(run.optim, MuonConfig) and sharded:
         raise ConfigError(
             "optim.name",
             "muon",
-            "cannot run under trainer.strategy=fsdp: FSDP shards the weight matrices that Muon "
-            "orthogonalises whole; use trainer=ddp",
+            f"cannot run under trainer.strategy={run.trainer.strategy}: FSDP shards the weight matrices "
+            "that Muon orthogonalises whole; use trainer=ddp",
+        )
+    if run.checkpoint.sharded and run.trainer.strategy != Strategy.fsdp2:
+        raise ConfigError(
+            "checkpoint.sharded",
+            True,
+            f"is for trainer.strategy=fsdp2 (each process writes its shards); under "
+            f"trainer.strategy={run.trainer.strategy} checkpoints are one file",
+        )
+    if run.compile is True and run.trainer.strategy == Strategy.fsdp2:
+        raise ConfigError(
+            "compile",
+            True,
+            "compiles the whole model, across the units trainer.strategy=fsdp2 shards: use compile=block "
+            "(each transformer layer compiled on its own, inside its unit)",
         )
     key, fused = run.optim.fused_adamw
     if fused and "mixed" in run.trainer.precision and run.trainer.gradient_clip_val:

@@ -39,7 +39,20 @@ class MatmulPrecision(Choice):
 class Strategy(Choice):
     auto = "auto"
     ddp = "ddp"
-    fsdp = "fsdp"
+    fsdp = "fsdp"  # FSDP1 (flat parameters), Lightning's FSDPStrategy
+    fsdp2 = "fsdp2"  # fully_shard per transformer layer, Lightning's ModelParallelStrategy
+
+
+class ActivationCheckpointing(Choice):
+    """What each transformer layer keeps for the backward pass (``models.speedups.checkpoint_layers``)."""
+
+    none = "none"  # all its activations
+    full = "full"  # only its input: its forward runs again in the backward pass
+
+
+# trainer.float8 and compile take a boolean or one word (OmegaConf types no union of bool and enum)
+FLOAT8_MODES = (False, True, "emulated")  # emulated: float8 rounding computed in higher precision
+COMPILE_MODES = (False, True, "block")  # true: the whole model; block: each transformer layer
 
 
 class Profiler(Choice):
@@ -69,7 +82,8 @@ class TrainerConfig:
     arguments; ``strategy``, ``timeout``, ``val_every_n_steps`` and ``profiler`` are attnlab's own,
     translated into Trainer arguments by ``attnlab.training.trainer.lightning_settings``;
     ``on_nonfinite`` and ``max_nonfinite_skips`` go to the task module (its check of every step);
-    ``float32_matmul_precision`` is set in torch when the Trainer runs on CUDA.
+    ``float32_matmul_precision`` is set in torch when the Trainer runs on CUDA;
+    ``activation_checkpointing`` and ``float8`` change the model before the Trainer gets it.
 
     ``timeout`` (seconds) bounds every collective of the DDP/FSDP strategies: a process whose peer died
     (a killed node) fails after it instead of waiting forever. None: 120 s on the CPU (gloo: the
@@ -100,8 +114,14 @@ class TrainerConfig:
     on_nonfinite: OnNonFinite = OnNonFinite.stop
     max_nonfinite_skips: int = 10  # on_nonfinite=skip: the run stops at this many skipped steps in a row
     float32_matmul_precision: MatmulPrecision = MatmulPrecision.high  # applied on CUDA only (TF32 matmuls)
+    activation_checkpointing: ActivationCheckpointing = ActivationCheckpointing.none
+    # float8 matrix products in the layers' projections (torchao): true needs a GPU of compute
+    # capability 8.9+; emulated rounds as float8 does, computed in higher precision (any device, slower)
+    float8: Any = False
 
     def check(self) -> None:
+        if self.float8 not in FLOAT8_MODES:
+            raise ConfigError("trainer.float8", self.float8, "true, false, or emulated")
         if self.precision not in PRECISIONS:
             raise ConfigError("trainer.precision", self.precision, f"choose one of {', '.join(PRECISIONS)}")
         if not devices_ok(self.devices):
@@ -204,6 +224,9 @@ class CheckpointConfig:
     every_n_steps: int = 100  # writes checkpoints/last.ckpt
     save_top_k: int = 1  # best checkpoints by task.monitor, kept at each validation
     async_save: bool = True  # written by a background thread from a CPU copy (training goes on meanwhile)
+    # trainer.strategy=fsdp2 only: each process writes its shards (a directory, torch.distributed.checkpoint)
+    # instead of rank 0 gathering the whole state into one file
+    sharded: bool = False
 
     def check(self) -> None:
         positive("checkpoint.every_n_steps", self.every_n_steps)
@@ -246,7 +269,9 @@ class RunConfig:
     run_dir: str = RUN_DIR  # the directory the run writes into; give an existing run's to resume in place
     # the run's name in wandb and TensorBoard; None: the overrides that distinguish it (its sweep's)
     run_name: str | None = None
-    compile: bool = False  # torch.compile the model (no gain on a small CPU)
+    # torch.compile: true (the whole model), block (each transformer layer on its own), false; no gain
+    # on a small CPU
+    compile: Any = False
     print_config: bool = False  # print the resolved config as a tree at the start (config.yaml holds it)
     dry_run: bool = False  # validate everything a run would (data and checkpoints included), print the config, train nothing
     test_after_fit: bool = True  # evaluate the best checkpoint on the test split at the end
@@ -274,6 +299,8 @@ class RunConfig:
         ):
             group.check()
         not_negative("seed", self.seed)
+        if self.compile not in COMPILE_MODES:
+            raise ConfigError("compile", self.compile, "true (the whole model), block (each layer), or false")
         for name, callback in self.callbacks.items():
             if callback is not None and (not isinstance(callback, Mapping) or "_target_" not in callback):
                 raise ConfigError(

@@ -50,3 +50,32 @@ def eval_dir_of(ckpt_path: str | Path) -> Path | None:
     if path.parent.name != CHECKPOINT_DIR or not (run_dir / CONFIG_FILE).is_file():
         return None
     return run_dir / EVAL_DIR
+
+
+# A sharded checkpoint (trainer.strategy=fsdp2 checkpoint.sharded=true) is a directory written by
+# torch.distributed.checkpoint: each process's shards, DCP's index, and Lightning's metadata file.
+SHARDED_INDEX = ".metadata"  # torch.distributed.checkpoint's
+SHARDED_META = "meta.pt"  # Lightning's: everything but the weights and optimizer states
+WHOLE_PREFIX = "whole-"  # a sharded checkpoint consolidated into one file: whole-last.ckpt, ...
+
+
+def is_sharded_checkpoint(path: str | Path) -> bool:
+    """Whether ``path`` is a sharded checkpoint's directory (or a link to one, as ``last.ckpt``)."""
+    path = Path(path)
+    return path.is_dir() and (path / SHARDED_INDEX).is_file() and (path / SHARDED_META).is_file()
+
+
+def check_checkpoint_file(key: str, path: str | Path) -> None:
+    """ConfigError naming ``key`` unless ``path`` is a checkpoint file; for a sharded checkpoint, the
+    command that writes it as one file."""
+    from attnlab.schema.errors import ConfigError
+
+    if is_sharded_checkpoint(path):
+        raise ConfigError(
+            key,
+            str(path),
+            "is a sharded checkpoint (trainer.strategy=fsdp2 checkpoint.sharded=true): write it as one "
+            f"file first with: attnlab-consolidate {path}",
+        )
+    if not Path(path).is_file():
+        raise ConfigError(key, str(path), "no such checkpoint file")

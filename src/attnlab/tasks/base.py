@@ -28,9 +28,10 @@ from torchmetrics import MeanMetric, Metric
 
 from attnlab.models import build_model
 from attnlab.models.flops import flops_per_token, matmul_params
+from attnlab.models.parallel import is_sharded, shard_layers
 from attnlab.schema.load import plain, read_model_config, read_optim_config, read_task_config
 from attnlab.schema.optim import OnExtend
-from attnlab.tasks.nonfinite import NonFiniteGuard, check_finite_weights, gradient_norm
+from attnlab.tasks.nonfinite import NonFiniteGuard, check_finite_weights, gradient_norm, whole
 from attnlab.tasks.optim import configure_optimizers, schedule_steps, stretch_schedule
 from attnlab.tasks.step_log import StepLog, log_step_value
 
@@ -144,6 +145,15 @@ class TaskModule(pl.LightningModule):
 
     # -- shared pieces --------------------------------------------------------------------------
 
+    def configure_model(self) -> None:
+        """Shard the model over the data-parallel processes when the strategy gives the module a device
+        mesh (``trainer.strategy=fsdp2``: Lightning's ``ModelParallelStrategy``), by the models' own
+        plan (``attnlab.models.parallel``); under any other strategy nothing. Lightning calls the hook
+        again for each stage (fit, then test), so a sharded model is left as it is."""
+        mesh = self._device_mesh
+        if mesh is not None and not is_sharded(self.model):
+            shard_layers(self.model, mesh["data_parallel"])
+
     def cross_entropy(self, logits: Tensor, labels: Tensor, smoothing: float = 0.0) -> Tensor:
         """Mean cross-entropy over positions whose label is not -100; compiled where the model is."""
         return cross_entropy(logits, labels, smoothing, compiled=is_compiled(self.model))
@@ -217,7 +227,7 @@ class TaskModule(pl.LightningModule):
             norm = sharded.clip_grad_norm_(gradient_clip_val)
             norm = norm if scaler is None else None
         elif by_norm and scaler is None and type(plugin).clip_grad_by_norm is Precision.clip_grad_by_norm:
-            norm = torch.nn.utils.clip_grad_norm_(params, gradient_clip_val)
+            norm = whole(torch.nn.utils.clip_grad_norm_(params, gradient_clip_val))  # FSDP2: all shards
         else:
             super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
             norm = gradient_norm(params) if scaler is None else None

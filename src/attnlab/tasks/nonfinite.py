@@ -38,9 +38,18 @@ class NonFiniteWeights(RuntimeError):
 
 
 def gradient_norm(parameters: Iterable[Tensor]) -> Tensor | None:
-    """The 2-norm of all gradients together, as ``clip_grad_norm_`` computes it (None without gradients)."""
+    """The 2-norm of all gradients together, as ``clip_grad_norm_`` computes it (None without gradients);
+    of the whole gradient also where each process holds a shard of it (FSDP2's DTensors)."""
     grads = [p.grad for p in parameters if p.grad is not None]
-    return torch.nn.utils.get_total_norm(grads) if grads else None
+    return whole(torch.nn.utils.get_total_norm(grads)) if grads else None
+
+
+def whole(value: Tensor) -> Tensor:
+    """``value`` as a plain tensor: a DTensor (a norm over FSDP2's shards, partial on each process)
+    reduced over the processes that hold its parts; any other tensor as it is."""
+    from torch.distributed.tensor import DTensor
+
+    return value.full_tensor() if isinstance(value, DTensor) else value
 
 
 def all_finite(values: list[Tensor]) -> bool:
@@ -124,15 +133,21 @@ def describe(loss: Tensor | None, grad_norm: Tensor | None) -> str:
     return ", ".join(parts)
 
 
+def finite(tensors: list[Tensor]) -> bool:
+    """Whether every element of ``tensors`` is finite: their largest magnitude, over all processes'
+    shards where they are DTensors (a collective then)."""
+    return math.isfinite(whole(torch.nn.utils.get_total_norm(tensors, math.inf)))
+
+
 def check_finite_weights(state_dict: dict[str, object], step: int) -> None:
     """Raise ``NonFiniteWeights`` naming the first floating-point tensor of ``state_dict`` that holds a
     NaN or an infinity: a checkpoint must never replace a good one with such weights. All are checked
     at once (their largest magnitude, a NaN wins), then one by one only to name a bad one."""
     weights = [v for v in state_dict.values() if isinstance(v, Tensor) and v.is_floating_point()]
-    if not weights or math.isfinite(torch.nn.utils.get_total_norm(weights, math.inf)):
+    if not weights or finite(weights):
         return
-    for name, value in state_dict.items():
-        if isinstance(value, Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+    for name, value in state_dict.items():  # shards (DTensors): every process names the same tensor
+        if isinstance(value, Tensor) and value.is_floating_point() and not finite([value]):
             raise NonFiniteWeights(
                 f"step {step}: weight {name} is not finite: checkpoint not written, the last one is kept"
             )

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 import pickle
+from pathlib import Path
 from typing import Any
 
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import from_format_1, is_format_1, plain
 from attnlab.schema.run import RunConfig
+from attnlab.schema.rundir import SHARDED_META, is_sharded_checkpoint
 
 log = logging.getLogger("attnlab.train")
 RUN_KEY = "attnlab_run"  # the checkpoint entry written by training.callbacks.RunState
@@ -20,13 +22,23 @@ COMPARED = ("model", "data", "task", "optim", "seed")
 
 def read_run_state(ckpt_path: str) -> dict[str, Any]:
     """``{"config": ..., "wandb_id": ...}`` stored in an attnlab checkpoint (neither for other
-    checkpoints), its ``global_step``: the optimizer steps done when it was saved, ``schedule``: the
-    settings of its learning-rate schedule (``tasks.optim.Schedule``'s fields, None if it has none), and
-    ``compressed``: the method of attnlab-compress that wrote it (None for a checkpoint of attnlab-train)."""
+    checkpoints; a sharded checkpoint's directory too), its ``global_step``: the optimizer steps done
+    when it was saved, ``schedule``: the settings of its learning-rate schedule (``tasks.optim.Schedule``'s
+    fields, None if it has none), and ``compressed``: the method of attnlab-compress that wrote it (None
+    for a checkpoint of attnlab-train)."""
     import torch
 
     from attnlab.compress import PRUNING_KEY, allow_quantized_tensors, quantization_of
+    from attnlab.training.sharded import CONSOLIDATED_KEY
 
+    if is_sharded_checkpoint(ckpt_path):  # its metadata: all but the weights and optimizer states
+        meta = torch.load(Path(ckpt_path) / SHARDED_META, map_location="cpu", weights_only=True)
+        return {
+            **(meta.get(RUN_KEY) or {}),
+            "global_step": int(meta.get("global_step", 0)),
+            "schedule": saved_schedule(meta),
+            "compressed": None,
+        }
     allow_quantized_tensors(ckpt_path)  # a checkpoint of attnlab-compress holds torchao's int8 tensors
     try:
         checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
@@ -46,6 +58,7 @@ def read_run_state(ckpt_path: str) -> dict[str, Any]:
         raise ConfigError("ckpt_path", ckpt_path, "not a Lightning checkpoint written by attnlab-train")
     compressed = (quantization_of(checkpoint) or {}).get("method")
     compressed = compressed or ("prune_heads" if PRUNING_KEY in checkpoint else None)
+    compressed = compressed or ("consolidate" if CONSOLIDATED_KEY in checkpoint else None)
     return {
         **(state or {}),
         "global_step": int(checkpoint.get("global_step", 0)),
@@ -105,6 +118,13 @@ def check_resume(run: RunConfig) -> None:
     if run.ckpt_path is None:
         return
     state = read_run_state(run.ckpt_path)
+    if state["compressed"] == "consolidate":
+        raise ConfigError(
+            "ckpt_path",
+            run.ckpt_path,
+            "is a sharded checkpoint consolidated by attnlab-consolidate, for inference only (no optimizer "
+            "state): resume from the sharded checkpoint itself (ckpt_path=last)",
+        )
     if state["compressed"]:
         raise ConfigError(
             "ckpt_path",

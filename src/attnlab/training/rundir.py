@@ -13,7 +13,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from attnlab.schema.errors import ConfigError
-from attnlab.schema.rundir import CHECKPOINT_DIR, CONFIG_FILE, checkpoint_dir
+from attnlab.schema.rundir import CHECKPOINT_DIR, CONFIG_FILE, checkpoint_dir, is_sharded_checkpoint
 from attnlab.training.files import write_atomically
 
 RUN_DIR_ENV = "ATTNLAB_DDP_RUN_DIR"  # set by rank 0 for the DDP ranks it launches
@@ -86,6 +86,8 @@ def resolve_ckpt_path(ckpt_path: str | None, run_dir: Path) -> str | None:
             )
         return str(candidates[-1].resolve())
     path = Path(ckpt_path)
+    if is_sharded_checkpoint(path):  # trainer.strategy=fsdp2 checkpoint.sharded=true
+        return str(path.resolve())
     if path.is_dir():
         raise ConfigError(
             "ckpt_path", ckpt_path, f"is a directory: give a checkpoint file (its {CHECKPOINT_DIR}/last.ckpt)"

@@ -14,11 +14,12 @@ from pytorch_lightning.accelerators import Accelerator, CUDAAccelerator
 from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import Logger
 from pytorch_lightning.profilers import AdvancedProfiler, PassThroughProfiler, PyTorchProfiler, SimpleProfiler
-from pytorch_lightning.strategies import DDPStrategy, FSDPStrategy, Strategy
+from pytorch_lightning.strategies import DDPStrategy, FSDPStrategy, ModelParallelStrategy, Strategy
 
 from attnlab.blocks.layers import TransformerLayer
 from attnlab.schema.load import plain
 from attnlab.schema.run import CheckpointConfig, RunConfig, TrainerConfig
+from attnlab.training import sharded
 from attnlab.training.callbacks import AtomicCheckpointIO, console_is_terminal
 from attnlab.training.checkpoint_io import BackgroundCheckpointIO
 from attnlab.training.console import quiet_lightning
@@ -59,10 +60,48 @@ def checkpoint_io(cfg: CheckpointConfig) -> CheckpointIO:
     return BackgroundCheckpointIO() if cfg.async_save else AtomicCheckpointIO()
 
 
-def strategy(cfg: TrainerConfig, io: CheckpointIO | None = None) -> str | Strategy:
+class FullyShardedStrategy(ModelParallelStrategy):
+    """Lightning's ``ModelParallelStrategy`` with every process in one data-parallel group (FSDP2 over
+    the whole world, no tensor parallelism); the task's ``configure_model`` shards the model
+    (``attnlab.models.parallel``). Lightning's default would make the data-parallel size the number of
+    nodes and the tensor-parallel size the processes of a node: the world size is known only here."""
+
+    def setup_environment(self) -> None:
+        self._data_parallel_size = self.num_nodes * self.num_processes
+        self._tensor_parallel_size = 1
+        super().setup_environment()
+
+    def save_checkpoint(self, checkpoint: dict, filepath: Any, storage_options: Any = None) -> None:
+        """One file through the checkpoint IO (``checkpoint.sharded=false``), or each process's shards,
+        published as a whole by rank 0 once all are written (``training.sharded``)."""
+        if not self._save_distributed_checkpoint:
+            return super().save_checkpoint(checkpoint, filepath, storage_options)
+        target = Path(self.broadcast(filepath))
+        staging = sharded.staging_dir(target)
+        if self.is_global_zero:
+            sharded.remove(staging)  # a kill mid-write left it
+        self.barrier()
+        super().save_checkpoint(checkpoint, staging)
+        self.barrier()
+        if self.is_global_zero:
+            sharded.publish(staging, target)
+        self.barrier()
+
+    def remove_checkpoint(self, filepath: Any) -> None:
+        if self.is_global_zero and self._save_distributed_checkpoint:
+            sharded.remove(Path(filepath))
+        elif not self._save_distributed_checkpoint:
+            super().remove_checkpoint(filepath)
+
+
+def strategy(cfg: TrainerConfig, io: CheckpointIO | None = None, shards: bool = False) -> str | Strategy:
     """DDP without unused-parameter search (attnlab builds only the heads a task uses); FSDP with one
-    unit per TransformerLayer, its full state dict gathered on rank 0 for ``io`` to write. Both bound
-    their collectives by ``collective_timeout``: a process whose peer died fails instead of hanging."""
+    unit per TransformerLayer, its full state dict gathered on rank 0 for ``io`` to write; FSDP2
+    likewise (``FullyShardedStrategy``): its full state dict and optimizer state gathered on rank 0
+    (on the CPU) into one file that ``io`` writes, which resumes on any number of processes and which
+    every command reads; with ``shards`` (``checkpoint.sharded``), each process's shards in a directory
+    instead. All bound their collectives by ``collective_timeout``: a process whose peer died fails
+    instead of hanging."""
     io = io or AtomicCheckpointIO()
     if cfg.strategy == "ddp":
         return DDPStrategy(find_unused_parameters=False, checkpoint_io=io, timeout=collective_timeout(cfg))
@@ -73,6 +112,10 @@ def strategy(cfg: TrainerConfig, io: CheckpointIO | None = None) -> str | Strate
             checkpoint_io=io,
             timeout=collective_timeout(cfg),
         )
+    if cfg.strategy == "fsdp2":
+        fsdp2 = FullyShardedStrategy(save_distributed_checkpoint=shards, timeout=collective_timeout(cfg))
+        fsdp2.checkpoint_io = io
+        return fsdp2
     return str(cfg.strategy)
 
 
@@ -85,10 +128,14 @@ ATTNLAB_SETTINGS = (
     "on_nonfinite",
     "max_nonfinite_skips",
     "float32_matmul_precision",
+    "activation_checkpointing",
+    "float8",
 )
 
 
-def lightning_settings(t: TrainerConfig, run_dir: Path, io: CheckpointIO | None = None) -> dict[str, Any]:
+def lightning_settings(
+    t: TrainerConfig, run_dir: Path, io: CheckpointIO | None = None, shards: bool = False
+) -> dict[str, Any]:
     """The Trainer arguments that attnlab's own trainer settings stand for: validation every
     ``val_every_n_steps`` optimizer steps, a strategy whose checkpoints are written whole or not at
     all, a profiler writing into the run directory, a run bounded by steps, data modules that shard
@@ -98,9 +145,9 @@ def lightning_settings(t: TrainerConfig, run_dir: Path, io: CheckpointIO | None 
     checkpoints (``checkpoint_io``; whole files, synchronously, if None)."""
     io = io or AtomicCheckpointIO()
     return {
-        "strategy": strategy(t, io),
+        "strategy": strategy(t, io, shards),
         "plugins": [
-            *([io] if t.strategy not in ("ddp", "fsdp") else []),
+            *([io] if t.strategy not in ("ddp", "fsdp", "fsdp2") else []),
             *slurm_plugins(),
         ],
         "val_check_interval": t.val_every_n_steps * t.accumulate_grad_batches,
@@ -128,7 +175,7 @@ def build_trainer(
     arguments = {k: v for k, v in plain(run.trainer).items() if k not in ATTNLAB_SETTINGS}
     trainer = instantiate(
         arguments,
-        **lightning_settings(run.trainer, run_dir, checkpoint_io(run.checkpoint)),
+        **lightning_settings(run.trainer, run_dir, checkpoint_io(run.checkpoint), run.checkpoint.sharded),
         logger=loggers or False,
         callbacks=callbacks,
         _recursive_=False,

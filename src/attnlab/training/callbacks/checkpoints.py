@@ -28,6 +28,7 @@ from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.callbacks import Checkpoint, ModelCheckpoint
 
 from attnlab.schema.rundir import LAST
+from attnlab.training import sharded
 from attnlab.training.callbacks.final_validation import is_final_step
 from attnlab.training.callbacks.interrupts import RunInterrupted, StopSignals
 from attnlab.training.files import TMP_SUFFIX, staged
@@ -206,10 +207,17 @@ class LastCheckpoint(Checkpoint):
 
 
 def remove_stale_files(dirpath: Path, keep: set[str]) -> list[Path]:
-    """Remove ``*.tmp`` and best checkpoints (``best-*.ckpt``) not in ``keep`` from ``dirpath``."""
+    """Remove ``*.tmp`` and best checkpoints (``best-*.ckpt``) not in ``keep`` from ``dirpath``, and
+    the versions of sharded checkpoints that nothing points to (``training.sharded``)."""
+    if not dirpath.is_dir():
+        return []
     stale = [p for p in dirpath.glob("*" + TMP_SUFFIX)]
     stale += [p for p in dirpath.glob("best-*.ckpt") if p.name not in keep]
     for path in stale:
         log.info("removing %s: not part of the state this run continues from", path)
-        path.unlink(missing_ok=True)
-    return stale
+        sharded.remove(path)  # a file, or a sharded checkpoint's link and directory
+    orphans = sharded.stale_versions(dirpath)
+    for path in orphans:
+        log.info("removing %s: not part of the state this run continues from", path)
+        sharded.remove(path)
+    return stale + orphans

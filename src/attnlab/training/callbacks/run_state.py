@@ -102,8 +102,14 @@ class RankConsistency(Callback):
 
 
 def weights_digest(module: torch.nn.Module) -> str:
+    """A digest of ``module``'s whole weights; where each process holds shards of them (FSDP2's
+    DTensors), of the gathered tensors (a collective: every process calls it, in the same order)."""
+    from torch.distributed.tensor import DTensor
+
     h = hashlib.sha256()
     for name, tensor in sorted(module.state_dict().items()):
+        if isinstance(tensor, DTensor):
+            tensor = tensor.full_tensor()
         h.update(name.encode())
         h.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
     return h.hexdigest()[:16]

@@ -1,0 +1,44 @@
+"""``attnlab-consolidate``: a sharded checkpoint (``trainer.strategy=fsdp2 checkpoint.sharded=true``, a
+directory of every process's shards) written as one ordinary checkpoint file, for the commands that
+read weights (attnlab-eval, -sample, -compress, -explain). Resuming reads the sharded one itself.
+
+    attnlab-consolidate outputs/run/checkpoints/last.ckpt            # -> outputs/run/checkpoints/whole-last.ckpt
+    attnlab-consolidate outputs/run/checkpoints/best-step000100.ckpt --out best.ckpt
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from attnlab.schema.rundir import is_sharded_checkpoint
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="attnlab-consolidate",
+        description="Write a sharded checkpoint of attnlab-train (fsdp2) as one checkpoint file.",
+    )
+    p.add_argument("checkpoint", type=Path, help="the sharded checkpoint (its directory, or last.ckpt)")
+    p.add_argument("--out", type=Path, help="the file to write (default: whole-<name> beside it)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console script ``attnlab-consolidate`` (also ``python -m attnlab.cli.consolidate``)."""
+    args = parser().parse_args(argv)
+    if not is_sharded_checkpoint(args.checkpoint):
+        print(
+            f"error: {args.checkpoint}: not a sharded checkpoint (a directory with .metadata and meta.pt, "
+            "written under trainer.strategy=fsdp2 checkpoint.sharded=true)",
+            file=sys.stderr,
+        )
+        sys.exit(2)
+    from attnlab.training.sharded import consolidate
+
+    print(consolidate(args.checkpoint, args.out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Sharded checkpoints (``trainer.strategy=fsdp2 checkpoint.sharded=true``), published atomically.
+
+Lightning's ``ModelParallelStrategy`` writes a sharded checkpoint as a directory: every process its
+shards of the weights and optimizer states (``torch.distributed.checkpoint``), rank 0 the index and
+``meta.pt`` (the loops, callbacks, configs, tokenizer). Written in place, a kill mid-write would leave
+``last.ckpt`` half old and half new. Here every process writes into ``<name>.tmp/``; once all are done,
+rank 0 renames it to a version directory ``<name>.shards-<n>`` and points the link ``<name>`` at it
+with one rename (``os.replace`` of a link), then removes the version the link pointed to before. A kill
+at any moment leaves ``<name>`` pointing at a whole checkpoint, old or new; what it leaves beside
+(a ``.tmp``, a version nothing points to) is removed when training starts (``stale_versions``).
+
+The commands that read weights (``attnlab-eval``, ``-sample``, ``-compress``, ``-explain``) read one
+file: ``consolidate`` writes it (``attnlab-consolidate <checkpoint>``).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from attnlab.schema.rundir import SHARDED_META, WHOLE_PREFIX
+from attnlab.training.files import TMP_SUFFIX, staged
+
+VERSION = ".shards-"  # <name>.shards-<time in ns>: one written checkpoint, the target of <name>
+CONSOLIDATED_KEY = "attnlab_consolidated_from"  # in a consolidated file: the directory it was made from
+
+
+def staging_dir(target: Path) -> Path:
+    """Where every process writes its shards before ``publish`` (removed first, if a kill left one)."""
+    return target.with_name(target.name + TMP_SUFFIX)
+
+
+def publish(staging: Path, target: Path) -> None:
+    """Make the whole checkpoint in ``staging`` the one at ``target`` in one atomic step (rank 0 only,
+    after every process finished writing), then remove the one it replaces."""
+    sync(staging / SHARDED_META)
+    version = target.with_name(f"{target.name}{VERSION}{time.time_ns()}")
+    os.rename(staging, version)
+    link = target.with_name(target.name + ".link" + TMP_SUFFIX)
+    link.unlink(missing_ok=True)
+    os.symlink(version.name, link)  # relative: the run directory may move
+    replaced = target.resolve() if target.is_symlink() else None
+    if target.is_dir() and not target.is_symlink():  # written in place by something else
+        shutil.rmtree(target)
+    os.replace(link, target)
+    sync(target.parent)
+    if replaced is not None and replaced != version.resolve():
+        shutil.rmtree(replaced, ignore_errors=True)
+
+
+def remove(target: Path) -> None:
+    """Remove the checkpoint at ``target``: a link and the version it points to, a directory, or a file."""
+    if target.is_symlink():
+        version = target.resolve()
+        target.unlink()
+        shutil.rmtree(version, ignore_errors=True)
+    elif target.is_dir():
+        shutil.rmtree(target)
+    else:
+        target.unlink(missing_ok=True)
+
+
+def stale_versions(dirpath: Path) -> list[Path]:
+    """The version directories of ``dirpath`` that no link there points to (a kill between writing and
+    publishing one, or before removing the one replaced)."""
+    used = {p.resolve() for p in dirpath.iterdir() if p.is_symlink()}
+    return [p for p in dirpath.glob(f"*{VERSION}*") if p.is_dir() and p.resolve() not in used]
+
+
+def sync(path: Path) -> None:
+    """fsync ``path`` (a file, or a directory's entries)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def consolidated_path(checkpoint: Path) -> Path:
+    """Where ``consolidate`` writes the one file of a sharded checkpoint: ``whole-<name>`` beside it
+    (a name that neither ``ckpt_path=last`` nor the best checkpoints' cleanup picks up)."""
+    return checkpoint.with_name(WHOLE_PREFIX + checkpoint.name)
+
+
+def consolidate(checkpoint: Path, out: Path | None = None) -> Path:
+    """Write the weights and run metadata of the sharded checkpoint ``checkpoint`` as one ordinary
+    attnlab checkpoint file (whole tensors; written whole or not at all), without its optimizer state:
+    a file for the commands that read weights, not for resuming. Returns its path. One process, no
+    process group: torch's ``dcp_to_torch_save`` reads every shard."""
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    out = out or consolidated_path(checkpoint)
+    meta = torch.load(checkpoint / SHARDED_META, map_location="cpu", weights_only=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        dcp_to_torch_save(checkpoint.resolve(), Path(tmp) / "state.pt")
+        state = torch.load(Path(tmp) / "state.pt", map_location="cpu", weights_only=True)
+    whole = {**meta, "state_dict": state["state_dict"], CONSOLIDATED_KEY: str(checkpoint)}
+    buffer = io.BytesIO()
+    torch.save(whole, buffer)
+    data = buffer.getbuffer()
+    with staged(out, lambda: len(data)) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return out

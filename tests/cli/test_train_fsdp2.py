@@ -1,0 +1,225 @@
+"""``trainer=fsdp2_sim``: FSDP2 over two CPU processes (gloo) trains like one process with the doubled
+batch, step by step, with gradient clipping on; a run killed mid-way (kill -9 of both processes)
+resumes with ``ckpt_path=last`` to the losses of the uninterrupted run, from its one-file checkpoint
+or from a sharded one (``checkpoint.sharded=true``), which the commands that read weights refuse in
+one line naming ``attnlab-consolidate``, and read once consolidated."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from train_cli import TEST_PRESETS, check, cli, cli_env, wait_until_group_is_gone
+
+pytestmark = pytest.mark.slow
+STEPS = 20
+CLIP = 0.5
+ARGS = [
+    TEST_PRESETS,
+    f"trainer.max_steps={STEPS}",
+    "trainer.val_every_n_steps=10",
+    "checkpoint.every_n_steps=10",
+    "trainer.limit_val_batches=2",
+    "trainer.log_every_n_steps=1",
+    "trainer.enable_progress_bar=false",
+    f"trainer.gradient_clip_val={CLIP}",
+    "optim.lr=3e-3",  # large enough that 20 steps move the loss: a wrong step shows
+    "optim.warmup_steps=2",
+    "sample.max_new_tokens=0",
+    "logger=none",
+    "test_after_fit=false",
+]
+FAMILIES = {"gpt": ["experiment=tiny_gpt", "data.seq_len=32"], "bert": ["experiment=tiny_bert"]}
+FSDP2 = ["trainer=fsdp2_sim", "data.batch_size=8"]  # 2 processes x 8 = one process's 16
+
+
+def series(run_dir: Path, key: str) -> dict[int, float]:
+    """{step: value} of ``key`` in the run's metrics.jsonl (each step must appear once)."""
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [r["step"] for r in records if key in r]
+    assert len(steps) == len(set(steps)), f"a step logged twice: {steps}"
+    return {r["step"]: r[key] for r in records if key in r}
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def runs(request: pytest.FixtureRequest, built_once: Callable[..., Path]) -> tuple[Path, Path]:
+    """(the FSDP2 run, the one-process run with the doubled batch) of one family."""
+    family = request.param
+    args = [*ARGS, *FAMILIES[family]]
+    sharded = built_once(
+        f"fsdp2-{family}",
+        lambda cwd: check(cli([*args, *FSDP2, "run_dir=run"], cwd, timeout=600, fresh_interpreter=True)),
+    )
+    single = built_once(
+        f"fsdp2-single-{family}",
+        lambda cwd: check(cli([*args, "data.batch_size=16", "run_dir=run"], cwd, timeout=600)),
+    )
+    return sharded / "run", single / "run"
+
+
+def test_per_step_losses_match_one_process_with_the_doubled_batch(runs: tuple[Path, Path]) -> None:
+    sharded, single = runs
+    losses, expected = series(sharded, "train/loss"), series(single, "train/loss")
+    assert sorted(losses) == sorted(expected) == list(range(1, STEPS + 1))
+    for step in expected:
+        assert losses[step] == pytest.approx(expected[step], abs=1e-5), f"step {step}"
+    assert abs(expected[STEPS] - expected[1]) > 1e-3  # the steps moved the weights
+
+
+def test_clipping_acts_on_the_whole_gradient(runs: tuple[Path, Path]) -> None:
+    """The norm each step clips is that of the global gradient (all shards), as one process's."""
+    sharded, single = runs
+    norms, expected = series(sharded, "train/grad_norm"), series(single, "train/grad_norm")
+    assert max(expected.values()) > CLIP  # clipping changed some steps
+    for step in expected:
+        assert norms[step] == pytest.approx(expected[step], rel=1e-4), f"step {step}"
+
+
+def test_the_checkpoint_is_one_file_of_whole_tensors(runs: tuple[Path, Path]) -> None:
+    """FSDP2's checkpoint is gathered on rank 0: the one-process run's names and shapes."""
+    import torch
+
+    sharded, single = runs
+    ours, theirs = (
+        torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)["state_dict"]
+        for run in (sharded, single)
+    )
+    assert {k: v.shape for k, v in ours.items()} == {k: v.shape for k, v in theirs.items()}
+
+
+def kill_after_first_checkpoint(args: list[str], cwd: Path) -> None:
+    """Start ``attnlab-train args`` (both processes in one new session) and SIGKILL them all once the
+    first last.ckpt exists."""
+    last = cwd / "run" / "checkpoints" / "last.ckpt"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attnlab.train", *args],
+        cwd=cwd,
+        env=cli_env(cwd),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 300
+    while not last.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=60) == -signal.SIGKILL, "the run ended before it could be killed"
+    wait_until_group_is_gone(proc.pid)
+
+
+def test_a_killed_run_resumes_to_the_uninterrupted_losses(
+    runs: tuple[Path, Path], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    sharded, _ = runs
+    family = request.node.callspec.params["runs"]
+    if family != "gpt":
+        pytest.skip("one family is enough: resuming does not depend on it")
+    args = [*ARGS, *FAMILIES[family], *FSDP2, "run_dir=run"]
+    kill_after_first_checkpoint(args, tmp_path)
+    check(cli([*args, "ckpt_path=last"], tmp_path, timeout=600, fresh_interpreter=True))
+    resumed, expected = series(tmp_path / "run", "train/loss"), series(sharded, "train/loss")
+    assert sorted(resumed) == list(range(1, STEPS + 1))
+    for step in expected:
+        assert resumed[step] == pytest.approx(expected[step], abs=1e-6), f"step {step}"
+
+
+def test_activation_checkpointing_under_fsdp2_keeps_the_losses(
+    runs: tuple[Path, Path], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Each sharded layer recomputed in the backward pass: the same per-step losses as without."""
+    sharded, _ = runs
+    family = request.node.callspec.params["runs"]
+    if family != "gpt":
+        pytest.skip("one family is enough: the layers are the same class")
+    args = [*ARGS, *FAMILIES[family], *FSDP2, "trainer.activation_checkpointing=full", "run_dir=run"]
+    check(cli(args, tmp_path, timeout=600, fresh_interpreter=True))
+    losses, expected = series(tmp_path / "run", "train/loss"), series(sharded, "train/loss")
+    assert sorted(losses) == sorted(expected)
+    for step in expected:
+        assert losses[step] == pytest.approx(expected[step], abs=1e-6), f"step {step}"
+
+
+def test_a_sharded_checkpoint_resumes_exactly_and_consolidates_to_the_same_weights(
+    runs: tuple[Path, Path], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Each process writes its shards (torch.distributed.checkpoint); a kill -9 after the first one,
+    ``ckpt_path=last``: the uninterrupted (one-file) run's losses; consolidated, its weights."""
+    import torch
+
+    from attnlab.cli.consolidate import main as consolidate
+
+    sharded, _ = runs
+    family = request.node.callspec.params["runs"]
+    if family != "gpt":
+        pytest.skip("one family is enough: the checkpoint does not depend on it")
+    args = [*ARGS, *FAMILIES[family], *FSDP2, "checkpoint.sharded=true", "run_dir=run"]
+    kill_after_first_checkpoint(args, tmp_path)
+    check(cli([*args, "ckpt_path=last"], tmp_path, timeout=600, fresh_interpreter=True))
+    resumed, expected = series(tmp_path / "run", "train/loss"), series(sharded, "train/loss")
+    assert sorted(resumed) == list(range(1, STEPS + 1))
+    for step in expected:
+        assert resumed[step] == pytest.approx(expected[step], abs=1e-6), f"step {step}"
+
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    assert last.is_symlink() and len(list(last.glob("__*_0.distcp"))) == 2  # one file of shards a process
+    refused = cli([f"ckpt_path={last}"], tmp_path, command="eval")
+    assert (refused.returncode, refused.stderr.strip()) == (
+        2,
+        f"error: ckpt_path={last}: is a sharded checkpoint (trainer.strategy=fsdp2 checkpoint.sharded=true): "
+        f"write it as one file first with: attnlab-consolidate {last}",
+    )
+    consolidate([str(last)])
+    whole = torch.load(last.with_name("whole-last.ckpt"), map_location="cpu", weights_only=True)
+    reference = torch.load(sharded / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert whole["global_step"] == reference["global_step"] == STEPS
+    assert whole["state_dict"].keys() == reference["state_dict"].keys()
+    for name, value in reference["state_dict"].items():
+        torch.testing.assert_close(whole["state_dict"][name], value, atol=1e-6, rtol=0, msg=name)
+    evaluated = cli(
+        [f"ckpt_path={last.with_name('whole-last.ckpt')}", "logger=none"], tmp_path, command="eval"
+    )
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+
+
+def test_float8_emulated_trains_as_float32_does_with_and_without_fsdp2(
+    runs: tuple[Path, Path], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """torchao's float8 training, its rounding emulated on the CPU: every step's loss within 2% of the
+    float32 run's, in one process and under FSDP2 (the scales are per process there: not bit-equal)."""
+    sharded, single = runs
+    family = request.node.callspec.params["runs"]
+    if family != "gpt":
+        pytest.skip("one family is enough: the projections are the same blocks")
+    args = [*ARGS, *FAMILIES[family], "trainer.float8=emulated"]
+    check(cli([*args, "data.batch_size=16", "run_dir=one"], tmp_path, timeout=600))
+    check(cli([*args, *FSDP2, "run_dir=two"], tmp_path, timeout=600, fresh_interpreter=True))
+    for run, reference in ((tmp_path / "one", single), (tmp_path / "two", sharded)):
+        losses, expected = series(run, "train/loss"), series(reference, "train/loss")
+        assert sorted(losses) == sorted(expected)
+        for step in expected:
+            assert losses[step] == pytest.approx(expected[step], rel=0.02), f"{run.name}: step {step}"
+
+
+def test_layers_compiled_one_by_one_under_fsdp2_keep_the_losses(
+    runs: tuple[Path, Path], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """``compile=block``: each sharded layer compiled on its own (inductor on the CPU, a minute or
+    so): the eager run's per-step losses."""
+    sharded, _ = runs
+    family = request.node.callspec.params["runs"]
+    if family != "gpt":
+        pytest.skip("one family is enough: the layers are the same class")
+    args = [*ARGS, *FAMILIES[family], *FSDP2, "compile=block", "run_dir=run"]
+    check(cli(args, tmp_path, timeout=900, fresh_interpreter=True))
+    losses, expected = series(tmp_path / "run", "train/loss"), series(sharded, "train/loss")
+    assert sorted(losses) == sorted(expected)
+    for step in expected:
+        assert losses[step] == pytest.approx(expected[step], abs=1e-5), f"step {step}"
