@@ -50,8 +50,19 @@ def series(run_dir: Path, key: str) -> dict[int, float]:
 
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
 def runs(request: pytest.FixtureRequest, built_once: Callable[..., Path]) -> tuple[Path, Path]:
-    """(the FSDP2 run, the one-process run with the doubled batch) of one family."""
-    family = request.param
+    """(the FSDP2 run, the one-process run with the doubled batch) of each family."""
+    return family_runs(request.param, built_once)
+
+
+@pytest.fixture(scope="module")
+def gpt_runs(built_once: Callable[..., Path]) -> tuple[Path, Path]:
+    """``runs`` of the gpt family alone: for the checks that do not depend on the family (resuming,
+    checkpoints, the engines on the same shared blocks)."""
+    return family_runs("gpt", built_once)
+
+
+def family_runs(family: str, built_once: Callable[..., Path]) -> tuple[Path, Path]:
+    """(the FSDP2 run, the one-process run with the doubled batch) of ``family``, each built once."""
     args = [*ARGS, *FAMILIES[family]]
     sharded = built_once(
         f"fsdp2-{family}",
@@ -116,13 +127,10 @@ def kill_after_first_checkpoint(args: list[str], cwd: Path) -> None:
 
 
 def test_a_killed_run_resumes_to_the_uninterrupted_losses(
-    runs: tuple[Path, Path], tmp_path: Path, request: pytest.FixtureRequest
+    gpt_runs: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    sharded, _ = runs
-    family = request.node.callspec.params["runs"]
-    if family != "gpt":
-        pytest.skip("one family is enough: resuming does not depend on it")
-    args = [*ARGS, *FAMILIES[family], *FSDP2, "run_dir=run"]
+    sharded, _ = gpt_runs
+    args = [*ARGS, *FAMILIES["gpt"], *FSDP2, "run_dir=run"]
     kill_after_first_checkpoint(args, tmp_path)
     check(cli([*args, "ckpt_path=last"], tmp_path, timeout=600, fresh_interpreter=True))
     resumed, expected = series(tmp_path / "run", "train/loss"), series(sharded, "train/loss")
@@ -132,14 +140,11 @@ def test_a_killed_run_resumes_to_the_uninterrupted_losses(
 
 
 def test_activation_checkpointing_under_fsdp2_keeps_the_losses(
-    runs: tuple[Path, Path], tmp_path: Path, request: pytest.FixtureRequest
+    gpt_runs: tuple[Path, Path], tmp_path: Path
 ) -> None:
     """Each sharded layer recomputed in the backward pass: the same per-step losses as without."""
-    sharded, _ = runs
-    family = request.node.callspec.params["runs"]
-    if family != "gpt":
-        pytest.skip("one family is enough: the layers are the same class")
-    args = [*ARGS, *FAMILIES[family], *FSDP2, "trainer.activation_checkpointing=full", "run_dir=run"]
+    sharded, _ = gpt_runs
+    args = [*ARGS, *FAMILIES["gpt"], *FSDP2, "trainer.activation_checkpointing=full", "run_dir=run"]
     check(cli(args, tmp_path, timeout=600, fresh_interpreter=True))
     losses, expected = series(tmp_path / "run", "train/loss"), series(sharded, "train/loss")
     assert sorted(losses) == sorted(expected)
@@ -148,7 +153,7 @@ def test_activation_checkpointing_under_fsdp2_keeps_the_losses(
 
 
 def test_a_sharded_checkpoint_resumes_exactly_and_consolidates_to_the_same_weights(
-    runs: tuple[Path, Path], tmp_path: Path, request: pytest.FixtureRequest
+    gpt_runs: tuple[Path, Path], tmp_path: Path
 ) -> None:
     """Each process writes its shards (torch.distributed.checkpoint); a kill -9 after the first one,
     ``ckpt_path=last``: the uninterrupted (one-file) run's losses; consolidated, its weights."""
@@ -156,11 +161,8 @@ def test_a_sharded_checkpoint_resumes_exactly_and_consolidates_to_the_same_weigh
 
     from attnlab.cli.consolidate import main as consolidate
 
-    sharded, _ = runs
-    family = request.node.callspec.params["runs"]
-    if family != "gpt":
-        pytest.skip("one family is enough: the checkpoint does not depend on it")
-    args = [*ARGS, *FAMILIES[family], *FSDP2, "checkpoint.sharded=true", "run_dir=run"]
+    sharded, _ = gpt_runs
+    args = [*ARGS, *FAMILIES["gpt"], *FSDP2, "checkpoint.sharded=true", "run_dir=run"]
     kill_after_first_checkpoint(args, tmp_path)
     check(cli([*args, "ckpt_path=last"], tmp_path, timeout=600, fresh_interpreter=True))
     resumed, expected = series(tmp_path / "run", "train/loss"), series(sharded, "train/loss")
@@ -190,15 +192,12 @@ def test_a_sharded_checkpoint_resumes_exactly_and_consolidates_to_the_same_weigh
 
 
 def test_float8_emulated_trains_as_float32_does_with_and_without_fsdp2(
-    runs: tuple[Path, Path], tmp_path: Path, request: pytest.FixtureRequest
+    gpt_runs: tuple[Path, Path], tmp_path: Path
 ) -> None:
     """torchao's float8 training, its rounding emulated on the CPU: every step's loss within 2% of the
     float32 run's, in one process and under FSDP2 (the scales are per process there: not bit-equal)."""
-    sharded, single = runs
-    family = request.node.callspec.params["runs"]
-    if family != "gpt":
-        pytest.skip("one family is enough: the projections are the same blocks")
-    args = [*ARGS, *FAMILIES[family], "trainer.float8=emulated"]
+    sharded, single = gpt_runs
+    args = [*ARGS, *FAMILIES["gpt"], "trainer.float8=emulated"]
     check(cli([*args, "data.batch_size=16", "run_dir=one"], tmp_path, timeout=600))
     check(cli([*args, *FSDP2, "run_dir=two"], tmp_path, timeout=600, fresh_interpreter=True))
     for run, reference in ((tmp_path / "one", single), (tmp_path / "two", sharded)):
@@ -209,15 +208,12 @@ def test_float8_emulated_trains_as_float32_does_with_and_without_fsdp2(
 
 
 def test_layers_compiled_one_by_one_under_fsdp2_keep_the_losses(
-    runs: tuple[Path, Path], tmp_path: Path, request: pytest.FixtureRequest
+    gpt_runs: tuple[Path, Path], tmp_path: Path
 ) -> None:
     """``compile=block``: each sharded layer compiled on its own (inductor on the CPU, a minute or
     so): the eager run's per-step losses."""
-    sharded, _ = runs
-    family = request.node.callspec.params["runs"]
-    if family != "gpt":
-        pytest.skip("one family is enough: the layers are the same class")
-    args = [*ARGS, *FAMILIES[family], *FSDP2, "compile=block", "run_dir=run"]
+    sharded, _ = gpt_runs
+    args = [*ARGS, *FAMILIES["gpt"], *FSDP2, "compile=block", "run_dir=run"]
     check(cli(args, tmp_path, timeout=900, fresh_interpreter=True))
     losses, expected = series(tmp_path / "run", "train/loss"), series(sharded, "train/loss")
     assert sorted(losses) == sorted(expected)
