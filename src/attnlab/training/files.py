@@ -61,6 +61,16 @@ def write_atomically(path: Path, text: str) -> Path:
     return path
 
 
+def write_bytes_durably(path: Path, data: bytes | memoryview) -> Path:
+    """Write ``data`` to ``path`` through ``<path>.tmp``, flushed to the disk (fsync) before the rename:
+    a checkpoint that a crash right after would leave empty is no checkpoint."""
+    with staged(path, lambda: len(data)) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return path
+
+
 def save_into(directory: Path, save: Callable[[Path], object]) -> list[Path]:
     """Run ``save(staging_dir)`` and move the files it wrote into ``directory`` one rename each (for
     writers that write their files in place, such as a tokenizer's ``save``)."""

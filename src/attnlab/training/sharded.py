@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from attnlab.schema.rundir import SHARDED_META, WHOLE_PREFIX
-from attnlab.training.files import TMP_SUFFIX, staged
+from attnlab.training.files import TMP_SUFFIX, write_bytes_durably
 
 VERSION = ".shards-"  # <name>.shards-<time in ns>: one written checkpoint, the target of <name>
 CONSOLIDATED_KEY = "attnlab_consolidated_from"  # in a consolidated file: the directory it was made from
@@ -103,9 +103,4 @@ def consolidate(checkpoint: Path, out: Path | None = None) -> Path:
     whole = {**meta, "state_dict": state["state_dict"], CONSOLIDATED_KEY: str(checkpoint)}
     buffer = io.BytesIO()
     torch.save(whole, buffer)
-    data = buffer.getbuffer()
-    with staged(out, lambda: len(data)) as tmp, open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    return out
+    return write_bytes_durably(out, buffer.getbuffer())

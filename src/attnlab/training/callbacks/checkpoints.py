@@ -31,7 +31,7 @@ from attnlab.schema.rundir import LAST
 from attnlab.training import sharded
 from attnlab.training.callbacks.final_validation import is_final_step
 from attnlab.training.callbacks.interrupts import RunInterrupted, StopSignals
-from attnlab.training.files import TMP_SUFFIX, staged
+from attnlab.training.files import TMP_SUFFIX, write_bytes_durably
 from attnlab.training.signals import policy
 
 log = logging.getLogger("attnlab")
@@ -53,11 +53,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         path.parent.mkdir(parents=True, exist_ok=True)
         buffer = io.BytesIO()
         torch.save(checkpoint, buffer)
-        data = buffer.getbuffer()
-        with staged(path, lambda: len(data)) as tmp, open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        write_bytes_durably(path, buffer.getbuffer())
 
 
 class BestCheckpoint(ModelCheckpoint):
