@@ -48,6 +48,14 @@ def series(run_dir: Path, key: str) -> dict[int, float]:
     return {r["step"]: r[key] for r in records if key in r}
 
 
+def assert_same_losses(run: Path, reference: Path, **tolerance: float) -> None:
+    """``run`` logged a training loss at exactly ``reference``'s steps, each within ``tolerance``."""
+    losses, expected = series(run, "train/loss"), series(reference, "train/loss")
+    assert sorted(losses) == sorted(expected)
+    for step in expected:
+        assert losses[step] == pytest.approx(expected[step], **tolerance), f"{run.name}: step {step}"
+
+
 @pytest.fixture(scope="module", params=sorted(FAMILIES))
 def runs(request: pytest.FixtureRequest, built_once: Callable[..., Path]) -> tuple[Path, Path]:
     """(the FSDP2 run, the one-process run with the doubled batch) of each family."""
@@ -146,10 +154,7 @@ def test_activation_checkpointing_under_fsdp2_keeps_the_losses(
     sharded, _ = gpt_runs
     args = [*ARGS, *FAMILIES["gpt"], *FSDP2, "trainer.activation_checkpointing=full", "run_dir=run"]
     check(cli(args, tmp_path, timeout=600, fresh_interpreter=True))
-    losses, expected = series(tmp_path / "run", "train/loss"), series(sharded, "train/loss")
-    assert sorted(losses) == sorted(expected)
-    for step in expected:
-        assert losses[step] == pytest.approx(expected[step], abs=1e-6), f"step {step}"
+    assert_same_losses(tmp_path / "run", sharded, abs=1e-6)
 
 
 def test_a_sharded_checkpoint_resumes_exactly_and_consolidates_to_the_same_weights(
@@ -201,10 +206,7 @@ def test_float8_emulated_trains_as_float32_does_with_and_without_fsdp2(
     check(cli([*args, "data.batch_size=16", "run_dir=one"], tmp_path, timeout=600))
     check(cli([*args, *FSDP2, "run_dir=two"], tmp_path, timeout=600, fresh_interpreter=True))
     for run, reference in ((tmp_path / "one", single), (tmp_path / "two", sharded)):
-        losses, expected = series(run, "train/loss"), series(reference, "train/loss")
-        assert sorted(losses) == sorted(expected)
-        for step in expected:
-            assert losses[step] == pytest.approx(expected[step], rel=0.02), f"{run.name}: step {step}"
+        assert_same_losses(run, reference, rel=0.02)
 
 
 def test_layers_compiled_one_by_one_under_fsdp2_keep_the_losses(
@@ -215,7 +217,4 @@ def test_layers_compiled_one_by_one_under_fsdp2_keep_the_losses(
     sharded, _ = gpt_runs
     args = [*ARGS, *FAMILIES["gpt"], *FSDP2, "compile=block", "run_dir=run"]
     check(cli(args, tmp_path, timeout=900, fresh_interpreter=True))
-    losses, expected = series(tmp_path / "run", "train/loss"), series(sharded, "train/loss")
-    assert sorted(losses) == sorted(expected)
-    for step in expected:
-        assert losses[step] == pytest.approx(expected[step], abs=1e-5), f"step {step}"
+    assert_same_losses(tmp_path / "run", sharded, abs=1e-5)
