@@ -54,3 +54,17 @@ def test_a_sweep_without_tokens_and_flops_has_no_scaling_fit(tmp_path: Path) -> 
     report = write_report(read_sweep([tmp_path / "sweep"]), tmp_path / "out")
     assert report_write.SCALING_TITLE not in report.tables
     assert not {"isoflop.png", "loss_vs_flops.png"} & {p.name for p in report.plots}
+
+
+def test_seeds_of_one_size_and_length_get_no_scaling_fit(tmp_path: Path) -> None:
+    """Six runs that carry parameters, tokens and FLOPs but share N and D: nothing to fit a law to."""
+    for job in range(6):
+        write_run(
+            tmp_path / str(job),
+            config(seed=job),
+            val=val_losses(2.0 + job / 100),
+            test={"test/loss": 2.0},
+            summary_fields={"train_tokens": 30 * 512, "flops_per_token": {"chinchilla": 1e6}},
+        )
+    report = write_report(read_sweep([tmp_path]), tmp_path / "out")
+    assert report_write.SCALING_TITLE not in report.tables

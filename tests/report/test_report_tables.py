@@ -120,6 +120,17 @@ def test_evaluations_by_configuration_and_length(tmp_path: Path) -> None:
     assert table["n"].tolist() == [3, 3, 3, 3]
 
 
+def test_an_evaluation_at_the_trained_length_shows_that_length(tmp_path: Path) -> None:
+    """attnlab-eval records only what it changed: the evaluation at 64 has no override, yet its row
+    says 64 (the run's own length), not null."""
+    pos_seed_sweep(tmp_path)
+    for job in range(6):
+        write_eval(tmp_path / str(job), "e/64", {"val/loss": 2.0})
+        write_eval(tmp_path / str(job), "e/256", {"val/loss": 3.0}, overrides={"data.seq_len": 256})
+    table = eval_table(read_sweep([tmp_path]))
+    assert sorted(table["eval data.seq_len"].unique()) == ["256", "64"]
+
+
 @pytest.mark.parametrize(
     ("value", "digits", "text"),
     [

@@ -47,10 +47,16 @@ def test_report_files(tmp_path: Path) -> None:
     assert "| alibi            |   2 | 2 completed, 1 failed |" in text
     for plot in report.plots:
         assert f"]({plot.relative_to(tmp_path / 'out').as_posix()})" in text
-    runs = pd.read_csv(report.csv, index_col="job")
+    rows = pd.read_csv(report.csv, index_col="job")
+    runs = rows[rows["row"] == "training"]
     assert runs.shape[0] == 6
     assert runs.loc[4, "status"] == "failed"
     assert runs.loc[0, "val/loss best"] == 2.0
+    evals = rows[rows["row"] == "evaluation"]  # 5 completed jobs x 3 lengths, each with its loss
+    assert len(evals) == 15
+    assert sorted(evals.loc[3, "eval data.seq_len"]) == [64, 128, 256]  # 64: the trained length
+    assert evals.loc[3].set_index("eval data.seq_len").loc[256, "val/loss"] == pytest.approx(2.03)
+    assert set(evals["model.pos.name"]) == {"learned", "alibi"}
     assert not list((tmp_path / "out").rglob("*.tmp"))
 
 
@@ -102,11 +108,80 @@ def test_learning_curves_average_the_seeds(tmp_path: Path, monkeypatch: pytest.M
     (path,) = learning_curve_plots(read_sweep([tmp_path]), tmp_path / "plots")
     assert path.name == "val-loss_curves.png"
     ax = figures[0].axes[0]
-    (line,) = ax.lines
-    np.testing.assert_allclose(line.get_xdata(), [10, 20])
-    np.testing.assert_allclose(line.get_ydata(), [(2.25 + 2.45 + 9.0) / 3, 2.1])
+    val, train, key = ax.lines  # the validation mean, the training loss in its colour, the legend's key
+    np.testing.assert_allclose(val.get_xdata(), [10, 20])
+    np.testing.assert_allclose(val.get_ydata(), [(2.25 + 2.45 + 9.0) / 3, 2.1])
+    np.testing.assert_allclose(train.get_xdata(), [5, 10, 15, 20])  # every logged training step
+    np.testing.assert_allclose(train.get_ydata(), [2.95, 2.9, 2.85, 2.8])
+    assert train.get_color() == val.get_color() and train.get_linewidth() < val.get_linewidth()
+    assert key.get_label().startswith("train/loss")
+    assert len(ax.collections) == 1  # the ± std band over the seeds
     assert ax.get_xlabel() == "optimizer step"
-    assert ax.get_title() == "val/loss during training (mean over seeds)"
+    assert ax.get_title() == "val/loss and train/loss during training (mean ± std over seeds)"
+
+
+def three_configurations_two_seeds(root: Path) -> Path:
+    """pos=learned,rope,alibi x seed=1,2, where rope and alibi have the same curves (one would hide
+    the other if both were drawn alike)."""
+    finals = {"learned": (2.3, 2.5), "rope": (2.0, 2.2), "alibi": (2.0, 2.2)}
+    job = 0
+    for pos, seeds in finals.items():
+        for seed, final in zip((1, 2), seeds):
+            write_run(
+                root / str(job),
+                config(model__pos__name=pos, seed=seed),
+                val=val_losses(final),
+                test={"test/loss": final},
+                summary_fields={"train_tokens": 30 * 512, "flops_per_token": {"chinchilla": 1e6}},
+            )
+            job += 1
+    return root
+
+
+def test_overlapping_configurations_stay_distinguishable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    figures = capture_figures(monkeypatch)
+    paths = learning_curve_plots(read_sweep([three_configurations_two_seeds(tmp_path)]), tmp_path)
+    assert [p.name for p in paths] == [
+        "val-loss_curves.png",
+        "val-loss_curves_by_tokens.png",
+        "val-loss_curves_by_flops.png",
+    ]
+    ax = figures[0].axes[0]
+    means = [line for line in ax.lines if line.get_label().startswith("model.pos.name=")]
+    assert len(means) == 3
+    looks = {(line.get_color(), line.get_marker(), line.get_linestyle()) for line in means}
+    assert len(looks) == 3 and len({m for _, m, _ in looks}) == 3 and len({s for _, _, s in looks}) == 3
+    rope, alibi = (next(x for x in means if x.get_label().endswith(p)) for p in ("rope", "alibi"))
+    np.testing.assert_allclose(rope.get_ydata(), alibi.get_ydata())  # drawn over each other, told apart
+    assert len(ax.collections) == 3  # a spread band per configuration
+    by_flops = figures[2].axes[0]
+    assert by_flops.get_xscale() == "log"
+    np.testing.assert_allclose(by_flops.lines[0].get_xdata(), np.array([10, 20, 30]) * 512 * 1e6)
+
+
+def test_a_one_point_curve_is_said_to_be_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_run(tmp_path / "0", config(seed=1), val={30: 2.0})
+    write_run(tmp_path / "1", config(seed=2), val={30: 2.1})
+    figures = capture_figures(monkeypatch)
+    learning_curve_plots(read_sweep([tmp_path]), tmp_path)
+    texts = [t.get_text() for t in figures[0].axes[0].texts]
+    assert "one point only: all runs" in texts
+
+
+def test_close_values_keep_an_axis_a_tenth_of_a_nat_tall(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two configurations 0.01 nats apart: the axis spans 0.1 nats, so the gap is a tenth of it."""
+    for job, (pos, final) in enumerate((("rope", 2.0), ("alibi", 2.01))):
+        write_run(tmp_path / str(job), config(model__pos__name=pos), val={30: final}, test={"test/loss": 2})
+    figures = capture_figures(monkeypatch)
+    write_report(read_sweep([tmp_path]), tmp_path / "out")
+    by_key = next(f.axes[0] for f in figures if "by model.pos.name" in f.axes[0].get_title())
+    low, high = by_key.get_ylim()
+    assert high - low == pytest.approx(0.1)
+    assert any("at least 0.1 nats per token tall" in t.get_text() for t in by_key.texts)
 
 
 def capture_figures(monkeypatch: pytest.MonkeyPatch) -> list[Figure]:

@@ -2,8 +2,9 @@
 
 - the best value of each monitored metric against each swept config key, one line per combination
   of the other swept keys, mean ± std over seeds;
-- learning curves of each monitored metric against the optimizer step, one line per configuration
-  (the mean over its seeds);
+- learning curves of each monitored metric and its training counterpart against the optimizer step
+  (and tokens and FLOPs where known), one style per configuration, the mean over its seeds with a
+  ± std band;
 - for evaluations at other lengths (``data.seq_len`` overridden), the evaluated loss against the
   evaluation length on a log2 axis, one line per configuration, a mean ± std band over seeds.
 """
@@ -29,6 +30,9 @@ UNITS = {
     "bleu": "BLEU, 0-100",
     "chrf": "chrF, 0-100",
 }
+# The least height of a y axis, by the metric's unit: a gap of 0.01 nats is a tenth of the axis, not
+# all of it, where autoscaling would stretch the means of a few close runs over the whole plot.
+MIN_SPANS = {"loss": 0.1, "bpb": 0.1, "acc": 0.05, "exact_match": 0.05, "f1": 0.05, "bleu": 5.0, "chrf": 5.0}
 MAX_LEGEND = 16  # more lines than this get no legend: the tables name them
 WIDE_LABEL = 32  # characters; a legend with longer labels goes below the plot
 LABEL_CHAR_INCHES = 0.065  # the mean width of a character of a legend label (fontsize "small")
@@ -78,6 +82,7 @@ def metric_vs_key_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
             ax.set_title(f"{what} by {key}{spread}")
             ax.set_xlabel(key)
             ax.set_ylabel(metric_label(what))
+            floor_span(ax, monitor)
             legend(ax, ", ".join(others))
             paths.append(save(fig, out_dir / f"{slug(monitor)}_by_{slug(key)}.png"))
     return paths
@@ -94,9 +99,10 @@ def plot_by_key(ax: Axes, x: pd.Series, y: pd.Series, lines: pd.Series) -> None:
             stats.index.to_numpy(float) + offset,
             stats["mean"].to_numpy(float),
             yerr=stats["std"].fillna(0).to_numpy(float),
-            marker="o",
+            marker=MARKERS[i % len(MARKERS)],
             capsize=3,
-            linestyle="none" if categorical else "-",  # categories have no order to draw a line along
+            # categories have no order to draw a line along
+            linestyle="none" if categorical else LINE_STYLES[i % len(LINE_STYLES)],
             label=label,
         )
 
@@ -121,6 +127,9 @@ def x_axis(ax: Axes, x: pd.Series) -> tuple[pd.Series, bool]:
 
 
 def learning_curve_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
+    """Per monitored metric, its curve and the matching training metric's (``val/loss`` with
+    ``train/loss``) against the optimizer step, and against tokens and FLOPs where the runs' summaries
+    give them: one style per configuration, the mean over its seeds with a ± std band."""
     keys, _ = shown_keys(sweep.configs)
     labels = configuration_labels(sweep.configs, keys)
     paths = []
@@ -128,22 +137,90 @@ def learning_curve_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
         if monitor not in sweep.curves:
             continue
         jobs = sweep.runs.index[sweep.runs["monitor"] == monitor]
-        curves = sweep.curves[sweep.curves["job"].isin(jobs) & sweep.curves[monitor].notna()]
-        if curves.empty:
+        curves = sweep.curves[sweep.curves["job"].isin(jobs)]
+        if curves[monitor].isna().all():
             continue
-        mean = curves.groupby([labels[curves["job"]].to_numpy(), "step"])[monitor].mean()
-        fig, ax = new_figure()
-        for label, curve in mean.groupby(level=0, sort=True):
-            marker = "." if len(curve) <= 30 else None  # dots on a few validations, a plain line on many
-            ax.plot(curve.index.get_level_values("step"), curve.to_numpy(), marker=marker, label=label)
-        seeds = " (mean over seeds)" if SEED in keys else ""
-        ax.set_title(f"{monitor} during training{seeds}")
-        ax.set_xlabel("optimizer step")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_ylabel(metric_label(monitor))
-        legend(ax, "configuration")
-        paths.append(save(fig, out_dir / f"{slug(monitor)}_curves.png"))
+        train = "train/" + monitor.rsplit("/", 1)[-1]
+        train = train if train in curves and train != monitor else None
+        for axis, x in curve_axes(sweep, curves).items():
+            fig, ax = new_figure()
+            singles = draw_curves(
+                ax, curves.assign(x=x, label=labels[curves["job"]].to_numpy()), monitor, train
+            )
+            seeds = " (mean ± std over seeds)" if SEED in keys else ""
+            shown = f"{monitor} and {train}" if train else monitor
+            ax.set_title(f"{shown} during training{seeds}")
+            ax.set_xlabel(CURVE_AXES[axis])
+            if axis == "step":
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            else:
+                ax.set_xscale("log")
+            ax.set_ylabel(metric_label(monitor))
+            if singles:
+                note(ax, f"one point only: {', '.join(singles)}")
+            legend(ax, "configuration")
+            suffix = "" if axis == "step" else f"_by_{axis}"
+            paths.append(save(fig, out_dir / f"{slug(monitor)}_curves{suffix}.png"))
     return paths
+
+
+CURVE_AXES = {
+    "step": "optimizer step",
+    "tokens": "tokens trained on (log scale)",
+    "flops": "training FLOPs (Chinchilla's count, log scale)",
+}
+
+
+def curve_axes(sweep: Sweep, curves: pd.DataFrame) -> dict[str, pd.Series]:
+    """The x values of each curve point: the step, and where every run's summary says how many tokens
+    it trained on (and its FLOPs per token), the tokens and FLOPs at that step."""
+    axes = {"step": curves["step"]}
+    runs = sweep.runs.loc[curves["job"].unique()]
+    per_step = runs["train_tokens"] / runs["final_step"]
+    if per_step.notna().all() and (per_step > 0).all():
+        tokens = curves["step"] * per_step[curves["job"]].to_numpy()
+        axes["tokens"] = tokens
+        if runs["flops_per_token"].notna().all():
+            axes["flops"] = tokens * runs["flops_per_token"][curves["job"]].to_numpy()
+    return axes
+
+
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+LINE_STYLES = ("-", "--", "-.", ":")
+MAX_MARKERS = 12  # markers along a line, however many points it has
+
+
+def series_style(i: int) -> dict[str, str]:
+    """The marker and dash of the i-th line: with the colour, no two of the first 8 lines look alike,
+    and a line drawn exactly over another still shows its markers and gaps."""
+    return {"marker": MARKERS[i % len(MARKERS)], "linestyle": LINE_STYLES[i % len(LINE_STYLES)]}
+
+
+def draw_curves(ax: Axes, curves: pd.DataFrame, metric: str, train: str | None) -> list[str]:
+    """One line per ``label`` (mean over its runs, ± std band) of ``metric`` against ``x``, and thin
+    lines of ``train`` in the same colour; the labels whose line has a single point."""
+    singles = []
+    for i, (label, rows) in enumerate(curves.groupby("label", sort=True)):
+        stats = rows.dropna(subset=[metric]).groupby("x")[metric].agg(["mean", "std"]).sort_index()
+        x = stats.index.to_numpy(float)
+        every = max(1, len(x) // MAX_MARKERS)
+        (line,) = ax.plot(x, stats["mean"], label=label, markevery=every, zorder=3, **series_style(i))
+        std = stats["std"].fillna(0).to_numpy(float)
+        if std.any():
+            ax.fill_between(x, stats["mean"] - std, stats["mean"] + std, color=line.get_color(), alpha=0.2)
+        if len(x) == 1:
+            singles.append(str(label))
+        if train is not None:
+            trained = rows.dropna(subset=[train]).groupby("x")[train].mean().sort_index()
+            ax.plot(trained.index, trained.to_numpy(), color=line.get_color(), linewidth=0.8, alpha=0.6)
+    if train is not None:
+        ax.plot([], [], color="grey", linewidth=0.8, label=f"{train} (thin, each in its line's colour)")
+    return singles
+
+
+def note(ax: Axes, text: str) -> None:
+    """A small grey remark in the plot's lower left corner."""
+    ax.text(0.01, 0.01, text, transform=ax.transAxes, fontsize="x-small", color="dimgrey", va="bottom")
 
 
 def length_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
@@ -175,6 +252,7 @@ def length_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
             ax.set_title(f"{metric} by evaluation length{spread}")
             ax.set_xlabel(f"evaluation length {LENGTH_KEY} (tokens, log2 scale)")
             ax.set_ylabel(metric_label(metric))
+            floor_span(ax, metric)
             legend(ax, "configuration")
             paths.append(save(fig, out_dir / f"{slug(metric)}_by_length.png"))
     return paths
@@ -205,13 +283,25 @@ def length_line_labels(sweep: Sweep, evals: pd.DataFrame) -> pd.Series:
 
 
 def plot_length_lines(ax: Axes, lengths: pd.Series, values: pd.Series, labels: pd.Series) -> None:
-    for label, index in labels.groupby(labels, sort=True).groups.items():
+    for i, (label, index) in enumerate(labels.groupby(labels, sort=True).groups.items()):
         stats = values[index].groupby(lengths[index]).agg(["mean", "std"]).sort_index()
-        (line,) = ax.plot(stats.index, stats["mean"], marker="o", label=label)
+        (line,) = ax.plot(stats.index, stats["mean"], label=label, **series_style(i))
         std = stats["std"].fillna(0)
         ax.fill_between(
             stats.index, stats["mean"] - std, stats["mean"] + std, color=line.get_color(), alpha=0.2
         )
+
+
+def floor_span(ax: Axes, metric: str) -> None:
+    """Widen the y axis around its middle to the metric's least height (``MIN_SPANS``), and say so."""
+    span = MIN_SPANS.get(metric.rsplit("/", 1)[-1])
+    low, high = ax.get_ylim()
+    if span is None or high - low >= span:
+        return
+    middle = (low + high) / 2
+    ax.set_ylim(middle - span / 2, middle + span / 2)
+    unit = UNITS.get(metric.rsplit("/", 1)[-1], "")
+    note(ax, f"y axis at least {span:g} {unit.split(',')[0]} tall: close values stay close")
 
 
 def new_figure() -> tuple[Figure, Axes]:

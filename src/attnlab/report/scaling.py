@@ -99,7 +99,7 @@ class Law:
 
     def values(self) -> dict[str, float]:
         """Its parameters and the allocation exponents it implies (N_opt ∝ C^a, D_opt ∝ C^b)."""
-        total = self.alpha + self.beta
+        total = self.alpha + self.beta or float("nan")  # a degenerate fit: no allocation exponents
         return {"E": self.E, "A": self.A, "B": self.B, "alpha": self.alpha, "beta": self.beta,
                 "a": self.beta / total, "b": self.alpha / total}  # fmt: skip
 

@@ -182,6 +182,18 @@ def eval_frame(files: list[RunFiles], jobs: list[str]) -> tuple[pd.DataFrame, li
     return evals, keys
 
 
+def evaluated_settings(sweep: Sweep) -> pd.DataFrame:
+    """``sweep.evals`` with each override column filled, where an evaluation left the key as trained,
+    with its run's own value: attnlab-eval records only what it changed, so an evaluation at the
+    training length has no ``data.seq_len``, and a table would otherwise show it as null."""
+    evals = sweep.evals.copy()
+    for key in sweep.eval_keys:
+        if key in sweep.configs:
+            trained = pd.Series(sweep.configs.loc[evals["job"], key].to_numpy(), index=evals.index)
+            evals[key] = evals[key].where(evals[key].notna(), trained)
+    return evals
+
+
 def check_metric(metric: str, runs: pd.DataFrame, evals: pd.DataFrame) -> None:
     """``--metric`` must name a metric some run logged."""
     if f"{metric} best" in runs or metric in runs or metric in evals:

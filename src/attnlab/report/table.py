@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from attnlab.report.sweep import SEED, Sweep
+from attnlab.report.sweep import SEED, Sweep, evaluated_settings
 
 # Keys that say where a run lives or logs, not what it computes: never a difference worth a column.
 BOOKKEEPING = ("run_dir", "ckpt_path", "logger.")
@@ -120,9 +120,9 @@ def seed_table(sweep: Sweep) -> pd.DataFrame | None:
 def eval_table(sweep: Sweep) -> pd.DataFrame | None:
     """One row per configuration and evaluation setting (overrides, split, checkpoint): ``mean ± std``
     of each metric over the seeds, and ``n``. None when no run was evaluated."""
-    evals = sweep.evals
-    if evals.empty:
+    if sweep.evals.empty:
         return None
+    evals = evaluated_settings(sweep)
     keys, _ = shown_keys(sweep.configs)
     keys = [k for k in keys if k != SEED]
     settings = [f"eval {k}" for k in sweep.eval_keys] + ["split", "ckpt"]

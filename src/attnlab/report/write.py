@@ -11,7 +11,7 @@ import pandas as pd
 from attnlab.report.plots import write_plots
 from attnlab.report.scaling import Runs, ScalingFit, fit_scaling
 from attnlab.report.scaling_plots import scaling_plots, scaling_table
-from attnlab.report.sweep import SEED, Sweep, metric_mode
+from attnlab.report.sweep import SEED, Sweep, evaluated_settings, metric_mode
 from attnlab.report.table import eval_table, job_table, seed_table, shown_keys
 
 REPORT_FILE = "report.md"
@@ -40,9 +40,26 @@ def write_report(sweep: Sweep, out_dir: Path, command: str = "attnlab-report") -
     if fit is not None:
         tables[SCALING_TITLE] = scaling_table(fit)
         plots += scaling_plots(fit, out_dir / PLOTS_DIR)
-    csv = write_atomic(out_dir / RUNS_CSV, sweep.configs.join(sweep.runs).to_csv())
+    csv = write_atomic(out_dir / RUNS_CSV, runs_csv(sweep))
     text = markdown(sweep, tables, [p.relative_to(out_dir) for p in plots], command)
     return Report(write_atomic(out_dir / REPORT_FILE, text), csv, plots, tables)
+
+
+def runs_csv(sweep: Sweep) -> str:
+    """``runs.csv``: a ``training`` row per run (every config key, status, summary figures, best,
+    final and test metrics), then an ``evaluation`` row per attnlab-eval of a run (its run's config,
+    what the evaluation changed as ``eval <key>``, its split and checkpoint, and the metrics it
+    measured), so that every number of the report's tables is in the file."""
+    training = sweep.configs.join(sweep.runs)
+    training.insert(0, "row", "training")
+    if sweep.evals.empty:
+        return training.to_csv()
+    settings = {k: f"eval {k}" for k in [*sweep.eval_keys, "name", "split", "ckpt"]}
+    evals = evaluated_settings(sweep).rename(columns=settings)
+    configs = sweep.configs.loc[evals["job"]].reset_index(drop=True)
+    evaluation = pd.concat([configs, evals.drop(columns="job")], axis=1).set_index(evals["job"])
+    evaluation.insert(0, "row", "evaluation")
+    return pd.concat([training, evaluation]).to_csv()
 
 
 def report_tables(sweep: Sweep) -> dict[str, pd.DataFrame]:
@@ -68,8 +85,12 @@ def scaling_runs(sweep: Sweep) -> Runs | None:
         return None
     keys = ["n_params", "train_tokens", "flops_per_token", f"{monitor} final"]
     usable = runs[runs["status"].isin(("completed",))][keys].dropna()
-    if len(usable) < MIN_SCALING_RUNS:
-        return None
+    if (
+        len(usable) < MIN_SCALING_RUNS
+        or usable["n_params"].nunique() < 3
+        or usable["train_tokens"].nunique() < 2
+    ):
+        return None  # too few runs, or seeds of one size and length: no law in N and D to fit
     n, d, per_token, loss = (usable[k].to_numpy(dtype=float) for k in keys)
     return Runs(n, d, d * per_token, loss)
 
