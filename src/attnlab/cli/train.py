@@ -319,7 +319,7 @@ def _fit(
     from attnlab.training.files import save_into
     from attnlab.training.loggers import build_loggers, log_results, new_wandb_id
     from attnlab.training.metrics_file import MetricsFileLogger
-    from attnlab.training.resume import read_run_state, report_schedule
+    from attnlab.training.resume import changes, changes_line, continuations, read_run_state, report_schedule
     from attnlab.training.summary import best_score, check_monitor_logged, count_parameters, fit_results
     from attnlab.training.trainer import build_trainer
 
@@ -341,8 +341,14 @@ def _fit(
     )
     task.nonfinite = NonFiniteGuard(run.trainer.on_nonfinite, run.trainer.max_nonfinite_skips)
     resumed = read_run_state(run.ckpt_path) if run.ckpt_path else {}
+    changed = changes(run, resumed) if resumed else {}  # check_resume allowed them: optim.on_resume=apply
+    task.optim_changes = set(changed)
+    history = continuations(run, resumed, changed)  # also in every checkpoint, for the next resume
     if summary is not None:  # rank 0: says so when a resume runs past its schedule's end
         summary.update(schedule=report_schedule(run, resumed))
+        summary.update(**({"continuations": history} if history else {}))
+        if changed:
+            log.info("%s", changes_line(history[-1]))
     wandb_id = resumed.get("wandb_id") or new_wandb_id()
     previous = run_dir_of(run.ckpt_path) if run.ckpt_path else None  # its lines up to the checkpoint
     metrics_file = MetricsFileLogger(run_dir, resumed.get("global_step"), previous)  # whatever logger=
@@ -359,7 +365,7 @@ def _fit(
         ),
         metrics_file,
     ]
-    callbacks = build_callbacks(run, run_dir, config, wandb_id, console=console)
+    callbacks = build_callbacks(run, run_dir, config, wandb_id, history, console=console)
     trainer = build_trainer(run, run_dir, loggers, callbacks)
     metrics_file.trainer = trainer
     if trainer.is_global_zero:
