@@ -161,7 +161,8 @@ def train_job(config: DictConfig) -> float | None:
             with run_summary(run_dir) as summary:
                 run = check_job(config, run_dir, overrides)
                 name = run_name(run.run_name, overrides, run_dir.name, multirun)
-                score = train(run, run_dir, group=group, summary=summary, name=name, multirun=multirun)
+                with peer_failure_said(run_dir, overrides):
+                    score = train(run, run_dir, group=group, summary=summary, name=name, multirun=multirun)
                 if multirun and summary is not None:
                     announce_job(hc.job.num, name, run_dir, summary)
                 return score
@@ -182,6 +183,28 @@ def exit_interrupted(stop: RunInterrupted, run_dir: Path, overrides: list[str]) 
     log_to_file(logging.WARNING, "interrupted by %s", message)
     print(f"interrupted by {message}", file=sys.stderr)
     sys.exit(stop.exit_code)
+
+
+@contextmanager
+def peer_failure_said(run_dir: Path, overrides: list[str]) -> Iterator[None]:
+    """A collective failed by a dead or frozen peer process (``training.peers``) becomes ``PeerLost``,
+    whose one line says so and how to continue (every process again, ``ckpt_path=auto``)."""
+    from attnlab.training.peers import PeerLost, lost_peer
+
+    try:
+        yield
+    except RuntimeError as err:
+        said = lost_peer(err)
+        if said is None:
+            raise
+        launch = "the same torchrun or srun command with" if external_world_size() > 1 else "run"
+        command = resume_command(run_dir, overrides, ckpt_path="auto")
+        if external_world_size() > 1:
+            command = command.removeprefix("attnlab-train ")
+        raise PeerLost(
+            f"a process of this distributed run died or stopped answering ({said}); continue from the "
+            f"last checkpoint by starting every process again: {launch} {command}"
+        ) from err
 
 
 def announce_job(number: int, name: str, run_dir: Path, summary: RunSummary) -> None:
@@ -206,12 +229,13 @@ def announce_job(number: int, name: str, run_dir: Path, summary: RunSummary) -> 
     print(f"job {number} ({name}): {' | '.join(shown)} | {run_dir}", flush=True)
 
 
-def resume_command(run_dir: Path, overrides: list[str]) -> str:
+def resume_command(run_dir: Path, overrides: list[str], ckpt_path: str | None = None) -> str:
     """The command that continues this run exactly from its ``last.ckpt``, in place (``ckpt_path=auto``
-    where it has none yet: interrupted before its first checkpoint, it starts again)."""
+    where it has none yet: interrupted before its first checkpoint, it starts again; or where
+    ``ckpt_path`` says so: every process of a distributed run resolves it alike)."""
     mine = ("run_dir=", "ckpt_path=", "hydra.run.dir=")
     kept = [o for o in overrides if not o.startswith(mine)]
-    ckpt_path = "last" if any(checkpoint_dir(run_dir).glob("last*.ckpt")) else "auto"
+    ckpt_path = ckpt_path or ("last" if any(checkpoint_dir(run_dir).glob("last*.ckpt")) else "auto")
     args = [f"run_dir={run_dir.resolve()}", f"ckpt_path={ckpt_path}", *kept]
     return " ".join(["attnlab-train", *map(shlex.quote, args)])
 
