@@ -1,7 +1,8 @@
 """A run continued from its checkpoint with changed optimiser settings (the remedy for a diverged run):
 refused by default in one line that names ``optim.on_resume=apply``; with it, the restored optimizer
 and schedule take the new values, the change is printed, and ``summary.json`` and the checkpoints
-record it; model and data changes stay refused."""
+record it; model and data changes stay refused. Resumed with nothing left to train, a finished run
+tests again and its metrics.jsonl holds one test line."""
 
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ CONTINUE = ["run_dir=run", "ckpt_path=last", "trainer.max_steps=12", *CHANGED]
 def runs(built_once: Callable[..., Path]) -> Path:
     def first_refused_then_continued(cwd: Path) -> None:
         check(cli([*ARGS, "trainer.max_steps=8", "run_dir=run"], cwd))
+        (cwd / "first.jsonl").write_text((cwd / "run" / "metrics.jsonl").read_text())
+        check(cli([*ARGS, "trainer.max_steps=8", "run_dir=run", "ckpt_path=last"], cwd))  # nothing to train
+        (cwd / "again.jsonl").write_text((cwd / "run" / "metrics.jsonl").read_text())
         (cwd / "before.json").write_text((cwd / "run" / "summary.json").read_text())
         refused = cli([*ARGS, *CONTINUE], cwd)
         (cwd / "refused.json").write_text(json.dumps([refused.returncode, refused.stdout, refused.stderr]))
@@ -44,6 +48,16 @@ def runs(built_once: Callable[..., Path]) -> Path:
         (cwd / "continued.out").write_text(result.stdout + result.stderr)
 
     return built_once("continue", first_refused_then_continued)
+
+
+def records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_finished_run_resumed_in_place_tests_again_and_logs_its_test_once(runs: Path) -> None:
+    first, again = records(runs / "first.jsonl"), records(runs / "again.jsonl")
+    assert [r["step"] for r in again if "test/loss" in r] == [8]
+    assert [r for r in again if "test/loss" not in r] == [r for r in first if "test/loss" not in r]
 
 
 def test_changed_optimiser_settings_are_refused_in_one_line_naming_the_switch(runs: Path) -> None:
@@ -58,8 +72,9 @@ def test_changed_optimiser_settings_are_refused_in_one_line_naming_the_switch(ru
 
 
 def test_the_continuation_trains_with_the_new_values_and_records_them(runs: Path) -> None:
-    lines = (runs / "run" / "metrics.jsonl").read_text().splitlines()
-    lr = {r["step"]: r["lr"] for r in map(json.loads, lines) if "lr" in r}
+    logged = records(runs / "run" / "metrics.jsonl")
+    lr = {r["step"]: r["lr"] for r in logged if "lr" in r}
+    assert [r["step"] for r in logged if "test/loss" in r] == [12]
     cosine_at_7 = 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 5 / 6))  # 5 of its 6 decaying steps done
     assert lr[8] == pytest.approx(1e-3 * cosine_at_7)  # the first run's 8-step cosine (lr[s]: lambda(s - 1))
     assert lr[10] == lr[12] == pytest.approx(5e-4)  # the new constant rate, not 1e-3 nor the floor
