@@ -233,13 +233,12 @@ def peer_failure_said(run_dir: Path, overrides: list[str]) -> Iterator[None]:
         said = lost_peer(err)
         if said is None:
             raise
-        launch = "the same torchrun or srun command with" if external_world_size() > 1 else "run"
         command = resume_command(run_dir, overrides, ckpt_path="auto")
-        if external_world_size() > 1:
-            command = command.removeprefix("attnlab-train ")
+        if external_world_size() > 1:  # its processes were started by torchrun or srun, not attnlab-train
+            command = "the same torchrun or srun command with " + command.removeprefix("attnlab-train ")
         raise PeerLost(
             f"a process of this distributed run died or stopped answering ({said}); continue from the "
-            f"last checkpoint by starting every process again: {launch} {command}"
+            f"last checkpoint by starting every process again: {command}"
         ) from err
 
 
@@ -405,8 +404,9 @@ def _fit(
     task.optim_changes = set(changed)
     history = continuations(run, resumed, changed)  # also in every checkpoint, for the next resume
     if summary is not None:  # rank 0: says so when a resume runs past its schedule's end
-        summary.update(schedule=report_schedule(run, resumed))
-        summary.update(**({"continuations": history} if history else {}))
+        summary.update(
+            schedule=report_schedule(run, resumed), **({"continuations": history} if history else {})
+        )
         if changed:
             log.info("%s", changes_line(history[-1]))
     wandb_id = resumed.get("wandb_id") or new_wandb_id()

@@ -34,6 +34,7 @@ from attnlab.schema.load import plain, read_model_config, read_optim_config, rea
 from attnlab.schema.optim import OnExtend
 from attnlab.tasks.nonfinite import NonFiniteGuard, check_finite_weights, gradient_norm, whole
 from attnlab.tasks.optim import (
+    Schedule,
     apply_settings,
     configure_optimizers,
     group_values,
@@ -119,7 +120,7 @@ class TaskModule(pl.LightningModule):
         # The optim.* keys a resume under optim.on_resume=apply changes (training sets them), and the
         # values this run's settings give the optimizer and schedule, kept before the restore.
         self.optim_changes: set[str] = set()
-        self.configured: list[tuple[list[dict], object]] = []
+        self.configured: list[tuple[list[dict], Schedule]] = []
 
     def __setattr__(self, name: str, value: object) -> None:
         """Lightning names the hook it is in (``_current_fx_name``) before and after each hook call, some
