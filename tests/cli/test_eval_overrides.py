@@ -152,6 +152,18 @@ def test_a_bad_length_in_a_sweep_stops_it_before_the_first_job(run: Path) -> Non
     assert added == []
 
 
+def test_a_bad_choice_in_a_sweep_is_one_line_naming_it_and_writes_nothing(run: Path) -> None:
+    """Composed with each job's own value, not shown as the sweep (``split=ChoiceSweep(...)``), and
+    refused before the sweep's folder and its multirun.yaml are written."""
+    before = set(run.parent.rglob("multirun.yaml"))  # of the sweeps of other tests
+    result, added = evaluate(run, "split=val,bogus", multirun=True)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: job 1 (split=bogus): split=bogus: choose one of test, val"
+    ]
+    assert added == [] and set(run.parent.rglob("multirun.yaml")) == before
+
+
 @pytest.mark.parametrize(
     ("override", "message"),
     [

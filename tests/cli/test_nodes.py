@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -86,7 +87,8 @@ def test_a_dead_node_ends_the_other_within_the_timeout(
     fault: str, tmp_path: Path, started: list[Node]
 ) -> None:
     """SIGKILL of node 1 (its agent and worker: the machine is gone) or SIGSTOP (it hangs, its
-    connections stay open): node 0 exits non-zero within trainer.timeout + 30 s."""
+    connections stay open): node 0 exits non-zero within trainer.timeout + 30 s, with one line that
+    says a peer was lost and how to continue, in place of gloo's error (also in torchrun's report)."""
     args = [*NODES, "trainer.max_steps=100000", "logger=csv", "run_dir=run"]
     rendezvous = static_rendezvous(free_port())
     started += [Node(rank, rendezvous, args, tmp_path) for rank in (0, 1)]
@@ -102,6 +104,14 @@ def test_a_dead_node_ends_the_other_within_the_timeout(
     assert code is not None, f"node 0 still runs {TIMEOUT_S + 30} s after node 1 was {fault}"
     assert code != 0
     print(f"node 1 {fault}: node 0 exited {code} after {time.monotonic() - begin:.1f} s")
+    said = survivor.log.read_text(errors="replace")
+    cause = r"[^)]*(closed|reset) by peer" if fault == "killed" else r"Timed out waiting 20000ms for recv"
+    line = r"error: PeerLost: a process of this distributed run died or stopped answering \("
+    assert re.search(line + cause, said), said[-3000:]  # gloo's words vary with where the peer was
+    command = f"the same torchrun or srun command with run_dir={tmp_path / 'run'} ckpt_path=auto "
+    assert command in said
+    assert "traceback : PeerLost: " in said  # torchrun's report names it too
+    assert "GLHF" not in said and "Traceback" not in said.split("error: PeerLost")[0]
 
 
 def test_an_elastic_restart_continues_from_the_last_checkpoint(

@@ -110,6 +110,18 @@ CASES = [
         "callbacks.x._target_=nonexistent.Cls: the import path of a Callback subclass (package.module.Class); "
         "not importable (ModuleNotFoundError)",
     ),
+    *(
+        (
+            [f"{key}={value}"],
+            f"callbacks={value}: choose options of the callbacks group (default, early_stopping, or a list of "
+            "them); add a callback of your own by a name: '+callbacks.<name>={_target_: package.Class}'",
+        )
+        for key, value in [
+            ("callbacks", "[{_target_:nonexistent.Cls}]"),  # a Hydra traceback before
+            ("+callbacks", "[{_target_:pytorch_lightning.callbacks.Timer}]"),
+            ("callbacks", "{_target_:nonexistent.Cls}"),
+        ]
+    ),
     (
         ["trainer._target_=nonexistent.Trainer"],
         "trainer._target_=nonexistent.Trainer: the import path of a Trainer",

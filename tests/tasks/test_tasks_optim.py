@@ -237,3 +237,39 @@ def test_stretch_schedule_ends_a_restored_schedule_at_the_new_budget():
     resumed.optimizer.step()
     resumed.step()
     assert resumed.get_last_lr() == pytest.approx(_scheduled(max_steps=40, steps_done=21).get_last_lr())
+
+
+def test_apply_settings_gives_a_restored_muon_the_new_values_and_keeps_its_state(tiny_model):
+    """optim.on_resume=apply: a Muon + AdamW restored from 6 steps under one set of values takes the
+    other set's (both rates, momentum, the warmup), and its moments and step count stay the checkpoint's."""
+    from attnlab.schema.optim import AdamWPart, MuonConfig
+    from attnlab.schema.task import task_config
+    from attnlab.tasks import build_task
+    from attnlab.tasks.optim import apply_settings
+
+    def configured(cfg: MuonConfig):
+        task = build_task(task_config("causal_lm"), cfg, tiny_model("gpt", **SIZES), max_steps=20)
+        return task, task.configure_optimizers()["lr_scheduler"]["scheduler"]
+
+    _, before = configured(MuonConfig(warmup_steps=2))
+    for param in before.optimizer.param_groups[0]["params"]:
+        param.grad = torch.ones_like(param)
+    for _ in range(6):
+        before.optimizer.step()
+        before.step()
+    new = MuonConfig(lr=0.01, momentum=0.9, warmup_steps=10, adamw=AdamWPart(lr=3e-4))
+    task, after = configured(new)
+    after.optimizer.load_state_dict(before.optimizer.state_dict())
+    after.load_state_dict(before.state_dict())
+    assert after.get_last_lr() == pytest.approx(before.get_last_lr())  # the restore: the old values
+    ((groups, schedule),) = task.configured
+    apply_settings(
+        after, groups, schedule, {"optim.lr", "optim.momentum", "optim.warmup_steps", "optim.adamw.lr"}
+    )
+    muon, *adamw = after.optimizer.param_groups
+    assert muon["momentum"] == 0.9 and muon["initial_lr"] == 0.01
+    assert [g["initial_lr"] for g in adamw] == [3e-4, 3e-4]
+    assert after.get_last_lr() == pytest.approx([0.01 * 7 / 10, 3e-4 * 7 / 10, 3e-4 * 7 / 10])  # warming up
+    assert after.last_epoch == 6
+    kept, restored = before.optimizer.state_dict()["state"][0], after.optimizer.state_dict()["state"][0]
+    assert kept.keys() == restored.keys() and all(torch.equal(kept[k], restored[k]) for k in kept)

@@ -12,9 +12,11 @@ from __future__ import annotations
 import atexit
 import gc
 import importlib.resources
+import json
 import logging
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -345,6 +347,7 @@ def run_job(job: Callable[[], float]) -> float | None:
             reason, where = disk_full_reason(err, Path(hc.runtime.output_dir)), ""
         if hc.mode != RunMode.MULTIRUN:
             print(f"error: {reason}{where}", file=sys.stderr)
+            tell_torchrun(reason)
             sys.exit(1)
         message = f"job {hc.job.num} ({' '.join(hc.overrides.task)}) failed: {reason}{where}"
         print(f"error: {message}", file=sys.stderr)
@@ -357,6 +360,16 @@ def run_job(job: Callable[[], float]) -> float | None:
                 {"job": str(hc.job.num), "run": name, "status": "failed", "folder": hc.runtime.output_dir}
             )
         return None
+
+
+def tell_torchrun(reason: str) -> None:
+    """Under torchrun, a failed process's one line goes into the error file its agent reads, so that the
+    agent's report names the cause instead of a link on how to see a traceback."""
+    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
+    if path:
+        data = {"message": {"message": reason, "extraInfo": {"timestamp": str(int(time.time()))}}}
+        with suppress(OSError):
+            Path(path).write_text(json.dumps(data))
 
 
 LAUNCHER_LOGGER = "hydra._internal.core_plugins.basic_launcher"

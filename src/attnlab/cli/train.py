@@ -25,7 +25,16 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attnlab.cli.app import error_line, exit_before_the_run, log_to_file, one_line_per_job, run_hydra, run_job
+from attnlab.cli.app import (
+    error_line,
+    exit_before_the_run,
+    log_to_file,
+    one_line_per_job,
+    presets,
+    run_hydra,
+    run_job,
+    user_errors_as_one_line,
+)
 from attnlab.cli.devices import check_attention_backend, check_devices, check_float8, check_strategy
 from attnlab.cli.prepared import build_model_for, prepare_datamodule, take_datamodule
 from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
@@ -72,8 +81,35 @@ def main() -> None:
         use_teacher_defaults()  # task=distill: the teacher's run gives the student's defaults
     except RunInterrupted as stop:
         exit_before_the_run(stop)
+    with user_errors_as_one_line():  # before Hydra, which fails on them with a traceback
+        refuse_callbacks_as_values(sys.argv[1:])
     one_line_per_job()  # under -m: each job prints one line when it ends, the multirun a table
     run_hydra(train_job, "train")
+
+
+def refuse_callbacks_as_values(args: list[str]) -> None:
+    """``callbacks`` is a config group: a list given to it chooses its options
+    (``callbacks=[default,early_stopping]``), and Hydra fails with a traceback on a callback's mapping
+    in it (``callbacks=[{_target_: ...}]``) or given as its value. A callback of one's own is a key
+    of it, ``+callbacks.<name>={_target_: ...}``, whose class is checked before the run directory."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    for arg in args:
+        try:
+            override = parser.parse_override(arg)
+        except HydraException:  # Hydra says what is wrong with it
+            continue
+        value = override.value() if not override.is_sweep_override() else None
+        listed = isinstance(value, list) and not all(isinstance(v, str) for v in value)
+        if override.key_or_group.lstrip("+~") == "callbacks" and (listed or isinstance(value, dict)):
+            raise ConfigError(
+                "callbacks",
+                arg.partition("=")[2],
+                f"choose options of the callbacks group ({', '.join(presets('callbacks'))}, or a list of "
+                "them); add a callback of your own by a name: '+callbacks.<name>={_target_: package.Class}'",
+            )
 
 
 def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> RunConfig:
@@ -161,7 +197,8 @@ def train_job(config: DictConfig) -> float | None:
             with run_summary(run_dir) as summary:
                 run = check_job(config, run_dir, overrides)
                 name = run_name(run.run_name, overrides, run_dir.name, multirun)
-                score = train(run, run_dir, group=group, summary=summary, name=name, multirun=multirun)
+                with peer_failure_said(run_dir, overrides):
+                    score = train(run, run_dir, group=group, summary=summary, name=name, multirun=multirun)
                 if multirun and summary is not None:
                     announce_job(hc.job.num, name, run_dir, summary)
                 return score
@@ -182,6 +219,27 @@ def exit_interrupted(stop: RunInterrupted, run_dir: Path, overrides: list[str]) 
     log_to_file(logging.WARNING, "interrupted by %s", message)
     print(f"interrupted by {message}", file=sys.stderr)
     sys.exit(stop.exit_code)
+
+
+@contextmanager
+def peer_failure_said(run_dir: Path, overrides: list[str]) -> Iterator[None]:
+    """A collective failed by a dead or frozen peer process (``training.peers``) becomes ``PeerLost``,
+    whose one line says so and how to continue (every process again, ``ckpt_path=auto``)."""
+    from attnlab.training.peers import PeerLost, lost_peer
+
+    try:
+        yield
+    except RuntimeError as err:
+        said = lost_peer(err)
+        if said is None:
+            raise
+        command = resume_command(run_dir, overrides, ckpt_path="auto")
+        if external_world_size() > 1:  # its processes were started by torchrun or srun, not attnlab-train
+            command = "the same torchrun or srun command with " + command.removeprefix("attnlab-train ")
+        raise PeerLost(
+            f"a process of this distributed run died or stopped answering ({said}); continue from the "
+            f"last checkpoint by starting every process again: {command}"
+        ) from err
 
 
 def announce_job(number: int, name: str, run_dir: Path, summary: RunSummary) -> None:
@@ -206,12 +264,13 @@ def announce_job(number: int, name: str, run_dir: Path, summary: RunSummary) -> 
     print(f"job {number} ({name}): {' | '.join(shown)} | {run_dir}", flush=True)
 
 
-def resume_command(run_dir: Path, overrides: list[str]) -> str:
+def resume_command(run_dir: Path, overrides: list[str], ckpt_path: str | None = None) -> str:
     """The command that continues this run exactly from its ``last.ckpt``, in place (``ckpt_path=auto``
-    where it has none yet: interrupted before its first checkpoint, it starts again)."""
+    where it has none yet: interrupted before its first checkpoint, it starts again; or where
+    ``ckpt_path`` says so: every process of a distributed run resolves it alike)."""
     mine = ("run_dir=", "ckpt_path=", "hydra.run.dir=")
     kept = [o for o in overrides if not o.startswith(mine)]
-    ckpt_path = "last" if any(checkpoint_dir(run_dir).glob("last*.ckpt")) else "auto"
+    ckpt_path = ckpt_path or ("last" if any(checkpoint_dir(run_dir).glob("last*.ckpt")) else "auto")
     args = [f"run_dir={run_dir.resolve()}", f"ckpt_path={ckpt_path}", *kept]
     return " ".join(["attnlab-train", *map(shlex.quote, args)])
 
@@ -319,7 +378,7 @@ def _fit(
     from attnlab.training.files import save_into
     from attnlab.training.loggers import build_loggers, log_results, new_wandb_id
     from attnlab.training.metrics_file import MetricsFileLogger
-    from attnlab.training.resume import read_run_state, report_schedule
+    from attnlab.training.resume import changes, changes_line, continuations, read_run_state, report_schedule
     from attnlab.training.summary import best_score, check_monitor_logged, count_parameters, fit_results
     from attnlab.training.trainer import build_trainer
 
@@ -341,8 +400,15 @@ def _fit(
     )
     task.nonfinite = NonFiniteGuard(run.trainer.on_nonfinite, run.trainer.max_nonfinite_skips)
     resumed = read_run_state(run.ckpt_path) if run.ckpt_path else {}
+    changed = changes(run, resumed) if resumed else {}  # check_resume allowed them: optim.on_resume=apply
+    task.optim_changes = set(changed)
+    history = continuations(run, resumed, changed)  # also in every checkpoint, for the next resume
     if summary is not None:  # rank 0: says so when a resume runs past its schedule's end
-        summary.update(schedule=report_schedule(run, resumed))
+        summary.update(
+            schedule=report_schedule(run, resumed), **({"continuations": history} if history else {})
+        )
+        if changed:
+            log.info("%s", changes_line(history[-1]))
     wandb_id = resumed.get("wandb_id") or new_wandb_id()
     previous = run_dir_of(run.ckpt_path) if run.ckpt_path else None  # its lines up to the checkpoint
     metrics_file = MetricsFileLogger(run_dir, resumed.get("global_step"), previous)  # whatever logger=
@@ -359,7 +425,7 @@ def _fit(
         ),
         metrics_file,
     ]
-    callbacks = build_callbacks(run, run_dir, config, wandb_id, console=console)
+    callbacks = build_callbacks(run, run_dir, config, wandb_id, history, console=console)
     trainer = build_trainer(run, run_dir, loggers, callbacks)
     metrics_file.trainer = trainer
     if trainer.is_global_zero:

@@ -43,6 +43,27 @@ class OnExtend(Choice):
     stretch = "stretch"  # the schedule is stretched to end at the new max_steps, from the current step on
 
 
+class OnResume(Choice):
+    """What a resume whose ``optim.*`` settings differ from its checkpoint's does (``attnlab.training.resume``)."""
+
+    refuse = "refuse"  # one line naming the setting: the checkpoint's run goes on only with its own
+    apply = (
+        "apply"  # the changed settings of RESUME_CHANGEABLE replace the restored optimizer's and schedule's
+    )
+
+
+# The optim.* settings a resume may change under optim.on_resume=apply: values of the optimizer's
+# parameter groups and of the schedule. The others (optim.name, decay, fused, ...) shape the optimizer.
+RESUME_CHANGEABLE = frozenset(
+    f"optim.{key}"
+    for key in (
+        *("lr", "weight_decay", "betas", "eps", "momentum", "nesterov", "ns_steps"),
+        *("schedule", "warmup_steps", "min_lr_ratio", "max_steps"),
+        *("adamw.lr", "adamw.weight_decay", "adamw.betas", "adamw.eps"),
+    )
+)
+
+
 class Decay(Choice):
     """Which parameters weight decay shrinks (``attnlab.tasks.optim.param_groups``)."""
 
@@ -86,6 +107,7 @@ class OptimConfig:
     min_lr_ratio: float = 0.1  # cosine floor as a fraction of lr
     max_steps: int | None = None  # None: the trainer's max_steps
     on_extend: OnExtend = OnExtend.keep  # a resume past the checkpoint's schedule: keep | stretch
+    on_resume: OnResume = OnResume.refuse  # a resume with changed optim settings: refuse | apply
 
     @property
     def fused_adamw(self) -> tuple[str, bool | None]:

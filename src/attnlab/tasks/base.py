@@ -11,6 +11,7 @@ weights_only=True)`` (Lightning's own loader) rebuilds a trained task from its c
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 import os
@@ -32,7 +33,14 @@ from attnlab.models.parallel import is_sharded, shard_layers
 from attnlab.schema.load import plain, read_model_config, read_optim_config, read_task_config
 from attnlab.schema.optim import OnExtend
 from attnlab.tasks.nonfinite import NonFiniteGuard, check_finite_weights, gradient_norm, whole
-from attnlab.tasks.optim import configure_optimizers, schedule_steps, stretch_schedule
+from attnlab.tasks.optim import (
+    Schedule,
+    apply_settings,
+    configure_optimizers,
+    group_values,
+    schedule_steps,
+    stretch_schedule,
+)
 from attnlab.tasks.step_log import StepLog, log_step_value
 
 STAGES = ("val", "test")
@@ -109,6 +117,10 @@ class TaskModule(pl.LightningModule):
         self.nonfinite = NonFiniteGuard()
         self.step_loss: Tensor | None = None  # this step's loss, checked before the optimizer step
         self.step_log = StepLog()  # the values a logging step hands to the loggers (not self.log: cost)
+        # The optim.* keys a resume under optim.on_resume=apply changes (training sets them), and the
+        # values this run's settings give the optimizer and schedule, kept before the restore.
+        self.optim_changes: set[str] = set()
+        self.configured: list[tuple[list[dict], Schedule]] = []
 
     def __setattr__(self, name: str, value: object) -> None:
         """Lightning names the hook it is in (``_current_fx_name``) before and after each hook call, some
@@ -168,9 +180,13 @@ class TaskModule(pl.LightningModule):
             # unscales them itself, as the fused kernel does.
             fused = not ("mixed" in str(trainer.precision) and trainer.gradient_clip_val)
         chosen = self.optim_cfg.fused_adamw[1]  # optim.fused (optim.adamw.fused): null picks as above
-        return configure_optimizers(
+        built = configure_optimizers(
             self.model, self.optim_cfg, steps, fused=fused if chosen is None else chosen
         )
+        scheduler = built["lr_scheduler"]["scheduler"]
+        # a copy: a restore writes the checkpoint's fields into the scheduler's own schedule
+        self.configured = [(group_values(built["optimizer"]), copy.copy(scheduler.lr_lambdas[0]))]
+        return built
 
     def trained_steps(self) -> int:
         """``max_steps``, or for a run bounded by epochs (``max_steps <= 0``) the step count Lightning
@@ -181,9 +197,15 @@ class TaskModule(pl.LightningModule):
         return int(estimated) if math.isfinite(estimated) else self.max_steps
 
     def on_train_start(self) -> None:
-        """``optim.on_extend=stretch``: a resumed checkpoint's schedule, restored by now, is stretched
+        """A resumed checkpoint's optimizer and schedule are restored by now. ``optim.on_resume=apply``:
+        the changed settings replace theirs. ``optim.on_extend=stretch``: the schedule is stretched
         to end at this run's step budget (``keep`` leaves it as the checkpoint has it; a run that
         starts afresh has its own budget already)."""
+        if self.optim_changes:
+            for config, (groups, schedule) in zip(
+                self.trainer.lr_scheduler_configs, self.configured, strict=True
+            ):
+                apply_settings(config.scheduler, groups, schedule, self.optim_changes)
         if self.optim_cfg.on_extend == OnExtend.stretch:
             for scheduler in self.trainer.lr_scheduler_configs:
                 stretch_schedule(scheduler.scheduler, schedule_steps(self.optim_cfg, self.trained_steps()))

@@ -106,6 +106,43 @@ def stretch_schedule(scheduler: torch.optim.lr_scheduler.LambdaLR, max_steps: in
     for lr_lambda in scheduler.lr_lambdas:
         if isinstance(lr_lambda, Schedule):
             lr_lambda.max_steps = max_steps
+    reschedule(scheduler)
+
+
+# What optim.on_resume=apply takes from the optimizer built from this run's settings: its groups'
+# values (initial_lr: the schedule's peak rate) and its schedule's fields (max_steps: see apply_settings).
+GROUP_VALUES = ("initial_lr", "weight_decay", "betas", "eps", "momentum", "nesterov", "ns_steps")
+SCHEDULE_FIELDS = {"optim.schedule": "name", "optim.warmup_steps": "warmup_steps"}
+SCHEDULE_FIELDS |= {"optim.min_lr_ratio": "min_lr_ratio", "optim.max_steps": "max_steps"}
+
+
+def group_values(optimizer: torch.optim.Optimizer) -> list[dict]:
+    """The values of ``optimizer``'s parameter groups that ``apply_settings`` can restore into another."""
+    return [{k: g[k] for k in GROUP_VALUES if k in g} for g in optimizer.param_groups]
+
+
+def apply_settings(
+    scheduler: torch.optim.lr_scheduler.LambdaLR, groups: list[dict], schedule: Schedule, changed: set[str]
+) -> None:
+    """``optim.on_resume=apply``: a restored optimizer and schedule (the checkpoint's) take this run's
+    values, ``groups`` (``group_values`` of the optimizer built from this run's settings, before the
+    restore) and the fields of ``schedule`` whose keys are ``changed``. The schedule's ``max_steps``
+    changes only with ``optim.max_steps`` (``trainer.max_steps`` is ``optim.on_extend``'s), so the
+    schedule goes on from the current step with the new values; Adam's moments and the step count stay."""
+    optimizer = scheduler.optimizer
+    for group, values in zip(optimizer.param_groups, groups, strict=True):
+        group.update(values)
+    scheduler.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
+    for key, name in SCHEDULE_FIELDS.items():
+        if key in changed:
+            for lr_lambda in scheduler.lr_lambdas:
+                if isinstance(lr_lambda, Schedule):
+                    setattr(lr_lambda, name, getattr(schedule, name))
+    reschedule(scheduler)
+
+
+def reschedule(scheduler: torch.optim.lr_scheduler.LambdaLR) -> None:
+    """Set the optimizer's rates for the next step to what the (changed) schedule gives at the current step."""
     groups = scheduler.optimizer.param_groups
     for group, base_lr, lr_lambda in zip(groups, scheduler.base_lrs, scheduler.lr_lambdas, strict=True):
         group["lr"] = base_lr * lr_lambda(scheduler.last_epoch)

@@ -9,13 +9,20 @@ from typing import Any
 
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import from_format_1, is_format_1, plain
+from attnlab.schema.optim import RESUME_CHANGEABLE, OnResume
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import SHARDED_META, is_sharded_checkpoint
 
 log = logging.getLogger("attnlab.train")
 RUN_KEY = "attnlab_run"  # the checkpoint entry written by training.callbacks.RunState
 # Settings that may change on resume without changing what was computed before it.
-FREE_ON_RESUME = {"data.num_workers", "data.pin_memory", "data.cache_dir", "optim.on_extend"}
+FREE_ON_RESUME = {
+    "data.num_workers",
+    "data.pin_memory",
+    "data.cache_dir",
+    "optim.on_extend",
+    "optim.on_resume",
+}
 DECAYING = ("cosine", "linear")  # the schedules that end at a step budget
 COMPARED = ("model", "data", "task", "optim", "seed")
 
@@ -114,7 +121,8 @@ def report_schedule(run: RunConfig, state: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_resume(run: RunConfig) -> None:
-    """A resumed run must compute what the checkpoint's run computed: same model, data, task, optimiser, seed."""
+    """A resumed run must compute what the checkpoint's run computed: same model, data, task, optimiser,
+    seed; under ``optim.on_resume=apply`` the optimiser's values (``RESUME_CHANGEABLE``) may change."""
     if run.ckpt_path is None:
         return
     state = read_run_state(run.ckpt_path)
@@ -132,22 +140,53 @@ def check_resume(run: RunConfig) -> None:
             f"is a checkpoint of attnlab-compress method={state['compressed']}, for inference only (no "
             "optimizer state): resume from the checkpoint of attnlab-train",
         )
+    apply = run.optim.on_resume == OnResume.apply
+    for key, (theirs, mine) in changes(run, state).items():
+        if apply and key in RESUME_CHANGEABLE:
+            continue
+        same = "resume with the same settings (its run directory's config.yaml has them all)"
+        if key in RESUME_CHANGEABLE:
+            same += ", or add optim.on_resume=apply to continue with the changed optimiser settings"
+        elif apply:
+            same += f"; optim.on_resume=apply changes only {', '.join(sorted(RESUME_CHANGEABLE))}"
+        raise ConfigError(
+            key, mine, f"the checkpoint {run.ckpt_path} was trained with {key}={theirs}; {same}"
+        )
+
+
+def changes(run: RunConfig, state: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """The settings (dotted keys) in which ``run`` differs from its checkpoint's run, each as (the
+    checkpoint's value, this run's), leaving out those that may change freely (``FREE_ON_RESUME``)."""
     saved = state.get("config")
     if not saved:
-        return
+        return {}
     if is_format_1(saved):
         saved = from_format_1(saved)
-    ours = plain(run)
+    ours, found = plain(run), {}
     for group in COMPARED:
+        mine_flat = _flat(ours[group], group)
         for key, theirs in _flat(saved.get(group), group).items():
-            mine = _flat(ours[group], group).get(key)
+            mine = mine_flat.get(key)
             if key not in FREE_ON_RESUME and mine != theirs:
-                raise ConfigError(
-                    key,
-                    mine,
-                    f"the checkpoint {run.ckpt_path} was trained with {key}={theirs}; resume with "
-                    "the same settings (its run directory's config.yaml has them all)",
-                )
+                found[key] = (theirs, mine)
+    return found
+
+
+def continuations(run: RunConfig, state: dict[str, Any], changed: dict[str, tuple[Any, Any]]) -> list[dict]:
+    """The run's continuations with changed optimiser settings (``optim.on_resume=apply``): the
+    checkpoint's, then this resume's if it ``changed`` any. Each entry: the ``step`` it continued from,
+    the checkpoint, and each changed key as [old, new]."""
+    history = list(state.get("continuations") or [])
+    if not changed:
+        return history
+    entry = {"step": state["global_step"], "ckpt_path": run.ckpt_path}
+    return [*history, {**entry, "changed": {key: list(values) for key, values in changed.items()}}]
+
+
+def changes_line(entry: dict) -> str:
+    """One continuation of ``continuations`` as the line the run prints."""
+    said = ", ".join(f"{key} {old} -> {new}" for key, (old, new) in entry["changed"].items())
+    return f"optim.on_resume=apply: from step {entry['step']} of {entry['ckpt_path']}: {said}"
 
 
 def _flat(value: Any, prefix: str) -> dict[str, Any]:

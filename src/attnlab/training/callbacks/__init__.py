@@ -59,14 +59,20 @@ def checkpoint_callbacks(run: RunConfig, run_dir: Path) -> list[Checkpoint]:
 
 
 def build_callbacks(
-    run: RunConfig, run_dir: Path, config: dict, wandb_id: str, console: bool = True
+    run: RunConfig,
+    run_dir: Path,
+    config: dict,
+    wandb_id: str,
+    history: list[dict] | None = None,
+    console: bool = True,
 ) -> list[Callback]:
-    """attnlab's callbacks and the run's own; without ``console`` (a job of a multirun) neither the
+    """attnlab's callbacks and the run's own (``history``: its continuations with changed optimiser
+    settings, kept in its checkpoints); without ``console`` (a job of a multirun) neither the
     progress lines nor the model summary reach the console (``train.log`` has the lines; a terminal
     still shows the bar, one line that is redrawn)."""
     callbacks: list[Callback] = [
         StepSeeder(run.seed),
-        RunState(config, wandb_id),
+        RunState(config, wandb_id, history),
         RankConsistency(),
         ThroughputLogger(),
         GradNormLogger(),

@@ -40,18 +40,23 @@ class StepSeeder(Callback):
 
 
 class RunState(Callback):
-    """Stores the run's validated config and wandb run id in every checkpoint (``checkpoint[RUN_KEY]``),
-    so a resume can check it continues the same run and keep logging to the same wandb run; and at a
+    """Stores the run's validated config, wandb run id and ``continuations`` (its resumes with changed
+    optimiser settings, ``training.resume.continuations``) in every checkpoint (``checkpoint[RUN_KEY]``),
+    so a resume can check it continues the same run, keep logging to the same wandb run and carry the
+    run's history on; and at a
     resume's first step, continues the loggers' step from the checkpoint's (``continue_logging_step``)."""
 
-    def __init__(self, config: dict, wandb_id: str) -> None:
+    def __init__(self, config: dict, wandb_id: str, history: list[dict] | None = None) -> None:
         self.config = config
         self.wandb_id = wandb_id
+        self.history = history or []
 
     def on_save_checkpoint(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict
     ) -> None:
         checkpoint[RUN_KEY] = {"config": self.config, "wandb_id": self.wandb_id}
+        if self.history:  # plain data: read back with weights_only=True
+            checkpoint[RUN_KEY]["continuations"] = self.history
 
     def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
         """Once, before the first step (the loops are restored by then); no cost at the later steps."""
