@@ -118,9 +118,9 @@ def test_evaluations_are_listed_with_what_they_changed(sweep: dict) -> None:
         (sweep["dir"] / "report.md").read_text(), "Evaluations (attnlab-eval, mean ± std over seeds)"
     )
     assert [(r["model.pos.name"], r["eval data.batch_size"], r["split"], r["n"]) for r in rows] == [
-        ("learned", "null", "val", "1"),
+        ("learned", "8", "val", "1"),
         ("learned", "4", "val", "1"),
-        ("alibi", "null", "val", "1"),
+        ("alibi", "8", "val", "1"),
         ("alibi", "4", "val", "1"),
     ]
 

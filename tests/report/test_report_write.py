@@ -161,6 +161,18 @@ def test_overlapping_configurations_stay_distinguishable(
     np.testing.assert_allclose(by_flops.lines[0].get_xdata(), np.array([10, 20, 30]) * 512 * 1e6)
 
 
+def test_a_resumed_run_has_no_tokens_axis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resumed run's summary counts the tokens since the resume only: its tokens are unknown."""
+    three_configurations_two_seeds(tmp_path)
+    cfg = config(model__pos__name="rope", seed=3, ckpt_path="/runs/x/checkpoints/last.ckpt")
+    write_run(tmp_path / "6", cfg, summary_fields={"train_tokens": 10 * 512})
+    capture_figures(monkeypatch)
+    sweep = read_sweep([tmp_path])
+    assert sweep.runs["train_tokens"].isna().tolist() == [False] * 6 + [True]
+    paths = learning_curve_plots(sweep, tmp_path)
+    assert [p.name for p in paths] == ["val-loss_curves.png"]
+
+
 def test_a_one_point_curve_is_said_to_be_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_run(tmp_path / "0", config(seed=1), val={30: 2.0})
     write_run(tmp_path / "1", config(seed=2), val={30: 2.1})

@@ -125,6 +125,8 @@ def result_frame(
     runs["error"] = [f.summary.get("error") for f in files]
     for key in ("n_params", "tokens_per_s", "samples_per_s", "wall_time_s", "final_step", "train_tokens"):
         runs[key] = pd.to_numeric(pd.Series([f.summary.get(key) for f in files], index=runs.index))
+    resumed = configs["ckpt_path"].notna() if "ckpt_path" in configs else pd.Series(False, index=runs.index)
+    runs.loc[resumed.to_numpy(), "train_tokens"] = float("nan")  # counted since the resume only: unknown
     counted = [(f.summary.get("flops_per_token") or {}).get("chinchilla") for f in files]
     runs["flops_per_token"] = pd.to_numeric(pd.Series(counted, index=runs.index))  # appendix F's count
     monitor = configs["task.monitor"] if "task.monitor" in configs else pd.Series(None, index=runs.index)
