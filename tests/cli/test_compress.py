@@ -103,6 +103,25 @@ def test_the_int8_checkpoint_is_smaller_plain_data_and_keeps_the_loss(checkpoint
     assert validation_loss(path) == pytest.approx(validation_loss(checkpoint(family)), abs=0.02)
 
 
+def test_the_size_is_reported_against_the_uncompressed_weights(
+    checkpoint, tmp_path, monkeypatch, capsys
+) -> None:
+    """Not against last.ckpt, whose Adam moments triple it: the ratio says what int8 saves."""
+    import re
+
+    from attnlab.cli.compress import main, saved_size, uncompressed_checkpoint
+
+    out = tmp_path / "int8.ckpt"
+    assert (
+        run_command(main, [f"ckpt_path={checkpoint('gpt')}", "method=int8", f"out={out}"], monkeypatch) == 0
+    )
+    printed = capsys.readouterr().out
+    ratio = float(re.search(r"([0-9.]+)x smaller than the uncompressed weights", printed).group(1))
+    weights = saved_size(uncompressed_checkpoint(checkpoint("gpt")))
+    assert ratio == pytest.approx(weights / out.stat().st_size, abs=0.006)
+    assert 1.0 < ratio < checkpoint("gpt").stat().st_size / out.stat().st_size
+
+
 @pytest.fixture
 def config_store() -> Iterator[None]:
     """attnlab-eval stores its checkpoint's data and model in Hydra's config store: taken out again

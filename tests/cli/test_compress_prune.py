@@ -89,11 +89,28 @@ def test_finetuning_trains_the_pruned_model_deterministically(
         assert run_command(main, [*args, "finetune_steps=3", f"out={out}"], monkeypatch) == 0
         states.append(torch.load(out, weights_only=True))
     untuned = torch.load(pruned("gpt"), weights_only=True)["state_dict"]
+    quality = states[0]["attnlab_pruning"]["val_loss"]  # on the batches that chose the heads
+    assert quality["before"] == pytest.approx(unpruned_loss(checkpoint("gpt"), batches=2), abs=1e-6)
+    assert quality["after"] != quality["pruned"]  # fine-tuning moved it
     assert states[0]["hyper_parameters"]["model"] == states[1]["hyper_parameters"]["model"]
     assert states[0]["attnlab_pruning"]["finetune_steps"] == 3
     for key in untuned:
         torch.testing.assert_close(states[0]["state_dict"][key], states[1]["state_dict"][key], rtol=0, atol=0)
     assert any(not torch.equal(states[0]["state_dict"][k], v) for k, v in untuned.items())
+
+
+def unpruned_loss(ckpt: Path, batches: int) -> float:
+    """The mean loss per example over the first validation batches, computed here on its own."""
+    from attnlab.cli.checkpoint import load_checkpoint, run_datamodule
+    from attnlab.explain.head_importance import example_losses
+
+    loaded = load_checkpoint(ckpt)
+    with torch.no_grad():
+        losses = [
+            example_losses(loaded.model.eval(), b)
+            for _, b in zip(range(batches), run_datamodule(loaded).val_dataloader())
+        ]
+    return float(torch.cat(losses).mean())
 
 
 def test_attnlab_eval_sample_and_explain_read_the_pruned_checkpoint(

@@ -116,15 +116,45 @@ def uncompressed_checkpoint(ckpt: Path) -> dict:
 
 
 def write_checkpoint(checkpoint: dict, ckpt: Path, out: Path) -> str:
-    """Write ``checkpoint`` to ``out`` whole or not at all; returns its size against ``ckpt``'s."""
+    """Write ``checkpoint`` to ``out`` whole or not at all; returns its size against the uncompressed
+    weights (the same entries, its model's weights as trained: what compression saves) and against
+    ``ckpt`` (which also holds the optimizer's state, so that ratio says more about Adam than about
+    compression)."""
     import torch
 
     from attnlab.training.files import staged
 
     with staged(out) as tmp:
         torch.save(checkpoint, tmp)
-    before, after = ckpt.stat().st_size, out.stat().st_size
-    return f"{after / 2**20:.2f} MiB ({ckpt.name}: {before / 2**20:.2f} MiB, {before / after:.1f}x)"
+    weights = saved_size(uncompressed_checkpoint(ckpt))
+    after, before = out.stat().st_size, ckpt.stat().st_size
+    return (
+        f"{mib(after)} MiB: {weights / after:.2f}x smaller than the uncompressed weights ({mib(weights)} MiB);"
+        f" {ckpt.name} with its training state {mib(before)} MiB"
+    )
+
+
+def saved_size(checkpoint: dict) -> int:
+    """The bytes ``torch.save`` writes for ``checkpoint``, counted without keeping them."""
+    import torch
+
+    class Counter:
+        size = 0
+
+        def write(self, data: bytes) -> int:
+            self.size += len(data)
+            return len(data)
+
+        def flush(self) -> None:
+            pass
+
+    counter = Counter()
+    torch.save(checkpoint, counter)
+    return counter.size
+
+
+def mib(size: int) -> str:
+    return f"{size / 2**20:.2f}"
 
 
 def quantization_record(method: str) -> dict[str, str]:

@@ -34,8 +34,11 @@ def prune_loaded(cmd: CompressCommand, loaded: Any, checkpoint: dict) -> tuple[d
     datamodule = run_datamodule(loaded)
     model = loaded.model
     scores = head_importance(model, datamodule.val_dataloader(), max_batches=cmd.importance_batches).scores
+    loss_before = val_loss(model, datamodule, cmd.importance_batches)
     pruned = prune_heads(model, heads_to_keep(model, scores, cmd.fraction))
+    loss_pruned = val_loss(pruned, datamodule, cmd.importance_batches)
     task = finetuned(loaded.task, pruned, datamodule, cmd.finetune_steps, checkpoint)
+    loss_after = val_loss(task.model, datamodule, cmd.importance_batches)
     before, after = total_heads(model), total_heads(pruned)
     checkpoint["state_dict"] = task.state_dict()
     checkpoint["hyper_parameters"] = {**checkpoint["hyper_parameters"], "model": plain(pruned.cfg)}
@@ -48,9 +51,28 @@ def prune_loaded(cmd: CompressCommand, loaded: Any, checkpoint: dict) -> tuple[d
         "heads_after": after,
         "importance_batches": cmd.importance_batches,
         "finetune_steps": cmd.finetune_steps,
+        "val_loss": {"before": loss_before, "pruned": loss_pruned, "after": loss_after},
     }
-    tuned = f", fine-tuned {cmd.finetune_steps} steps" if cmd.finetune_steps else ""
-    return checkpoint, f"prune_heads, {before - after} of {before} heads removed{tuned}"
+    quality = f"val loss over {cmd.importance_batches} batches {loss_before:.4f} -> {loss_pruned:.4f}"
+    if cmd.finetune_steps:
+        quality += f" -> {loss_after:.4f} after {cmd.finetune_steps} fine-tuning steps"
+    return checkpoint, f"prune_heads, {before - after} of {before} heads removed, {quality}"
+
+
+def val_loss(model: Any, datamodule: Any, batches: int) -> float:
+    """The mean loss per example of ``model`` over the first ``batches`` validation batches: the
+    quality that pruning trades for size, measured on the batches that chose the heads."""
+    import torch
+
+    from attnlab.explain.head_importance import example_losses
+
+    losses = []
+    with torch.no_grad():
+        for i, batch in enumerate(datamodule.val_dataloader()):
+            if i == batches:
+                break
+            losses.append(example_losses(model.eval(), batch))
+    return float(torch.cat(losses).mean())
 
 
 def finetuned(task: Any, pruned: Any, datamodule: Any, steps: int, checkpoint: dict) -> Any:
