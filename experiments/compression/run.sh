@@ -50,3 +50,4 @@ train gpt_distilled model.n_layers=2 task=distill task.teacher="$RUNS/gpt_teache
 "$BIN/attnlab-report" "$RUNS/vit_scratch" "$RUNS/vit_distilled" --out "$OUT/distill_vit"
 "$BIN/attnlab-report" "$RUNS/gpt_scratch" "$RUNS/gpt_distilled" --out "$OUT/distill_gpt"
 "$BIN/python" "$HERE/tables.py" "$RUNS" > "$OUT/tables.md"
+"$BIN/python" "$HERE/derived.py" "$OUT" > "$OUT/derived.md"
