@@ -35,6 +35,7 @@ from attnlab.cli.app import (
     run_job,
     user_errors_as_one_line,
 )
+from attnlab.cli.budget import with_budget_steps
 from attnlab.cli.devices import check_attention_backend, check_devices, check_float8, check_strategy
 from attnlab.cli.prepared import build_model_for, prepare_datamodule, take_datamodule
 from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
@@ -145,6 +146,7 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
     run = replace(run, ckpt_path=resolve_ckpt_path(run.ckpt_path, run_dir))
     from attnlab.training.resume import check_resume
 
+    run = with_budget_steps(run, prepare_datamodule(run))  # before check_resume compares the steps
     check_resume(run)
     check_teacher(run, prepare_datamodule(run))
     return run

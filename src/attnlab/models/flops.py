@@ -87,3 +87,10 @@ def flop_counts(model: nn.Module, seq_len: int) -> FlopCounts | None:
     cfg = model.cfg
     nanogpt = flops_per_token(matmul_params(model), cfg.n_layers, seq_len, cfg.d_model)
     return FlopCounts(nanogpt, chinchilla_flops_per_token(cfg, cfg.vocab_size, seq_len), seq_len)
+
+
+def steps_for_budget(budget: float, flops_per_token: float, tokens_per_step: int) -> int:
+    """The optimizer steps that spend ``budget`` training FLOPs at ``flops_per_token``, with
+    ``tokens_per_step`` tokens a step (batch x sequence length x accumulation x processes), rounded to
+    the nearest step, at least one."""
+    return max(1, round(budget / (flops_per_token * tokens_per_step)))

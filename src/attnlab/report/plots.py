@@ -157,7 +157,7 @@ def learning_curve_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
                 ax.set_xscale("log")
             ax.set_ylabel(metric_label(monitor))
             if singles:
-                note(ax, f"one point only: {', '.join(singles)}")
+                note(ax, single_point_note(singles, labels[curves["job"]].nunique()))
             legend(ax, "configuration")
             suffix = "" if axis == "step" else f"_by_{axis}"
             paths.append(save(fig, out_dir / f"{slug(monitor)}_curves{suffix}.png"))
@@ -216,6 +216,12 @@ def draw_curves(ax: Axes, curves: pd.DataFrame, metric: str, train: str | None) 
     if train is not None:
         ax.plot([], [], color="grey", linewidth=0.8, label=f"{train} (thin, each in its line's colour)")
     return singles
+
+
+def single_point_note(singles: list[str], lines: int) -> str:
+    """Which lines have a single point (a validation at the end only): named when short, else counted."""
+    named = f"one point only: {', '.join(singles)}"
+    return named if len(named) <= 60 else f"one point only: {len(singles)} of {lines} lines (a final validation)"
 
 
 def note(ax: Axes, text: str) -> None:

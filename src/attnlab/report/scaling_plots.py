@@ -44,6 +44,10 @@ def scaling_table(fit: ScalingFit) -> pd.DataFrame:
 
 
 def scaling_plots(fit: ScalingFit, out_dir: Path) -> list[Path]:
+    """The loss against compute of every run, and where some budget's profile has a minimum inside
+    its sizes (approach 2), the IsoFLOP profiles and the allocation they give."""
+    if not fit.profiles:
+        return [loss_vs_flops_plot(fit, out_dir)]
     return [isoflop_plot(fit, out_dir), loss_vs_flops_plot(fit, out_dir), allocation_plot(fit, out_dir)]
 
 

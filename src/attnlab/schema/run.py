@@ -118,6 +118,10 @@ class TrainerConfig:
     # float8 matrix products in the layers' projections (torchao): true needs a GPU of compute
     # capability 8.9+; emulated rounds as float8 does, computed in higher precision (any device, slower)
     float8: Any = False
+    # Training FLOPs (Chinchilla's count, models/flops.py) the run may spend: max_steps is derived from
+    # it, the model's FLOPs per token and the tokens of a step, so runs of different sizes on one budget
+    # spend the same compute (experiment=scaling); null: max_steps as given
+    compute_budget: float | None = None
 
     def check(self) -> None:
         if self.float8 not in FLOAT8_MODES:
@@ -160,6 +164,7 @@ class TrainerConfig:
         not_negative("trainer.num_sanity_val_steps", self.num_sanity_val_steps)
         not_negative("trainer.fast_dev_run", self.fast_dev_run)
         positive("trainer.timeout", self.timeout, allow_none=True)
+        positive("trainer.compute_budget", self.compute_budget, allow_none=True)
 
 
 def devices_ok(devices: Any) -> bool:

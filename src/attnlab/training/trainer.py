@@ -130,6 +130,7 @@ ATTNLAB_SETTINGS = (
     "float32_matmul_precision",
     "activation_checkpointing",
     "float8",
+    "compute_budget",  # turned into max_steps before the run (cli/budget.py)
 )
 
 
