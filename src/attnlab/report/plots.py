@@ -221,7 +221,9 @@ def draw_curves(ax: Axes, curves: pd.DataFrame, metric: str, train: str | None) 
 def single_point_note(singles: list[str], lines: int) -> str:
     """Which lines have a single point (a validation at the end only): named when short, else counted."""
     named = f"one point only: {', '.join(singles)}"
-    return named if len(named) <= 60 else f"one point only: {len(singles)} of {lines} lines (a final validation)"
+    return (
+        named if len(named) <= 60 else f"one point only: {len(singles)} of {lines} lines (a final validation)"
+    )
 
 
 def note(ax: Axes, text: str) -> None:
