@@ -162,6 +162,17 @@ class TrainerConfig:
         positive("trainer.timeout", self.timeout, allow_none=True)
 
 
+def process_count(trainer: TrainerConfig) -> int | None:
+    """How many processes a run of ``trainer`` trains in (devices x nodes), or None where the machine
+    decides (``devices=auto`` or -1)."""
+    devices = trainer.devices
+    if isinstance(devices, list):
+        return len(devices) * trainer.num_nodes
+    if isinstance(devices, int) and not isinstance(devices, bool) and devices > 0:
+        return devices * trainer.num_nodes
+    return None
+
+
 def devices_ok(devices: Any) -> bool:
     if devices in ("auto", -1) or (
         isinstance(devices, int) and not isinstance(devices, bool) and devices > 0

@@ -9,7 +9,7 @@ from typing import Any
 
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import from_format_1, is_format_1, plain
-from attnlab.schema.run import RunConfig
+from attnlab.schema.run import RunConfig, process_count
 from attnlab.schema.rundir import SHARDED_META, is_sharded_checkpoint
 
 log = logging.getLogger("attnlab.train")
@@ -18,6 +18,7 @@ RUN_KEY = "attnlab_run"  # the checkpoint entry written by training.callbacks.Ru
 FREE_ON_RESUME = {"data.num_workers", "data.pin_memory", "data.cache_dir", "optim.on_extend"}
 DECAYING = ("cosine", "linear")  # the schedules that end at a step budget
 COMPARED = ("model", "data", "task", "optim", "seed")
+BATCH_KEY = "data.batch_size"  # per process: compared as the batch of all processes together
 
 
 def read_run_state(ckpt_path: str) -> dict[str, Any]:
@@ -138,9 +139,12 @@ def check_resume(run: RunConfig) -> None:
     if is_format_1(saved):
         saved = from_format_1(saved)
     ours = plain(run)
+    check_global_batch(run, saved, state.get("processes"))
     for group in COMPARED:
         for key, theirs in _flat(saved.get(group), group).items():
             mine = _flat(ours[group], group).get(key)
+            if key == BATCH_KEY and state.get("processes") and process_count(run.trainer):
+                continue  # per process: check_global_batch compared the batch of all processes
             if key not in FREE_ON_RESUME and mine != theirs:
                 raise ConfigError(
                     key,
@@ -148,6 +152,26 @@ def check_resume(run: RunConfig) -> None:
                     f"the checkpoint {run.ckpt_path} was trained with {key}={theirs}; resume with "
                     "the same settings (its run directory's config.yaml has them all)",
                 )
+
+
+def check_global_batch(run: RunConfig, saved: dict[str, Any], processes: int | None) -> None:
+    """A resume on another number of processes must draw the same batch a step: ``data.batch_size``
+    (per process) times the processes as the checkpoint's run (the data stream counts samples over all
+    processes, so it continues at the same sample). Unchecked here when either count is unknown
+    (``trainer.devices=auto``, a checkpoint that did not record it): the batch size must then be equal."""
+    ours = process_count(run.trainer)
+    theirs = (saved.get("data") or {}).get("batch_size")
+    if not processes or not ours or theirs is None:
+        return
+    batch = getattr(run.data, "batch_size", None)
+    if batch is not None and batch * ours != theirs * processes:
+        raise ConfigError(
+            BATCH_KEY,
+            batch,
+            f"the checkpoint {run.ckpt_path} was trained with {BATCH_KEY}={theirs} on {processes} "
+            f"process(es), {theirs * processes} samples a step: resume with {BATCH_KEY} times the "
+            f"processes ({ours} here) equal to {theirs * processes}",
+        )
 
 
 def _flat(value: Any, prefix: str) -> dict[str, Any]:

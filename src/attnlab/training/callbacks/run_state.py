@@ -40,7 +40,7 @@ class StepSeeder(Callback):
 
 
 class RunState(Callback):
-    """Stores the run's validated config and wandb run id in every checkpoint (``checkpoint[RUN_KEY]``),
+    """Stores the run's validated config, wandb run id and number of processes in every checkpoint (``checkpoint[RUN_KEY]``),
     so a resume can check it continues the same run and keep logging to the same wandb run; and at a
     resume's first step, continues the loggers' step from the checkpoint's (``continue_logging_step``)."""
 
@@ -51,7 +51,11 @@ class RunState(Callback):
     def on_save_checkpoint(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict
     ) -> None:
-        checkpoint[RUN_KEY] = {"config": self.config, "wandb_id": self.wandb_id}
+        checkpoint[RUN_KEY] = {
+            "config": self.config,
+            "wandb_id": self.wandb_id,
+            "processes": trainer.world_size,  # data.batch_size is per process: a resume keeps their product
+        }
 
     def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
         """Once, before the first step (the loops are restored by then); no cost at the later steps."""
