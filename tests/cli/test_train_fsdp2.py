@@ -243,8 +243,8 @@ def test_a_resume_on_another_process_count_keeps_the_batch_of_all_processes(
     assert (refused.returncode, refused.stderr.strip()) == (
         2,
         f"error: data.batch_size=8: the checkpoint {last} was trained with data.batch_size=8 on 2 "
-        "process(es), 16 samples a step: resume with data.batch_size times the processes (1 here) "
-        "equal to 16",
+        "data-parallel process(es), 16 samples a step: resume with data.batch_size times those "
+        "processes (1 here) equal to 16",
     )
     assert not (tmp_path / "new").exists()
 

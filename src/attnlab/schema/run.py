@@ -96,6 +96,9 @@ class TrainerConfig:
     devices: Any = 1  # a count, -1 or "auto" for all, or a list of device ids
     num_nodes: int = 1
     strategy: Strategy = Strategy.auto
+    # trainer.strategy=fsdp2: processes that split each layer's projections (tensor parallel); the
+    # world size over it is the data-parallel size
+    tensor_parallel_size: int = 1
     timeout: int | None = None  # seconds a collective may wait for the other processes (None: see above)
     precision: str = "32"  # 32 | bf16-mixed | 16-mixed
     max_steps: int = 300
@@ -130,6 +133,7 @@ class TrainerConfig:
             )
         for name in (
             "num_nodes",
+            "tensor_parallel_size",
             "max_steps",
             "val_every_n_steps",
             "accumulate_grad_batches",

@@ -140,6 +140,7 @@ def check_resume(run: RunConfig) -> None:
         saved = from_format_1(saved)
     ours = plain(run)
     check_global_batch(run, saved, state.get("processes"))
+    check_layout(run, saved)
     for group in COMPARED:
         for key, theirs in _flat(saved.get(group), group).items():
             mine = _flat(ours[group], group).get(key)
@@ -156,10 +157,12 @@ def check_resume(run: RunConfig) -> None:
 
 def check_global_batch(run: RunConfig, saved: dict[str, Any], processes: int | None) -> None:
     """A resume on another number of processes must draw the same batch a step: ``data.batch_size``
-    (per process) times the processes as the checkpoint's run (the data stream counts samples over all
+    (per process) times the data-parallel processes (a tensor-parallel group draws one batch) as the
+    checkpoint's run (the data stream counts samples over all
     processes, so it continues at the same sample). Unchecked here when either count is unknown
     (``trainer.devices=auto``, a checkpoint that did not record it): the batch size must then be equal."""
     ours = process_count(run.trainer)
+    ours = ours // run.trainer.tensor_parallel_size if ours else None  # tensor parallel: one batch a group
     theirs = (saved.get("data") or {}).get("batch_size")
     if not processes or not ours or theirs is None:
         return
@@ -169,9 +172,30 @@ def check_global_batch(run: RunConfig, saved: dict[str, Any], processes: int | N
             BATCH_KEY,
             batch,
             f"the checkpoint {run.ckpt_path} was trained with {BATCH_KEY}={theirs} on {processes} "
-            f"process(es), {theirs * processes} samples a step: resume with {BATCH_KEY} times the "
-            f"processes ({ours} here) equal to {theirs * processes}",
+            f"data-parallel process(es), {theirs * processes} samples a step: resume with {BATCH_KEY} "
+            f"times those processes ({ours} here) equal to {theirs * processes}",
         )
+
+
+def check_layout(run: RunConfig, saved: dict[str, Any]) -> None:
+    """Under fsdp2 each process loads its shards by parameter name, and tensor parallel splits the
+    fused attention projections (``models.parallel``): a checkpoint resumes there only into the same
+    layout, split (any tensor-parallel size: the saved tensors are whole) or not. A run without
+    sharding reads any of them whole, joined back (``training.sharded.load_whole``)."""
+    theirs = int((saved.get("trainer") or {}).get("tensor_parallel_size") or 1)
+    ours = run.trainer.tensor_parallel_size
+    if run.trainer.strategy != "fsdp2" or (theirs > 1) == (ours > 1):
+        return
+    if theirs > 1:
+        allowed = "resume with tensor parallel (any size above 1), or in one process or trainer=ddp"
+    else:
+        allowed = "resume with trainer.tensor_parallel_size=1"
+    raise ConfigError(
+        "trainer.tensor_parallel_size",
+        ours,
+        f"the checkpoint {run.ckpt_path} was written with trainer.tensor_parallel_size={theirs}, its "
+        f"attention projections {'split' if theirs > 1 else 'fused'}: {allowed}",
+    )
 
 
 def _flat(value: Any, prefix: str) -> dict[str, Any]:

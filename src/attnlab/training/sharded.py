@@ -15,7 +15,9 @@ file: ``consolidate`` writes it (``attnlab-consolidate <checkpoint>``).
 Resuming on another number of processes: under ``trainer.strategy=fsdp2`` each process loads the
 parts of the saved tensors its own shards cover (``torch.distributed.checkpoint`` reshards on load,
 whatever the number of processes that wrote them); a run without sharding (one process, or DDP) reads
-the whole checkpoint in every process (``load_whole``).
+the whole checkpoint in every process (``load_whole``). A tensor-parallel run's checkpoint holds its
+attention projections split (``models.parallel``): read whole, they are joined back into the unsplit
+model's layout.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 
 import torch
 
+from attnlab.models.parallel import fuse_optimizer_state, fuse_projections
 from attnlab.schema.rundir import SHARDED_META, WHOLE_PREFIX
 from attnlab.training.files import TMP_SUFFIX, write_bytes_durably
 
@@ -108,7 +111,7 @@ def consolidate(checkpoint: Path, out: Path | None = None) -> Path:
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         dcp_to_torch_save(checkpoint.resolve(), Path(tmp) / "state.pt")
         state = torch.load(Path(tmp) / "state.pt", map_location="cpu", weights_only=True)
-    whole = {**meta, "state_dict": state["state_dict"], CONSOLIDATED_KEY: str(checkpoint)}
+    whole = {**meta, "state_dict": fuse_projections(state["state_dict"]), CONSOLIDATED_KEY: str(checkpoint)}
     buffer = io.BytesIO()
     torch.save(whole, buffer)
     return write_bytes_durably(out, buffer.getbuffer())
@@ -130,8 +133,8 @@ def load_whole(checkpoint: Path) -> dict[str, Any]:
         _load_state_dict(whole, storage_reader=reader, planner=planner, no_dist=True)
     meta = torch.load(checkpoint / SHARDED_META, map_location="cpu", weights_only=True)
     optimizers = sorted(k for k in whole if k.startswith(OPTIMIZER_PREFIX))
-    states = [by_position(whole[k]) for k in optimizers]
-    return {**meta, "state_dict": whole["state_dict"], "optimizer_states": states}
+    states = [by_position(fuse_optimizer_state(whole[k])) for k in optimizers]
+    return {**meta, "state_dict": fuse_projections(whole["state_dict"]), "optimizer_states": states}
 
 
 def by_position(state: dict[str, Any]) -> dict[str, Any]:

@@ -31,7 +31,9 @@ class StepSeeder(Callback):
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        seed = mixed_seed(self.seed, trainer.current_epoch, batch_idx, trainer.global_rank)
+        ranks = trainer.distributed_sampler_kwargs  # tensor-parallel processes draw the same dropout
+        rank = ranks["rank"] if ranks else trainer.global_rank
+        seed = mixed_seed(self.seed, trainer.current_epoch, batch_idx, rank)
         torch.default_generator.manual_seed(
             seed
         )  # torch.manual_seed costs ~100x more (it probes every backend)
@@ -54,7 +56,9 @@ class RunState(Callback):
         checkpoint[RUN_KEY] = {
             "config": self.config,
             "wandb_id": self.wandb_id,
-            "processes": trainer.world_size,  # data.batch_size is per process: a resume keeps their product
+            # processes that draw batches of their own (not the tensor-parallel ones): data.batch_size is
+            # per process, so a resume on another number keeps their product
+            "processes": (trainer.distributed_sampler_kwargs or {"num_replicas": 1})["num_replicas"],
         }
 
     def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:

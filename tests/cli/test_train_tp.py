@@ -1,0 +1,93 @@
+"""``trainer=tp_sim``: tensor parallel over two CPU processes (gloo), each layer's projections split by
+heads and hidden units, trains like one process step by step (a GPT with grouped-query attention, RoPE
+and SwiGLU, gradient clipping on); its sharded checkpoint (split projections) resumes in one process;
+the settings it cannot split are refused in one line before the run directory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from test_train_fsdp2 import ARGS, STEPS, kill_after_first_checkpoint, series
+from train_cli import check, cli
+
+pytestmark = pytest.mark.slow
+GPT = ["experiment=tiny_gpt", "data.seq_len=32", "model.n_heads=4", "model.n_kv_heads=2", "pos=rope"]
+GPT = [*GPT, "model.activation=swiglu", "data.batch_size=8"]  # one tensor-parallel group: one batch
+TP = ["trainer=tp_sim"]
+
+
+@pytest.fixture(scope="module")
+def runs(built_once: Callable[..., Path]) -> tuple[Path, Path]:
+    """(the tensor-parallel run, the one-process run), each built once."""
+    split = built_once(
+        "tp-gpt",
+        lambda cwd: check(cli([*ARGS, *GPT, *TP, "run_dir=run"], cwd, timeout=600, fresh_interpreter=True)),
+    )
+    single = built_once(
+        "tp-single-gpt", lambda cwd: check(cli([*ARGS, *GPT, "run_dir=run"], cwd, timeout=600))
+    )
+    return split / "run", single / "run"
+
+
+def test_per_step_losses_and_clipped_norms_match_one_process(runs: tuple[Path, Path]) -> None:
+    split, single = runs
+    losses, expected = series(split, "train/loss"), series(single, "train/loss")
+    assert sorted(losses) == sorted(expected) == list(range(1, STEPS + 1))
+    for step in expected:
+        assert losses[step] == pytest.approx(expected[step], abs=1e-5), f"step {step}"
+    assert abs(expected[STEPS] - expected[1]) > 1e-3  # the steps moved the weights
+    norms, expected_norms = series(split, "train/grad_norm"), series(single, "train/grad_norm")
+    for step in expected_norms:
+        assert norms[step] == pytest.approx(expected_norms[step], rel=1e-4), f"step {step}"
+
+
+def test_a_tensor_parallel_checkpoint_resumes_in_one_process(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    """Killed (kill -9) after its first checkpoint, whose attention projections are split, the run
+    resumes in one process without sharding: the projections joined back, the optimizer state with
+    them, and the next steps' losses are those of the uninterrupted tensor-parallel run."""
+    split, _ = runs
+    args = [*ARGS, *GPT, "run_dir=run"]
+    kill_after_first_checkpoint([*args, *TP], tmp_path)
+    check(cli([*args, "ckpt_path=last"], tmp_path, timeout=600))
+    losses, expected = series(tmp_path / "run", "train/loss"), series(split, "train/loss")
+    resumed = sorted(step for step in losses if step > 10)
+    assert resumed == list(range(11, STEPS + 1))
+    for step in resumed:
+        assert losses[step] == pytest.approx(expected[step], abs=1e-5), f"step {step}"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["model.n_kv_heads=1"],
+            "trainer.tensor_parallel_size=2: must divide model.n_kv_heads=1: each process runs whole heads",
+        ),
+        (
+            ["trainer.devices=3"],
+            "trainer.tensor_parallel_size=2: must divide the number of processes, 3 (devices x nodes)",
+        ),
+        (
+            ["model.attn_backend=flex"],
+            "model.attn_backend=flex: tensor parallel (trainer.tensor_parallel_size=2) runs only sdpa",
+        ),
+        (
+            ["trainer.float8=emulated"],
+            "trainer.float8=emulated: not composed with trainer.tensor_parallel_size=2: set it to false",
+        ),
+        (
+            ["trainer=ddp_sim", "trainer.tensor_parallel_size=2"],
+            "trainer.tensor_parallel_size=2: splits layers under trainer.strategy=fsdp2 (trainer=tp or "
+            "tp_sim), not ddp",
+        ),
+    ],
+)
+def test_what_tensor_parallel_cannot_split_is_refused_before_the_run(
+    overrides: list[str], message: str, tmp_path: Path
+) -> None:
+    args = [*ARGS, *GPT, *TP, *overrides, "run_dir=run"]
+    refused = cli(args, tmp_path)
+    assert (refused.returncode, refused.stderr.strip()) == (2, f"error: {message}")
+    assert not (tmp_path / "run").exists()
