@@ -148,12 +148,14 @@ def test_a_killed_run_resumes_to_the_uninterrupted_losses(
         assert resumed[step] == pytest.approx(expected[step], abs=1e-6), f"step {step}"
 
 
+@pytest.mark.parametrize("recompute", ["full", "selective"])
 def test_activation_checkpointing_under_fsdp2_keeps_the_losses(
-    gpt_runs: tuple[Path, Path], tmp_path: Path
+    gpt_runs: tuple[Path, Path], tmp_path: Path, recompute: str
 ) -> None:
-    """Each sharded layer recomputed in the backward pass: the same per-step losses as without."""
+    """Each sharded layer recomputed in the backward pass (all of it, or its elementwise ops): the
+    same per-step losses as without."""
     sharded, _ = gpt_runs
-    args = [*ARGS, *FAMILIES["gpt"], *FSDP2, "trainer.activation_checkpointing=full", "run_dir=run"]
+    args = [*ARGS, *FAMILIES["gpt"], *FSDP2, f"trainer.activation_checkpointing={recompute}", "run_dir=run"]
     check(cli(args, tmp_path, timeout=600, fresh_interpreter=True))
     assert_same_losses(tmp_path / "run", sharded, abs=1e-6)
 

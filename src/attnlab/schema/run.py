@@ -48,6 +48,7 @@ class ActivationCheckpointing(Choice):
 
     none = "none"  # all its activations
     full = "full"  # only its input: its forward runs again in the backward pass
+    selective = "selective"  # its matrix products' and attention's outputs: elementwise ops run again
 
 
 # trainer.float8 and compile take a boolean or one word (OmegaConf types no union of bool and enum)
