@@ -1,7 +1,8 @@
 """``trainer=tp_sim``: tensor parallel over two CPU processes (gloo), each layer's projections split by
 heads and hidden units, trains like one process step by step (a GPT with grouped-query attention, RoPE
-and SwiGLU, gradient clipping on); its sharded checkpoint (split projections) resumes in one process;
-the settings it cannot split are refused in one line before the run directory."""
+and SwiGLU, and a sequence-to-sequence model; gradient clipping on); its sharded checkpoint (split
+projections) consolidates to the one-process weights and resumes in one process; the settings it
+cannot split are refused in one line before the run directory."""
 
 from __future__ import annotations
 
@@ -18,16 +19,27 @@ GPT = [*GPT, "model.activation=swiglu", "data.batch_size=8"]  # one tensor-paral
 TP = ["trainer=tp_sim"]
 
 
+FAMILIES = {"gpt": GPT, "seq2seq": ["experiment=tiny_seq2seq", "data.batch_size=8"]}  # cross-attention too
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def runs(request: pytest.FixtureRequest, built_once: Callable[..., Path]) -> tuple[Path, Path]:
+    """(the tensor-parallel run, the one-process run) of each family."""
+    return family_runs(request.param, built_once)
+
+
 @pytest.fixture(scope="module")
-def runs(built_once: Callable[..., Path]) -> tuple[Path, Path]:
-    """(the tensor-parallel run, the one-process run), each built once."""
+def gpt_runs(built_once: Callable[..., Path]) -> tuple[Path, Path]:
+    return family_runs("gpt", built_once)
+
+
+def family_runs(family: str, built_once: Callable[..., Path]) -> tuple[Path, Path]:
+    """(the tensor-parallel run, the one-process run) of ``family``, each built once."""
+    args = [*ARGS, *FAMILIES[family], "run_dir=run"]
     split = built_once(
-        "tp-gpt",
-        lambda cwd: check(cli([*ARGS, *GPT, *TP, "run_dir=run"], cwd, timeout=600, fresh_interpreter=True)),
+        f"tp-{family}", lambda cwd: check(cli([*args, *TP], cwd, timeout=600, fresh_interpreter=True))
     )
-    single = built_once(
-        "tp-single-gpt", lambda cwd: check(cli([*ARGS, *GPT, "run_dir=run"], cwd, timeout=600))
-    )
+    single = built_once(f"tp-single-{family}", lambda cwd: check(cli(args, cwd, timeout=600)))
     return split / "run", single / "run"
 
 
@@ -43,11 +55,28 @@ def test_per_step_losses_and_clipped_norms_match_one_process(runs: tuple[Path, P
         assert norms[step] == pytest.approx(expected_norms[step], rel=1e-4), f"step {step}"
 
 
-def test_a_tensor_parallel_checkpoint_resumes_in_one_process(runs: tuple[Path, Path], tmp_path: Path) -> None:
+def test_the_consolidated_checkpoint_holds_the_one_process_runs_weights(runs: tuple[Path, Path]) -> None:
+    """The split projections (self-attention's q/k/v, cross-attention's k/v) joined back by
+    attnlab-consolidate: the unsplit model's names and shapes, and the one-process run's values."""
+    import torch
+
+    from attnlab.training.sharded import consolidate
+
+    split, single = runs
+    whole = torch.load(consolidate(split / "checkpoints" / "last.ckpt"), weights_only=True)["state_dict"]
+    reference = torch.load(single / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    assert sorted(whole) == sorted(reference)
+    for name, value in reference.items():
+        torch.testing.assert_close(whole[name], value, atol=1e-5, rtol=0, msg=name)
+
+
+def test_a_tensor_parallel_checkpoint_resumes_in_one_process(
+    gpt_runs: tuple[Path, Path], tmp_path: Path
+) -> None:
     """Killed (kill -9) after its first checkpoint, whose attention projections are split, the run
     resumes in one process without sharding: the projections joined back, the optimizer state with
     them, and the next steps' losses are those of the uninterrupted tensor-parallel run."""
-    split, _ = runs
+    split, _ = gpt_runs
     args = [*ARGS, *GPT, "run_dir=run"]
     kill_after_first_checkpoint([*args, *TP], tmp_path)
     check(cli([*args, "ckpt_path=last"], tmp_path, timeout=600))
