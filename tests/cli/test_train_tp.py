@@ -87,6 +87,19 @@ def test_a_tensor_parallel_checkpoint_resumes_in_one_process(
         assert losses[step] == pytest.approx(expected[step], abs=1e-5), f"step {step}"
 
 
+def test_selective_activation_checkpointing_under_tensor_parallel_keeps_the_losses(
+    gpt_runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Each split layer's elementwise ops recomputed in the backward pass: the same per-step losses."""
+    split, _ = gpt_runs
+    args = [*ARGS, *GPT, *TP, "trainer.activation_checkpointing=selective", "run_dir=run"]
+    check(cli(args, tmp_path, timeout=600, fresh_interpreter=True))
+    losses, expected = series(tmp_path / "run", "train/loss"), series(split, "train/loss")
+    assert sorted(losses) == sorted(expected)
+    for step in expected:
+        assert losses[step] == pytest.approx(expected[step], abs=1e-6), f"step {step}"
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
