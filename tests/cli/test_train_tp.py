@@ -11,12 +11,15 @@ from pathlib import Path
 
 import pytest
 from test_train_fsdp2 import ARGS, STEPS, kill_after_first_checkpoint, series
+from test_train_fsdp2 import FAMILIES as FSDP2_FAMILIES
+from test_train_fsdp2 import family_runs as fsdp2_runs
 from train_cli import check, cli
 
 pytestmark = pytest.mark.slow
 GPT = ["experiment=tiny_gpt", "data.seq_len=32", "model.n_heads=4", "model.n_kv_heads=2", "pos=rope"]
 GPT = [*GPT, "model.activation=swiglu", "data.batch_size=8"]  # one tensor-parallel group: one batch
 TP = ["trainer=tp_sim"]
+FSDP2_GPT = FSDP2_FAMILIES["gpt"]
 
 
 FAMILIES = {"gpt": GPT, "seq2seq": ["experiment=tiny_seq2seq", "data.batch_size=8"]}  # cross-attention too
@@ -98,6 +101,24 @@ def test_selective_activation_checkpointing_under_tensor_parallel_keeps_the_loss
     assert sorted(losses) == sorted(expected)
     for step in expected:
         assert losses[step] == pytest.approx(expected[step], abs=1e-6), f"step {step}"
+
+
+def test_an_unsplit_sharded_checkpoint_is_refused_under_tensor_parallel(
+    built_once: Callable[..., Path], tmp_path: Path
+) -> None:
+    """An FSDP2 checkpoint holds the fused projections, which tensor parallel's shards are not named
+    by: its resume under tensor parallel is refused in one line, before the run directory."""
+    sharded, _ = fsdp2_runs("gpt", built_once)
+    last = sharded / "checkpoints" / "last.ckpt"
+    args = [*ARGS, *FSDP2_GPT, *TP, "data.batch_size=16", f"ckpt_path={last}", "run_dir=new"]
+    refused = cli(args, tmp_path)
+    assert (refused.returncode, refused.stderr.strip()) == (
+        2,
+        f"error: trainer.tensor_parallel_size=2: the checkpoint {last} was written with "
+        "trainer.tensor_parallel_size=1, its attention projections fused: resume with "
+        "trainer.tensor_parallel_size=1",
+    )
+    assert not (tmp_path / "new").exists()
 
 
 @pytest.mark.parametrize(
