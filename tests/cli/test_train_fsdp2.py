@@ -1,8 +1,9 @@
 """``trainer=fsdp2_sim``: FSDP2 over two CPU processes (gloo) trains like one process with the doubled
 batch, step by step, with gradient clipping on; a run killed mid-way (kill -9 of both processes)
 resumes with ``ckpt_path=last`` to the losses of the uninterrupted run, from its one-file checkpoint
-or from a sharded one (``checkpoint.sharded=true``), which the commands that read weights refuse in
-one line naming ``attnlab-consolidate``, and read once consolidated."""
+or from a sharded one (``checkpoint.sharded=true``), also on another number of processes (2 -> 1,
+1 -> 2), which the commands that read weights refuse in one line naming ``attnlab-consolidate``, and
+read once consolidated."""
 
 from __future__ import annotations
 
@@ -147,12 +148,14 @@ def test_a_killed_run_resumes_to_the_uninterrupted_losses(
         assert resumed[step] == pytest.approx(expected[step], abs=1e-6), f"step {step}"
 
 
+@pytest.mark.parametrize("recompute", ["full", "selective"])
 def test_activation_checkpointing_under_fsdp2_keeps_the_losses(
-    gpt_runs: tuple[Path, Path], tmp_path: Path
+    gpt_runs: tuple[Path, Path], tmp_path: Path, recompute: str
 ) -> None:
-    """Each sharded layer recomputed in the backward pass: the same per-step losses as without."""
+    """Each sharded layer recomputed in the backward pass (all of it, or its elementwise ops): the
+    same per-step losses as without."""
     sharded, _ = gpt_runs
-    args = [*ARGS, *FAMILIES["gpt"], *FSDP2, "trainer.activation_checkpointing=full", "run_dir=run"]
+    args = [*ARGS, *FAMILIES["gpt"], *FSDP2, f"trainer.activation_checkpointing={recompute}", "run_dir=run"]
     check(cli(args, tmp_path, timeout=600, fresh_interpreter=True))
     assert_same_losses(tmp_path / "run", sharded, abs=1e-6)
 
@@ -194,6 +197,58 @@ def test_a_sharded_checkpoint_resumes_exactly_and_consolidates_to_the_same_weigh
         [f"ckpt_path={last.with_name('whole-last.ckpt')}", "logger=none"], tmp_path, command="eval"
     )
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+
+
+def continuation(run: Path, reference: Path) -> dict[int, tuple[float, float]]:
+    """{step: (loss, reference's loss)} of every step ``run`` trained after its resume (the steps past
+    its checkpoint at step 10), which must be the reference's last steps."""
+    losses, expected = series(run, "train/loss"), series(reference, "train/loss")
+    resumed = {step: loss for step, loss in losses.items() if step > 10}
+    assert sorted(resumed) == list(range(11, STEPS + 1))
+    return {step: (loss, expected[step]) for step, loss in resumed.items()}
+
+
+def test_two_processes_sharded_checkpoint_resumes_in_one_process(
+    gpt_runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Saved by 2 FSDP2 processes (each its shards), resumed by one process without sharding and the
+    doubled batch (every shard read there, no process group): the same weights and optimizer state,
+    so the next steps' losses are the 2-process continuation's."""
+    sharded, _ = gpt_runs
+    args = [*ARGS, *FAMILIES["gpt"], "run_dir=run"]
+    kill_after_first_checkpoint([*args, *FSDP2, "checkpoint.sharded=true"], tmp_path)
+    check(cli([*args, "data.batch_size=16", "ckpt_path=last"], tmp_path, timeout=600))
+    for step, (loss, expected) in continuation(tmp_path / "run", sharded).items():
+        assert loss == pytest.approx(expected, abs=1e-5), f"step {step}"
+
+
+def test_one_process_sharded_checkpoint_resumes_in_two(gpt_runs: tuple[Path, Path], tmp_path: Path) -> None:
+    """Saved by one FSDP2 process, resumed by two, each loading the halves its shards cover
+    (torch.distributed.checkpoint reshards): the uninterrupted 2-process run's losses."""
+    sharded, _ = gpt_runs
+    args = [*ARGS, *FAMILIES["gpt"], "trainer=fsdp2_sim", "checkpoint.sharded=true", "run_dir=run"]
+    kill_after_first_checkpoint([*args, "trainer.devices=1", "data.batch_size=16"], tmp_path)
+    check(cli([*args, "data.batch_size=8", "ckpt_path=last"], tmp_path, timeout=600, fresh_interpreter=True))
+    for step, (loss, expected) in continuation(tmp_path / "run", sharded).items():
+        assert loss == pytest.approx(expected, abs=1e-5), f"step {step}"
+
+
+def test_a_resume_on_another_process_count_keeps_the_batch_of_all_processes(
+    gpt_runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """data.batch_size is per process: a resume on one process with the 2-process run's per-process
+    batch (half the samples a step) is refused in one line, before its run directory."""
+    sharded, _ = gpt_runs
+    last = sharded / "checkpoints" / "last.ckpt"
+    args = [*ARGS, *FAMILIES["gpt"], "data.batch_size=8", f"ckpt_path={last}", "run_dir=new"]
+    refused = cli(args, tmp_path)
+    assert (refused.returncode, refused.stderr.strip()) == (
+        2,
+        f"error: data.batch_size=8: the checkpoint {last} was trained with data.batch_size=8 on 2 "
+        "data-parallel process(es), 16 samples a step: resume with data.batch_size times those "
+        "processes (1 here) equal to 16",
+    )
+    assert not (tmp_path / "new").exists()
 
 
 def test_float8_emulated_trains_as_float32_does_with_and_without_fsdp2(

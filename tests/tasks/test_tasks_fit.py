@@ -409,3 +409,23 @@ def test_each_task_logs_at_validation_the_metrics_its_schema_lets_task_monitor_n
     module = build_task(cfg, AdamWConfig(), tiny_model(family, **model), tokenizer=tokenizer, max_steps=1)
     logged = set(module.build_metrics()) | ({"ppl"} if module.reports_perplexity else set())
     assert logged == set(cfg.val_metrics())
+
+
+@pytest.mark.parametrize(
+    ("name", "dtype", "tf32", "peak"),
+    [
+        ("NVIDIA H100 80GB HBM3", torch.bfloat16, True, 989.4e12),  # H100 SXM, dense
+        ("NVIDIA H200", torch.bfloat16, True, 989e12),  # Lightning's table does not know this name
+        ("NVIDIA H100 PCIe", torch.bfloat16, True, 756e12),
+        ("NVIDIA A100-SXM4-80GB", torch.bfloat16, True, 312e12),
+        ("NVIDIA A100-SXM4-80GB", torch.float32, True, 156e12),  # TF32 tensor cores
+        ("NVIDIA A100-SXM4-80GB", torch.float32, False, 19.5e12),
+        ("Tesla T4", torch.bfloat16, True, None),  # not in attnlab's table: Lightning's is asked
+    ],
+)
+def test_mfu_divides_by_the_dense_peak_of_the_gpu(
+    name: str, dtype: torch.dtype, tf32: bool, peak: float | None
+) -> None:
+    from attnlab.training.callbacks.throughput import dense_peak
+
+    assert dense_peak(name, dtype, tf32) == peak

@@ -109,6 +109,10 @@ class MultiHeadAttention(nn.Module):
         the transpose cost a copy of the whole product's gradient per layer (about 0.5 ms of a 40 ms
         training step at nanoGPT's baby size), and three narrows a zero-filled gradient each.
         """
+        if "qkv_proj" not in self._modules:  # split by the tensor-parallel plan (models.parallel)
+            projections = (self.q_proj, self.k_proj, self.v_proj)
+            q, k, v = (self._split(p(x), n) for p, n in zip(projections, self.head_splits, strict=True))
+            return q, k, v
         b, t, _ = x.shape
         heads = self.qkv_proj(x).view(b, t, self.n_heads + 2 * self.n_kv_heads, self.head_dim)
         q, k, v = heads.split(self.head_splits, dim=2)
@@ -165,7 +169,10 @@ class MultiHeadAttention(nn.Module):
             else:
                 if context is None:
                     raise ValueError("cross-attention needs a context (the encoder output) or a filled cache")
-                k, v = self.kv_proj(context).chunk(2, dim=-1)
+                if "kv_proj" in self._modules:
+                    k, v = self.kv_proj(context).chunk(2, dim=-1)
+                else:  # split by the tensor-parallel plan (models.parallel)
+                    k, v = self.k_proj(context), self.v_proj(context)
                 k, v = self._split(k, self.n_kv_heads), self._split(v, self.n_kv_heads)
                 k = k if self.k_norm is None else self.k_norm(k)
                 if cache is not None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.model import GPTConfig
-from attnlab.schema.run import RunConfig
+from attnlab.schema.run import RunConfig, process_count
 
 
 def with_budget_steps(run: RunConfig, datamodule: Any) -> RunConfig:
@@ -33,18 +33,15 @@ def with_budget_steps(run: RunConfig, datamodule: Any) -> RunConfig:
 
 
 def processes(run: RunConfig) -> int:
-    """The processes a step's batch is split over: an outside launcher's, else devices x nodes."""
+    """The processes that draw a batch of their own each step: an outside launcher's, else devices x
+    nodes, over the tensor-parallel size (a tensor-parallel group shares one batch)."""
     from attnlab.training.rundir import external_world_size
 
-    if external_world_size() > 1:
-        return external_world_size()
-    devices = run.trainer.devices
-    if isinstance(devices, list):
-        return len(devices) * run.trainer.num_nodes
-    if isinstance(devices, int) and devices > 0:
-        return devices * run.trainer.num_nodes
-    raise ConfigError(
-        "trainer.devices",
-        devices,
-        "trainer.compute_budget needs the number of processes: give trainer.devices as a count",
-    )
+    count = external_world_size() if external_world_size() > 1 else process_count(run.trainer)
+    if count is None:
+        raise ConfigError(
+            "trainer.devices",
+            run.trainer.devices,
+            "trainer.compute_budget needs the number of processes: give trainer.devices as a count",
+        )
+    return max(1, count // run.trainer.tensor_parallel_size)

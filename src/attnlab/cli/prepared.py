@@ -100,8 +100,8 @@ def speed_up(model: nn.Module, run: RunConfig) -> nn.Module:
 
     if run.trainer.float8:
         convert_to_float8(model, emulate=run.trainer.float8 == "emulated")
-    if run.trainer.activation_checkpointing == "full":
-        checkpoint_layers(model)
+    if run.trainer.activation_checkpointing != "none":
+        checkpoint_layers(model, selective=run.trainer.activation_checkpointing == "selective")
     if run.compile == "block":
         compile_layers(model)
     elif run.compile:

@@ -137,8 +137,9 @@ class AttnlabDataModule(pl.LightningDataModule):
 
     def _ranks(self) -> tuple[int, int]:
         trainer = self.trainer
-        if trainer is not None:
-            return trainer.global_rank, trainer.world_size
+        if trainer is not None:  # the data-parallel rank: tensor-parallel processes read the same batch
+            ranks = trainer.distributed_sampler_kwargs
+            return (ranks["rank"], ranks["num_replicas"]) if ranks else (0, 1)
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             return torch.distributed.get_rank(), torch.distributed.get_world_size()
         return 0, 1

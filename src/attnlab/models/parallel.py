@@ -8,15 +8,37 @@ before its backward) and freed after, so a process holds the full weights of one
 plus its own 1/N of everything else (weights, gradients, optimizer moments). The root unit holds
 what is left outside the layers (embeddings, final norm, heads).
 
+Tensor parallel (``trainer.tensor_parallel_size``, Megatron's split, torch's ``parallelize_module``)
+splits each transformer layer's projections over the tensor-parallel processes, which see the same
+batch: attention's query, key and value projections by output columns (whole heads: a process runs
+``n_heads / tp`` query heads and ``n_kv_heads / tp`` key/value heads) and its output projection by
+input rows, whose partial products are summed (one all-reduce); the FFN's input and gate projections
+by columns, its output projection by rows (one more all-reduce). Norms, embeddings and heads are
+replicated. A fused projection (``qkv_proj``: the rows of queries, then keys, then values) is first
+split into one module each, holding the same rows: split by columns as one matrix, a process would
+get the queries of every head and none of the keys. Data parallelism (FSDP2, over the other mesh
+dimension) then shards what each tensor-parallel process holds.
+
 The plan lives here, next to what it describes, so that the Trainer code only picks the strategy.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    ParallelStyle,
+    RowwiseParallel,
+    parallelize_module,
+)
 
+from attnlab.blocks.attention import MultiHeadAttention
+from attnlab.blocks.ffn import FeedForward
 from attnlab.models.speedups import transformer_layers
 
 
@@ -38,6 +60,143 @@ def shard_layers(model: nn.Module, mesh: DeviceMesh) -> nn.Module:
     return model
 
 
+def tensor_parallel(model: nn.Module, mesh: DeviceMesh) -> nn.Module:
+    """Split the projections of every transformer layer of ``model`` over the 1-D ``mesh`` in place
+    (``attention_plan``, ``ffn_plan``); returns ``model``."""
+    for layer in transformer_layers(model).values():
+        for module in list(layer.modules()):
+            if isinstance(module, MultiHeadAttention):
+                parallelize_module(module, mesh, attention_plan(module, mesh.size()))
+            elif isinstance(module, FeedForward):
+                parallelize_module(module, mesh, ffn_plan(module))
+    return model
+
+
+def attention_plan(attn: MultiHeadAttention, size: int) -> dict[str, ParallelStyle]:
+    """Queries, keys and values by heads (columns), the output projection by rows; the module is left
+    counting the heads of one process. Fused projections are split first (``split_projection``)."""
+    if attn.n_heads % size or attn.n_kv_heads % size:
+        raise ValueError(f"{attn.n_heads} heads, {attn.n_kv_heads} key/value heads: not divisible by {size}")
+    if "qkv_proj" in attn._modules:
+        split_projection(attn, "qkv_proj", ("q_proj", "k_proj", "v_proj"), attn.split_sizes)
+    if "kv_proj" in attn._modules:  # cross-attention: keys, then values
+        kv = attn.split_sizes[1]
+        split_projection(attn, "kv_proj", ("k_proj", "v_proj"), (kv, kv))
+    attn.n_heads, attn.n_kv_heads = attn.n_heads // size, attn.n_kv_heads // size
+    attn.head_splits = (attn.n_heads, attn.n_kv_heads, attn.n_kv_heads)
+    columns = {name: ColwiseParallel() for name in ("q_proj", "k_proj", "v_proj")}
+    return {**columns, "out_proj": RowwiseParallel()}
+
+
+def ffn_plan(ffn: FeedForward) -> dict[str, ParallelStyle]:
+    """The hidden width split: input (and gate) projection by columns, output projection by rows."""
+    gate = {"fc_gate": ColwiseParallel()} if ffn.fc_gate is not None else {}
+    return {"fc_in": ColwiseParallel(), **gate, "fc_out": RowwiseParallel()}
+
+
+def split_projection(module: nn.Module, fused: str, names: tuple[str, ...], rows: tuple[int, ...]) -> None:
+    """Replace ``module.<fused>`` (a linear layer) by one linear layer per block of its output rows,
+    named ``names``, holding those rows, in its place among the module's children."""
+    whole = module._modules[fused]
+    weights = whole.weight.detach().split(rows)
+    biases = whole.bias.detach().split(rows) if whole.bias is not None else (None,) * len(rows)
+    parts = {}
+    for name, weight, bias in zip(names, weights, biases, strict=True):
+        part = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None)
+        part.weight = nn.Parameter(weight.clone())
+        if bias is not None:
+            part.bias = nn.Parameter(bias.clone())
+        parts[name] = part
+    children = list(module._modules.items())
+    module._modules.clear()
+    for name, child in children:
+        module._modules.update(parts if name == fused else {name: child})
+
+
+# The projections split_projection makes, by the fused one they came from (cross-attention fuses only
+# keys and values; its queries were always apart): in a state dict, cross-attention is under cross_attn.
+SPLIT = {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "kv_proj": ("k_proj", "v_proj")}
+
+
+def fused_names(names: list[str]) -> dict[str, list[str]]:
+    """{fused name: its parts' names, in row order} for the split projections among the parameter
+    names ``names`` (a state dict of a tensor-parallel model: ``...self_attn.fn.q_proj.weight`` and
+    its ``k_proj``, ``v_proj`` -> ``...self_attn.fn.qkv_proj.weight``)."""
+    present, fused = set(names), {}
+    for name in names:
+        if name.count(".") < 2:
+            continue
+        module, proj, leaf = name.rsplit(".", 2)  # leaf: weight or bias
+        kind = "kv_proj" if ".cross_attn." in f".{module}." else "qkv_proj"
+        parts = [f"{module}.{p}.{leaf}" for p in SPLIT[kind]]
+        if proj == SPLIT[kind][0] and all(p in present for p in parts):
+            fused[f"{module}.{kind}.{leaf}"] = parts
+    return fused
+
+
+def fuse_projections(state: dict[str, Any]) -> dict[str, Any]:
+    """A model state dict of a tensor-parallel model (whole tensors) in the layout of the unsplit
+    model: each split projection's rows joined again, in the fused projection's place."""
+    groups = fused_names(list(state))
+    first = {parts[0]: name for name, parts in groups.items()}
+    rest = {p for parts in groups.values() for p in parts[1:]}
+    out: dict[str, Any] = {}
+    for name, value in state.items():
+        if name in first:
+            out[first[name]] = torch.cat([state[p] for p in groups[first[name]]])
+        elif name not in rest:
+            out[name] = value
+    return out
+
+
+def fuse_optimizer_state(state: dict[str, Any]) -> dict[str, Any]:
+    """An optimizer state keyed by parameter name (``get_optimizer_state_dict``'s form) of a
+    tensor-parallel model in the unsplit model's layout: the moments of a split projection's parts
+    joined by rows (their step counts are equal), and their names in the parameter groups replaced by
+    the fused one, at the first part's place."""
+    names = [n for g in state["param_groups"] for n in g["params"]]
+    groups = fused_names(names)
+    first = {parts[0]: name for name, parts in groups.items()}
+    rest = {p for parts in groups.values() for p in parts[1:]}
+    moments = {}
+    for name, value in state["state"].items():
+        if name in first:
+            parts = [state["state"][p] for p in groups[first[name]]]
+            moments[first[name]] = {
+                k: torch.cat([part[k] for part in parts]) if v.dim() else v for k, v in value.items()
+            }
+        elif name not in rest:
+            moments[name] = value
+    params = [
+        {**g, "params": [first.get(n, n) for n in g["params"] if n not in rest]}
+        for g in state["param_groups"]
+    ]
+    return {"state": moments, "param_groups": params}
+
+
+def average_replicated_gradients(model: nn.Module, mesh: DeviceMesh) -> None:
+    """Average over the tensor-parallel ``mesh`` the gradients of the parameters that every process of
+    it holds whole (norms, embeddings, heads: what ``tensor_parallel`` did not split), in one
+    all-reduce. Each process computes them from the same numbers, but the reductions inside the kernels
+    may round in another order: without this the copies drift apart by rounding (1e-9 after two steps
+    of a tiny GPT). Call it after the backward pass, before clipping and the optimizer step."""
+    import torch.distributed as dist
+    from torch.distributed.tensor import DTensor
+
+    grads = []
+    for p in model.parameters():
+        names = (p.device_mesh.mesh_dim_names or ()) if isinstance(p, DTensor) else ()
+        if p.grad is not None and mesh.mesh_dim_names[0] not in names:
+            grads.append(p.grad.to_local() if isinstance(p.grad, DTensor) else p.grad)
+    if not grads:
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat, group=mesh.get_group())
+    flat /= mesh.size()
+    for g, value in zip(grads, flat.split([g.numel() for g in grads]), strict=True):
+        g.copy_(value.view_as(g))
+
+
 def gathered(model: nn.Module) -> nn.Module | None:
     """``model`` itself unless it is sharded; else, on the first process, a plain copy built from its
     config holding the whole weights (on the device of its shards), and None on the others. A
@@ -51,7 +210,7 @@ def gathered(model: nn.Module) -> nn.Module | None:
     from attnlab.models import build_model
 
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)  # whole tensors on rank 0 only
-    state = get_model_state_dict(model, options=options)
+    state = fuse_projections(get_model_state_dict(model, options=options))
     if dist.get_rank() != 0:
         return None
     device = next(model.parameters()).device

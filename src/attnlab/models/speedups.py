@@ -13,8 +13,9 @@ run in float8 with dynamic per-tensor scales. Embeddings, output heads and any p
 dimensions are not multiples of 16 (what float8 kernels need) stay as they are: the output head's
 logits are the most sensitive to rounding, and torchtitan keeps it in higher precision too.
 
-Activation checkpointing keeps of each transformer layer only its input for the backward pass and
-runs its forward again there to get the rest: the activations inside the layers (attention inputs,
+Activation checkpointing (``full``) keeps of each transformer layer only its input for the backward
+pass and runs its forward again there to get the rest (``selective``: also the outputs of its matrix
+products and attention, so that only elementwise ops run again): the activations inside the layers (attention inputs,
 the FFN's hidden width) are no longer held for the whole step, for about one more forward pass of
 compute. It is torch's composable ``checkpoint`` (non-reentrant, random state restored, so dropout
 masks repeat), which adds hooks and leaves parameter names and checkpoints as they are.
@@ -93,14 +94,37 @@ def check_float8_device() -> None:
         )
 
 
-def checkpoint_layers(model: nn.Module) -> nn.Module:
+def checkpoint_layers(model: nn.Module, *, selective: bool = False) -> nn.Module:
     """Recompute each transformer layer of ``model`` in the backward pass instead of keeping its
-    activations (in place; returns ``model``)."""
+    activations (in place; returns ``model``). ``selective``: keep the outputs of its matrix products
+    and attention (``SAVED_OPS``), recompute only the cheap elementwise ops between them (norms,
+    activations, residual adds, RoPE): less memory than keeping everything for almost no extra compute
+    (torch's selective checkpointing, as torchtitan's op-level policy)."""
+    from functools import partial
+
     from torch.distributed._composable import checkpoint
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
 
     layers = transformer_layers(model)
     if not layers:
         raise ValueError(f"{type(model).__name__} has no transformer layers to checkpoint")
+    options = {"context_fn": partial(create_selective_checkpoint_contexts, saved_ops())} if selective else {}
     for layer in layers.values():
-        checkpoint(layer)
+        checkpoint(layer, **options)
     return model
+
+
+def saved_ops() -> list[object]:
+    """The ops whose outputs selective activation checkpointing keeps: matrix products and the fused
+    attention kernels (each device's), the costly part of a layer's forward."""
+    aten = torch.ops.aten
+    names = (
+        "mm",
+        "addmm",
+        "bmm",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_flash_attention_for_cpu",
+    )
+    return [getattr(aten, name).default for name in names if hasattr(aten, name)]

@@ -11,10 +11,10 @@ from omegaconf import DictConfig
 from attnlab.schema.data import ImageData, Packing, SequenceData, TextData
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import read_run_config, to_object
-from attnlab.schema.model import TokenModelConfig, ViTConfig
+from attnlab.schema.model import AttnBackend, TokenModelConfig, ViTConfig
 from attnlab.schema.optim import MuonConfig
-from attnlab.schema.pos import LearnedPos
-from attnlab.schema.run import RunConfig, Strategy
+from attnlab.schema.pos import LearnedPos, PosName
+from attnlab.schema.run import RunConfig, Strategy, process_count
 
 # Which data kinds each (model family, task) pair can consume; the first kind is the one its preset picks.
 ACCEPTED_KINDS: dict[tuple[str, str], tuple[str, ...]] = {
@@ -71,6 +71,8 @@ def check_run(run: RunConfig) -> None:
             f"is for trainer.strategy=fsdp2 (each process writes its shards); under "
             f"trainer.strategy={run.trainer.strategy} checkpoints are one file",
         )
+    if run.trainer.tensor_parallel_size > 1:
+        check_tensor_parallel(run)
     if run.compile is True and run.trainer.strategy == Strategy.fsdp2:
         raise ConfigError(
             "compile",
@@ -122,3 +124,36 @@ def check_compatible(family: str, task: str, kind: str) -> None:
             f"cannot be consumed by model.family='{family}' with task.name='{task}'; "
             f"it accepts data.kind in: {', '.join(accepted)}",
         )
+
+
+def check_tensor_parallel(run: RunConfig) -> None:
+    """What ``trainer.tensor_parallel_size`` > 1 needs: the fsdp2 strategy (Lightning's
+    ``ModelParallelStrategy``), a number of processes it divides, whole query and key/value heads on
+    each process, the fused attention path, and per-head score biases and float8 that the plan does
+    not split (``attnlab.models.parallel``)."""
+    t, m = run.trainer, run.model
+    tp, key = t.tensor_parallel_size, "trainer.tensor_parallel_size"
+    if t.strategy != Strategy.fsdp2:
+        raise ConfigError(
+            key, tp, f"splits layers under trainer.strategy=fsdp2 (trainer=tp or tp_sim), not {t.strategy}"
+        )
+    processes = process_count(t)
+    if processes is not None and processes % tp:
+        raise ConfigError(key, tp, f"must divide the number of processes, {processes} (devices x nodes)")
+    for name, heads in (("n_heads", m.n_heads), ("n_kv_heads", m.n_kv_heads or m.n_heads)):
+        if heads % tp:
+            raise ConfigError(key, tp, f"must divide model.{name}={heads}: each process runs whole heads")
+    if m.attn_backend != AttnBackend.sdpa:
+        raise ConfigError(
+            "model.attn_backend", str(m.attn_backend), f"tensor parallel ({key}={tp}) runs only sdpa"
+        )
+    if getattr(m, "pos", None) is not None and m.pos.name in (PosName.alibi, PosName.relative):
+        raise ConfigError(
+            "pos",
+            str(m.pos.name),
+            f"a per-head score bias that {key}={tp} does not split: use rope, learned, sinusoidal or none",
+        )
+    if m.kept_heads is not None:
+        raise ConfigError("model.kept_heads", m.kept_heads, f"a pruned model: {key}={tp} splits whole models")
+    if t.float8:
+        raise ConfigError("trainer.float8", t.float8, f"not composed with {key}={tp}: set it to false")

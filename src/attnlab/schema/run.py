@@ -48,6 +48,7 @@ class ActivationCheckpointing(Choice):
 
     none = "none"  # all its activations
     full = "full"  # only its input: its forward runs again in the backward pass
+    selective = "selective"  # its matrix products' and attention's outputs: elementwise ops run again
 
 
 # trainer.float8 and compile take a boolean or one word (OmegaConf types no union of bool and enum)
@@ -96,6 +97,9 @@ class TrainerConfig:
     devices: Any = 1  # a count, -1 or "auto" for all, or a list of device ids
     num_nodes: int = 1
     strategy: Strategy = Strategy.auto
+    # trainer.strategy=fsdp2: processes that split each layer's projections (tensor parallel); the
+    # world size over it is the data-parallel size
+    tensor_parallel_size: int = 1
     timeout: int | None = None  # seconds a collective may wait for the other processes (None: see above)
     precision: str = "32"  # 32 | bf16-mixed | 16-mixed
     max_steps: int = 300
@@ -134,6 +138,7 @@ class TrainerConfig:
             )
         for name in (
             "num_nodes",
+            "tensor_parallel_size",
             "max_steps",
             "val_every_n_steps",
             "accumulate_grad_batches",
@@ -165,6 +170,17 @@ class TrainerConfig:
         not_negative("trainer.fast_dev_run", self.fast_dev_run)
         positive("trainer.timeout", self.timeout, allow_none=True)
         positive("trainer.compute_budget", self.compute_budget, allow_none=True)
+
+
+def process_count(trainer: TrainerConfig) -> int | None:
+    """How many processes a run of ``trainer`` trains in (devices x nodes), or None where the machine
+    decides (``devices=auto`` or -1)."""
+    devices = trainer.devices
+    if isinstance(devices, list):
+        return len(devices) * trainer.num_nodes
+    if isinstance(devices, int) and not isinstance(devices, bool) and devices > 0:
+        return devices * trainer.num_nodes
+    return None
 
 
 def devices_ok(devices: Any) -> bool:

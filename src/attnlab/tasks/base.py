@@ -29,10 +29,10 @@ from torchmetrics import MeanMetric, Metric
 
 from attnlab.models import build_model
 from attnlab.models.flops import flops_per_token, matmul_params
-from attnlab.models.parallel import is_sharded, shard_layers
+from attnlab.models.parallel import average_replicated_gradients, is_sharded, shard_layers, tensor_parallel
 from attnlab.schema.load import plain, read_model_config, read_optim_config, read_task_config
 from attnlab.schema.optim import OnExtend
-from attnlab.tasks.nonfinite import NonFiniteGuard, check_finite_weights, gradient_norm, whole
+from attnlab.tasks.nonfinite import NonFiniteGuard, check_finite_weights, clip_gradients, gradient_norm
 from attnlab.tasks.optim import (
     Schedule,
     apply_settings,
@@ -158,13 +158,22 @@ class TaskModule(pl.LightningModule):
     # -- shared pieces --------------------------------------------------------------------------
 
     def configure_model(self) -> None:
-        """Shard the model over the data-parallel processes when the strategy gives the module a device
-        mesh (``trainer.strategy=fsdp2``: Lightning's ``ModelParallelStrategy``), by the models' own
-        plan (``attnlab.models.parallel``); under any other strategy nothing. Lightning calls the hook
+        """Split the model's layers over the tensor-parallel processes, then shard it over the
+        data-parallel ones, when the strategy gives the module a device mesh (``trainer.strategy=fsdp2``:
+        Lightning's ``ModelParallelStrategy``), by the models' own plan (``attnlab.models.parallel``); under any other strategy nothing. Lightning calls the hook
         again for each stage (fit, then test), so a sharded model is left as it is."""
         mesh = self._device_mesh
         if mesh is not None and not is_sharded(self.model):
+            if mesh["tensor_parallel"].size() > 1:
+                tensor_parallel(self.model, mesh["tensor_parallel"])
             shard_layers(self.model, mesh["data_parallel"])
+
+    def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:
+        """Under tensor parallel, the same gradients of the unsplit parameters on every process of a
+        tensor-parallel group (``average_replicated_gradients``), so their copies stay equal."""
+        mesh = self._device_mesh
+        if mesh is not None and mesh["tensor_parallel"].size() > 1:
+            average_replicated_gradients(self.model, mesh["tensor_parallel"])
 
     def cross_entropy(self, logits: Tensor, labels: Tensor, smoothing: float = 0.0) -> Tensor:
         """Mean cross-entropy over positions whose label is not -100; compiled where the model is."""
@@ -249,7 +258,7 @@ class TaskModule(pl.LightningModule):
             norm = sharded.clip_grad_norm_(gradient_clip_val)
             norm = norm if scaler is None else None
         elif by_norm and scaler is None and type(plugin).clip_grad_by_norm is Precision.clip_grad_by_norm:
-            norm = whole(torch.nn.utils.clip_grad_norm_(params, gradient_clip_val))  # FSDP2: all shards
+            norm = clip_gradients(params, gradient_clip_val)  # FSDP2, tensor parallel: all shards
         else:
             super().configure_gradient_clipping(optimizer, gradient_clip_val, gradient_clip_algorithm)
             norm = gradient_norm(params) if scaler is None else None

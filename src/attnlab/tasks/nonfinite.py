@@ -40,8 +40,32 @@ class NonFiniteWeights(RuntimeError):
 def gradient_norm(parameters: Iterable[Tensor]) -> Tensor | None:
     """The 2-norm of all gradients together, as ``clip_grad_norm_`` computes it (None without gradients);
     of the whole gradient also where each process holds a shard of it (FSDP2's DTensors)."""
-    grads = [p.grad for p in parameters if p.grad is not None]
-    return whole(torch.nn.utils.get_total_norm(grads)) if grads else None
+    return total_norm([p.grad for p in parameters if p.grad is not None])
+
+
+def total_norm(tensors: list[Tensor], norm_type: float = 2.0) -> Tensor | None:
+    """The ``norm_type``-norm of all ``tensors`` together (None for none), as a plain tensor: where they
+    are DTensors, over every process's shards, mesh by mesh (tensor parallel puts the layers' weights
+    on another mesh than the rest, and DTensors of two meshes do not mix), then combined."""
+    by_mesh: dict[object, list[Tensor]] = {}
+    for t in tensors:
+        by_mesh.setdefault(getattr(t, "device_mesh", None), []).append(t)
+    norms = [whole(torch.nn.utils.get_total_norm(group, norm_type)) for group in by_mesh.values()]
+    if len(norms) < 2:
+        return norms[0] if norms else None
+    return torch.linalg.vector_norm(torch.stack(norms), norm_type)
+
+
+def clip_gradients(parameters: list[Tensor], max_norm: float) -> Tensor | None:
+    """Scale the gradients of ``parameters`` to a 2-norm of at most ``max_norm``, as ``clip_grad_norm_``
+    does, also where they are DTensors on several meshes (tensor parallel); returns their norm before."""
+    norm = gradient_norm(parameters)
+    if norm is not None:
+        scale = (max_norm / (norm + 1e-6)).clamp(max=1.0)
+        for p in parameters:
+            if p.grad is not None:
+                p.grad.mul_(scale)
+    return norm
 
 
 def whole(value: Tensor) -> Tensor:
@@ -136,7 +160,7 @@ def describe(loss: Tensor | None, grad_norm: Tensor | None) -> str:
 def finite(tensors: list[Tensor]) -> bool:
     """Whether every element of ``tensors`` is finite: their largest magnitude, over all processes'
     shards where they are DTensors (a collective then)."""
-    return math.isfinite(whole(torch.nn.utils.get_total_norm(tensors, math.inf)))
+    return math.isfinite(total_norm(tensors, math.inf))
 
 
 def check_finite_weights(state_dict: dict[str, object], step: int) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import from_format_1, is_format_1, plain
 from attnlab.schema.optim import RESUME_CHANGEABLE, OnResume
-from attnlab.schema.run import RunConfig
+from attnlab.schema.run import RunConfig, process_count
 from attnlab.schema.rundir import SHARDED_META, is_sharded_checkpoint
 
 log = logging.getLogger("attnlab.train")
@@ -25,6 +25,7 @@ FREE_ON_RESUME = {
 }
 DECAYING = ("cosine", "linear")  # the schedules that end at a step budget
 COMPARED = ("model", "data", "task", "optim", "seed")
+BATCH_KEY = "data.batch_size"  # per process: compared as the batch of all processes together
 
 
 def read_run_state(ckpt_path: str) -> dict[str, Any]:
@@ -140,6 +141,10 @@ def check_resume(run: RunConfig) -> None:
             f"is a checkpoint of attnlab-compress method={state['compressed']}, for inference only (no "
             "optimizer state): resume from the checkpoint of attnlab-train",
         )
+    saved = saved_config(state)
+    if saved:
+        check_global_batch(run, saved, state.get("processes"))
+        check_layout(run, saved)
     apply = run.optim.on_resume == OnResume.apply
     for key, (theirs, mine) in changes(run, state).items():
         if apply and key in RESUME_CHANGEABLE:
@@ -154,19 +159,27 @@ def check_resume(run: RunConfig) -> None:
         )
 
 
+def saved_config(state: dict[str, Any]) -> dict[str, Any] | None:
+    """The checkpoint's run config as today's format writes it; None where it recorded none."""
+    saved = state.get("config")
+    if saved and is_format_1(saved):
+        saved = from_format_1(saved)
+    return saved or None
+
+
 def changes(run: RunConfig, state: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """The settings (dotted keys) in which ``run`` differs from its checkpoint's run, each as (the
     checkpoint's value, this run's), leaving out those that may change freely (``FREE_ON_RESUME``)."""
-    saved = state.get("config")
+    saved = saved_config(state)
     if not saved:
         return {}
-    if is_format_1(saved):
-        saved = from_format_1(saved)
     ours, found = plain(run), {}
     for group in COMPARED:
         mine_flat = _flat(ours[group], group)
         for key, theirs in _flat(saved.get(group), group).items():
             mine = mine_flat.get(key)
+            if key == BATCH_KEY and state.get("processes") and process_count(run.trainer):
+                continue  # per process: check_global_batch compared the batch of all processes
             if key not in FREE_ON_RESUME and mine != theirs:
                 found[key] = (theirs, mine)
     return found
@@ -187,6 +200,49 @@ def changes_line(entry: dict) -> str:
     """One continuation of ``continuations`` as the line the run prints."""
     said = ", ".join(f"{key} {old} -> {new}" for key, (old, new) in entry["changed"].items())
     return f"optim.on_resume=apply: from step {entry['step']} of {entry['ckpt_path']}: {said}"
+
+
+def check_global_batch(run: RunConfig, saved: dict[str, Any], processes: int | None) -> None:
+    """A resume on another number of processes must draw the same batch a step: ``data.batch_size``
+    (per process) times the data-parallel processes (a tensor-parallel group draws one batch) as the
+    checkpoint's run (the data stream counts samples over all
+    processes, so it continues at the same sample). Unchecked here when either count is unknown
+    (``trainer.devices=auto``, a checkpoint that did not record it): the batch size must then be equal."""
+    ours = process_count(run.trainer)
+    ours = ours // run.trainer.tensor_parallel_size if ours else None  # tensor parallel: one batch a group
+    theirs = (saved.get("data") or {}).get("batch_size")
+    if not processes or not ours or theirs is None:
+        return
+    batch = getattr(run.data, "batch_size", None)
+    if batch is not None and batch * ours != theirs * processes:
+        raise ConfigError(
+            BATCH_KEY,
+            batch,
+            f"the checkpoint {run.ckpt_path} was trained with {BATCH_KEY}={theirs} on {processes} "
+            f"data-parallel process(es), {theirs * processes} samples a step: resume with {BATCH_KEY} "
+            f"times those processes ({ours} here) equal to {theirs * processes}",
+        )
+
+
+def check_layout(run: RunConfig, saved: dict[str, Any]) -> None:
+    """Under fsdp2 each process loads its shards by parameter name, and tensor parallel splits the
+    fused attention projections (``models.parallel``): a checkpoint resumes there only into the same
+    layout, split (any tensor-parallel size: the saved tensors are whole) or not. A run without
+    sharding reads any of them whole, joined back (``training.sharded.load_whole``)."""
+    theirs = int((saved.get("trainer") or {}).get("tensor_parallel_size") or 1)
+    ours = run.trainer.tensor_parallel_size
+    if run.trainer.strategy != "fsdp2" or (theirs > 1) == (ours > 1):
+        return
+    if theirs > 1:
+        allowed = "resume with tensor parallel (any size above 1), or in one process or trainer=ddp"
+    else:
+        allowed = "resume with trainer.tensor_parallel_size=1"
+    raise ConfigError(
+        "trainer.tensor_parallel_size",
+        ours,
+        f"the checkpoint {run.ckpt_path} was written with trainer.tensor_parallel_size={theirs}, its "
+        f"attention projections {'split' if theirs > 1 else 'fused'}: {allowed}",
+    )
 
 
 def _flat(value: Any, prefix: str) -> dict[str, Any]:

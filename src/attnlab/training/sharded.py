@@ -11,6 +11,13 @@ at any moment leaves ``<name>`` pointing at a whole checkpoint, old or new; what
 
 The commands that read weights (``attnlab-eval``, ``-sample``, ``-compress``, ``-explain``) read one
 file: ``consolidate`` writes it (``attnlab-consolidate <checkpoint>``).
+
+Resuming on another number of processes: under ``trainer.strategy=fsdp2`` each process loads the
+parts of the saved tensors its own shards cover (``torch.distributed.checkpoint`` reshards on load,
+whatever the number of processes that wrote them); a run without sharding (one process, or DDP) reads
+the whole checkpoint in every process (``load_whole``). A tensor-parallel run's checkpoint holds its
+attention projections split (``models.parallel``): read whole, they are joined back into the unsplit
+model's layout.
 """
 
 from __future__ import annotations
@@ -20,14 +27,18 @@ import os
 import shutil
 import tempfile
 import time
+import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
 
+from attnlab.models.parallel import fuse_optimizer_state, fuse_projections
 from attnlab.schema.rundir import SHARDED_META, WHOLE_PREFIX
 from attnlab.training.files import TMP_SUFFIX, write_bytes_durably
 
 VERSION = ".shards-"  # <name>.shards-<time in ns>: one written checkpoint, the target of <name>
+OPTIMIZER_PREFIX = "optimizer_"  # Lightning's key of each optimizer's states in a sharded checkpoint
 CONSOLIDATED_KEY = "attnlab_consolidated_from"  # in a consolidated file: the directory it was made from
 
 
@@ -100,7 +111,36 @@ def consolidate(checkpoint: Path, out: Path | None = None) -> Path:
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         dcp_to_torch_save(checkpoint.resolve(), Path(tmp) / "state.pt")
         state = torch.load(Path(tmp) / "state.pt", map_location="cpu", weights_only=True)
-    whole = {**meta, "state_dict": state["state_dict"], CONSOLIDATED_KEY: str(checkpoint)}
+    whole = {**meta, "state_dict": fuse_projections(state["state_dict"]), CONSOLIDATED_KEY: str(checkpoint)}
     buffer = io.BytesIO()
     torch.save(whole, buffer)
     return write_bytes_durably(out, buffer.getbuffer())
+
+
+def load_whole(checkpoint: Path) -> dict[str, Any]:
+    """The sharded checkpoint ``checkpoint`` as a one-file checkpoint of an unsharded run: its metadata,
+    the whole weights (``state_dict``) and the optimizer states keyed by parameter position, as
+    ``Optimizer.state_dict`` keys them (``optimizer_states``). One process, no process group: every
+    shard of every tensor is read."""
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.format_utils import _EmptyStateDictLoadPlanner
+    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+
+    whole: dict[str, Any] = {}  # filled with every saved tensor, as dcp_to_torch_save does
+    reader, planner = FileSystemReader(checkpoint.resolve()), _EmptyStateDictLoadPlanner()
+    with warnings.catch_warnings():  # that no process group is there: none is meant to be
+        warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)
+        _load_state_dict(whole, storage_reader=reader, planner=planner, no_dist=True)
+    meta = torch.load(checkpoint / SHARDED_META, map_location="cpu", weights_only=True)
+    optimizers = sorted(k for k in whole if k.startswith(OPTIMIZER_PREFIX))
+    states = [by_position(fuse_optimizer_state(whole[k])) for k in optimizers]
+    return {**meta, "state_dict": fuse_projections(whole["state_dict"]), "optimizer_states": states}
+
+
+def by_position(state: dict[str, Any]) -> dict[str, Any]:
+    """An optimizer state keyed by parameter name (``get_optimizer_state_dict``'s form, in which sharded
+    checkpoints hold it) keyed instead by each parameter's position over the parameter groups."""
+    names = [name for group in state["param_groups"] for name in group["params"]]
+    position = {name: i for i, name in enumerate(names)}
+    groups = [{**g, "params": [position[n] for n in g["params"]]} for g in state["param_groups"]]
+    return {"state": {position[n]: s for n, s in state["state"].items()}, "param_groups": groups}

@@ -61,14 +61,19 @@ def checkpoint_io(cfg: CheckpointConfig) -> CheckpointIO:
 
 
 class FullyShardedStrategy(ModelParallelStrategy):
-    """Lightning's ``ModelParallelStrategy`` with every process in one data-parallel group (FSDP2 over
-    the whole world, no tensor parallelism); the task's ``configure_model`` shards the model
-    (``attnlab.models.parallel``). Lightning's default would make the data-parallel size the number of
-    nodes and the tensor-parallel size the processes of a node: the world size is known only here."""
+    """Lightning's ``ModelParallelStrategy`` over a mesh of ``tensor_parallel_size`` processes that split
+    each layer (tensor parallel) by world size / ``tensor_parallel_size`` data-parallel groups (FSDP2);
+    the task's ``configure_model`` applies the plan (``attnlab.models.parallel``). Lightning's default
+    would make the data-parallel size the number of nodes and the tensor-parallel size the processes of
+    a node: the world size is known only here."""
+
+    def __init__(self, tensor_parallel_size: int = 1, **options: Any) -> None:
+        super().__init__(**options)
+        self.tensor_parallel = tensor_parallel_size
 
     def setup_environment(self) -> None:
-        self._data_parallel_size = self.num_nodes * self.num_processes
-        self._tensor_parallel_size = 1
+        self._data_parallel_size = self.num_nodes * self.num_processes // self.tensor_parallel
+        self._tensor_parallel_size = self.tensor_parallel
         super().setup_environment()
 
     def save_checkpoint(self, checkpoint: dict, filepath: Any, storage_options: Any = None) -> None:
@@ -113,7 +118,9 @@ def strategy(cfg: TrainerConfig, io: CheckpointIO | None = None, shards: bool = 
             timeout=collective_timeout(cfg),
         )
     if cfg.strategy == "fsdp2":
-        fsdp2 = FullyShardedStrategy(save_distributed_checkpoint=shards, timeout=collective_timeout(cfg))
+        fsdp2 = FullyShardedStrategy(
+            cfg.tensor_parallel_size, save_distributed_checkpoint=shards, timeout=collective_timeout(cfg)
+        )
         fsdp2.checkpoint_io = io
         return fsdp2
     return str(cfg.strategy)
@@ -131,6 +138,7 @@ ATTNLAB_SETTINGS = (
     "activation_checkpointing",
     "float8",
     "compute_budget",  # turned into max_steps before the run (cli/budget.py)
+    "tensor_parallel_size",
 )
 
 
@@ -176,7 +184,7 @@ def build_trainer(
     arguments = {k: v for k, v in plain(run.trainer).items() if k not in ATTNLAB_SETTINGS}
     trainer = instantiate(
         arguments,
-        **lightning_settings(run.trainer, run_dir, checkpoint_io(run.checkpoint), run.checkpoint.sharded),
+        **lightning_settings(run.trainer, run_dir, checkpoint_io(run.checkpoint), sharded_checkpoints(run)),
         logger=loggers or False,
         callbacks=callbacks,
         _recursive_=False,
@@ -184,6 +192,12 @@ def build_trainer(
     )
     set_matmul_precision(run.trainer, trainer.accelerator)
     return trainer
+
+
+def sharded_checkpoints(run: RunConfig) -> bool:
+    """Whether each process writes its own shards: ``checkpoint.sharded``, and always under tensor
+    parallel, whose split projections only a sharded checkpoint resumes into."""
+    return run.checkpoint.sharded or run.trainer.tensor_parallel_size > 1
 
 
 def set_matmul_precision(cfg: TrainerConfig, accelerator: Accelerator) -> None:

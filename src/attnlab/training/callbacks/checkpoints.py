@@ -27,7 +27,7 @@ import torch
 from lightning_fabric.plugins.io.torch_io import TorchCheckpointIO
 from pytorch_lightning.callbacks import Checkpoint, ModelCheckpoint
 
-from attnlab.schema.rundir import LAST
+from attnlab.schema.rundir import LAST, is_sharded_checkpoint
 from attnlab.training import sharded
 from attnlab.training.callbacks.final_validation import is_final_step
 from attnlab.training.callbacks.interrupts import RunInterrupted, StopSignals
@@ -54,6 +54,13 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         buffer = io.BytesIO()
         torch.save(checkpoint, buffer)
         write_bytes_durably(path, buffer.getbuffer())
+
+    def load_checkpoint(self, path: str | os.PathLike, **options: Any) -> dict[str, Any]:
+        """A checkpoint file, or a sharded checkpoint read whole (resuming without sharding a run that
+        was saved sharded, on any number of processes)."""
+        if is_sharded_checkpoint(path):
+            return sharded.load_whole(Path(path))
+        return super().load_checkpoint(path, **options)
 
 
 class BestCheckpoint(ModelCheckpoint):

@@ -31,7 +31,9 @@ class StepSeeder(Callback):
     def on_train_batch_start(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        seed = mixed_seed(self.seed, trainer.current_epoch, batch_idx, trainer.global_rank)
+        ranks = trainer.distributed_sampler_kwargs  # tensor-parallel processes draw the same dropout
+        rank = ranks["rank"] if ranks else trainer.global_rank
+        seed = mixed_seed(self.seed, trainer.current_epoch, batch_idx, rank)
         torch.default_generator.manual_seed(
             seed
         )  # torch.manual_seed costs ~100x more (it probes every backend)
@@ -40,10 +42,10 @@ class StepSeeder(Callback):
 
 
 class RunState(Callback):
-    """Stores the run's validated config, wandb run id and ``continuations`` (its resumes with changed
-    optimiser settings, ``training.resume.continuations``) in every checkpoint (``checkpoint[RUN_KEY]``),
-    so a resume can check it continues the same run, keep logging to the same wandb run and carry the
-    run's history on; and at a
+    """Stores the run's validated config, wandb run id, number of processes and ``continuations`` (its
+    resumes with changed optimiser settings, ``training.resume.continuations``) in every checkpoint
+    (``checkpoint[RUN_KEY]``), so a resume can check it continues the same run, keep logging to the same
+    wandb run and carry the run's history on; and at a
     resume's first step, continues the loggers' step from the checkpoint's (``continue_logging_step``)."""
 
     def __init__(self, config: dict, wandb_id: str, history: list[dict] | None = None) -> None:
@@ -54,7 +56,13 @@ class RunState(Callback):
     def on_save_checkpoint(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict
     ) -> None:
-        checkpoint[RUN_KEY] = {"config": self.config, "wandb_id": self.wandb_id}
+        checkpoint[RUN_KEY] = {
+            "config": self.config,
+            "wandb_id": self.wandb_id,
+            # processes that draw batches of their own (not the tensor-parallel ones): data.batch_size is
+            # per process, so a resume on another number keeps their product
+            "processes": (trainer.distributed_sampler_kwargs or {"num_replicas": 1})["num_replicas"],
+        }
         if self.history:  # plain data: read back with weights_only=True
             checkpoint[RUN_KEY]["continuations"] = self.history
 

@@ -5,8 +5,10 @@ The task module counts the tokens, samples and FLOPs of a batch from its shapes 
 model as built, so it stays right when a strategy shards it). Lightning does the rest:
 ``lightning_fabric.utilities.throughput.Throughput`` (the bookkeeping under Lightning's
 ``ThroughputMonitor``) turns the counts into rates over all devices and the MFU, and
-``get_available_flops`` gives the datasheet peak of a GPU in the run's precision. A CPU has no such
-peak, so no MFU is logged there.
+``device_peak_flops`` the dense datasheet peak of a GPU in the run's precision (``DENSE_PEAKS`` for H100,
+H200 and A100, then Lightning's table). A CPU has no such peak, so no MFU is logged there. Under
+tensor parallel the processes of a group share each batch: each counts its share of the work, so the
+MFU stays per GPU and the rates count each token once.
 
 Not Lightning's ``ThroughputMonitor`` callback itself: it synchronises a CUDA device after every
 batch (this callback only at the steps it logs), logs under its own names (``train/device/mfu``,
@@ -34,6 +36,53 @@ def precision_dtype(precision: str | int | None) -> torch.dtype:
     if text.startswith("16"):
         return torch.float16
     return torch.float32
+
+
+# Dense peak FLOP/s of one GPU (no 2:4 sparsity) by matrix-product dtype, from NVIDIA's datasheets: the
+# denominator of MFU. Lightning's table gives the sparse figure for some Hopper parts (H200, H100 NVL)
+# and does not recognise "NVIDIA H200"; attnlab looks its GPUs up here first. Keys: (name parts, peaks).
+DENSE_PEAKS: list[tuple[tuple[str, ...], dict[object, float]]] = [
+    (("h200", "nvl"), {torch.bfloat16: 835e12, torch.float16: 835e12, "tf32": 418e12, torch.float32: 60e12}),
+    (("h200",), {torch.bfloat16: 989e12, torch.float16: 989e12, "tf32": 494.7e12, torch.float32: 66.9e12}),
+    (("h100", "nvl"), {torch.bfloat16: 835e12, torch.float16: 835e12, "tf32": 418e12, torch.float32: 60e12}),
+    (
+        ("h100", "pcie"),
+        {torch.bfloat16: 756e12, torch.float16: 756e12, "tf32": 378e12, torch.float32: 51.2e12},
+    ),
+    (
+        ("h100",),
+        {torch.bfloat16: 989.4e12, torch.float16: 989.4e12, "tf32": 494.7e12, torch.float32: 66.9e12},
+    ),
+    (("a100",), {torch.bfloat16: 312e12, torch.float16: 312e12, "tf32": 156e12, torch.float32: 19.5e12}),
+]
+
+
+def dense_peak(device_name: str, dtype: torch.dtype, tf32: bool) -> float | None:
+    """The dense peak FLOP/s of the GPU called ``device_name`` (as ``torch.cuda.get_device_name`` says)
+    for products in ``dtype`` (float32 on TF32 tensor cores where ``tf32``), or None if not in
+    ``DENSE_PEAKS``."""
+    name = device_name.lower()
+    for parts, peaks in DENSE_PEAKS:
+        if all(part in name for part in parts):
+            return peaks.get("tf32" if dtype == torch.float32 and tf32 else dtype)
+    return None
+
+
+def device_peak_flops(device: torch.device, dtype: torch.dtype) -> float | None:
+    """The peak FLOP/s of one ``device`` for products in ``dtype``: ``dense_peak`` for the GPUs it
+    knows, else Lightning's table (None on a CPU)."""
+    if device.type == "cuda":
+        tf32 = torch.get_float32_matmul_precision() != "highest"
+        peak = dense_peak(torch.cuda.get_device_name(device), dtype, tf32)
+        if peak is not None:
+            return peak
+    return get_available_flops(device, dtype)
+
+
+def tensor_parallel_size(pl_module: pl.LightningModule) -> int:
+    """How many processes share each batch's work (tensor parallel), 1 without a device mesh."""
+    mesh = pl_module.device_mesh
+    return mesh["tensor_parallel"].size() if mesh is not None else 1
 
 
 class ThroughputLogger(pl.Callback):
@@ -67,7 +116,8 @@ class ThroughputLogger(pl.Callback):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self.peak_flops is None:
             dtype = precision_dtype(trainer.precision)
-            self.peak_flops = get_available_flops(trainer.strategy.root_device, dtype)
+            self.peak_flops = device_peak_flops(trainer.strategy.root_device, dtype)
+        self.sharing = tensor_parallel_size(pl_module)  # processes that do each batch's work together
         # A window of two updates: each rate is over the steps since the previous log.
         self.throughput = Throughput(
             available_flops=self.peak_flops, world_size=trainer.world_size, window_size=2
@@ -91,10 +141,10 @@ class ThroughputLogger(pl.Callback):
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: object, batch: dict, batch_idx: int
     ) -> None:
-        work = pl_module.batch_work(batch)
-        self.tokens += work.tokens
-        self.samples += work.samples
-        self.flops += work.flops
+        work, share = pl_module.batch_work(batch), self.sharing  # tensor parallel: a share of the batch
+        self.tokens += work.tokens if share == 1 else work.tokens / share
+        self.samples += work.samples if share == 1 else work.samples / share
+        self.flops += work.flops / share
         self.batches += 1
         every = self.log_every_n_steps or trainer.log_every_n_steps or 1
         step = trainer.global_step

@@ -1,0 +1,156 @@
+"""``trainer=tp_sim``: tensor parallel over two CPU processes (gloo), each layer's projections split by
+heads and hidden units, trains like one process step by step (a GPT with grouped-query attention, RoPE
+and SwiGLU, and a sequence-to-sequence model; gradient clipping on); its sharded checkpoint (split
+projections) consolidates to the one-process weights and resumes in one process; the settings it
+cannot split are refused in one line before the run directory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from test_train_fsdp2 import ARGS, STEPS, kill_after_first_checkpoint, series
+from test_train_fsdp2 import FAMILIES as FSDP2_FAMILIES
+from test_train_fsdp2 import family_runs as fsdp2_runs
+from train_cli import check, cli
+
+pytestmark = pytest.mark.slow
+GPT = ["experiment=tiny_gpt", "data.seq_len=32", "model.n_heads=4", "model.n_kv_heads=2", "pos=rope"]
+GPT = [*GPT, "model.activation=swiglu", "data.batch_size=8"]  # one tensor-parallel group: one batch
+TP = ["trainer=tp_sim"]
+FSDP2_GPT = FSDP2_FAMILIES["gpt"]
+
+
+FAMILIES = {"gpt": GPT, "seq2seq": ["experiment=tiny_seq2seq", "data.batch_size=8"]}  # cross-attention too
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def runs(request: pytest.FixtureRequest, built_once: Callable[..., Path]) -> tuple[Path, Path]:
+    """(the tensor-parallel run, the one-process run) of each family."""
+    return family_runs(request.param, built_once)
+
+
+@pytest.fixture(scope="module")
+def gpt_runs(built_once: Callable[..., Path]) -> tuple[Path, Path]:
+    return family_runs("gpt", built_once)
+
+
+def family_runs(family: str, built_once: Callable[..., Path]) -> tuple[Path, Path]:
+    """(the tensor-parallel run, the one-process run) of ``family``, each built once."""
+    args = [*ARGS, *FAMILIES[family], "run_dir=run"]
+    split = built_once(
+        f"tp-{family}", lambda cwd: check(cli([*args, *TP], cwd, timeout=600, fresh_interpreter=True))
+    )
+    single = built_once(f"tp-single-{family}", lambda cwd: check(cli(args, cwd, timeout=600)))
+    return split / "run", single / "run"
+
+
+def test_per_step_losses_and_clipped_norms_match_one_process(runs: tuple[Path, Path]) -> None:
+    split, single = runs
+    losses, expected = series(split, "train/loss"), series(single, "train/loss")
+    assert sorted(losses) == sorted(expected) == list(range(1, STEPS + 1))
+    for step in expected:
+        assert losses[step] == pytest.approx(expected[step], abs=1e-5), f"step {step}"
+    assert abs(expected[STEPS] - expected[1]) > 1e-3  # the steps moved the weights
+    norms, expected_norms = series(split, "train/grad_norm"), series(single, "train/grad_norm")
+    for step in expected_norms:
+        assert norms[step] == pytest.approx(expected_norms[step], rel=1e-4), f"step {step}"
+
+
+def test_the_consolidated_checkpoint_holds_the_one_process_runs_weights(runs: tuple[Path, Path]) -> None:
+    """The split projections (self-attention's q/k/v, cross-attention's k/v) joined back by
+    attnlab-consolidate: the unsplit model's names and shapes, and the one-process run's values."""
+    import torch
+
+    from attnlab.training.sharded import consolidate
+
+    split, single = runs
+    whole = torch.load(consolidate(split / "checkpoints" / "last.ckpt"), weights_only=True)["state_dict"]
+    reference = torch.load(single / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+    assert sorted(whole) == sorted(reference)
+    for name, value in reference.items():
+        torch.testing.assert_close(whole[name], value, atol=1e-5, rtol=0, msg=name)
+
+
+def test_a_tensor_parallel_checkpoint_resumes_in_one_process(
+    gpt_runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Killed (kill -9) after its first checkpoint, whose attention projections are split, the run
+    resumes in one process without sharding: the projections joined back, the optimizer state with
+    them, and the next steps' losses are those of the uninterrupted tensor-parallel run."""
+    split, _ = gpt_runs
+    args = [*ARGS, *GPT, "run_dir=run"]
+    kill_after_first_checkpoint([*args, *TP], tmp_path)
+    check(cli([*args, "ckpt_path=last"], tmp_path, timeout=600))
+    losses, expected = series(tmp_path / "run", "train/loss"), series(split, "train/loss")
+    resumed = sorted(step for step in losses if step > 10)
+    assert resumed == list(range(11, STEPS + 1))
+    for step in resumed:
+        assert losses[step] == pytest.approx(expected[step], abs=1e-5), f"step {step}"
+
+
+def test_selective_activation_checkpointing_under_tensor_parallel_keeps_the_losses(
+    gpt_runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Each split layer's elementwise ops recomputed in the backward pass: the same per-step losses."""
+    split, _ = gpt_runs
+    args = [*ARGS, *GPT, *TP, "trainer.activation_checkpointing=selective", "run_dir=run"]
+    check(cli(args, tmp_path, timeout=600, fresh_interpreter=True))
+    losses, expected = series(tmp_path / "run", "train/loss"), series(split, "train/loss")
+    assert sorted(losses) == sorted(expected)
+    for step in expected:
+        assert losses[step] == pytest.approx(expected[step], abs=1e-6), f"step {step}"
+
+
+def test_an_unsplit_sharded_checkpoint_is_refused_under_tensor_parallel(
+    built_once: Callable[..., Path], tmp_path: Path
+) -> None:
+    """An FSDP2 checkpoint holds the fused projections, which tensor parallel's shards are not named
+    by: its resume under tensor parallel is refused in one line, before the run directory."""
+    sharded, _ = fsdp2_runs("gpt", built_once)
+    last = sharded / "checkpoints" / "last.ckpt"
+    args = [*ARGS, *FSDP2_GPT, *TP, "data.batch_size=16", f"ckpt_path={last}", "run_dir=new"]
+    refused = cli(args, tmp_path)
+    assert (refused.returncode, refused.stderr.strip()) == (
+        2,
+        f"error: trainer.tensor_parallel_size=2: the checkpoint {last} was written with "
+        "trainer.tensor_parallel_size=1, its attention projections fused: resume with "
+        "trainer.tensor_parallel_size=1",
+    )
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            ["model.n_kv_heads=1"],
+            "trainer.tensor_parallel_size=2: must divide model.n_kv_heads=1: each process runs whole heads",
+        ),
+        (
+            ["trainer.devices=3"],
+            "trainer.tensor_parallel_size=2: must divide the number of processes, 3 (devices x nodes)",
+        ),
+        (
+            ["model.attn_backend=flex"],
+            "model.attn_backend=flex: tensor parallel (trainer.tensor_parallel_size=2) runs only sdpa",
+        ),
+        (
+            ["trainer.float8=emulated"],
+            "trainer.float8=emulated: not composed with trainer.tensor_parallel_size=2: set it to false",
+        ),
+        (
+            ["trainer=ddp_sim", "trainer.tensor_parallel_size=2"],
+            "trainer.tensor_parallel_size=2: splits layers under trainer.strategy=fsdp2 (trainer=tp or "
+            "tp_sim), not ddp",
+        ),
+    ],
+)
+def test_what_tensor_parallel_cannot_split_is_refused_before_the_run(
+    overrides: list[str], message: str, tmp_path: Path
+) -> None:
+    args = [*ARGS, *GPT, *TP, *overrides, "run_dir=run"]
+    refused = cli(args, tmp_path)
+    assert (refused.returncode, refused.stderr.strip()) == (2, f"error: {message}")
+    assert not (tmp_path / "run").exists()
