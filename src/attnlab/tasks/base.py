@@ -138,6 +138,11 @@ class TaskModule(pl.LightningModule):
     def training_loss(self, batch: dict[str, Tensor]) -> Tensor:
         raise NotImplementedError
 
+    def logits(self, batch: dict[str, Tensor]) -> Tensor:
+        """The model's output for ``batch``: which keys of a batch feed which arguments is written once,
+        in the family's ``FamilyModel.logits`` (an in-place ``compile()`` still compiles the call)."""
+        return self.model.logits(batch)
+
     def scored_logits(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """The logits (N, C) of the N predictions the objective scores in ``batch`` and their labels
         (N,): what distillation (``attnlab.tasks.distill``) matches to a teacher's."""

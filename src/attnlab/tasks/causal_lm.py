@@ -20,13 +20,6 @@ class CausalLMTask(TaskModule):
 
     reports_perplexity = True
 
-    def logits(self, batch: dict[str, Tensor]) -> Tensor:
-        return self.model(
-            batch["input_ids"],
-            attention_mask=batch.get("attention_mask"),
-            document_ids=batch.get("document_ids"),
-        )
-
     def scored_logits(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """Every position with a next token (padding, labelled IGNORE_INDEX, is not scored)."""
         return labelled(self.logits(batch), batch["labels"])

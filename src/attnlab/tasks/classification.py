@@ -38,9 +38,6 @@ class ClassificationTask(TaskModule):
             "f1": MulticlassF1Score(n, average="macro"),
         }
 
-    def logits(self, batch: dict[str, Tensor]) -> Tensor:
-        return self.model.logits(batch)
-
     def scored_logits(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """The class logits of each example."""
         return self.logits(batch), batch["labels"]

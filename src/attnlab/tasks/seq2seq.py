@@ -51,9 +51,6 @@ class Seq2SeqTask(TaskModule):
             }
         return metrics
 
-    def logits(self, batch: dict[str, Tensor]) -> Tensor:
-        return self.model(batch["src_ids"], batch["tgt_in"], batch.get("src_mask"), batch.get("tgt_mask"))
-
     def scored_logits(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """Every target position (padding, labelled IGNORE_INDEX, is not scored)."""
         return labelled(self.logits(batch), batch["labels"])
