@@ -114,3 +114,19 @@ def test_layer_settings_are_the_model_configs() -> None:
         assert {name: getattr(layer, name) for name in shared} == {
             name: getattr(cfg, name) for name in shared
         }
+
+
+def test_the_ignored_label_is_written_once() -> None:
+    """The label no loss scores is ``schema.data.IGNORE_INDEX``; nothing else spells -100."""
+    import re
+    from pathlib import Path
+
+    src = Path(attnlab.blocks.__file__).resolve().parents[1]
+    literal = re.compile(r"(?<![\w.\-])-100\b")  # not the 0-100 of a BLEU scale
+    found = [
+        (str(path.relative_to(src)), line)
+        for path in sorted(src.rglob("*.py"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if literal.search(line)
+    ]
+    assert found == [("schema/data.py", "IGNORE_INDEX = -100")]
