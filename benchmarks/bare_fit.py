@@ -65,9 +65,7 @@ def prepare(overrides: list[str]) -> tuple[RunConfig, nn.Module, pl.LightningDat
     """What ``attnlab-train <overrides>`` would train: the run, its model and its data module (set up)."""
     run = compose_run(overrides)
     pl.seed_everything(run.seed, verbose=False)
-    data = build_datamodule(
-        run.data, family=run.model.family, task=run.task.name, seed=run.seed, model_cfg=run.model
-    )
+    data = build_datamodule(run.data, needs=run.task.data_needs, seed=run.seed, model_cfg=run.model)
     data.setup("fit")
     return run, build_model(replace(run.model, vocab_size=data.vocab_size)), data
 

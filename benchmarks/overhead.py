@@ -77,7 +77,7 @@ def measure(size: GPTSize, steps: int, rounds: int) -> tuple[list[float], str, f
     with tempfile.TemporaryDirectory() as tmp:
         run = run_config(size, steps, Path(tmp))
         pl.seed_everything(run.seed, verbose=False)
-        data = build_datamodule(run.data, family="gpt", task="causal_lm", seed=run.seed, model_cfg=run.model)
+        data = build_datamodule(run.data, needs=run.task.data_needs, seed=run.seed, model_cfg=run.model)
         data.setup("fit")
         model = build_model(replace(run.model, vocab_size=data.vocab_size))
         bare_model = copy.deepcopy(model)

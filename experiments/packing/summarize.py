@@ -34,9 +34,10 @@ def real_fraction(run: Path) -> float:
     from attnlab.data import build_datamodule
     from attnlab.schema.data import data_config
     from attnlab.schema.model import model_config
+    from attnlab.schema.task import CausalLMTask
 
     cfg = data_config("text", packing="padded", seq_len=256, val_fraction=0.1, test_fraction=0.0)
-    dm = build_datamodule(cfg, family="gpt", task="causal_lm", seed=0, model_cfg=model_config("gpt"))
+    dm = build_datamodule(cfg, needs=CausalLMTask.data_needs, seed=0, model_cfg=model_config("gpt"))
     dm.setup("fit")
     return dm.datasets["train"].real_fraction
 

@@ -22,6 +22,7 @@ from attnlab.data import build_datamodule
 from attnlab.models import build_model
 from attnlab.schema.data import data_config
 from attnlab.schema.model import model_config
+from attnlab.schema.task import CausalLMTask
 
 ARMS = {
     "masked": dict(packing="documents"),
@@ -35,7 +36,7 @@ def arm_batches(settings: dict, n: int) -> list[dict[str, torch.Tensor]]:
     cfg = data_config(
         "text", seq_len=SEQ_LEN, batch_size=BATCH, val_fraction=0.1, test_fraction=0.0, **settings
     )
-    dm = build_datamodule(cfg, family="gpt", task="causal_lm", seed=0, model_cfg=model_config("gpt"))
+    dm = build_datamodule(cfg, needs=CausalLMTask.data_needs, seed=0, model_cfg=model_config("gpt"))
     dm.setup("fit")
     stream = dm.train_batches(seed=0, batch_size=BATCH, rank=0, world_size=1)
     return [stream[i * BATCH] for i in range(n)], dm.vocab_size

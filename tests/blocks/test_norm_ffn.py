@@ -38,7 +38,9 @@ def test_build_norm_kinds_and_bias() -> None:
 
 
 def cfg(norm_first: bool, norm: str = "layernorm") -> LayerConfig:
-    return LayerConfig(d_model=8, n_heads=2, d_ff=16, norm=norm, norm_first=norm_first)
+    return LayerConfig.of(
+        model_config("gpt", d_model=8, n_heads=2, d_ff=16, norm=norm, norm_first=norm_first)
+    )
 
 
 def test_residual_placement() -> None:

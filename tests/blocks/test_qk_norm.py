@@ -23,7 +23,7 @@ def scaled_queries_and_keys(attn: MultiHeadAttention, factor: float) -> None:
 @pytest.mark.parametrize("qk_norm", [True, False])
 def test_qk_norm_makes_attention_blind_to_the_scale_of_queries_and_keys(qk_norm: bool) -> None:
     torch.manual_seed(0)
-    attn = MultiHeadAttention(D_MODEL, N_HEADS, 2, qk_norm=qk_norm).eval()
+    attn = MultiHeadAttention(D_MODEL, N_HEADS, 2, qk_norm=qk_norm, norm_eps=1e-6).eval()  # tight invariance
     rope, x = RotaryPositionalEncoding(D_MODEL // N_HEADS), torch.randn(2, 7, D_MODEL)
     before = attn(x, positions=torch.arange(7), pos=rope, causal=True)
     scaled_queries_and_keys(attn, 5.0)

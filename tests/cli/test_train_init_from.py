@@ -13,6 +13,7 @@ from train_cli import TEXT, TINY, check, cli
 from attnlab.data import build_datamodule
 from attnlab.schema.data import TextData
 from attnlab.schema.model import GPTConfig
+from attnlab.schema.task import CausalLMTask
 
 pytestmark = pytest.mark.slow
 transformers = pytest.importorskip("transformers")
@@ -22,7 +23,7 @@ transformers = pytest.importorskip("transformers")
 def pretrained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, torch.nn.Module]:
     """A tiny GPT-2 over the vocabulary of the default corpus' char tokenizer, and that tokenizer."""
     root = tmp_path_factory.mktemp("hf")
-    data = build_datamodule(TextData(), family="gpt", task="causal_lm", seed=0, model_cfg=GPTConfig())
+    data = build_datamodule(TextData(), needs=CausalLMTask.data_needs, seed=0, model_cfg=GPTConfig())
     data.setup()
     data.tokenizer.save(root / "tokenizer")
     config = transformers.GPT2Config(

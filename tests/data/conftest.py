@@ -13,6 +13,7 @@ import pytest
 from attnlab.data import build_datamodule
 from attnlab.schema.data import SourcedData, data_config
 from attnlab.schema.model import model_config
+from attnlab.schema.task import task_config
 
 FAMILY_TASK = {
     "text": ("gpt", "causal_lm"),
@@ -40,8 +41,7 @@ def make_dm(tmp_path):
             cfg.cache_dir = str(tmp_path / "hf_cache")
         dm = build_datamodule(
             cfg,
-            family=family,
-            task=task or default_task,
+            needs=task_config(task or default_task).data_needs,
             seed=0,
             model_cfg=model_config(family, **(model or {})),
         )

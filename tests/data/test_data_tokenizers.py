@@ -9,7 +9,6 @@ import pytest
 
 from attnlab.data.tokenizers import (
     SPECIAL_TOKENS,
-    TASK_SPECIALS,
     Tokenizer,
     build_tokenizer,
     char_tokenizer,
@@ -17,8 +16,14 @@ from attnlab.data.tokenizers import (
     train_bpe,
     word_level,
 )
+from attnlab.schema.task import task_config
 
 TEXT = "The quick brown fox jumps over the lazy dog.\nNaïve café — déjà vu!\n" * 20
+
+
+def roles_of(task: str) -> tuple[str, ...]:
+    """The special-token roles the task ``task`` asks its data for."""
+    return task_config(task).data_needs.specials
 
 
 def test_char_tokenizer_is_the_alphabet_of_the_data():
@@ -48,7 +53,7 @@ def test_specials_come_first_in_one_order_and_text_never_yields_them():
     assert tok.decode([tok.bos_id, *tok.encode("ab"), tok.eos_id]) == "ab"
     assert tok.decode([tok.bos_id, *tok.encode("ab")], skip_special=False) == "<bos>ab"
     assert list(SPECIAL_TOKENS) == ["pad", "unk", "bos", "eos", "mask", "cls", "sep"]
-    assert TASK_SPECIALS["causal_lm"] == ()
+    assert roles_of("causal_lm") == ()
 
 
 def test_space_tokenizer_splits_words():
@@ -71,7 +76,7 @@ def test_the_vocabulary_lookup_gives_the_library_s_ids(split):
 @pytest.mark.parametrize("kind", ["char", "bpe"])
 @pytest.mark.parametrize("task", ["causal_lm", "seq2seq"])
 def test_save_and_load_restore_the_same_ids(tmp_path, kind, task):
-    roles = TASK_SPECIALS[task]
+    roles = roles_of(task)
     tok = build_tokenizer(kind, {"train": [TEXT]}, roles=roles, bpe_vocab_size=300)
     path = tok.save(tmp_path / "run")
     assert path == tmp_path / "run" / "tokenizer.json"
@@ -85,7 +90,7 @@ def test_save_and_load_restore_the_same_ids(tmp_path, kind, task):
 
 
 def test_bpe_is_byte_level_and_merges_frequent_pairs():
-    tok = train_bpe([TEXT], vocab_size=300, roles=TASK_SPECIALS["seq2seq"])
+    tok = train_bpe([TEXT], vocab_size=300, roles=roles_of("seq2seq"))
     assert [tok.pad_id, tok.bos_id, tok.eos_id] == [0, 1, 2]
     assert 259 < tok.vocab_size <= 300  # 256 bytes + 3 specials + merges
     ids = tok.encode(TEXT)
@@ -106,9 +111,7 @@ def test_ready_tokenizer_json_maps_known_special_spellings(tmp_path):
     hf.pre_tokenizer = pre_tokenizers.Whitespace()
     hf.add_special_tokens(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
     hf.save(str(tmp_path / "bert-like.json"))
-    tok = build_tokenizer(
-        str(tmp_path / "bert-like.json"), {}, roles=TASK_SPECIALS["seq2seq"], bpe_vocab_size=0
-    )
+    tok = build_tokenizer(str(tmp_path / "bert-like.json"), {}, roles=roles_of("seq2seq"), bpe_vocab_size=0)
     assert (tok.pad_id, tok.unk_id, tok.cls_id, tok.sep_id, tok.mask_id) == (0, 1, 2, 3, 4)
     assert (tok.bos_id, tok.eos_id) == (7, 8)  # roles the task needs and the file lacks are appended
     assert tok.vocab_size == 9
@@ -175,7 +178,7 @@ def test_missing_and_broken_tokenizer_files(tmp_path):
 def test_token_bytes_sum_to_the_utf8_bytes_of_the_text(tmp_path, kind):
     """Bits per byte divides by these: over any encoded text, they add up to its UTF-8 bytes (é is 2,
     — 3), also after a save and load; the specials a task adds cover no text."""
-    tok = build_tokenizer(kind, {"train": [TEXT]}, roles=TASK_SPECIALS["mlm"], bpe_vocab_size=300)
+    tok = build_tokenizer(kind, {"train": [TEXT]}, roles=roles_of("mlm"), bpe_vocab_size=300)
     for loaded in (tok, load_tokenizer(tok.save(tmp_path))):
         sizes = loaded.token_bytes()
         assert len(sizes) == loaded.vocab_size and sizes[loaded.mask_id] == 0

@@ -16,7 +16,7 @@ from attnlab.data.module import AttnlabDataModule
 from attnlab.schema.data import data_config
 from attnlab.schema.model import model_config
 from attnlab.schema.optim import AdamWConfig
-from attnlab.schema.task import task_config
+from attnlab.schema.task import CausalLMTask, task_config
 from attnlab.tasks import build_task
 
 ASCII = "".join(f"line {i}: the cat sat on mat number {i % 7}.\n" for i in range(200))
@@ -29,7 +29,7 @@ def text_module(tmp_path: Path, text: str, tokenizer: str) -> AttnlabDataModule:
     cfg = data_config(
         "text", path=str(file), tokenizer=tokenizer, bpe_vocab_size=300, seq_len=16, batch_size=4
     )
-    dm = build_datamodule(cfg, family="gpt", task="causal_lm", seed=0, model_cfg=model_config("gpt"))
+    dm = build_datamodule(cfg, needs=CausalLMTask.data_needs, seed=0, model_cfg=model_config("gpt"))
     dm.setup("validate")
     return dm
 

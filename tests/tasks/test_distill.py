@@ -11,8 +11,9 @@ from test_tasks_losses import SIZES, lm_batch, mlm_batch, s2s_batch, task_for
 
 from attnlab.schema.optim import AdamWConfig
 from attnlab.schema.task import DistillTask
-from attnlab.tasks import build_task
-from attnlab.tasks.distill import DISTILLED, distillation_loss
+from attnlab.tasks import TASK_CLASSES, build_task
+from attnlab.tasks.distill import distillation_loss
+from attnlab.tasks.distill import distilled as student_class
 
 
 def test_loss_equals_the_formula_on_a_case_worked_by_hand():
@@ -128,7 +129,7 @@ def test_teacher_is_frozen_in_eval_mode_and_left_out_of_the_checkpoint(tiny_mode
     teacher = task_for(teacher_model, "causal_lm").train()  # in train mode until it teaches
     cfg = DistillTask(teacher="teacher.ckpt", objective="causal_lm")
     task = build_task(cfg, AdamWConfig(), student, max_steps=10, teacher=teacher)
-    assert isinstance(task, DISTILLED["causal_lm"])
+    assert isinstance(task, student_class(TASK_CLASSES["causal_lm"]))
     task.train()
     task.training_loss(lm_batch()).backward()
     assert not teacher.training and not teacher_model.training

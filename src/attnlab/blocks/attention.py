@@ -25,7 +25,7 @@ from attnlab.blocks.masks import KeyRule, additive_mask
 from attnlab.blocks.norm import RMSNorm
 from attnlab.blocks.positional import PositionalEncoding, ScoreMod
 from attnlab.blocks.static_cache import StaticAttentionCache
-from attnlab.schema.model import check_heads, kept_kv_groups
+from attnlab.schema.model import ModelConfig, check_heads, kept_kv_groups
 
 # fused kernels; the softmax written out (its weights are probed); FlexAttention
 ATTENTION_PATHS = ("sdpa", "explicit", "flex")
@@ -59,7 +59,7 @@ class MultiHeadAttention(nn.Module):
         d_context: int | None = None,
         window: int | None = None,
         qk_norm: bool = False,
-        norm_eps: float = 1e-6,
+        norm_eps: float = ModelConfig.norm_eps,
         head_ids: Sequence[int] | None = None,
         backend: str = "sdpa",
     ) -> None:

@@ -25,12 +25,12 @@ class TokenEmbedding(nn.Module):
         d_model: int,
         pos: PositionalEncoding,
         *,
-        type_vocab_size: int = 0,
-        scale: bool = False,
-        norm: str | None = None,
-        norm_eps: float = 1e-5,
-        norm_bias: bool = True,
-        dropout: float = 0.0,
+        type_vocab_size: int,
+        scale: bool,
+        norm: str | None,
+        norm_eps: float,
+        norm_bias: bool,
+        dropout: float,
     ) -> None:
         super().__init__()
         self.tokens = nn.Embedding(vocab_size, d_model)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.schema.model import Activation
+from attnlab.schema.model import Activation, ModelConfig
 
 ACTIVATIONS = {
     Activation.relu: F.relu,
@@ -24,7 +24,12 @@ class FeedForward(nn.Module):
     """``fc_out(act(fc_in(x)))``, or ``fc_out(act(fc_gate(x)) * fc_in(x))`` for gated activations."""
 
     def __init__(
-        self, d_model: int, d_ff: int, activation: str = "gelu", bias: bool = True, dropout: float = 0.0
+        self,
+        d_model: int,
+        d_ff: int,
+        activation: str = ModelConfig.activation,
+        bias: bool = ModelConfig.bias,
+        dropout: float = ModelConfig.ffn_dropout,
     ):
         super().__init__()
         activation = Activation(activation)

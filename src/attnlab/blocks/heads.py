@@ -24,7 +24,7 @@ class LMHead(nn.Module):
         vocab_size: int,
         tied_to: nn.Embedding | None = None,
         *,
-        bias: bool = False,
+        bias: bool,
         scale: float = 1.0,
     ) -> None:
         super().__init__()
@@ -51,10 +51,10 @@ class MaskedLMHead(nn.Module):
         vocab_size: int,
         tied_to: nn.Embedding | None,
         *,
-        activation: str = "gelu",
-        norm: str = "layernorm",
-        norm_eps: float = 1e-12,
-        norm_bias: bool = True,
+        activation: str,
+        norm: str,
+        norm_eps: float,
+        norm_bias: bool,
     ) -> None:
         super().__init__()
         self.dense = nn.Linear(d_model, d_model)
@@ -82,9 +82,7 @@ def pool(hidden: Tensor, mask: Tensor | None, how: str) -> Tensor:
 class ClassificationHead(nn.Module):
     """Pool, then optionally BERT's pooler (dense + tanh), dropout and a linear classifier."""
 
-    def __init__(
-        self, d_model: int, num_classes: int, pooling: str = "cls", hidden: bool = False, dropout: float = 0.0
-    ) -> None:
+    def __init__(self, d_model: int, num_classes: int, pooling: str, hidden: bool, dropout: float) -> None:
         super().__init__()
         self.pooling = Pooling(pooling)
         self.pre = nn.Sequential(nn.Linear(d_model, d_model), nn.Tanh()) if hidden else nn.Identity()

@@ -7,39 +7,48 @@ encoder's output between them. Decoder-only models use the encoder layer with a 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from torch import Tensor, nn
 
 from attnlab.blocks.attention import MultiHeadAttention
 from attnlab.blocks.cache import AttentionCache, KVCache
-from attnlab.blocks.ffn import FeedForward
+from attnlab.blocks.ffn import FeedForward, ffn_width
 from attnlab.blocks.flex import MaskMemo
 from attnlab.blocks.norm import build_norm
 from attnlab.blocks.positional import PositionalEncoding
+from attnlab.schema.model import ModelConfig
 
 
 @dataclass(frozen=True)
 class LayerConfig:
-    """Everything a layer needs; the model builders derive it from the model config."""
+    """Everything a layer needs: the model config's fields of these names (``of``), with the
+    feed-forward width resolved. No defaults: each setting has one, in the schema."""
 
     d_model: int
     n_heads: int
-    d_ff: int
-    n_kv_heads: int | None = None
-    activation: str = "gelu"
-    norm: str = "layernorm"
-    norm_eps: float = 1e-5
-    norm_first: bool = True
-    bias: bool = True
-    norm_bias: bool = True
-    dropout: float = 0.0
-    attn_dropout: float = 0.0
-    ffn_dropout: float = 0.0
-    attn_scale: float | None = None
-    attn_window: int | None = None  # self-attention only: cross-attention is never windowed
-    qk_norm: bool = False
-    attn_backend: str = "sdpa"  # "flex": FlexAttention (attnlab.blocks.flex)
+    d_ff: int  # resolved from model.d_ff and model.ffn_mult (attnlab.blocks.ffn.ffn_width)
+    n_kv_heads: int | None
+    activation: str
+    norm: str
+    norm_eps: float
+    norm_first: bool
+    bias: bool
+    norm_bias: bool
+    dropout: float
+    attn_dropout: float
+    ffn_dropout: float
+    attn_scale: float | None
+    attn_window: int | None  # self-attention only: cross-attention is never windowed
+    qk_norm: bool
+    attn_backend: str  # "flex": FlexAttention (attnlab.blocks.flex)
+
+    @classmethod
+    def of(cls, cfg: ModelConfig) -> LayerConfig:
+        """The per-layer settings of a model config."""
+        same = {f.name: getattr(cfg, f.name) for f in fields(cls) if f.name != "d_ff"}
+        same["attn_backend"] = str(cfg.attn_backend)
+        return cls(**same, d_ff=ffn_width(cfg.d_model, cfg.d_ff, cfg.ffn_mult))
 
 
 class Residual(nn.Module):

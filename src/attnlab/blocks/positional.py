@@ -25,7 +25,9 @@ from torch import Tensor, nn
 
 from attnlab.blocks.guards import check_index
 from attnlab.blocks.rope_scaling import RopeScaling, attention_factor, inv_freq, rope_scaling
+from attnlab.schema.builders import Builders
 from attnlab.schema.pos import (
+    POSITIONS,
     AlibiPos,
     Layout,
     LearnedPos,
@@ -78,7 +80,7 @@ class SinusoidalPositionalEncoding(PositionalEncoding):
     ``layout="concat"`` puts all sines first, then all cosines (tensor2tensor, fairseq, Marian).
     """
 
-    def __init__(self, d_model: int, base: float = 10000.0, layout: str = "interleaved") -> None:
+    def __init__(self, d_model: int, base: float = 10000.0, layout: str = SinusoidalPos.layout) -> None:
         super().__init__()
         check_sinusoidal_width(d_model)
         self.layout, self.d_model, self.base = Layout(layout), d_model, base
@@ -136,7 +138,9 @@ class RotaryPositionalEncoding(PositionalEncoding):
     another scaling and the same state dict.
     """
 
-    def __init__(self, head_dim: int, base: float = 10000.0, scaling: RopeScaling | None = None) -> None:
+    def __init__(
+        self, head_dim: int, base: float = RopePos.rope_base, scaling: RopeScaling | None = None
+    ) -> None:
         super().__init__()
         check_rope_head_size(head_dim)
         self.head_dim, self.base = head_dim, base
@@ -222,7 +226,11 @@ class RelativePositionBias(PositionalEncoding):
     """T5's learned bias per head and bucket of the key-minus-query offset (Raffel et al. 2020)."""
 
     def __init__(
-        self, n_heads: int, num_buckets: int = 32, max_distance: int = 128, bidirectional: bool = True
+        self,
+        n_heads: int,
+        num_buckets: int = RelativePos.num_buckets,
+        max_distance: int = RelativePos.max_distance,
+        bidirectional: bool = True,
     ):
         super().__init__()
         self.num_buckets = num_buckets
@@ -249,17 +257,28 @@ def build_positional(
 ) -> PositionalEncoding:
     """The positional encoding that ``pos`` describes; ``causal`` picks T5's one-sided buckets.
     ``max_len`` sizes a learned table and is the trained length that RoPE scaling stretches from."""
-    if isinstance(pos, NoPos):
-        return PositionalEncoding()
-    if isinstance(pos, SinusoidalPos):
-        return SinusoidalPositionalEncoding(d_model, layout=pos.layout)
-    if isinstance(pos, LearnedPos):
-        return LearnedPositionalEncoding(d_model, max_len)
-    if isinstance(pos, RopePos):
-        scaling = rope_scaling(pos, max_len)
-        return RotaryPositionalEncoding(d_model // n_heads, base=pos.rope_base, scaling=scaling)
-    if isinstance(pos, AlibiPos):
-        return ALiBiPositionalEncoding(n_heads)
-    if isinstance(pos, RelativePos):
-        return RelativePositionBias(n_heads, pos.num_buckets, pos.max_distance, bidirectional=not causal)
-    raise TypeError(f"model.pos={pos!r} is not a PosConfig (attnlab.schema.pos_config(name) makes one)")
+    if not isinstance(pos, PosConfig):
+        raise TypeError(f"model.pos={pos!r} is not a PosConfig (attnlab.schema.pos_config(name) makes one)")
+    return POSITIONAL.of(pos)(pos, d_model=d_model, n_heads=n_heads, max_len=max_len, causal=causal)
+
+
+# Each encoding's builder, registered for its schema class: (pos, d_model, n_heads, max_len, causal).
+POSITIONAL: Builders[Callable[..., PositionalEncoding]] = Builders(POSITIONS, "positional encoding")
+POSITIONAL.builds(NoPos)(lambda pos, **_: PositionalEncoding())
+POSITIONAL.builds(SinusoidalPos)(
+    lambda pos, *, d_model, **_: SinusoidalPositionalEncoding(d_model, layout=pos.layout)
+)
+POSITIONAL.builds(LearnedPos)(
+    lambda pos, *, d_model, max_len, **_: LearnedPositionalEncoding(d_model, max_len)
+)
+POSITIONAL.builds(RopePos)(
+    lambda pos, *, d_model, n_heads, max_len, **_: RotaryPositionalEncoding(
+        d_model // n_heads, base=pos.rope_base, scaling=rope_scaling(pos, max_len)
+    )
+)
+POSITIONAL.builds(AlibiPos)(lambda pos, *, n_heads, **_: ALiBiPositionalEncoding(n_heads))
+POSITIONAL.builds(RelativePos)(
+    lambda pos, *, n_heads, causal, **_: RelativePositionBias(
+        n_heads, pos.num_buckets, pos.max_distance, bidirectional=not causal
+    )
+)

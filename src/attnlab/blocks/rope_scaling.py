@@ -38,15 +38,15 @@ class RopeScaling:
     ``mscale_all_dim`` when both are set, as DeepSeek's configs do); 0 means unset for those two.
     """
 
-    kind: RopeScalingKind = RopeScalingKind.none
-    factor: float = 1.0
-    original_max_len: int = 2048
-    beta_fast: float = 32.0
-    beta_slow: float = 1.0
-    attention_factor: float | None = None
-    mscale: float = 0.0
-    mscale_all_dim: float = 0.0
-    truncate: bool = True
+    kind: RopeScalingKind = RopePos.rope_scaling
+    factor: float = RopePos.rope_factor
+    original_max_len: int = 2048  # the schema's None means the model's max_seq_len (``rope_scaling``)
+    beta_fast: float = RopePos.rope_beta_fast
+    beta_slow: float = RopePos.rope_beta_slow
+    attention_factor: float | None = RopePos.rope_attn_factor
+    mscale: float = RopePos.rope_mscale
+    mscale_all_dim: float = RopePos.rope_mscale_all_dim
+    truncate: bool = RopePos.rope_truncate
 
     def __post_init__(self) -> None:
         if self.kind not in set(RopeScalingKind):

@@ -89,7 +89,7 @@ def run_datamodule(loaded: Loaded) -> Any:
         raise ValueError(f"{str(loaded.path)!r} holds no run config, so its data cannot be rebuilt")
     run = validate_saved(state["config"])
     datamodule = build_datamodule(
-        run.data, family=loaded.family, task=run.task.inner().name, seed=run.seed, model_cfg=loaded.model.cfg
+        run.data, needs=run.task.inner().data_needs, seed=run.seed, model_cfg=loaded.model.cfg
     )
     datamodule.setup("fit")
     return datamodule

@@ -157,7 +157,7 @@ def evaluate(
         # (kinds without the field, ListOps, build their fixed vocabulary themselves)
         data = replace(data, tokenizer=str(task.tokenizer.save(out_dir)))
     datamodule = build_datamodule(
-        data, family=run.model.family, task=run.task.inner().name, seed=run.seed, model_cfg=task.model.cfg
+        data, needs=run.task.inner().data_needs, seed=run.seed, model_cfg=task.model.cfg
     )
     pl.seed_everything(run.seed, verbose=False)
     name = f"eval-{Path(ev.ckpt_path).resolve().parent.parent.name}"

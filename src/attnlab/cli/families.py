@@ -1,8 +1,8 @@
 """What the commands do differently for each model family, in one registry (``FAMILY_COMMANDS``).
 
 How a prompt is encoded, what ``attnlab-sample`` prints, which example ``attnlab-explain`` explains
-and which model fields the task decides: the only place outside the builder table that tells the
-families apart by name. Everything below the commands asks the model itself (``FamilyModel``).
+and which model fields the task decides, registered for each family's config class like its model
+class. Everything below the commands asks the model itself (``FamilyModel``).
 """
 
 from __future__ import annotations
@@ -26,8 +26,11 @@ from attnlab.generate import (
     image_probabilities,
 )
 from attnlab.models.common import model_device
+from attnlab.schema.builders import Builders
 from attnlab.schema.commands import ExplainCommand, SampleCommand
 from attnlab.schema.errors import ConfigError
+from attnlab.schema.model import MODELS, BertConfig, GPTConfig, Seq2SeqConfig, ViTConfig
+from attnlab.schema.task import MaskedLMTask, TaskConfig
 
 
 def top_line(probs: Tensor, name: Callable[[int], str]) -> str:
@@ -95,7 +98,7 @@ def context_for(cfg: Any, longest: int, max_context: int | None) -> tuple[int | 
 class FamilyCommands:
     """A family's behaviour in the commands; the defaults suit a family that reads text."""
 
-    def model_updates(self, task: str) -> dict[str, Any]:
+    def model_updates(self, task: TaskConfig) -> dict[str, Any]:
         """Model fields that the task decides (which heads to build)."""
         return {}
 
@@ -166,8 +169,8 @@ class DecoderCommands(FamilyCommands):
 class EncoderCommands(FamilyCommands):
     """bert: fill-mask for a masked-LM checkpoint, class probabilities for a classifier."""
 
-    def model_updates(self, task: str) -> dict[str, Any]:
-        return {"mlm_head": task == "mlm"}  # the masked-LM head only where it is trained
+    def model_updates(self, task: TaskConfig) -> dict[str, Any]:
+        return {"mlm_head": isinstance(task, MaskedLMTask)}  # the masked-LM head only where it is trained
 
     def encode(self, loaded: Loaded, text: str, mask_token: str = "<mask>") -> list[int]:
         """A classifier's input starts with cls; in a masked-LM input ``mask_token`` becomes the mask id."""
@@ -357,9 +360,10 @@ class ImageCommands(FamilyCommands):
         return Example({"pixel_values": pixels}, image=image, prediction=prediction, description=description)
 
 
-FAMILY_COMMANDS: dict[str, FamilyCommands] = {
-    "gpt": DecoderCommands(),
-    "bert": EncoderCommands(),
-    "seq2seq": Seq2SeqCommands(),
-    "vit": ImageCommands(),
-}
+# Each family's command behaviour, registered for its config class (a subclass of a family's config
+# behaves like it): FAMILY_COMMANDS.of(cfg), or FAMILY_COMMANDS[<model.family>].
+FAMILY_COMMANDS: Builders[FamilyCommands] = Builders(MODELS, "command behaviour")
+FAMILY_COMMANDS.builds(GPTConfig)(DecoderCommands())
+FAMILY_COMMANDS.builds(BertConfig)(EncoderCommands())
+FAMILY_COMMANDS.builds(Seq2SeqConfig)(Seq2SeqCommands())
+FAMILY_COMMANDS.builds(ViTConfig)(ImageCommands())

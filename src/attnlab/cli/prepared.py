@@ -35,7 +35,7 @@ def prepare_datamodule(run: RunConfig) -> Any:
 
         _prepared.clear()
         datamodule = build_datamodule(
-            run.data, family=run.model.family, task=run.task.inner().name, seed=run.seed, model_cfg=run.model
+            run.data, needs=run.task.inner().data_needs, seed=run.seed, model_cfg=run.model
         )
         datamodule.setup("fit")
         check_monitor_logged(run, datamodule)
@@ -72,12 +72,12 @@ def build_model_for(run: RunConfig, datamodule: Any) -> nn.Module:
     from attnlab.models.hf import load_hf
 
     cfg = run.model
-    updates: dict[str, Any] = FAMILY_COMMANDS[cfg.family].model_updates(run.task.inner().name)
-    if MODEL_CLASSES[cfg.family].input_kind == "tokens" and cfg.vocab_size == 0:
+    updates: dict[str, Any] = FAMILY_COMMANDS.of(cfg).model_updates(run.task.inner())
+    if MODEL_CLASSES.of(cfg).input_kind == "tokens" and cfg.vocab_size == 0:
         updates["vocab_size"] = datamodule.vocab_size
-    if run.task.inner().name == "classification" and cfg.num_classes == 0:
+    if run.task.inner().data_needs.classes and cfg.num_classes == 0:
         updates["num_classes"] = datamodule.num_classes
-    if cfg.family == "vit" and cfg.channels == 0:
+    if MODEL_CLASSES.of(cfg).input_kind == "images" and cfg.channels == 0:
         updates["channels"] = datamodule.channels
     if cfg.init_from:  # every field the run may set on a pretrained model reaches it (FREE_MODEL_FIELDS)
         free = {

@@ -109,7 +109,9 @@ def teacher_run(path: str) -> RunConfig:
 def check_teacher_run(config: DictConfig) -> None:
     """Before the student's config is validated: the teacher's file, and that its family and task are
     the student's (so a mismatch names the teacher, not a rule between the student's groups)."""
-    if OmegaConf.select(config, "task.name") != "distill" or not OmegaConf.select(config, "task.teacher"):
+    if OmegaConf.select(config, "task.name") != DistillTask.name or not OmegaConf.select(
+        config, "task.teacher"
+    ):
         return
     path = config.task.teacher
     theirs = teacher_run(path)
@@ -166,7 +168,7 @@ def check_outputs_match(run: RunConfig, teacher: Any, datamodule: Any) -> None:
             "teacher's data and tokenizer",
         )
     classes = getattr(run.model, "num_classes", 0) or datamodule.num_classes
-    if run.task.inner().name == "classification" and theirs.num_classes != classes:
+    if run.task.inner().data_needs.classes and theirs.num_classes != classes:
         raise ConfigError(
             "task.teacher",
             path,

@@ -45,6 +45,7 @@ from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain
 from attnlab.schema.run import RUN_DIR, RunConfig
 from attnlab.schema.rundir import LAST, TEST_METRICS_FILE, checkpoint_dir, run_dir_of
+from attnlab.schema.task import CausalLMTask
 from attnlab.training.files import write_atomically
 from attnlab.training.lock import lock_run_dir
 from attnlab.training.rundir import (
@@ -479,7 +480,9 @@ def test(trainer: pl.Trainer, task: pl.LightningModule, datamodule: Any, run_dir
 def wants_sample(run: RunConfig, task: pl.LightningModule) -> bool:
     """Whether the run ends with a sample: a causal LM with a tokenizer, and new tokens asked for."""
     tokenizer = getattr(task, "tokenizer", None)
-    return run.task.inner().name == "causal_lm" and tokenizer is not None and run.sample.max_new_tokens > 0
+    return (
+        isinstance(run.task.inner(), CausalLMTask) and tokenizer is not None and run.sample.max_new_tokens > 0
+    )
 
 
 def sample_text(run: RunConfig, tokenizer: Any, model: torch.nn.Module) -> str:

@@ -1,7 +1,8 @@
 """Data: tokenizers, loaders and Lightning DataModules, chosen by the ``data`` config group.
 
 Importing this package does not import torch; ``build_datamodule`` imports the module of the chosen
-kind on use. The schema of the group and the family/task/kind table are in ``attnlab.schema.data``.
+kind on use (each kind's schema class names it: ``DataConfig.module``). A data module learns what
+the task needs from a ``DataNeeds`` (the task schema's ``data_needs``), never the task's name.
 """
 
 from __future__ import annotations
@@ -9,43 +10,36 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from attnlab.schema.checks import check_compatible
-from attnlab.schema.data import DataConfig
+from attnlab.schema.data import DATA, DataConfig, DataNeeds
 from attnlab.schema.model import ModelConfig
 
 if TYPE_CHECKING:
     from attnlab.data.module import AttnlabDataModule
 
-MODULES = {  # data.kind -> "module:class", imported on use
-    "text": "attnlab.data.text:TextDataModule",
-    "listops": "attnlab.data.classification:ListOpsDataModule",
-    "text_classification": "attnlab.data.classification:TextClassificationDataModule",
-    "pairs": "attnlab.data.pairs:PairsDataModule",
-    "dates": "attnlab.data.pairs:PairsDataModule",
-    "numbers": "attnlab.data.pairs:PairsDataModule",
-    "reverse": "attnlab.data.pairs:PairsDataModule",
-    "digits": "attnlab.data.images:ImageDataModule",
-    "images": "attnlab.data.images:ImageDataModule",
-}
+
+def modules() -> dict[str, str]:
+    """data.kind -> the "module:class" of its data module, imported on use."""
+    return {kind: schema.module for kind, schema in DATA.schemas.items()}
 
 
 def build_datamodule(
-    cfg: DataConfig, *, family: str, task: str, seed: int, model_cfg: ModelConfig
+    cfg: DataConfig, *, needs: DataNeeds, seed: int, model_cfg: ModelConfig
 ) -> AttnlabDataModule:
-    """The DataModule of ``cfg.kind`` for a ``family`` model trained on ``task``.
+    """The DataModule of ``cfg.kind`` for a task that ``needs`` what it says (``TaskConfig.data_needs``),
+    feeding a model of config ``model_cfg``. That the model's family reads this kind for this task is
+    checked between the groups (``attnlab.schema.checks.check_compatible``).
 
     Call ``setup()`` on it to build the datasets and read ``tokenizer``, ``vocab_size``,
     ``num_classes`` and ``pad_id`` (e.g. to size the model); the Trainer's own ``setup`` call is
     then a no-op. Build the Trainer with ``use_distributed_sampler=False``: the module shards ranks.
     """
     cfg.check()
-    check_compatible(family, task, cfg.kind)
-    chosen = MODULES[cfg.kind]
+    chosen = type(cfg).module
     if getattr(cfg, "packing", "none") != "none":  # text as separate documents (data.packing)
         chosen = "attnlab.data.packing:DocumentDataModule"
     module_name, class_name = chosen.split(":")
     cls = getattr(importlib.import_module(module_name), class_name)
-    return cls(cfg, seed=seed, model_cfg=model_cfg, task=task)
+    return cls(cfg, seed=seed, model_cfg=model_cfg, needs=needs)
 
 
 def load_tokenizer(path: str):
@@ -63,4 +57,4 @@ def check_source(cfg: DataConfig, model_cfg: ModelConfig | None = None) -> None:
     _check(cfg, model_cfg)
 
 
-__all__ = ["MODULES", "build_datamodule", "check_source", "load_tokenizer"]
+__all__ = ["build_datamodule", "check_source", "load_tokenizer", "modules"]

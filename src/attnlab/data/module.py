@@ -20,8 +20,8 @@ from torch.utils.data import DataLoader, Dataset, Subset, default_collate
 
 from attnlab.data.sampling import ResumableLoader, SampleBatches, ShardedBatches
 from attnlab.data.sources import load_hf
-from attnlab.data.tokenizers import TASK_SPECIALS, Tokenizer
-from attnlab.schema.data import CarvedData, DataConfig, SourcedData
+from attnlab.data.tokenizers import Tokenizer
+from attnlab.schema.data import CarvedData, DataConfig, DataNeeds, SourcedData
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.model import ModelConfig
 from attnlab.schema.rundir import LABELS_FILE
@@ -32,12 +32,12 @@ class AttnlabDataModule(pl.LightningDataModule):
     ``pad_id``, ``label_names`` (None unless labels were strings) and the ``datasets`` per split.
     """
 
-    def __init__(self, cfg: DataConfig, *, seed: int, model_cfg: ModelConfig, task: str) -> None:
+    def __init__(self, cfg: DataConfig, *, seed: int, model_cfg: ModelConfig, needs: DataNeeds) -> None:
         super().__init__()
         self.cfg = cfg
         self.seed = cfg.seed if cfg.seed is not None else seed
         self.model_cfg = model_cfg
-        self.task = task
+        self.needs = needs  # what the task's batches carry: special tokens, masking, labels
         self.tokenizer: Tokenizer | None = None
         self.num_classes = 0
         self.label_names: list[str] | None = None
@@ -65,8 +65,8 @@ class AttnlabDataModule(pl.LightningDataModule):
 
     @property
     def special_roles(self) -> tuple[str, ...]:
-        """The special tokens the task puts into batches (attnlab.data.tokenizers.TASK_SPECIALS)."""
-        return TASK_SPECIALS[self.task]
+        """The special tokens the task puts into batches (``DataNeeds.specials``)."""
+        return self.needs.specials
 
     @property
     def vocab_size(self) -> int:

@@ -9,13 +9,13 @@ of one source scores the same held-out documents.
 * ``documents``: the documents' tokens follow each other in one stream with a parallel stream of
   document ids; training draws windows at random offsets (``PackedBatches``, the same draw as
   ``packing=none``), evaluation reads the fixed windows (``PackedWindows``). A causal LM's label at a
-  document's last token (the next document's first) is -100, so the loss never predicts across a
+  document's last token (the next document's first) is IGNORE_INDEX, so the loss never predicts across a
   boundary. With ``data.document_mask`` (the default) each window carries ``document_ids`` (B, T),
   counted from 0 in each window: the models then attend within each document and restart positions
   there. Without it the documents see each other (the classic packed baseline).
 * ``padded``: one document per row (``Pieces``): a long document in pieces of seq_len + 1 tokens that
   share their boundary token, so every token but a document's first is predicted once; rows are
-  right-padded to seq_len (``attention_mask``, labels -100 at padding). A causal-LM baseline.
+  right-padded to seq_len (``attention_mask``, labels IGNORE_INDEX at padding). A causal-LM baseline.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from attnlab.data.sampling import Key, SampleBatches, ShardedBatches, derive_see
 from attnlab.data.sources import complete_splits, hf_columns, hf_splits
 from attnlab.data.text import Masking, TextDataModule, WindowBatches, Windows, causal_lm_sample
 from attnlab.data.tokenizers import Tokenizer, build_tokenizer
-from attnlab.schema.data import Packing, TextData
+from attnlab.schema.data import IGNORE_INDEX, Packing, TextData
 
 
 def default_documents() -> list[str]:
@@ -85,10 +85,10 @@ def with_documents(
     sample: dict[str, Tensor], documents: Tensor, causal: bool, mask: bool
 ) -> dict[str, Tensor]:
     """A causal-LM or MLM sample of windows (..., span) whose tokens belong to ``documents`` (..., span):
-    causal labels that cross into the next document become -100; with ``mask``, ``document_ids``."""
+    causal labels that cross into the next document become IGNORE_INDEX; with ``mask``, ``document_ids``."""
     if causal:  # inputs are the window's first span - 1 tokens, labels its last span - 1
         crosses = documents[..., 1:] != documents[..., :-1]
-        sample["labels"] = sample["labels"].masked_fill(crosses, -100)
+        sample["labels"] = sample["labels"].masked_fill(crosses, IGNORE_INDEX)
         documents = documents[..., :-1]
     if mask:
         sample["document_ids"] = (documents - documents[..., :1]).long()
@@ -173,7 +173,7 @@ class Pieces(Dataset):
         piece = self.tokens[start : start + length].long()
         real = length - 1
         inputs = torch.full((self.seq_len,), self.pad_id, dtype=torch.long)
-        labels = torch.full((self.seq_len,), -100, dtype=torch.long)
+        labels = torch.full((self.seq_len,), IGNORE_INDEX, dtype=torch.long)
         inputs[:real], labels[:real] = piece[:-1], piece[1:]
         return {"input_ids": inputs, "labels": labels, "attention_mask": torch.arange(self.seq_len) < real}
 
@@ -185,7 +185,7 @@ def build_documents(module: TextDataModule) -> dict[str, Dataset]:
     module.tokenizer = build_tokenizer(
         cfg.tokenizer, documents, roles=module.special_roles, bpe_vocab_size=cfg.bpe_vocab_size
     )
-    module.masking = Masking.of(module.tokenizer, cfg.mlm_probability) if module.task == "mlm" else None
+    module.masking = Masking.of(module.tokenizer, cfg.mlm_probability) if module.needs.masking else None
     span = cfg.seq_len + 1 if module.masking is None else cfg.seq_len
     datasets: dict[str, Dataset] = {}
     for split, docs in documents.items():

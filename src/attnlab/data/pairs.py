@@ -2,7 +2,7 @@
 
 Source and target share one tokenizer trained on both sides of the training split. A batch holds
 ``src_ids``/``src_mask``, ``tgt_in`` (<bos> + target), ``tgt_mask`` and ``labels`` (target + <eos>,
--100 at padding). Files and HF data are cut to ``data.seq_len`` tokens per side; a generated task
+IGNORE_INDEX at padding). Files and HF data are cut to ``data.seq_len`` tokens per side; a generated task
 that does not fit is an error (a cut example could never be matched exactly).
 """
 
@@ -23,6 +23,7 @@ from attnlab.data.module import AttnlabDataModule
 from attnlab.data.sampling import Key, split_key
 from attnlab.data.sources import column_splits
 from attnlab.data.tokenizers import Tokenizer, build_tokenizer
+from attnlab.schema.data import IGNORE_INDEX
 from attnlab.schema.errors import ConfigError
 
 
@@ -121,7 +122,7 @@ def collate_pairs(
     bos, eos = torch.tensor([bos_id]), torch.tensor([eos_id])
     src_ids, src_mask = pad_ids([s["src"] for s in samples], pad_id)
     tgt_in, tgt_mask = pad_ids([torch.cat([bos, s["tgt"]]) for s in samples], pad_id)
-    labels, _ = pad_ids([torch.cat([s["tgt"], eos]) for s in samples], -100)
+    labels, _ = pad_ids([torch.cat([s["tgt"], eos]) for s in samples], IGNORE_INDEX)
     return {
         "src_ids": src_ids,
         "src_mask": src_mask,

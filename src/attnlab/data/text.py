@@ -33,7 +33,7 @@ from attnlab.data.sampling import (
 )
 from attnlab.data.sources import carve_text, hf_columns, hf_splits, read_text_files
 from attnlab.data.tokenizers import Tokenizer, build_tokenizer
-from attnlab.schema.data import DataConfig
+from attnlab.schema.data import IGNORE_INDEX, DataConfig
 
 
 def default_corpus() -> str:
@@ -113,7 +113,7 @@ class Masking:
         return choose, kind, torch.randint(len(self.ordinary_ids), shape, generator=generator)
 
     def apply(self, ids: Tensor, noise: tuple[Tensor, Tensor, Tensor]) -> dict[str, Tensor]:
-        """``input_ids`` masked, ``labels`` (the original ids at chosen positions, -100 elsewhere) and an
+        """``input_ids`` masked, ``labels`` (the original ids at chosen positions, IGNORE_INDEX elsewhere) and an
         all-true ``attention_mask``."""
         choose, kind, replacement = noise
         chosen = (choose < self.probability) & ~torch.isin(ids, self.special_ids)
@@ -122,7 +122,7 @@ class Masking:
         return {
             "input_ids": inputs,
             "attention_mask": torch.ones_like(ids, dtype=torch.bool),
-            "labels": torch.where(chosen, ids, -100),
+            "labels": torch.where(chosen, ids, IGNORE_INDEX),
         }
 
 
@@ -135,11 +135,11 @@ def with_label_bytes(
     collate: Callable[[list[dict[str, Any]]], dict[str, Tensor]], table: Tensor, samples: list[dict[str, Any]]
 ) -> dict[str, Tensor]:
     """``collate(samples)`` with ``label_bytes`` (B, T): the UTF-8 bytes of the text each label token
-    covers, looked up in ``table`` (one count per id); 0 where the label is -100 (padding, a document
+    covers, looked up in ``table`` (one count per id); 0 where the label is IGNORE_INDEX (padding, a document
     boundary), so the scored tokens' bytes are the batch's sum."""
     batch = collate(samples)
     labels = batch["labels"]
-    batch["label_bytes"] = torch.where(labels == -100, 0, table[labels.clamp(min=0)])
+    batch["label_bytes"] = torch.where(labels == IGNORE_INDEX, 0, table[labels.clamp(min=0)])
     return batch
 
 
@@ -201,7 +201,8 @@ class WindowBatches(ShardedBatches):
 
 
 class TextDataModule(AttnlabDataModule):
-    """``data.kind=text`` for ``task=causal_lm`` (GPT) and ``task=mlm`` (BERT); with ``data.packing`` set,
+    """``data.kind=text``: next-token windows, or masked ones for a task that needs masking (BERT's
+    masked LM, ``DataNeeds.masking``); with ``data.packing`` set,
     ``attnlab.data.packing.DocumentDataModule`` reads it as separate documents."""
 
     masking: Masking | None = None
@@ -215,7 +216,7 @@ class TextDataModule(AttnlabDataModule):
             roles=self.special_roles,
             bpe_vocab_size=cfg.bpe_vocab_size,
         )
-        self.masking = Masking.of(self.tokenizer, cfg.mlm_probability) if self.task == "mlm" else None
+        self.masking = Masking.of(self.tokenizer, cfg.mlm_probability) if self.needs.masking else None
         span = cfg.seq_len + 1 if self.masking is None else cfg.seq_len
         datasets = {}
         for split, text in texts.items():

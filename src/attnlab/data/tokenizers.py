@@ -6,7 +6,7 @@
 - ``bpe``: a byte-level BPE trained on the training text;
 - a saved ``tokenizer.json`` (a run directory's, or any Hugging Face tokenizer file).
 
-Only the special tokens a task needs are added (``TASK_SPECIALS``): a causal LM needs none, so a char
+Only the special tokens a task needs are added (its ``DataNeeds.specials``): a causal LM needs none, so a char
 model's vocabulary is its corpus's characters. A tokenizer without an unknown token refuses text it
 cannot encode, naming the characters (or words). Text never produces a special id: specials enter a
 sequence only where code puts them (``<cls>``, ``<bos>``, a mask in fill-mask). The private format that
@@ -40,14 +40,6 @@ SPECIAL_ALIASES: dict[str, tuple[str, ...]] = {
     "mask": ("[MASK]",),
     "cls": ("[CLS]", "<s>"),
     "sep": ("[SEP]", "</s>"),
-}
-# The roles each task puts into its batches: masked LM masks, seq2seq pads and brackets targets,
-# classification pads and reads the <cls> position. A causal LM reads the corpus as it is.
-TASK_SPECIALS: dict[str, tuple[str, ...]] = {
-    "causal_lm": (),
-    "mlm": ("mask",),
-    "seq2seq": ("pad", "bos", "eos"),
-    "classification": ("pad", "cls"),
 }
 FILE_NAME = TOKENIZER_FILE
 OLD_FORMAT = (

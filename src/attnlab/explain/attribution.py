@@ -13,6 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.models.common import eval_mode
+from attnlab.schema.data import IGNORE_INDEX
 
 
 def gradient_x_input(score_fn: Callable[[], Tensor], embedding: nn.Module) -> Tensor:
@@ -64,7 +65,7 @@ def attribution_score(
 
 
 def _log_likelihood(logits: Tensor, batch: dict[str, Tensor]) -> Tensor:
-    """Sum over positions of log p(label) (B,); labels of -100 are left out."""
+    """Sum over positions of log p(label) (B,); labels of IGNORE_INDEX are left out."""
     labels = batch.get("labels")
     if labels is None:
         raise ValueError(
@@ -72,7 +73,7 @@ def _log_likelihood(logits: Tensor, batch: dict[str, Tensor]) -> Tensor:
             "a sequence output needs its labels (B, T)"
         )
     logp = logits.float().log_softmax(dim=-1).gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    return (logp * (labels != -100)).sum(dim=1)
+    return (logp * (labels != IGNORE_INDEX)).sum(dim=1)
 
 
 def token_attribution(

@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from attnlab.blocks.attention import MultiHeadAttention, attention_modules
 from attnlab.explain.attention import map_label
 from attnlab.models.common import eval_mode, model_device, need
+from attnlab.schema.data import IGNORE_INDEX
 
 
 @dataclass
@@ -91,13 +92,13 @@ def head_gates(model: nn.Module, scales: dict[str, Tensor] | None = None) -> Ite
 
 def example_losses(model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
     """Each example's mean cross-entropy (B,) of the model's ``logits(batch)`` against ``batch["labels"]``
-    (-100 ignored): per token for per-position logits, per example for class logits."""
+    (IGNORE_INDEX ignored): per token for per-position logits, per example for class logits."""
     need(batch, "labels")
     logits, labels = model.logits(batch), batch["labels"]
-    losses = F.cross_entropy(logits.transpose(1, -1), labels, ignore_index=-100, reduction="none")
+    losses = F.cross_entropy(logits.transpose(1, -1), labels, ignore_index=IGNORE_INDEX, reduction="none")
     if losses.dim() == 1:
         return losses
-    counts = (labels != -100).sum(dim=1).clamp(min=1)
+    counts = (labels != IGNORE_INDEX).sum(dim=1).clamp(min=1)
     return losses.sum(dim=1) / counts
 
 

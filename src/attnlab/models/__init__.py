@@ -1,26 +1,22 @@
-"""Model families: builders that compose the shared blocks, and the table from family name to model class."""
+"""Model families: builders that compose the shared blocks. Each family's class registers itself as
+its config's builder (``MODEL_CLASSES``, ``@MODEL_CLASSES.builds(GPTConfig)``); importing this package
+imports the four built-in families."""
 
 from __future__ import annotations
 
 from torch import nn
 
-from attnlab.models.common import FamilyModel
+from attnlab.models.common import MODEL_CLASSES, FamilyModel
 from attnlab.models.decoder import DecoderLM
 from attnlab.models.encoder import EncoderModel
 from attnlab.models.seq2seq import Seq2SeqModel
 from attnlab.models.vit import ViT
-from attnlab.schema.model import Family, ModelConfig
-
-MODEL_CLASSES: dict[str, type[FamilyModel]] = {
-    cls.family: cls for cls in (DecoderLM, EncoderModel, Seq2SeqModel, ViT)
-}
+from attnlab.schema.model import ModelConfig
 
 
 def build_model(cfg: ModelConfig) -> FamilyModel:
     """The model of family ``cfg.family`` built from the shared blocks."""
-    if cfg.family not in MODEL_CLASSES:
-        raise ValueError(f"model.family={cfg.family}: not a family; choose one of {Family.listed()}")
-    return MODEL_CLASSES[cfg.family](cfg)
+    return MODEL_CLASSES.of(cfg)(cfg)
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -11,22 +11,30 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.blocks.embedding import TokenEmbedding
-from attnlab.blocks.ffn import ffn_width
 from attnlab.blocks.layers import LayerConfig
 from attnlab.blocks.masks import document_positions
 from attnlab.blocks.positional import PositionalEncoding, build_positional
-from attnlab.schema.model import ModelConfig, TokenModelConfig
+from attnlab.schema.builders import Builders
+from attnlab.schema.model import MODELS, ModelConfig, TokenModelConfig
 from attnlab.schema.pos import SinusoidalPos
+
+# The model class of each family's config (``MODEL_CLASSES.of(cfg)``), registered by each class.
+MODEL_CLASSES: Builders[type[FamilyModel]] = Builders(MODELS, "model class")
 
 
 class FamilyModel(nn.Module):
     """What tasks, generation and explanations may ask of a model, so that none of them needs to
-    know the families apart. Batches are dicts of tensors in the layout of the data modules."""
+    know the families apart. Batches are dicts of tensors in the layout of the data modules.
+    Each family's class registers as its config's builder: ``@MODEL_CLASSES.builds(GPTConfig)``."""
 
-    family: ClassVar[str]  # the family's name in ``model.family`` and the builder table
     input_kind: ClassVar[str] = "tokens"  # what an example is made of: "tokens" or "images"
     input_stack: ClassVar[str] = "stack"  # the stack that reads the input (its maps give attention rollout)
     cfg: ModelConfig
+
+    @property
+    def family(self) -> str:
+        """The family's name, ``model.family``."""
+        return self.cfg.family
 
     def logits(self, batch: dict[str, Tensor]) -> Tensor:
         """The family's output for a batch: per-position logits (B, T, V) or per-example logits (B, C)."""
@@ -72,25 +80,7 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
 
 def layer_config(cfg: ModelConfig) -> LayerConfig:
     """The per-layer settings of a model config."""
-    return LayerConfig(
-        d_model=cfg.d_model,
-        n_heads=cfg.n_heads,
-        n_kv_heads=cfg.n_kv_heads,
-        d_ff=ffn_width(cfg.d_model, cfg.d_ff, cfg.ffn_mult),
-        activation=cfg.activation,
-        norm=cfg.norm,
-        norm_eps=cfg.norm_eps,
-        norm_first=cfg.norm_first,
-        bias=cfg.bias,
-        norm_bias=cfg.norm_bias,
-        dropout=cfg.dropout,
-        attn_dropout=cfg.attn_dropout,
-        ffn_dropout=cfg.ffn_dropout,
-        attn_scale=cfg.attn_scale,
-        attn_window=cfg.attn_window,
-        qk_norm=cfg.qk_norm,
-        attn_backend=str(cfg.attn_backend),
-    )
+    return LayerConfig.of(cfg)
 
 
 def stack_heads(cfg: ModelConfig, first: int, count: int) -> list[list[int]] | None:

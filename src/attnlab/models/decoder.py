@@ -10,6 +10,7 @@ from attnlab.blocks.heads import LMHead
 from attnlab.blocks.layers import TransformerStack
 from attnlab.blocks.static_cache import StaticAttentionCache, StaticCache
 from attnlab.models.common import (
+    MODEL_CLASSES,
     FamilyModel,
     check_vocab,
     has_final_norm,
@@ -24,10 +25,10 @@ from attnlab.models.common import (
 from attnlab.schema.model import GPTConfig
 
 
+@MODEL_CLASSES.builds(GPTConfig)
 class DecoderLM(FamilyModel):
     """GPT-2, Llama and BLOOM are configurations of this one model."""
 
-    family = "gpt"
     causal = True
 
     def __init__(self, cfg: GPTConfig) -> None:

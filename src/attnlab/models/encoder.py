@@ -8,6 +8,7 @@ from torch import Tensor, nn
 from attnlab.blocks.heads import ClassificationHead, MaskedLMHead
 from attnlab.blocks.layers import TransformerStack
 from attnlab.models.common import (
+    MODEL_CLASSES,
     FamilyModel,
     check_vocab,
     has_final_norm,
@@ -21,10 +22,10 @@ from attnlab.models.common import (
 from attnlab.schema.model import BertConfig
 
 
+@MODEL_CLASSES.builds(BertConfig)
 class EncoderModel(FamilyModel):
     """``forward`` gives hidden states; ``mlm_logits`` and ``classify`` apply the heads."""
 
-    family = "bert"
     causal = False
 
     def __init__(self, cfg: BertConfig) -> None:

@@ -9,6 +9,7 @@ from attnlab.blocks.cache import KVCache
 from attnlab.blocks.heads import LMHead
 from attnlab.blocks.layers import TransformerStack
 from attnlab.models.common import (
+    MODEL_CLASSES,
     FamilyModel,
     check_vocab,
     default_positions,
@@ -22,10 +23,10 @@ from attnlab.models.common import (
 from attnlab.schema.model import Seq2SeqConfig
 
 
+@MODEL_CLASSES.builds(Seq2SeqConfig)
 class Seq2SeqModel(FamilyModel):
     """``encode`` the source once, then ``decode`` target tokens (all at once, or step by step with a cache)."""
 
-    family = "seq2seq"
     input_stack = "encoder"
     causal = True
 

@@ -8,6 +8,7 @@ from torch import Tensor, nn
 from attnlab.blocks.heads import ClassificationHead
 from attnlab.blocks.layers import TransformerStack
 from attnlab.models.common import (
+    MODEL_CLASSES,
     FamilyModel,
     has_final_norm,
     init_weights,
@@ -35,10 +36,10 @@ class PatchEmbedding(nn.Module):
         return self.proj(images).flatten(2).transpose(1, 2)  # (B, N, D)
 
 
+@MODEL_CLASSES.builds(ViTConfig)
 class ViT(FamilyModel):
     """Patches, an optional CLS token, positions, an encoder stack, and a classification head."""
 
-    family = "vit"
     input_kind = "images"
     causal = False
 
@@ -56,7 +57,9 @@ class ViT(FamilyModel):
         self.stack = TransformerStack(
             layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg), stack_heads(cfg, 0, cfg.n_layers)
         )
-        self.head = ClassificationHead(cfg.d_model, cfg.num_classes, cfg.pooling, cfg.classifier_hidden)
+        self.head = ClassificationHead(
+            cfg.d_model, cfg.num_classes, cfg.pooling, cfg.classifier_hidden, dropout=0.0
+        )
         init_weights(self, cfg.init_std, cfg.n_layers)
 
     def features(self, images: Tensor) -> Tensor:

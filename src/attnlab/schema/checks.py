@@ -11,19 +11,21 @@ from omegaconf import DictConfig
 from attnlab.schema.data import ImageData, Packing, SequenceData, TextData
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import read_run_config, to_object
-from attnlab.schema.model import AttnBackend, TokenModelConfig, ViTConfig
+from attnlab.schema.model import MODELS, AttnBackend, TokenModelConfig, ViTConfig
 from attnlab.schema.optim import MuonConfig
 from attnlab.schema.pos import LearnedPos, PosName
 from attnlab.schema.run import RunConfig, Strategy, process_count
+from attnlab.schema.task import CausalLMTask
 
-# Which data kinds each (model family, task) pair can consume; the first kind is the one its preset picks.
-ACCEPTED_KINDS: dict[tuple[str, str], tuple[str, ...]] = {
-    ("gpt", "causal_lm"): ("text",),
-    ("bert", "mlm"): ("text",),
-    ("bert", "classification"): ("listops", "text_classification"),
-    ("seq2seq", "seq2seq"): ("dates", "numbers", "reverse", "pairs"),
-    ("vit", "classification"): ("digits", "images"),
-}
+
+def accepted_kinds() -> dict[tuple[str, str], tuple[str, ...]]:
+    """Which data kinds each (model family, task) pair can consume, from each family's ``trains``;
+    the first kind is the one its preset picks."""
+    return {
+        (family, task): kinds
+        for family, schema in MODELS.schemas.items()
+        for task, kinds in schema.trains.items()
+    }
 
 
 def validate(cfg: DictConfig) -> RunConfig:
@@ -88,7 +90,8 @@ def check_run(run: RunConfig) -> None:
             f"cannot clip gradients under trainer.precision={run.trainer.precision} (the fused kernel "
             "unscales them itself): set it to null (chosen for you) or trainer.gradient_clip_val=null",
         )
-    if isinstance(data, TextData) and data.packing == Packing.padded and run.task.name != "causal_lm":
+    padded = isinstance(data, TextData) and data.packing == Packing.padded
+    if padded and not isinstance(run.task, CausalLMTask):
         raise ConfigError(
             "data.packing",
             "padded",
@@ -106,8 +109,8 @@ def check_run(run: RunConfig) -> None:
 
 def check_trains(family: str, task: str) -> None:
     """ConfigError unless a model of ``family`` can be trained on ``task``."""
-    if (family, task) not in ACCEPTED_KINDS:
-        tasks = [t for f, t in ACCEPTED_KINDS if f == family]
+    if (family, task) not in accepted_kinds():
+        tasks = [t for f, t in accepted_kinds() if f == family]
         raise ConfigError(
             "task.name", task, f"cannot train model.family='{family}'; it trains {', '.join(tasks)}"
         )
@@ -116,7 +119,7 @@ def check_trains(family: str, task: str) -> None:
 def check_compatible(family: str, task: str, kind: str) -> None:
     """ConfigError unless a model of ``family`` trained on ``task`` exists and consumes data of ``kind``."""
     check_trains(family, task)
-    accepted = ACCEPTED_KINDS[(family, task)]
+    accepted = accepted_kinds()[(family, task)]
     if kind not in accepted:
         raise ConfigError(
             "data.kind",

@@ -3,7 +3,7 @@ group whose fields depend on one tag (``TaggedUnion``: the model's family, the d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
 
@@ -33,14 +33,24 @@ class Choice(str, Enum):
 class TaggedUnion:
     """A config group whose schema class is picked by one field, the tag: ``schemas[tag value]``.
 
-    Hydra picks the class when it composes (each group option starts from its class's schema node);
-    reading a saved config back picks it from the tag (``attnlab.schema.load``).
+    Each class joins its union once, with ``@UNION.register`` above its ``@dataclass``: the tag's
+    default names it, and every table keyed by the tag is read from ``schemas``. Hydra picks the class
+    when it composes (each group option starts from its class's schema node); reading a saved config
+    back picks it from the tag (``attnlab.schema.load``).
     """
 
     group: str  # the dotted key of the group in a run's config: "model", "model.pos", "data", ...
     tag: str  # the field that names the class: "family", "name", "kind"
-    schemas: dict[Choice, type]
     choose: str  # how a user picks a class on the command line, {} standing for the tag: "model={}"
+    schemas: dict[str, type] = field(default_factory=dict)
+
+    def register(self, schema: type) -> type:
+        """Add ``schema`` (a dataclass) to the union under its tag's default value; a class decorator."""
+        tag = next((f.default for f in fields(schema) if f.name == self.tag), MISSING)
+        if missing(tag) or tag in self.schemas:
+            raise ValueError(f"{schema.__name__}: {self.group}.{self.tag}={tag!r} is unset or taken")
+        self.schemas[tag] = schema
+        return schema
 
     def schema_of(self, values: Any) -> type:
         """The class named by the tag in ``values`` (a mapping); ConfigError if there is none."""
@@ -60,6 +70,9 @@ class TaggedUnion:
         composed it, so a tag changed alone (``model.family=vit`` under ``model=gpt``) would change
         nothing: the error says how to choose instead."""
         tag = getattr(config, self.tag)
+        if tag not in self.schemas:
+            allowed = ", ".join(str(choice) for choice in self.schemas)
+            raise ConfigError(f"{self.group}.{self.tag}", tag, f"choose one of {allowed}")
         if self.schemas.get(tag) is not type(config):
             raise ConfigError(
                 f"{self.group}.{self.tag}",

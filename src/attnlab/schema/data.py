@@ -25,6 +25,9 @@ from omegaconf import MISSING
 from attnlab.schema.choice import Choice, TaggedUnion
 from attnlab.schema.errors import ConfigError, at_least_one, fraction, not_negative, positive, show
 
+# The label of a position that no loss or metric scores (padding, unmasked tokens, a document's end):
+# torch's cross_entropy default, and Hugging Face's
+IGNORE_INDEX = -100
 SPECIAL_TOKEN_COUNT = 7  # pad unk bos eos mask cls sep (attnlab.data.tokenizers.SPECIAL_TOKENS)
 
 
@@ -48,11 +51,29 @@ class Packing(Choice):
     padded = "padded"  # one document per row (long ones in pieces), padded to seq_len
 
 
+DATA = TaggedUnion("data", "kind", "data=<a preset of kind {}>")
+
+
+@dataclass(frozen=True)
+class DataNeeds:
+    """What a task needs from its data, whatever the kind: the special-token roles its batches carry
+    (``attnlab.data.tokenizers.SPECIAL_TOKENS``), whether input tokens are masked for it (BERT's
+    80/10/10), and whether it reads class labels. Each task's schema declares one
+    (``TaskConfig.data_needs``); data modules receive it, never the task's name."""
+
+    specials: tuple[str, ...] = ()
+    masking: bool = False
+    classes: bool = False
+
+
 @dataclass
 class DataConfig:
     """What every data module reads; ``kind`` is the tag."""
 
-    kind: DataKind = MISSING
+    kind: str = MISSING  # a str, not the DataKind enum: a kind registered outside attnlab has its own tag
+    # The data module that reads this kind, as "module:class" in attnlab.data (imported on use, so that
+    # choosing a kind loads no torch)
+    module: ClassVar[str] = ""
     batch_size: int = 32
     num_workers: int = 0
     pin_memory: bool | None = None  # None: pinned exactly when the trainer runs on CUDA
@@ -181,11 +202,13 @@ class ImageData(CarvedData):
             raise ConfigError("data.std", self.std, "must be positive")
 
 
+@DATA.register
 @dataclass
 class TextData(TokenizedData, SourcedData):
     """Running text for language models: the Python docs' prose by default (no path, no download)."""
 
     kind: DataKind = DataKind.text
+    module: ClassVar[str] = "attnlab.data.text:TextDataModule"
     text_column: str = "text"  # of a Hugging Face dataset
     mlm_probability: float = 0.15  # masked language modelling: the share of tokens to predict
     packing: Packing = Packing.none
@@ -214,11 +237,13 @@ class TextData(TokenizedData, SourcedData):
             )
 
 
+@DATA.register
 @dataclass
 class ListOpsData(SequenceData, GeneratedData):
     """ListOps (Nangia & Bowman 2018, LRA variant) generated from the seed: 10 classes."""
 
     kind: DataKind = DataKind.listops
+    module: ClassVar[str] = "attnlab.data.classification:ListOpsDataModule"
     batch_size: int = 64
     listops_max_depth: int = 5
     listops_max_args: int = 6
@@ -232,11 +257,13 @@ class ListOpsData(SequenceData, GeneratedData):
         fraction("data.listops_op_prob", self.listops_op_prob)
 
 
+@DATA.register
 @dataclass
 class TextClassificationData(TokenizedData, SourcedData):
     """Labelled text from a CSV/TSV/JSONL file or folder, or a Hugging Face dataset."""
 
     kind: DataKind = DataKind.text_classification
+    module: ClassVar[str] = "attnlab.data.classification:TextClassificationDataModule"
     seq_len: int = 256
     val_fraction: float = 0.1
     test_fraction: float = 0.1
@@ -244,11 +271,13 @@ class TextClassificationData(TokenizedData, SourcedData):
     label_column: str = "label"
 
 
+@DATA.register
 @dataclass
 class PairsData(TokenizedData, SourcedData):
     """Parallel text: two columns, or one column of {language: text} dicts (when the langs are set)."""
 
     kind: DataKind = DataKind.pairs
+    module: ClassVar[str] = "attnlab.data.pairs:PairsDataModule"
     source_column: str = "source"
     target_column: str = "target"
     translation_column: str = "translation"
@@ -265,29 +294,35 @@ class PairsData(TokenizedData, SourcedData):
             )
 
 
+@DATA.register
 @dataclass
 class DatesData(TokenizedData, GeneratedData):
     """Dates in many human formats -> ISO 8601, generated from the seed."""
 
     kind: DataKind = DataKind.dates
+    module: ClassVar[str] = "attnlab.data.pairs:PairsDataModule"
     seq_len: int = 48
     batch_size: int = 64
 
 
+@DATA.register
 @dataclass
 class NumbersData(TokenizedData, GeneratedData):
     """Numbers (1 to 6 digits) -> English words, generated from the seed."""
 
     kind: DataKind = DataKind.numbers
+    module: ClassVar[str] = "attnlab.data.pairs:PairsDataModule"
     seq_len: int = 80
     batch_size: int = 64
 
 
+@DATA.register
 @dataclass
 class ReverseData(TokenizedData, GeneratedData):
     """Random strings of letters and digits -> the same string reversed, generated from the seed."""
 
     kind: DataKind = DataKind.reverse
+    module: ClassVar[str] = "attnlab.data.pairs:PairsDataModule"
     seq_len: int = 32
     batch_size: int = 64
     reverse_max_len: int = 24
@@ -297,21 +332,25 @@ class ReverseData(TokenizedData, GeneratedData):
         at_least_one("data.reverse_max_len", self.reverse_max_len)
 
 
+@DATA.register
 @dataclass
 class DigitsData(ImageData):
     """scikit-learn's bundled 8x8 handwritten digits (1797 images, no download)."""
 
     kind: DataKind = DataKind.digits
+    module: ClassVar[str] = "attnlab.data.images:ImageDataModule"
     batch_size: int = 64
     val_fraction: float = 0.1
     test_fraction: float = 0.1
 
 
+@DATA.register
 @dataclass
 class ImagesData(ImageData, SourcedData):
     """Labelled images: a folder of class folders, a Hugging Face dataset, or a torchvision dataset."""
 
     kind: DataKind = DataKind.images
+    module: ClassVar[str] = "attnlab.data.images:ImageDataModule"
     batch_size: int = 64
     val_fraction: float = 0.1
     test_fraction: float = 0.1
@@ -322,24 +361,6 @@ class ImagesData(ImageData, SourcedData):
 
     source_fields: ClassVar[tuple[str, ...]] = ("path", "hf_name", "torchvision")
     needs: ClassVar[str | None] = "data.path (a folder of class folders), data.hf_name or data.torchvision"
-
-
-DATA = TaggedUnion(
-    "data",
-    "kind",
-    {
-        DataKind.text: TextData,
-        DataKind.listops: ListOpsData,
-        DataKind.text_classification: TextClassificationData,
-        DataKind.pairs: PairsData,
-        DataKind.dates: DatesData,
-        DataKind.numbers: NumbersData,
-        DataKind.reverse: ReverseData,
-        DataKind.digits: DigitsData,
-        DataKind.images: ImagesData,
-    },
-    "data=<a preset of kind {}>",
-)
 
 
 def data_config(kind: str, **settings: object) -> DataConfig:

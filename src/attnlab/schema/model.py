@@ -22,8 +22,10 @@ from typing import Any, ClassVar
 from omegaconf import MISSING
 
 from attnlab.schema.choice import Choice, TaggedUnion, missing
+from attnlab.schema.data import DataKind
 from attnlab.schema.errors import ConfigError, fraction, not_negative, positive
 from attnlab.schema.pos import POSITIONS, LearnedPos, PosConfig, SinusoidalPos
+from attnlab.schema.task import TaskName
 
 
 class Family(Choice):
@@ -73,11 +75,14 @@ class Pooling(Choice):
     max = "max"
 
 
+MODELS = TaggedUnion("model", "family", "model={}")
+
+
 @dataclass
 class ModelConfig:
     """What every family's builder reads; ``family`` is the tag."""
 
-    family: Family = MISSING
+    family: str = MISSING  # a str, not the Family enum: a family registered outside attnlab has its own tag
     d_model: int = 128
     n_layers: int = 4
     n_heads: int = 4
@@ -112,6 +117,9 @@ class ModelConfig:
     kept_heads: list[list[int]] | None = None
 
     default_pos: ClassVar[type[PosConfig]] = LearnedPos  # what a Python caller gets without a pos
+    # What the family trains: each task it can learn, and the data kinds it reads for that task (the
+    # first is the one the task's preset picks). Checked between groups by ``schema.checks``.
+    trains: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     def __post_init__(self) -> None:
         if missing(self.pos):
@@ -180,6 +188,7 @@ class ClassifierConfig(ModelConfig):
         not_negative("model.num_classes", self.num_classes)
 
 
+@MODELS.register
 @dataclass
 class GPTConfig(TokenModelConfig):
     """Decoder-only, GPT-like: a small pre-norm model that trains on a laptop CPU in minutes."""
@@ -188,10 +197,18 @@ class GPTConfig(TokenModelConfig):
     dropout: float = 0.0
     lm_head_bias: bool = False
 
+    trains: ClassVar[dict[str, tuple[str, ...]]] = {TaskName.causal_lm: (DataKind.text,)}
 
+
+@MODELS.register
 @dataclass
 class BertConfig(TokenModelConfig, ClassifierConfig):
     """Encoder-only, BERT-like: a masked-LM head and/or a pooled classifier."""
+
+    trains: ClassVar[dict[str, tuple[str, ...]]] = {
+        TaskName.mlm: (DataKind.text,),
+        TaskName.classification: (DataKind.listops, DataKind.text_classification),
+    }
 
     family: Family = Family.bert
     max_seq_len: int = 512
@@ -203,9 +220,14 @@ class BertConfig(TokenModelConfig, ClassifierConfig):
         not_negative("model.type_vocab_size", self.type_vocab_size)
 
 
+@MODELS.register
 @dataclass
 class Seq2SeqConfig(TokenModelConfig):
     """Encoder-decoder: the original Transformer's small sibling, with scaled, shared embeddings."""
+
+    trains: ClassVar[dict[str, tuple[str, ...]]] = {
+        TaskName.seq2seq: (DataKind.dates, DataKind.numbers, DataKind.reverse, DataKind.pairs)
+    }
 
     family: Family = Family.seq2seq
     n_layers: int = 3
@@ -227,9 +249,14 @@ class Seq2SeqConfig(TokenModelConfig):
         return self.n_layers + 2 * (self.n_decoder_layers or self.n_layers)
 
 
+@MODELS.register
 @dataclass
 class ViTConfig(ClassifierConfig):
     """Vision Transformer: a small model for the 8x8 grey digits that scikit-learn ships."""
+
+    trains: ClassVar[dict[str, tuple[str, ...]]] = {
+        TaskName.classification: (DataKind.digits, DataKind.images)
+    }
 
     family: Family = Family.vit
     d_model: int = 64
@@ -254,14 +281,6 @@ class ViTConfig(ClassifierConfig):
                 f"a window this wide covers all {tokens} tokens of an image and changes nothing; "
                 f"choose at most {tokens - 1}, or null",
             )
-
-
-MODELS = TaggedUnion(
-    "model",
-    "family",
-    {Family.gpt: GPTConfig, Family.bert: BertConfig, Family.seq2seq: Seq2SeqConfig, Family.vit: ViTConfig},
-    "model={}",
-)
 
 
 def model_config(family: str, **settings: Any) -> ModelConfig:

@@ -94,11 +94,14 @@ def check_adam(prefix: str, betas: list[float], eps: float) -> None:
     positive(f"{prefix}eps", eps)
 
 
+OPTIMIZERS = TaggedUnion("optim", "name", "optim={}")
+
+
 @dataclass
 class OptimConfig:
     """What every optimiser reads: the learning rate, its schedule, weight decay; ``name`` is the tag."""
 
-    name: OptimName = MISSING
+    name: str = MISSING  # a str, not the OptimName enum: an optimiser registered outside attnlab has its own
     lr: float = ADAMW_LR  # peak learning rate; for ``noam`` a multiplier of the paper's formula
     weight_decay: float = ADAMW_WEIGHT_DECAY
     decay: Decay = Decay.matrices  # which parameters weight_decay applies to; the rest get none
@@ -126,6 +129,7 @@ class OptimConfig:
         positive("optim.max_steps", self.max_steps, allow_none=True)
 
 
+@OPTIMIZERS.register
 @dataclass
 class AdamWConfig(OptimConfig):
     """AdamW (Loshchilov & Hutter 2019), with weight decay on the weight matrices only."""
@@ -168,6 +172,7 @@ class AdamWPart:
 MAX_NS_STEPS = 99  # torch.optim.Muon refuses 100 or more Newton-Schulz steps when it first steps
 
 
+@OPTIMIZERS.register
 @dataclass
 class MuonConfig(OptimConfig):
     """Muon (Jordan et al. 2024, ``torch.optim.Muon``: momentum orthogonalised by Newton-Schulz steps)
@@ -194,8 +199,3 @@ class MuonConfig(OptimConfig):
         if not 1 <= self.ns_steps <= MAX_NS_STEPS:
             raise ConfigError("optim.ns_steps", self.ns_steps, f"must be in 1..{MAX_NS_STEPS}")
         self.adamw.check()
-
-
-OPTIMIZERS = TaggedUnion(
-    "optim", "name", {OptimName.adamw: AdamWConfig, OptimName.muon: MuonConfig}, "optim={}"
-)

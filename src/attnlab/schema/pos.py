@@ -36,16 +36,20 @@ class RopeScalingKind(Choice):
     yarn = "yarn"  # YaRN: high frequencies kept, low ones interpolated, an attention factor
 
 
+POSITIONS = TaggedUnion("model.pos", "name", "pos={}")
+
+
 @dataclass
 class PosConfig:
     """A positional encoding; ``name`` is the tag, chosen with ``pos=<name>``."""
 
-    name: PosName = MISSING
+    name: str = MISSING  # a str, not the PosName enum: an encoding registered outside attnlab has its own
 
     def check(self, d_model: int, n_heads: int) -> None:
         """The encoding's own settings, and whether it fits a model of that width and head count."""
 
 
+@POSITIONS.register
 @dataclass
 class NoPos(PosConfig):
     """No positional information at all."""
@@ -53,6 +57,7 @@ class NoPos(PosConfig):
     name: PosName = PosName.none
 
 
+@POSITIONS.register
 @dataclass
 class SinusoidalPos(PosConfig):
     """Fixed sines and cosines added to the embeddings (Vaswani et al. 2017)."""
@@ -64,6 +69,7 @@ class SinusoidalPos(PosConfig):
         check_sinusoidal_width(d_model)
 
 
+@POSITIONS.register
 @dataclass
 class LearnedPos(PosConfig):
     """A trained vector per absolute position (GPT-2, BERT, ViT)."""
@@ -71,6 +77,7 @@ class LearnedPos(PosConfig):
     name: PosName = PosName.learned
 
 
+@POSITIONS.register
 @dataclass
 class RopePos(PosConfig):
     """Rotary embeddings of queries and keys (Su et al. 2021).
@@ -98,6 +105,7 @@ class RopePos(PosConfig):
         check_rope_scaling(self)
 
 
+@POSITIONS.register
 @dataclass
 class AlibiPos(PosConfig):
     """Linear biases on the attention scores (Press et al. 2022)."""
@@ -105,6 +113,7 @@ class AlibiPos(PosConfig):
     name: PosName = PosName.alibi
 
 
+@POSITIONS.register
 @dataclass
 class RelativePos(PosConfig):
     """T5's learned bias per head and bucket of offsets (Raffel et al. 2020)."""
@@ -116,21 +125,6 @@ class RelativePos(PosConfig):
     def check(self, d_model: int, n_heads: int) -> None:
         positive("model.pos.num_buckets", self.num_buckets)
         positive("model.pos.max_distance", self.max_distance)
-
-
-POSITIONS = TaggedUnion(
-    "model.pos",
-    "name",
-    {
-        PosName.none: NoPos,
-        PosName.sinusoidal: SinusoidalPos,
-        PosName.learned: LearnedPos,
-        PosName.rope: RopePos,
-        PosName.alibi: AlibiPos,
-        PosName.relative: RelativePos,
-    },
-    "pos={}",
-)
 
 
 def pos_config(name: str, **settings: object) -> PosConfig:

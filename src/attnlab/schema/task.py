@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import ClassVar
 
 from omegaconf import MISSING
 
 from attnlab.schema.choice import Choice, TaggedUnion
+from attnlab.schema.data import DataNeeds
 from attnlab.schema.errors import ConfigError, fraction, not_negative
 
 
@@ -24,15 +26,20 @@ class MonitorMode(Choice):
     max = "max"
 
 
+TASKS = TaggedUnion("task", "name", "task={}")
+
+
 @dataclass
 class TaskConfig:
     """What every task reads; ``name`` is the tag, chosen with ``task=<name>``."""
 
-    name: TaskName = MISSING
+    name: str = MISSING  # a str, not the TaskName enum: a task registered outside attnlab has its own
     label_smoothing: float = 0.0  # applied to the training loss; val/test losses are plain NLL
     monitor: str = "val/loss"  # metric for the best checkpoint and for sweeps
     monitor_mode: MonitorMode = MonitorMode.min
     log_attention_every_n_epochs: int = 0  # 0: off; else attention heat maps to the logger
+
+    data_needs: ClassVar[DataNeeds] = DataNeeds()  # what the task's batches carry, for the data module
 
     def check(self) -> None:
         TASKS.check_tag(self)
@@ -57,32 +64,38 @@ class TaskConfig:
         return self
 
 
+@TASKS.register
 @dataclass
 class CausalLMTask(TaskConfig):
     """Next-token prediction (GPT): loss, perplexity and bits per byte (``bpb``: where the tokenizer
     gives each token's bytes exactly, ``attnlab.data.tokenizers.Tokenizer.token_bytes``)."""
 
     name: TaskName = TaskName.causal_lm
+    data_needs: ClassVar[DataNeeds] = DataNeeds()  # reads the corpus as it is
 
     def val_metrics(self) -> tuple[str, ...]:
         return ("loss", "ppl", "bpb")
 
 
+@TASKS.register
 @dataclass
 class MaskedLMTask(TaskConfig):
     """Masked language modelling (BERT's 80/10/10 masking, in the data collator)."""
 
     name: TaskName = TaskName.mlm
+    data_needs: ClassVar[DataNeeds] = DataNeeds(specials=("mask",), masking=True)  # masks tokens
 
     def val_metrics(self) -> tuple[str, ...]:
         return ("loss", "acc", "ppl")
 
 
+@TASKS.register
 @dataclass
 class Seq2SeqTask(TaskConfig):
     """Teacher-forced sequence-to-sequence; greedy decoding of val/test batches."""
 
     name: TaskName = TaskName.seq2seq
+    data_needs: ClassVar[DataNeeds] = DataNeeds(specials=("pad", "bos", "eos"))  # pads and brackets targets
     label_smoothing: float = 0.1
     eval_decode: bool = True  # greedy-decode val/test batches for exact match, BLEU, chrF
 
@@ -91,11 +104,15 @@ class Seq2SeqTask(TaskConfig):
         return ("loss", "acc", "ppl", *decoded)
 
 
+@TASKS.register
 @dataclass
 class ClassificationTask(TaskConfig):
     """Classification of text (encoder) or images (ViT): loss, accuracy, macro F1."""
 
     name: TaskName = TaskName.classification
+    data_needs: ClassVar[DataNeeds] = DataNeeds(
+        specials=("pad", "cls"), classes=True
+    )  # pads, reads <cls> and labels
     monitor: str = "val/acc"
     monitor_mode: MonitorMode = MonitorMode.max
 
@@ -103,6 +120,7 @@ class ClassificationTask(TaskConfig):
         return ("loss", "acc", "f1")
 
 
+@TASKS.register
 @dataclass
 class DistillTask(TaskConfig):
     """Knowledge distillation (Hinton et al. 2015) from a trained checkpoint of the same family:
@@ -144,20 +162,6 @@ class DistillTask(TaskConfig):
         cls = TASKS.schema_of({"name": self.objective})
         shared = {f.name for f in fields(cls)} & {f.name for f in fields(self)}
         return cls(**{name: getattr(self, name) for name in shared - {"name"}})
-
-
-TASKS = TaggedUnion(
-    "task",
-    "name",
-    {
-        TaskName.causal_lm: CausalLMTask,
-        TaskName.mlm: MaskedLMTask,
-        TaskName.seq2seq: Seq2SeqTask,
-        TaskName.classification: ClassificationTask,
-        TaskName.distill: DistillTask,
-    },
-    "task={}",
-)
 
 
 def task_config(name: str, **settings: object) -> TaskConfig:

@@ -4,8 +4,8 @@ A task module wraps one model and the batch layout of its objective; it gets the
 object (nothing here imports ``attnlab.data``). The configs it is built from are in ``attnlab.schema.task``.
 """
 
-from attnlab.tasks.base import TaskModule, Work, flops_per_token
-from attnlab.tasks.build import TASK_CLASSES, build_task
+from attnlab.tasks.base import TASK_CLASSES, TaskModule, Work, flops_per_token
+from attnlab.tasks.build import build_task
 from attnlab.tasks.causal_lm import CausalLMTask
 from attnlab.tasks.classification import ClassificationTask
 from attnlab.tasks.mlm import MaskedLMTask

@@ -30,8 +30,12 @@ from torchmetrics import MeanMetric, Metric
 from attnlab.models import build_model
 from attnlab.models.flops import flops_per_token, matmul_params
 from attnlab.models.parallel import average_replicated_gradients, is_sharded, shard_layers, tensor_parallel
+from attnlab.schema.builders import Builders
+from attnlab.schema.data import IGNORE_INDEX
 from attnlab.schema.load import plain, read_model_config, read_optim_config, read_task_config
+from attnlab.schema.model import ModelConfig
 from attnlab.schema.optim import OnExtend
+from attnlab.schema.task import TASKS
 from attnlab.tasks.nonfinite import NonFiniteGuard, check_finite_weights, clip_gradients, gradient_norm
 from attnlab.tasks.optim import (
     Schedule,
@@ -76,8 +80,12 @@ def tokenizer_files(tokenizer: object) -> dict[str, str] | None:
     return files
 
 
+# The task module of each task's config (``TASK_CLASSES.of(cfg)``), registered by each module.
+TASK_CLASSES: Builders[type[TaskModule]] = Builders(TASKS, "task module")
+
+
 class TaskModule(pl.LightningModule):
-    """Base of the task modules.
+    """Base of the task modules; each registers as its config's: ``@TASK_CLASSES.builds(CausalLMTask)``.
 
     ``model`` is the model's config as plain data (what a checkpoint holds; the model is built from
     it), or a model built already (any attnlab model: it has ``.cfg``), e.g. with pretrained weights.
@@ -85,6 +93,11 @@ class TaskModule(pl.LightningModule):
     """
 
     reports_perplexity = False  # language-model tasks log ``ppl = exp(loss)`` at epoch end
+
+    @classmethod
+    def check_model(cls, model: ModelConfig, num_classes: int) -> None:
+        """ValueError unless a model of config ``model`` has what this task trains (its heads);
+        ``num_classes`` is the data's class count (0: not known)."""
 
     def __init__(
         self,
@@ -137,6 +150,11 @@ class TaskModule(pl.LightningModule):
     def training_loss(self, batch: dict[str, Tensor]) -> Tensor:
         raise NotImplementedError
 
+    def logits(self, batch: dict[str, Tensor]) -> Tensor:
+        """The model's output for ``batch``: which keys of a batch feed which arguments is written once,
+        in the family's ``FamilyModel.logits`` (an in-place ``compile()`` still compiles the call)."""
+        return self.model.logits(batch)
+
     def scored_logits(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """The logits (N, C) of the N predictions the objective scores in ``batch`` and their labels
         (N,): what distillation (``attnlab.tasks.distill``) matches to a teacher's."""
@@ -176,7 +194,7 @@ class TaskModule(pl.LightningModule):
             average_replicated_gradients(self.model, mesh["tensor_parallel"])
 
     def cross_entropy(self, logits: Tensor, labels: Tensor, smoothing: float = 0.0) -> Tensor:
-        """Mean cross-entropy over positions whose label is not -100; compiled where the model is."""
+        """Mean cross-entropy over positions whose label is not IGNORE_INDEX; compiled where the model is."""
         return cross_entropy(logits, labels, smoothing, compiled=is_compiled(self.model))
 
     def configure_optimizers(self) -> dict:
@@ -362,11 +380,11 @@ class TaskModule(pl.LightningModule):
 
 
 def plain_cross_entropy(logits: Tensor, labels: Tensor, smoothing: float = 0.0) -> Tensor:
-    """Mean cross-entropy of logits (..., V) over positions whose label is not -100."""
+    """Mean cross-entropy of logits (..., V) over positions whose label is not IGNORE_INDEX."""
     return F.cross_entropy(
         logits.reshape(-1, logits.shape[-1]),
         labels.reshape(-1),
-        ignore_index=-100,
+        ignore_index=IGNORE_INDEX,
         label_smoothing=smoothing,
     )
 
@@ -393,16 +411,16 @@ def is_compiled(module: nn.Module) -> bool:
 
 
 def token_hits(logits: Tensor, labels: Tensor) -> Tensor:
-    """1.0 where the argmax of ``logits`` equals a label that is not -100 (a flat vector)."""
-    keep = labels != -100
+    """1.0 where the argmax of ``logits`` equals a label that is not IGNORE_INDEX (a flat vector)."""
+    keep = labels != IGNORE_INDEX
     return (logits.argmax(-1)[keep] == labels[keep]).float()
 
 
 def labelled(logits: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
-    """The rows of ``logits`` (..., C) whose label is not -100, as (N, C), and those labels (N,)."""
-    keep = labels != -100
+    """The rows of ``logits`` (..., C) whose label is not IGNORE_INDEX, as (N, C), and those labels (N,)."""
+    keep = labels != IGNORE_INDEX
     return logits[keep], labels[keep]
 
 
 def count_labels(labels: Tensor) -> Tensor:
-    return (labels != -100).sum()
+    return (labels != IGNORE_INDEX).sum()

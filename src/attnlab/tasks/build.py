@@ -9,19 +9,9 @@ from attnlab.schema.checks import check_trains
 from attnlab.schema.load import plain
 from attnlab.schema.optim import OptimConfig
 from attnlab.schema.task import TaskConfig
-from attnlab.tasks.base import TaskModule
-from attnlab.tasks.causal_lm import CausalLMTask
-from attnlab.tasks.classification import ClassificationTask
-from attnlab.tasks.distill import DISTILLED
-from attnlab.tasks.mlm import MaskedLMTask
-from attnlab.tasks.seq2seq import Seq2SeqTask
-
-TASK_CLASSES: dict[str, type[TaskModule]] = {
-    "causal_lm": CausalLMTask,
-    "mlm": MaskedLMTask,
-    "seq2seq": Seq2SeqTask,
-    "classification": ClassificationTask,
-}
+from attnlab.tasks import causal_lm, classification, mlm, seq2seq  # noqa: F401  (they register)
+from attnlab.tasks.base import TASK_CLASSES, TaskModule
+from attnlab.tasks.distill import distilled
 
 
 def build_task(
@@ -46,19 +36,11 @@ def build_task(
     if objective is not cfg and teacher is None:
         raise ValueError(f"task.name={cfg.name}: needs the teacher's task module")
     check_trains(model.cfg.family, objective.name)
-    if objective.name == "classification" and model.cfg.num_classes < 2:
-        raise ValueError(
-            f"model.num_classes={model.cfg.num_classes}: classification needs at least 2 classes"
-        )
-    if objective.name == "classification" and num_classes and num_classes != model.cfg.num_classes:
-        raise ValueError(
-            f"model.num_classes={model.cfg.num_classes} does not match the data's {num_classes} classes"
-        )
-    if objective.name == "mlm" and not model.cfg.mlm_head:
-        raise ValueError("model.mlm_head=false: task.name='mlm' needs the encoder's masked-LM head")
+    cls = TASK_CLASSES.of(objective)
+    cls.check_model(model.cfg, num_classes)
     args = (model, plain(objective), plain(optim), max_steps)
     if objective is cfg:
-        return TASK_CLASSES[cfg.name](*args, tokenizer=tokenizer)
-    return DISTILLED[objective.name](
+        return cls(*args, tokenizer=tokenizer)
+    return distilled(cls)(
         *args, tokenizer=tokenizer, teacher=teacher, alpha=cfg.alpha, temperature=cfg.temperature
     )

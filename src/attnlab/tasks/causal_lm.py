@@ -7,26 +7,21 @@ import math
 from torch import Tensor, nn
 from torchmetrics import MeanMetric, Metric
 
-from attnlab.tasks.base import TaskModule, count_labels, labelled
+from attnlab.schema import task
+from attnlab.tasks.base import TASK_CLASSES, TaskModule, count_labels, labelled
 
 
+@TASK_CLASSES.builds(task.CausalLMTask)
 class CausalLMTask(TaskModule):
-    """Batches hold ``input_ids`` (B, T) and ``labels`` (B, T), the next tokens (-100: ignored), and
+    """Batches hold ``input_ids`` (B, T) and ``labels`` (B, T), the next tokens (IGNORE_INDEX: ignored), and
     packed documents their ``document_ids`` (B, T) (``data.packing=documents``). Evaluation batches may
     hold ``label_bytes`` (B, T), the UTF-8 bytes of the text each label covers (0 where ignored): then
     ``bpb`` (bits per byte) is logged beside the loss, comparable across tokenizers."""
 
     reports_perplexity = True
 
-    def logits(self, batch: dict[str, Tensor]) -> Tensor:
-        return self.model(
-            batch["input_ids"],
-            attention_mask=batch.get("attention_mask"),
-            document_ids=batch.get("document_ids"),
-        )
-
     def scored_logits(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-        """Every position with a next token (padding, labelled -100, is not scored)."""
+        """Every position with a next token (padding, labelled IGNORE_INDEX, is not scored)."""
         return labelled(self.logits(batch), batch["labels"])
 
     def training_loss(self, batch: dict[str, Tensor]) -> Tensor:

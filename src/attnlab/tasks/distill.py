@@ -1,7 +1,8 @@
 """Knowledge distillation (Hinton et al. 2015): a student learns from a trained teacher's softened
 predictions as well as from the labels of its own objective.
 
-``Distillation`` wraps one objective's task module (causal LM, masked LM, seq2seq, classification):
+``Distillation`` wraps one objective's task module (causal LM, masked LM, seq2seq, classification, any
+registered one; ``distilled``):
 its training loss is ``alpha * T^2 * KL(teacher_T || student_T) + (1 - alpha) * objective loss`` over
 exactly the logits the objective scores (``TaskModule.scored_logits``: every next token, the masked
 tokens, the target tokens, the class logits), so no family or objective is treated apart. Validation,
@@ -12,6 +13,7 @@ by DDP), so a student's checkpoint loads like any other (``CausalLMTask.load_fro
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -19,10 +21,6 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from attnlab.tasks.base import TaskModule, Work
-from attnlab.tasks.causal_lm import CausalLMTask
-from attnlab.tasks.classification import ClassificationTask
-from attnlab.tasks.mlm import MaskedLMTask
-from attnlab.tasks.seq2seq import Seq2SeqTask
 
 
 def distillation_loss(
@@ -88,25 +86,12 @@ class Distillation:
         return Work(work.tokens, work.samples, work.flops + self.teacher.batch_work(batch).flops / 3)
 
 
-class DistilledCausalLM(Distillation, CausalLMTask):
-    """A causal LM student: every next-token distribution distilled."""
-
-
-class DistilledMaskedLM(Distillation, MaskedLMTask):
-    """A masked LM student: the distributions at the masked positions distilled."""
-
-
-class DistilledSeq2Seq(Distillation, Seq2SeqTask):
-    """A seq2seq student: the teacher-forced target distributions distilled."""
-
-
-class DistilledClassification(Distillation, ClassificationTask):
-    """A classifier student: the class distribution distilled."""
-
-
-DISTILLED: dict[str, type[TaskModule]] = {
-    "causal_lm": DistilledCausalLM,
-    "mlm": DistilledMaskedLM,
-    "seq2seq": DistilledSeq2Seq,
-    "classification": DistilledClassification,
-}
+@functools.cache
+def distilled(objective: type[TaskModule]) -> type[TaskModule]:
+    """The student's class of an objective's task module: ``Distillation`` before it, so that any
+    registered task distills without a class of its own (``DistilledCausalLM``, ...)."""
+    name = f"Distilled{objective.__name__}"
+    doc = f"A {objective.__name__} student: the logits its objective scores, distilled."
+    cls = type(name, (Distillation, objective), {"__doc__": doc, "__module__": __name__})
+    globals()[name] = cls  # found by name, so that pickling a student (spawned processes) works
+    return cls

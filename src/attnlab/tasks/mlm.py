@@ -5,16 +5,26 @@ from __future__ import annotations
 from torch import Tensor, nn
 from torchmetrics import MeanMetric, Metric
 
-from attnlab.tasks.base import TaskModule, count_labels, token_hits
+from attnlab.schema import task
+from attnlab.schema.data import IGNORE_INDEX
+from attnlab.schema.model import ModelConfig
+from attnlab.tasks.base import TASK_CLASSES, TaskModule, count_labels, token_hits
 
 
+@TASK_CLASSES.builds(task.MaskedLMTask)
 class MaskedLMTask(TaskModule):
-    """Batches hold ``input_ids``, ``attention_mask``, ``labels`` (-100 where not predicted) and
+    """Batches hold ``input_ids``, ``attention_mask``, ``labels`` (IGNORE_INDEX where not predicted) and
     optionally ``token_type_ids``. The data module does BERT's 80/10/10 masking; the vocabulary
     projection runs on the predicted positions only (about 15% of them), not on every token.
     """
 
     reports_perplexity = True
+
+    @classmethod
+    def check_model(cls, model: ModelConfig, num_classes: int) -> None:
+        """The encoder's masked-LM head."""
+        if not model.mlm_head:
+            raise ValueError("model.mlm_head=false: task.name='mlm' needs the encoder's masked-LM head")
 
     def build_metrics(self) -> dict[str, Metric]:
         return {"loss": MeanMetric(), "acc": MeanMetric()}
@@ -28,7 +38,7 @@ class MaskedLMTask(TaskModule):
             batch.get("document_ids"),
         )
         labels = batch["labels"]
-        predicted = labels != -100
+        predicted = labels != IGNORE_INDEX
         return self.model.mlm_logits(hidden[predicted]), labels[predicted]
 
     def scored_logits(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from attnlab.schema.optim import AdamWConfig, Decay, MuonConfig, NsDtype, OptimConfig, OptimName
+from attnlab.schema.builders import Builders
+from attnlab.schema.optim import OPTIMIZERS, AdamWConfig, Decay, MuonConfig, NsDtype, OptimConfig
 from attnlab.tasks.muon import Muon, MuonWithAdamW, hidden_matrices
 
 DECAYED_MODULES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
@@ -149,12 +150,21 @@ def reschedule(scheduler: torch.optim.lr_scheduler.LambdaLR) -> None:
     scheduler._last_lr = [group["lr"] for group in groups]  # what get_last_lr() (the logged lr) reads
 
 
+# What builds the optimiser of each optim config (``OPTIMIZER_BUILDERS.of(cfg)``): ONE
+# torch.optim.Optimizer, which Lightning's automatic optimisation steps, clips, schedules and checkpoints.
+OPTIMIZER_BUILDERS: Builders[Callable[[nn.Module, OptimConfig, bool], torch.optim.Optimizer]] = Builders(
+    OPTIMIZERS, "optimizer builder"
+)
+
+
+@OPTIMIZER_BUILDERS.builds(AdamWConfig)
 def adamw(model: nn.Module, cfg: AdamWConfig, fused: bool) -> torch.optim.Optimizer:
     """AdamW on every parameter, with weight decay on those ``cfg.decay`` names."""
     groups = param_groups(model, cfg.weight_decay, cfg.decay)
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, fused=fused or None)
 
 
+@OPTIMIZER_BUILDERS.builds(MuonConfig)
 def muon(model: nn.Module, cfg: MuonConfig, fused: bool) -> torch.optim.Optimizer:
     """Muon on the hidden matrices (``cfg``'s settings; Newton-Schulz in ``cfg.ns_dtype``), AdamW on
     the rest (``cfg.adamw``'s), as one.
@@ -179,12 +189,6 @@ def muon(model: nn.Module, cfg: MuonConfig, fused: bool) -> torch.optim.Optimize
     return MuonWithAdamW(matrices, others)
 
 
-OPTIMIZER_BUILDERS: dict[OptimName, Callable[[nn.Module, OptimConfig, bool], torch.optim.Optimizer]] = {
-    OptimName.adamw: adamw,
-    OptimName.muon: muon,
-}
-
-
 def configure_optimizers(model: nn.Module, cfg: OptimConfig, max_steps: int, *, fused: bool = True) -> dict:
     """The optimiser of ``cfg`` and its schedule in the form ``LightningModule.configure_optimizers``
     returns. The schedule multiplies every group's learning rate by the same factor.
@@ -194,7 +198,7 @@ def configure_optimizers(model: nn.Module, cfg: OptimConfig, max_steps: int, *, 
     """
     schedule = build_schedule(cfg, max_steps, model.cfg.d_model)
     fused = fused and all(p.device.type in ("cpu", "cuda") for p in model.parameters())
-    optimizer = OPTIMIZER_BUILDERS[cfg.name](model, cfg, fused)
+    optimizer = OPTIMIZER_BUILDERS.of(cfg)(model, cfg, fused)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     return {
         "optimizer": optimizer,

@@ -17,12 +17,23 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric, Metric
 
 from attnlab.models.seq2seq import greedy_tokens
-from attnlab.tasks.base import TaskModule, Work, count_labels, flops_per_token, labelled, token_hits
+from attnlab.schema import task
+from attnlab.schema.data import IGNORE_INDEX
+from attnlab.tasks.base import (
+    TASK_CLASSES,
+    TaskModule,
+    Work,
+    count_labels,
+    flops_per_token,
+    labelled,
+    token_hits,
+)
 
 
+@TASK_CLASSES.builds(task.Seq2SeqTask)
 class Seq2SeqTask(TaskModule):
     """Batches hold ``src_ids``, ``src_mask``, ``tgt_in`` (bos + target), ``tgt_mask`` and
-    ``labels`` (target + eos, -100 at padding)."""
+    ``labels`` (target + eos, IGNORE_INDEX at padding)."""
 
     reports_perplexity = True
 
@@ -40,11 +51,8 @@ class Seq2SeqTask(TaskModule):
             }
         return metrics
 
-    def logits(self, batch: dict[str, Tensor]) -> Tensor:
-        return self.model(batch["src_ids"], batch["tgt_in"], batch.get("src_mask"), batch.get("tgt_mask"))
-
     def scored_logits(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
-        """Every target position (padding, labelled -100, is not scored)."""
+        """Every target position (padding, labelled IGNORE_INDEX, is not scored)."""
         return labelled(self.logits(batch), batch["labels"])
 
     def training_loss(self, batch: dict[str, Tensor]) -> Tensor:
@@ -71,7 +79,7 @@ class Seq2SeqTask(TaskModule):
     def score_decoded(self, hyps: list[list[int]], labels: Tensor, metrics: nn.ModuleDict) -> None:
         """Exact match of token sequences (each without its eos); BLEU and chrF of their decoded texts."""
         eos = self.tokenizer.eos_id
-        refs = [[t for t in _until(row, eos) if t != -100] for row in labels.tolist()]
+        refs = [[t for t in _until(row, eos) if t != IGNORE_INDEX] for row in labels.tolist()]
         metrics["exact_match"].update(torch.tensor([float(h == r) for h, r in zip(hyps, refs)]))
         hyp_text = [self.tokenizer.decode(h) for h in hyps]
         ref_text = [self.tokenizer.decode(r) for r in refs]
