@@ -163,15 +163,17 @@ def test_the_schedule_scales_both_learning_rates_alike(tiny_model):
 
 
 def test_lightning_fits_with_it_and_clips_every_parameter(tiny_model, monkeypatch):
+    from attnlab.tasks import base
+
     clipped: list[set[int]] = []
-    clip = torch.nn.utils.clip_grad_norm_
+    clip = base.clip_gradients  # the task's clipping by norm (one norm over all groups and meshes)
 
     def recording_clip(parameters, *args, **kwargs):
         parameters = list(parameters)
         clipped.append({id(p) for p in parameters})
         return clip(parameters, *args, **kwargs)
 
-    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", recording_clip)
+    monkeypatch.setattr(base, "clip_gradients", recording_clip)
     model = tiny_model("gpt", **SIZES)
     cfg = muon_cfg(lr=0.05)
     cfg.adamw.lr = 1e-2
