@@ -36,12 +36,23 @@ LLAMA = [  # RoPE with YaRN scaling, RMSNorm, SwiGLU, grouped-query attention, u
     "data.seq_len=16",
     "data.batch_size=4",
 ]
+BERT = ["model=bert-tiny", "model.norm_first=false", "model.embed_norm=true"]  # BERT's post-norm layout
+LISTOPS = [
+    "data.num_train=64",
+    "data.num_val=16",
+    "data.num_test=16",
+    "data.seq_len=48",
+    "data.batch_size=8",
+    "data.listops_max_depth=2",
+]
 RUNS = {
     "gpt2": GPT,
     "llama": LLAMA,
     "mistral": [*LLAMA, "model.attn_window=4"],
     "qwen3": [*LLAMA, "model.qk_norm=true"],
     "sinusoidal": [*GPT, "pos=sinusoidal"],
+    "bert-mlm": [*BERT, "task=mlm", "data=text", "data.seq_len=16", "data.batch_size=4"],
+    "bert-classifier": [*BERT, "model.classifier_hidden=true", *LISTOPS],
 }
 COMMON = [
     "trainer.max_steps=3",
@@ -116,6 +127,45 @@ def test_export_loads_in_transformers_with_attnlabs_numbers(
     assert tokenizer(corpus)["input_ids"] == loaded.tokenizer.encode(corpus)
     lines = tokenizer(corpus.splitlines(keepends=True))["input_ids"]  # as attnlab reads a corpus
     assert [i for line in lines for i in line] == loaded.tokenizer.encode_corpus(corpus)
+
+
+@pytest.mark.parametrize("task", ["mlm", "classifier"])
+def test_bert_exports_as_a_masked_lm_or_a_classifier(
+    task: str, checkpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from attnlab.cli.checkpoint import load_checkpoint
+    from attnlab.models.hf import load_hf
+
+    out = tmp_path / task
+    code, err = export(checkpoint(f"bert-{task}"), out, capsys)
+    assert code == 0, err
+    loaded = load_checkpoint(checkpoint(f"bert-{task}"))
+    ours, tokenizer = loaded.model.eval(), transformers.AutoTokenizer.from_pretrained(out)
+    auto = (
+        transformers.AutoModelForMaskedLM
+        if task == "mlm"
+        else transformers.AutoModelForSequenceClassification
+    )
+    hf = auto.from_pretrained(out, attn_implementation="eager").eval()
+
+    ids, mask = padded_batch(ours.cfg.vocab_size)
+    with torch.no_grad():
+        theirs, hidden = hf(ids, attention_mask=mask).logits, ours(ids, mask)
+        if task == "mlm":
+            gap = (theirs - ours.mlm_logits(hidden))[mask.bool()]
+        else:
+            gap = theirs - ours.classify(hidden, mask)
+    assert gap.abs().max().item() < TOL
+
+    back = load_hf(out).state_dict()
+    for name, weight in ours.state_dict().items():
+        assert torch.equal(back[name], weight), name
+    assert not back["embed.segments.weight"].any()  # attnlab's BERT has no segments: one row of zeros
+
+    words = sorted(t for t in loaded.tokenizer.hf.get_vocab() if not t.startswith("<"))
+    text = (" " if loaded.tokenizer.split == "space" else "").join(words)
+    cls = [loaded.tokenizer.cls_id] if task == "classifier" else []  # what the classifier reads first
+    assert tokenizer(text)["input_ids"] == cls + loaded.tokenizer.encode(text)
 
 
 def test_a_model_no_architecture_holds_is_one_line_and_writes_nothing(

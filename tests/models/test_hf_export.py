@@ -1,6 +1,6 @@
-"""Export to Hugging Face, in memory: tiny attnlab models with every parameter perturbed are exported
-(``attnlab.export.hf.hf_model``: the config and tensors of ``attnlab.models.hf.export`` in the
-architecture's own ``transformers`` class), compared on padded batches in float32, and read back by
+"""Export to Hugging Face: tiny attnlab models with every parameter perturbed are exported (the config
+and tensors of ``attnlab.models.hf.export``, written and loaded back by the architecture's own
+``transformers`` class, ``attnlab.export.hf``), compared on padded batches in float32, and read back by
 the same tables (``convert_checkpoint``) to the very same weights; models no architecture holds are
 refused in one line naming the setting and the nearest architecture. ``tests/cli/test_export.py``
 does the same through ``attnlab-export`` from trained checkpoints.
@@ -9,20 +9,21 @@ does the same through ``attnlab-export`` from trained checkpoints.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
+from attnlab.export.hf import load_checked, write_model
 from attnlab.models import build_model
 from attnlab.models.hf import convert_checkpoint
 from attnlab.models.hf.export import choose_architecture, computed, export_checkpoint
 from attnlab.schema.errors import ConfigError
-from attnlab.schema.model import BertConfig, GPTConfig, ModelConfig
+from attnlab.schema.model import BertConfig, GPTConfig, ModelConfig, ViTConfig
 from attnlab.schema.pos import AlibiPos, RopePos
 
 pytest.importorskip("transformers")
-from attnlab.export.hf import hf_model
 
 TOL = 1e-5
 VOCAB, BATCH, LEN = 50, 3, 12
@@ -58,9 +59,14 @@ CASES = {  # name -> (config, Hugging Face class)
     "llama-ntk": (replace(LLAMA, pos=RopePos(rope_scaling="ntk", rope_factor=2.0)), "LlamaForCausalLM"),
     "mistral": (replace(LLAMA, attn_window=4), "MistralForCausalLM"),
     "qwen3": (replace(LLAMA, qk_norm=True), "Qwen3ForCausalLM"),
+    "bloom": (replace(GPT2, pos=AlibiPos(), embed_norm=True, activation="gelu_tanh"), "BloomForCausalLM"),
     "bert-mlm": (BERT, "BertForMaskedLM"),
     "bert-mlm-no-segments": (replace(BERT, type_vocab_size=0), "BertForMaskedLM"),
     "bert-classifier": (replace(BERT, mlm_head=False, num_classes=3), "BertForSequenceClassification"),
+    "vit": (
+        ViTConfig(d_model=32, n_layers=2, n_heads=4, image_size=8, patch_size=2, channels=3, num_classes=5),
+        "ViTForImageClassification",
+    ),
 }
 
 
@@ -82,6 +88,9 @@ def padded() -> tuple[torch.Tensor, torch.Tensor]:
 
 def outputs(ours: nn.Module, hf: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
     """Both models' logits on one padded batch, at the real positions (or per row, for classes)."""
+    if ours.family == "vit":
+        images = torch.randn(BATCH, ours.cfg.channels, ours.cfg.image_size, ours.cfg.image_size)
+        return hf(images).logits, ours(images)
     ids, mask = padded()
     theirs = hf(ids, attention_mask=mask).logits
     if ours.family == "gpt":
@@ -93,12 +102,15 @@ def outputs(ours: nn.Module, hf: nn.Module) -> tuple[torch.Tensor, torch.Tensor]
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_exported_model_computes_attnlabs_logits_and_reads_back_identically(case: str) -> None:
+def test_exported_model_computes_attnlabs_logits_and_reads_back_identically(
+    case: str, tmp_path: Path
+) -> None:
     cfg, cls = CASES[case]
     ours = perturbed(cfg)
     hf_config, tensors = export_checkpoint(cfg, ours.state_dict())
     assert hf_config["architectures"] == [cls]
-    hf = hf_model({**hf_config, "_attn_implementation": "eager"}, tensors)
+    write_model(hf_config, tensors, tmp_path / case)
+    hf = load_checked(tmp_path / case)
     assert type(hf).__name__ == cls
     with torch.no_grad():
         theirs, mine = outputs(ours, hf)

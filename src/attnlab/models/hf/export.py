@@ -39,6 +39,8 @@ def computed(cfg: ModelConfig) -> dict[str, Any]:
     }
     if isinstance(cfg, TokenModelConfig):
         out["embed_scale"] = scales_embeddings(cfg)
+    if out.get("num_classes") == 0:  # no classifier: how it would pool is moot
+        del out["pooling"], out["classifier_hidden"]
     if out.get("type_vocab_size") == 0:
         out["type_vocab_size"] = 1  # no segments: one segment row of zeros (``zero_segments``)
     if cfg.norm == Norm.rmsnorm:
