@@ -188,3 +188,21 @@ def test_bad_paths_are_one_line(checkpoint, tmp_path: Path, capsys: pytest.Captu
     code, err = export(tmp_path / "none.ckpt", tmp_path / "new", capsys)
     assert code == 2 and err.startswith("error: ckpt_path=") and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "new").exists()
+
+
+def test_an_int8_checkpoint_is_refused(
+    checkpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from attnlab.cli.compress import main
+
+    int8 = tmp_path / "int8.ckpt"
+    with pytest.MonkeyPatch.context() as patch:
+        assert (
+            run_command(main, [f"ckpt_path={checkpoint('gpt2')}", "method=int8", f"out={int8}"], patch) == 0
+        )
+    code, err = export(int8, tmp_path / "out", capsys)
+    assert (code, err.strip()) == (
+        2,
+        f"error: ckpt_path={int8}: is compressed (int8): export the checkpoint of attnlab-train it was made from",
+    )
+    assert not (tmp_path / "out").exists()

@@ -52,15 +52,16 @@ def on_disk_names(model: nn.Module) -> set[str]:
     return set(revert_weight_conversion(model, state))
 
 
-def load_checked(directory: Path) -> nn.Module:
-    """The model of ``directory`` as ``transformers`` loads it, in eval mode; ValueError if any of its
-    weights is missing, left over or of another shape (``from_pretrained`` would only warn)."""
+def load_checked(directory: Path, **options: Any) -> nn.Module:
+    """The model of ``directory`` as ``transformers`` loads it (``options`` for ``from_pretrained``),
+    in eval mode; ValueError if a weight is missing, left over or of another shape (``from_pretrained``
+    would only warn)."""
     import json
 
     import transformers
 
     cls = json.loads((directory / "config.json").read_text())["architectures"][0]
-    model, info = getattr(transformers, cls).from_pretrained(directory, output_loading_info=True)
+    model, info = getattr(transformers, cls).from_pretrained(directory, output_loading_info=True, **options)
     wrong = {k: v for k, v in info.items() if k != "error_msgs" and v}
     if wrong:
         raise ValueError(f"{cls}: the exported weights do not fit ({wrong})")
