@@ -51,6 +51,18 @@ RUNS = {
     "mistral": [*LLAMA, "model.attn_window=4"],
     "qwen3": [*LLAMA, "model.qk_norm=true"],
     "sinusoidal": [*GPT, "pos=sinusoidal"],
+    "t5": [  # T5 v1.0's layout: relative bias, RMSNorm, pre-norm, no biases, unscaled attention
+        "model=seq2seq-tiny",
+        "pos=relative",
+        "model.norm=rmsnorm",
+        "model.bias=false",
+        "model.attn_scale=1.0",
+        "model.embed_scale=false",
+        "model.tied_output_scale=true",
+        "model.norm_first=true",
+        *LISTOPS[:3],
+        "data.batch_size=8",
+    ],
     "bert-mlm": [*BERT, "task=mlm", "data=text", "data.seq_len=16", "data.batch_size=4"],
     "bert-classifier": [*BERT, "model.classifier_hidden=true", *LISTOPS],
 }
@@ -166,6 +178,43 @@ def test_bert_exports_as_a_masked_lm_or_a_classifier(
     text = (" " if loaded.tokenizer.split == "space" else "").join(words)
     cls = [loaded.tokenizer.cls_id] if task == "classifier" else []  # what the classifier reads first
     assert tokenizer(text)["input_ids"] == cls + loaded.tokenizer.encode(text)
+
+
+def test_t5_exports_with_attnlabs_logits_and_greedy_tokens(
+    checkpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from attnlab.cli.checkpoint import load_checkpoint
+    from attnlab.generate.seq2seq import greedy_decode
+    from attnlab.models.hf import load_hf
+
+    out = tmp_path / "t5"
+    code, err = export(checkpoint("t5"), out, capsys)
+    assert code == 0, err
+    loaded = load_checkpoint(checkpoint("t5"))
+    ours, tok = loaded.model.eval(), loaded.tokenizer
+    hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(out, attn_implementation="eager").eval()
+    assert type(hf).__name__ == "T5ForConditionalGeneration"
+
+    src, mask = padded_batch(ours.cfg.vocab_size)
+    tgt, tgt_mask = src[:, :7], mask[:, :7]
+    with torch.no_grad():
+        theirs = hf(
+            input_ids=src, attention_mask=mask, decoder_input_ids=tgt, decoder_attention_mask=tgt_mask
+        )
+        gap = (theirs.logits - ours(src, tgt, mask, tgt_mask))[tgt_mask.bool()]
+    assert gap.abs().max().item() < TOL
+
+    back = load_hf(out).state_dict()
+    assert all(torch.equal(back[k], v) for k, v in ours.state_dict().items())
+
+    prompt = src[:1, :6]
+    mine = greedy_decode(ours, prompt, bos_id=tok.bos_id, eos_id=tok.eos_id, max_new_tokens=8)[0]
+    with torch.no_grad():
+        greedy = hf.generate(prompt, max_new_tokens=8, do_sample=False, eos_token_id=tok.eos_id)[
+            0, 1:
+        ].tolist()
+    assert mine and greedy[: len(mine)] == mine
+    assert len(greedy) == len(mine) or greedy[len(mine)] == tok.eos_id
 
 
 def test_a_model_no_architecture_holds_is_one_line_and_writes_nothing(

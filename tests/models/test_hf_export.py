@@ -20,8 +20,8 @@ from attnlab.models import build_model
 from attnlab.models.hf import convert_checkpoint
 from attnlab.models.hf.export import choose_architecture, computed, export_checkpoint
 from attnlab.schema.errors import ConfigError
-from attnlab.schema.model import BertConfig, GPTConfig, ModelConfig, ViTConfig
-from attnlab.schema.pos import AlibiPos, RopePos
+from attnlab.schema.model import BertConfig, GPTConfig, ModelConfig, Seq2SeqConfig, ViTConfig
+from attnlab.schema.pos import AlibiPos, RelativePos, RopePos, SinusoidalPos
 
 pytest.importorskip("transformers")
 
@@ -48,6 +48,32 @@ BERT = BertConfig(
     type_vocab_size=2,
     classifier_hidden=True,
 )
+MARIAN = Seq2SeqConfig(
+    vocab_size=VOCAB,
+    d_model=32,
+    n_layers=2,
+    n_decoder_layers=2,
+    n_heads=4,
+    activation="silu",
+    norm_first=False,
+    max_seq_len=16,
+    lm_head_bias=True,
+    pos=SinusoidalPos(layout="concat"),
+)
+T5 = Seq2SeqConfig(
+    vocab_size=VOCAB,
+    d_model=32,
+    n_layers=2,
+    n_decoder_layers=2,
+    n_heads=4,
+    norm="rmsnorm",
+    bias=False,
+    attn_scale=1.0,
+    embed_scale=False,
+    tied_output_scale=True,
+    max_seq_len=16,
+    pos=RelativePos(num_buckets=8, max_distance=16),
+)
 CASES = {  # name -> (config, Hugging Face class)
     "gpt2": (GPT2, "GPT2LMHeadModel"),
     "gpt2-untied-gelu_tanh": (replace(GPT2, tie_embeddings=False, activation="gelu_tanh"), "GPT2LMHeadModel"),
@@ -63,6 +89,12 @@ CASES = {  # name -> (config, Hugging Face class)
     "bert-mlm": (BERT, "BertForMaskedLM"),
     "bert-mlm-no-segments": (replace(BERT, type_vocab_size=0), "BertForMaskedLM"),
     "bert-classifier": (replace(BERT, mlm_head=False, num_classes=3), "BertForSequenceClassification"),
+    "marian": (MARIAN, "MarianMTModel"),
+    "t5-v1.0": (T5, "T5ForConditionalGeneration"),
+    "t5-v1.1": (
+        replace(T5, activation="geglu_tanh", tie_embeddings=False, tied_output_scale=False),
+        "T5ForConditionalGeneration",
+    ),
     "vit": (
         ViTConfig(d_model=32, n_layers=2, n_heads=4, image_size=8, patch_size=2, channels=3, num_classes=5),
         "ViTForImageClassification",
@@ -92,6 +124,12 @@ def outputs(ours: nn.Module, hf: nn.Module) -> tuple[torch.Tensor, torch.Tensor]
         images = torch.randn(BATCH, ours.cfg.channels, ours.cfg.image_size, ours.cfg.image_size)
         return hf(images).logits, ours(images)
     ids, mask = padded()
+    if ours.family == "seq2seq":
+        tgt, tgt_mask = ids[:, :7], mask[:, :7]
+        theirs = hf(
+            input_ids=ids, attention_mask=mask, decoder_input_ids=tgt, decoder_attention_mask=tgt_mask
+        ).logits
+        return theirs[tgt_mask.bool()], ours(ids, tgt, mask, tgt_mask)[tgt_mask.bool()]
     theirs = hf(ids, attention_mask=mask).logits
     if ours.family == "gpt":
         return theirs[mask.bool()], ours(ids, attention_mask=mask)[mask.bool()]
@@ -141,6 +179,11 @@ def test_exported_model_computes_attnlabs_logits_and_reads_back_identically(
             replace(BERT, attn_window=4),
             "model.attn_window=4: no Hugging Face architecture holds this model; the nearest, "
             "BertForMaskedLM, needs model.attn_window=null",
+        ),
+        (
+            replace(T5, pos=AlibiPos()),
+            "model.pos.name=alibi: no Hugging Face architecture holds this model; the nearest, "
+            "T5ForConditionalGeneration, needs model.pos.name=relative",
         ),
         (
             replace(GPT2, kept_heads=[[0, 1], [2]]),

@@ -68,11 +68,15 @@ def load_checked(directory: Path, **options: Any) -> nn.Module:
     return model.eval()
 
 
-def special_token_ids(tokenizer: Any) -> dict[str, int | None]:
-    """config.json's ``bos_token_id``, ``eos_token_id``, ``pad_token_id``: the tokenizer's, or None
-    (an architecture's defaults, GPT-2's 50256, would lie outside a small vocabulary)."""
+def special_token_ids(tokenizer: Any, hf_config: dict) -> dict[str, int | None]:
+    """config.json's ``bos_token_id``, ``eos_token_id``, ``pad_token_id`` (and an encoder-decoder's
+    ``decoder_start_token_id``, attnlab's ``<bos>``): the tokenizer's; else what the export set, else
+    None (an architecture's defaults, GPT-2's 50256, would lie outside a small vocabulary)."""
     ids = getattr(tokenizer, "special_ids", {}) if tokenizer is not None else {}
-    return {f"{role}_token_id": ids.get(role) for role in ("bos", "eos", "pad")}
+    keys = {f"{role}_token_id": role for role in ("bos", "eos", "pad")} | {"decoder_start_token_id": "bos"}
+    if not hf_config.get("is_encoder_decoder") and "decoder_start_token_id" not in hf_config:
+        del keys["decoder_start_token_id"]
+    return {key: ids[role] if role in ids else hf_config.get(key) for key, role in keys.items()}
 
 
 def hf_tokenizer(tokenizer: Any, model: nn.Module) -> Any:
@@ -106,7 +110,7 @@ def write_hf(model: nn.Module, out: str | Path, tokenizer: Any = None) -> str:
     out = Path(out)
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     hf_config, tensors = export_checkpoint(model.cfg, state)
-    hf_config |= special_token_ids(tokenizer)
+    hf_config |= special_token_ids(tokenizer, hf_config)
     tmp = out.with_name(out.name + TMP_SUFFIX)
     shutil.rmtree(tmp, ignore_errors=True)
     try:
