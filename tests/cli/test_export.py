@@ -51,6 +51,16 @@ RUNS = {
     "mistral": [*LLAMA, "model.attn_window=4"],
     "qwen3": [*LLAMA, "model.qk_norm=true"],
     "sinusoidal": [*GPT, "pos=sinusoidal"],
+    "bloom": [*GPT, "pos=alibi", "model.embed_norm=true", "model.activation=gelu_tanh"],
+    "marian": [  # Marian's layout: concatenated sinusoids, post-norm, scaled embeddings, a logits bias
+        "model=seq2seq-tiny",
+        "model.pos.layout=concat",
+        "model.norm_first=false",
+        "model.lm_head_bias=true",
+        *LISTOPS[:3],
+        "data.batch_size=8",
+    ],
+    "vit": ["model=vit-tiny", "model.image_size=8", "model.patch_size=2", "data.batch_size=8"],
     "t5": [  # T5 v1.0's layout: relative bias, RMSNorm, pre-norm, no biases, unscaled attention
         "model=seq2seq-tiny",
         "pos=relative",
@@ -76,7 +86,7 @@ COMMON = [
     "trainer.limit_val_batches=1",
 ]
 CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}
-CLASSES["qwen3"] = "Qwen3ForCausalLM"
+CLASSES |= {"qwen3": "Qwen3ForCausalLM", "bloom": "BloomForCausalLM"}
 
 
 @pytest.fixture(scope="module")
@@ -180,20 +190,21 @@ def test_bert_exports_as_a_masked_lm_or_a_classifier(
     assert tokenizer(text)["input_ids"] == cls + loaded.tokenizer.encode(text)
 
 
-def test_t5_exports_with_attnlabs_logits_and_greedy_tokens(
-    checkpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(("arch", "cls"), [("t5", "T5ForConditionalGeneration"), ("marian", "MarianMTModel")])
+def test_encoder_decoders_export_with_attnlabs_logits_and_greedy_tokens(
+    arch: str, cls: str, checkpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from attnlab.cli.checkpoint import load_checkpoint
     from attnlab.generate.seq2seq import greedy_decode
     from attnlab.models.hf import load_hf
 
-    out = tmp_path / "t5"
-    code, err = export(checkpoint("t5"), out, capsys)
+    out = tmp_path / arch
+    code, err = export(checkpoint(arch), out, capsys)
     assert code == 0, err
-    loaded = load_checkpoint(checkpoint("t5"))
+    loaded = load_checkpoint(checkpoint(arch))
     ours, tok = loaded.model.eval(), loaded.tokenizer
     hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(out, attn_implementation="eager").eval()
-    assert type(hf).__name__ == "T5ForConditionalGeneration"
+    assert type(hf).__name__ == cls
 
     src, mask = padded_batch(ours.cfg.vocab_size)
     tgt, tgt_mask = src[:, :7], mask[:, :7]
@@ -255,3 +266,23 @@ def test_an_int8_checkpoint_is_refused(
         f"error: ckpt_path={int8}: is compressed (int8): export the checkpoint of attnlab-train it was made from",
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_vit_exports_as_an_image_classifier(
+    checkpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from attnlab.cli.checkpoint import load_checkpoint
+    from attnlab.models.hf import load_hf
+
+    code, err = export(checkpoint("vit"), tmp_path / "vit", capsys)
+    assert code == 0, err
+    ours = load_checkpoint(checkpoint("vit")).model.eval()
+    hf = transformers.AutoModelForImageClassification.from_pretrained(
+        tmp_path / "vit", attn_implementation="eager"
+    )
+    torch.manual_seed(0)
+    images = torch.randn(3, ours.cfg.channels, 8, 8)
+    with torch.no_grad():
+        assert (hf.eval()(images).logits - ours(images)).abs().max().item() < TOL
+    back = load_hf(tmp_path / "vit").state_dict()
+    assert all(torch.equal(back[k], v) for k, v in ours.state_dict().items())

@@ -71,6 +71,7 @@ def marian_export(cfg: Seq2SeqConfig) -> dict:
         "share_encoder_decoder_embeddings": cfg.share_embeddings,
         "pad_token_id": 0,  # inside the vocabulary (Marian's default is not); the tokenizer's if it has one
         "decoder_start_token_id": 0,
+        "forced_eos_token_id": None,  # attnlab's decoding never forces an eos at the length limit
     }
 
 
