@@ -248,6 +248,13 @@ def test_bad_paths_are_one_line(checkpoint, tmp_path: Path, capsys: pytest.Captu
     code, err = export(tmp_path / "none.ckpt", tmp_path / "new", capsys)
     assert code == 2 and err.startswith("error: ckpt_path=") and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "new").exists()
+    sharded = tmp_path / "sharded.ckpt"  # the layout of checkpoint.sharded=true: a folder
+    sharded.mkdir()
+    (sharded / ".metadata").touch()
+    (sharded / "meta.pt").touch()
+    code, err = export(sharded, tmp_path / "new", capsys)
+    assert code == 2 and f"write it as one file first with: attnlab-consolidate {sharded}" in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "new").exists()
 
 
 def test_an_int8_checkpoint_is_refused(
