@@ -55,7 +55,7 @@ def test_a_checkpoint_command_lists_no_groups(monkeypatch, capsys, tmp_path) -> 
     assert "ckpt_path: ???" in config
 
 
-@pytest.mark.parametrize("command", ["train", "sample", "explain", "compress"])
+@pytest.mark.parametrize("command", ["train", "sample", "explain", "compress", "export"])
 def test_the_commands_use_attnlabs_help(command) -> None:
     """Composing is cheaper than printing the help (Hydra lists every group twice for it), so the other
     checkpoint commands are checked by their help config: the same template as sample's."""

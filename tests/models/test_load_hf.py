@@ -259,7 +259,7 @@ def test_malformed_index_or_config_names_the_file(tmp_path: Path) -> None:
 
 def test_every_architecture_module_is_listed() -> None:
     """A module missing from ARCHITECTURE_MODULES would never be imported, so never registered."""
-    machinery = {"config_keys", "convert", "io", "spec"}
+    machinery = {"config_keys", "convert", "export", "io", "spec"}
     modules = {m.name for m in pkgutil.iter_modules(attnlab_hf.__path__)}
     assert modules - machinery == set(attnlab_hf.ARCHITECTURE_MODULES)
 

@@ -35,7 +35,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from attnlab.cli.help import fast_help
-from attnlab.schema.commands import CompressCommand, ExplainCommand, SampleCommand
+from attnlab.schema.commands import CompressCommand, ExplainCommand, ExportCommand, SampleCommand
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import UNIONS, config_error
 from attnlab.schema.run import EvalConfig, RunConfig
@@ -60,6 +60,7 @@ COMMANDS = {
     "sample": SampleCommand,
     "explain": ExplainCommand,
     "compress": CompressCommand,
+    "export": ExportCommand,
 }
 SCHEMA_NODE = "{}_schema"  # the name of a schema node in Hydra's config store; not a choice for users
 log = logging.getLogger("attnlab")

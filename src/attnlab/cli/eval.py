@@ -122,6 +122,13 @@ def eval_job(config: DictConfig) -> float | None:
         ev = check_eval_config(config)
         run, evaluated = job_run_config(ev.ckpt_path, list(hc.overrides.task), ev.data)
         save_config(OmegaConf.structured(replace(ev, data=evaluated.data, model=evaluated.model)), out_dir)
+        if ev.harness.tasks:
+            from attnlab.cli.harness import harness_eval
+
+            metrics = harness_eval(
+                ev, changed_keys(plain(run.model), plain(evaluated.model), "model"), out_dir
+            )
+            return next(iter(metrics.values()), math.nan)
         metrics, monitor = evaluate(ev, run, evaluated, out_dir)
         return metrics.get(monitor, math.nan)
 

@@ -10,7 +10,14 @@ a second.
 """
 
 from attnlab.schema.checks import check_run, validate
-from attnlab.schema.commands import CompressCommand, CompressMethod, ExplainCommand, SampleCommand
+from attnlab.schema.commands import (
+    CompressCommand,
+    CompressMethod,
+    ExplainCommand,
+    ExportCommand,
+    ExportFormat,
+    SampleCommand,
+)
 from attnlab.schema.data import DATA, DataConfig, DataKind, data_config
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain, read_run_config, to_object
@@ -41,6 +48,8 @@ __all__ = [
     "DataKind",
     "EvalConfig",
     "ExplainCommand",
+    "ExportCommand",
+    "ExportFormat",
     "Family",
     "LoggerConfig",
     "ModelConfig",

@@ -113,3 +113,18 @@ class CompressCommand:
             raise ConfigError("fraction", self.fraction, "the share of heads to remove: a number in [0, 1)")
         at_least_one("importance_batches", self.importance_batches)
         not_negative("finetune_steps", self.finetune_steps)
+
+
+class ExportFormat(Choice):
+    """What ``attnlab-export`` writes."""
+
+    hf = "hf"  # a Hugging Face directory: config.json, model.safetensors, the tokenizer
+
+
+@dataclass
+class ExportCommand:
+    """The keys of ``attnlab-export``: a checkpoint as a directory that another library loads."""
+
+    ckpt_path: str = MISSING
+    format: ExportFormat = ExportFormat.hf
+    out: str = MISSING  # the directory to create (it must not exist)

@@ -363,6 +363,24 @@ def no_logger() -> LoggerConfig:
 
 
 @dataclass
+class HarnessConfig:
+    """lm-evaluation-harness tasks that ``attnlab-eval`` scores in place of the split (a decoder's
+    checkpoint; ``pip install -e ".[eval]"``). Offline: tasks are named from ``include_path``, a folder
+    of the harness's task YAML files whose data are local files."""
+
+    tasks: list[str] = field(default_factory=list)  # empty: evaluate the split as usual
+    include_path: str | None = None
+    num_fewshot: int | None = None
+    limit: int | None = None  # documents per task (None: all)
+    batch_size: int = 8
+
+    def check(self) -> None:
+        positive("harness.batch_size", self.batch_size)
+        positive("harness.limit", self.limit, allow_none=True)
+        not_negative("harness.num_fewshot", self.num_fewshot or 0)
+
+
+@dataclass
 class EvalConfig:
     """What ``attnlab-eval`` needs; ``conf/eval.yaml`` composes it."""
 
@@ -379,8 +397,16 @@ class EvalConfig:
     trainer: EvalTrainerConfig = field(default_factory=EvalTrainerConfig)
     # none: metrics.json holds the results (logger=wandb|csv|... logs them under the run's names too)
     logger: LoggerConfig = field(default_factory=no_logger)
+    harness: HarnessConfig = field(default_factory=HarnessConfig)
 
     def check(self) -> None:
+        self.harness.check()
+        if self.harness.tasks and self.model is not None and self.model.family != "gpt":
+            raise ConfigError(
+                "harness.tasks",
+                self.harness.tasks,
+                f"lm-evaluation-harness scores decoder-only checkpoints; this one is {self.model.family}",
+            )
         positive("batch_size", self.batch_size, allow_none=True)
         if self.limit_batches is not None and not batches_ok(self.limit_batches):
             raise ConfigError(

@@ -1,13 +1,15 @@
 """Hugging Face checkpoints as attnlab models: GPT-2, BERT, ViT, Marian, T5, Llama, BLOOM, Mistral, Qwen3.
 
-Each architecture is one module here with two small functions and a ``register`` call: one function
+Each architecture is one module here with small functions and a ``register`` call: one function
 reads its ``config.json`` into a ``ModelConfig``, one is a table saying where every attnlab module
-finds its tensors in the checkpoint. Tables use the checkpoint's on-disk names, which are stable
-across ``transformers`` versions. The machinery they share:
+finds its tensors in the checkpoint, and (for export) one writes a ``ModelConfig`` as its
+``config.json``. Tables use the checkpoint's on-disk names, which are stable across ``transformers``
+versions, and serve both directions. The machinery they share:
 
-    spec.py         how a table entry reads tensors (Same, Transposed, Fused, Tied, ...), table helpers
+    spec.py         how a table entry reads and writes tensors (Same, Transposed, Fused, Tied, ...), table helpers
     config_keys.py  helpers for reading config.json keys and refusing options attnlab cannot reproduce
     convert.py      the registry, config lookup by ``model_type``, applying a table, the exactness checks
+    export.py       the way back: the architecture that holds a ModelConfig, the table written backwards
     io.py           config.json and weight files (safetensors / .bin, single or sharded)
 
 Adding an architecture means one new module (its config function, its table, ``register(...)``)

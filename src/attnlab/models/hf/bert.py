@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from attnlab.models.hf.config_keys import activation, num_labels, require
+from attnlab.blocks.ffn import ffn_width
+from attnlab.models.hf.config_keys import activation, hf_activation, num_labels, require
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Raw, Table, Tied, attention, ffn, layers
-from attnlab.schema.model import BertConfig
+from attnlab.schema.model import BertConfig, ModelConfig
 from attnlab.schema.pos import LearnedPos
 
 
@@ -28,6 +29,43 @@ def bert_like_sizes(c: dict) -> dict[str, Any]:
         dropout=c["hidden_dropout_prob"],
         attn_dropout=c["attention_probs_dropout_prob"],
     )
+
+
+def bert_like_export(cfg: ModelConfig) -> dict[str, Any]:
+    """The keys of ``bert_like_sizes`` from an attnlab config (its inverse)."""
+    return {
+        "hidden_size": cfg.d_model,
+        "num_hidden_layers": cfg.n_layers,
+        "num_attention_heads": cfg.n_heads,
+        "intermediate_size": ffn_width(cfg.d_model, cfg.d_ff, cfg.ffn_mult),
+        "hidden_act": hf_activation(cfg.activation),
+        "layer_norm_eps": cfg.norm_eps,
+        "hidden_dropout_prob": cfg.dropout,
+        "attention_probs_dropout_prob": cfg.attn_dropout,
+    }
+
+
+def labels(n: int) -> dict[str, Any]:
+    """A classifier's ``id2label`` and ``label2id`` for ``n`` classes (``num_labels``)."""
+    names = {i: f"LABEL_{i}" for i in range(n)}
+    return {"id2label": names, "label2id": {v: k for k, v in names.items()}}
+
+
+def bert_export(cfg: BertConfig) -> dict:
+    """The config.json of ``cfg`` as BERT (the inverse of ``bert_config``): a masked LM, or a
+    sequence classifier. Without segments, one segment row of zeros (``ZERO_SEGMENTS``), which adds
+    nothing, since BERT always adds a segment embedding."""
+    cls = "BertForSequenceClassification" if cfg.num_classes and not cfg.mlm_head else "BertForMaskedLM"
+    return {
+        "model_type": "bert",
+        "architectures": [cls],
+        "vocab_size": cfg.vocab_size,
+        **bert_like_export(cfg),
+        "max_position_embeddings": cfg.max_seq_len,
+        "type_vocab_size": max(cfg.type_vocab_size, 1),
+        "tie_word_embeddings": cfg.tie_embeddings,
+        **(labels(cfg.num_classes) if cls == "BertForSequenceClassification" else {}),
+    }
 
 
 def bert_config(c: dict, cls: str) -> BertConfig:
@@ -97,5 +135,7 @@ register(
         config=bert_config,
         weights=bert_weights,
         ignore=(r"position_ids$", r"^pooler\.", r"^cls\.", r"^classifier\."),  # heads the config leaves out
+        export=bert_export,
+        family="bert",
     )
 )

@@ -36,6 +36,24 @@ def bloom_config(c: dict, cls: str) -> GPTConfig:
     )
 
 
+def bloom_export(cfg: GPTConfig) -> dict:
+    """The config.json of ``cfg`` as BLOOM (the inverse of ``bloom_config``)."""
+    return {
+        "model_type": "bloom",
+        "architectures": ["BloomForCausalLM"],
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.d_model,
+        "n_layer": cfg.n_layers,
+        "n_head": cfg.n_heads,
+        "layer_norm_epsilon": cfg.norm_eps,
+        "hidden_dropout": cfg.dropout,
+        "attention_dropout": cfg.attn_dropout,
+        "seq_length": cfg.max_seq_len,
+        "tie_word_embeddings": cfg.tie_embeddings,
+        "apply_residual_connection_post_layernorm": False,
+    }
+
+
 def bloom_weights(cfg: GPTConfig) -> Table:
     def layer(i: int) -> Table:
         h = f"h.{i}."
@@ -61,5 +79,7 @@ register(
         prefix="transformer.",
         config=bloom_config,
         weights=bloom_weights,
+        export=bloom_export,
+        family="gpt",
     )
 )

@@ -20,6 +20,16 @@ HF_ACTIVATIONS = {
 }
 
 
+# attnlab -> Hugging Face: the spelling export writes (gelu_tanh: torch's own tanh approximation)
+TO_HF_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "silu": "silu"}
+
+
+def hf_activation(name: str) -> str:
+    """The Hugging Face name of an attnlab activation; an ungated ``gelu`` for a gated one, which a
+    plain MLP cannot hold (export compares the configs and names the difference)."""
+    return TO_HF_ACTIVATIONS.get(str(name), "gelu")
+
+
 def activation(name: str) -> str:
     """attnlab's name for a Hugging Face activation function (``hidden_act``, ``activation_function``)."""
     if name not in HF_ACTIVATIONS:

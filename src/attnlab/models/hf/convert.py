@@ -36,6 +36,9 @@ class Architecture:
     config: Callable[[dict, str], ModelConfig]  # (config.json dict, class name) -> ModelConfig
     weights: Callable[[ModelConfig], Table]  # the weight table of a model with this config
     ignore: tuple[str, ...] = ()  # regexes: checkpoint tensors attnlab has no module for
+    # ModelConfig -> config.json dict (with ``architectures``): the inverse of ``config``, for export
+    export: Callable[[ModelConfig], dict] | None = None
+    family: str = ""  # the attnlab family that ``config`` reads, and ``export`` takes
 
 
 ARCHITECTURES: dict[str, Architecture] = {}  # by model_type, in the order registered

@@ -5,7 +5,8 @@ Its Conv1D layers store weights transposed, and q, k, v already fused in one ``c
 
 from __future__ import annotations
 
-from attnlab.models.hf.config_keys import activation, require
+from attnlab.blocks.ffn import ffn_width
+from attnlab.models.hf.config_keys import activation, hf_activation, require
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Table, Transposed, ffn, layers, tokens_and_head
 from attnlab.schema.model import GPTConfig
@@ -31,6 +32,26 @@ def gpt2_config(c: dict, cls: str) -> GPTConfig:
         embed_scale=False,
         pos=LearnedPos(),
     )
+
+
+def gpt2_export(cfg: GPTConfig) -> dict:
+    """The config.json of ``cfg`` as GPT-2 (the inverse of ``gpt2_config``)."""
+    return {
+        "model_type": "gpt2",
+        "architectures": ["GPT2LMHeadModel"],
+        "vocab_size": cfg.vocab_size,
+        "n_embd": cfg.d_model,
+        "n_layer": cfg.n_layers,
+        "n_head": cfg.n_heads,
+        "n_inner": ffn_width(cfg.d_model, cfg.d_ff, cfg.ffn_mult),
+        "activation_function": hf_activation(cfg.activation),
+        "layer_norm_epsilon": cfg.norm_eps,
+        "resid_pdrop": cfg.dropout,
+        "embd_pdrop": cfg.dropout,
+        "attn_pdrop": cfg.attn_dropout,
+        "n_positions": cfg.max_seq_len,
+        "tie_word_embeddings": cfg.tie_embeddings,
+    }
 
 
 def gpt2_weights(cfg: GPTConfig) -> Table:
@@ -59,5 +80,7 @@ register(
         config=gpt2_config,
         weights=gpt2_weights,
         ignore=(r"\.attn\.(masked_)?bias$",),  # causal-mask buffers of older checkpoints
+        export=gpt2_export,
+        family="gpt",
     )
 )

@@ -9,6 +9,7 @@ attention bias (attnlab has one ``bias`` switch).
 
 from __future__ import annotations
 
+from attnlab.blocks.ffn import ffn_width
 from attnlab.models.hf.config_keys import require
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Table, attention, ffn, layers, tokens_and_head
@@ -49,6 +50,54 @@ def rope_config(c: dict) -> RopePos:
     )
 
 
+def rope_export(cfg: GPTConfig) -> dict:
+    """``rope_parameters`` of ``cfg`` (the inverse of ``rope_config``); an unscaled default for a
+    model without RoPE, which export then names as the difference."""
+    pos = cfg.pos
+    if not isinstance(pos, RopePos):
+        return {"rope_type": "default", "rope_theta": 10000.0}
+    out: dict = {"rope_theta": pos.rope_base}
+    if pos.rope_scaling == RopeScalingKind.none:
+        return {**out, "rope_type": "default"}
+    kind = next(hf for hf, ours in ROPE_TYPES.items() if ours == str(pos.rope_scaling))
+    out |= {"rope_type": kind, "factor": pos.rope_factor}
+    if kind == "yarn":
+        out |= {
+            "original_max_position_embeddings": pos.rope_original_max_len or cfg.max_seq_len,
+            "beta_fast": pos.rope_beta_fast,
+            "beta_slow": pos.rope_beta_slow,
+            "attention_factor": pos.rope_attn_factor,
+            "mscale": pos.rope_mscale,
+            "mscale_all_dim": pos.rope_mscale_all_dim,
+            "truncate": pos.rope_truncate,
+        }
+    return out
+
+
+def llama_export(cfg: GPTConfig, model_type: str = "llama", cls: str = "LlamaForCausalLM") -> dict:
+    """The config.json of ``cfg`` as Llama (the inverse of ``llama_config``); Mistral and Qwen3 add
+    their keys to it."""
+    return {
+        "model_type": model_type,
+        "architectures": [cls],
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.d_model,
+        "num_hidden_layers": cfg.n_layers,
+        "num_attention_heads": cfg.n_heads,
+        "num_key_value_heads": cfg.n_kv_heads or cfg.n_heads,
+        "head_dim": cfg.d_model // cfg.n_heads,
+        "intermediate_size": ffn_width(cfg.d_model, cfg.d_ff, cfg.ffn_mult),
+        "hidden_act": "silu",
+        "rms_norm_eps": cfg.norm_eps,
+        "attention_bias": cfg.bias,
+        "mlp_bias": cfg.bias,
+        "attention_dropout": cfg.attn_dropout,
+        "max_position_embeddings": cfg.max_seq_len,
+        "tie_word_embeddings": cfg.tie_embeddings,
+        "rope_parameters": rope_export(cfg),
+    }
+
+
 def llama_config(c: dict, cls: str) -> GPTConfig:
     require(c, hidden_act="silu", mlp_bias=c.get("attention_bias", False))
     d, heads = c["hidden_size"], c["num_attention_heads"]
@@ -80,7 +129,14 @@ def llama_weights(cfg: GPTConfig) -> Table:
         p = f"layers.{i}."
         return {
             **attention(
-                "self_attn", p + "self_attn.", "q_proj", "k_proj", "v_proj", "o_proj", p + "input_layernorm"
+                "self_attn",
+                p + "self_attn.",
+                "q_proj",
+                "k_proj",
+                "v_proj",
+                "o_proj",
+                p + "input_layernorm",
+                heads=(cfg.n_heads, cfg.n_kv_heads or cfg.n_heads),
             ),
             **ffn(
                 p + "mlp.up_proj", p + "mlp.down_proj", p + "post_attention_layernorm", p + "mlp.gate_proj"
@@ -102,5 +158,7 @@ register(
         config=llama_config,
         weights=llama_weights,
         ignore=(r"rotary_emb\.(original_)?inv_freq$",),  # computed from rope_theta and the scaling
+        export=llama_export,
+        family="gpt",
     )
 )

@@ -6,7 +6,9 @@ embeddings are shared between source and target unless the config says otherwise
 
 from __future__ import annotations
 
-from attnlab.models.hf.config_keys import activation, require
+from attnlab.blocks.ffn import ffn_width
+from attnlab.models.common import scales_embeddings
+from attnlab.models.hf.config_keys import activation, hf_activation, require
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Raw, Table, Tied, attention, ffn, layers
 from attnlab.schema.model import Seq2SeqConfig
@@ -42,6 +44,35 @@ def marian_config(c: dict, cls: str) -> Seq2SeqConfig:
         lm_head_bias=True,
         pos=SinusoidalPos(layout="concat"),
     )
+
+
+def marian_export(cfg: Seq2SeqConfig) -> dict:
+    """The config.json of ``cfg`` as Marian (the inverse of ``marian_config``)."""
+    d_ff = ffn_width(cfg.d_model, cfg.d_ff, cfg.ffn_mult)
+    return {
+        "model_type": "marian",
+        "architectures": ["MarianMTModel"],
+        "vocab_size": cfg.vocab_size,
+        "decoder_vocab_size": cfg.vocab_size,
+        "d_model": cfg.d_model,
+        "encoder_layers": cfg.n_layers,
+        "decoder_layers": cfg.n_decoder_layers or cfg.n_layers,
+        "encoder_attention_heads": cfg.n_heads,
+        "decoder_attention_heads": cfg.n_heads,
+        "encoder_ffn_dim": d_ff,
+        "decoder_ffn_dim": d_ff,
+        "activation_function": hf_activation(cfg.activation),
+        "dropout": cfg.dropout,
+        "attention_dropout": cfg.attn_dropout,
+        "activation_dropout": cfg.ffn_dropout,
+        "max_position_embeddings": cfg.max_seq_len,
+        "tie_word_embeddings": cfg.tie_embeddings,
+        "scale_embedding": scales_embeddings(cfg),
+        "share_encoder_decoder_embeddings": cfg.share_embeddings,
+        "pad_token_id": 0,  # inside the vocabulary (Marian's default is not); the tokenizer's if it has one
+        "decoder_start_token_id": 0,
+        "forced_eos_token_id": None,  # attnlab's decoding never forces an eos at the length limit
+    }
 
 
 def marian_weights(cfg: Seq2SeqConfig) -> Table:
@@ -80,5 +111,7 @@ register(
         config=marian_config,
         weights=marian_weights,
         ignore=(r"embed_positions\.weight$",),  # fixed sinusoids: attnlab computes them
+        export=marian_export,
+        family="seq2seq",
     )
 )

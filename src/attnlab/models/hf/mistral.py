@@ -10,12 +10,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 from attnlab.models.hf.convert import Architecture, register
-from attnlab.models.hf.llama import llama_config, llama_weights
+from attnlab.models.hf.llama import llama_config, llama_export, llama_weights
 from attnlab.schema.model import GPTConfig
 
 
 def mistral_config(c: dict, cls: str) -> GPTConfig:
     return replace(llama_config(c, cls), attn_window=c.get("sliding_window"))
+
+
+def mistral_export(cfg: GPTConfig) -> dict:
+    return {**llama_export(cfg, "mistral", "MistralForCausalLM"), "sliding_window": cfg.attn_window}
 
 
 register(
@@ -26,5 +30,7 @@ register(
         config=mistral_config,
         weights=llama_weights,
         ignore=(r"rotary_emb\.(original_)?inv_freq$",),
+        export=mistral_export,
+        family="gpt",
     )
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from attnlab.models.hf.convert import Architecture, register
-from attnlab.models.hf.llama import llama_config, llama_weights
+from attnlab.models.hf.llama import llama_config, llama_export, llama_weights
 from attnlab.models.hf.spec import Table, layers
 from attnlab.schema.model import GPTConfig
 
@@ -36,6 +36,18 @@ def qwen3_config(c: dict, cls: str) -> GPTConfig:
     return replace(llama_config(c, cls), qk_norm=True, attn_window=qwen3_window(c))
 
 
+def qwen3_export(cfg: GPTConfig) -> dict:
+    """Qwen3's keys on Llama's: the window on every layer, or none; QK-norm is the architecture's."""
+    window = cfg.attn_window is not None
+    return {
+        **llama_export(cfg, "qwen3", "Qwen3ForCausalLM"),
+        "use_sliding_window": window,
+        "sliding_window": cfg.attn_window,
+        "max_window_layers": 0 if window else cfg.n_layers,
+        "layer_types": [("sliding" if window else "full") + "_attention"] * cfg.n_layers,
+    }
+
+
 def qwen3_weights(cfg: GPTConfig) -> Table:
     def qk_norms(i: int) -> Table:
         p = f"layers.{i}.self_attn."
@@ -52,5 +64,7 @@ register(
         config=qwen3_config,
         weights=qwen3_weights,
         ignore=(r"rotary_emb\.(original_)?inv_freq$",),
+        export=qwen3_export,
+        family="gpt",
     )
 )

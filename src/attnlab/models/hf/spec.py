@@ -2,7 +2,9 @@
 
 A table maps an attnlab module name (or, for ``Raw``, a parameter name) to a spec. A plain string
 means "stored with our layout under this name"; the classes below say how to read anything else
-(transposed, fused, tied, per-head interleaved, a bare tensor). The helpers at the end build the
+(transposed, fused, tied, per-head interleaved, a bare tensor). Each spec reads (``read``: checkpoint
+to attnlab) and writes (``write``: attnlab to checkpoint names), each the other's inverse, so one
+table serves both ``load_hf`` and ``attnlab-export``. The helpers at the end build the
 pieces every architecture repeats: one entry per layer, an attention sublayer, a feed-forward one,
 token embeddings with their LM head.
 """
@@ -61,6 +63,10 @@ class Same:
     def read(self, ckpt: Checkpoint) -> dict[str, Tensor]:
         return ckpt.module(self.name)
 
+    def write(self, ours: dict[str, Tensor]) -> dict[str, Tensor]:
+        """The checkpoint's tensors of one attnlab module (``{"weight": ..., "bias": ...}``)."""
+        return {f"{self.name}.{s}": t for s, t in ours.items()}
+
 
 @dataclass(frozen=True)
 class Transposed(Same):
@@ -68,6 +74,9 @@ class Transposed(Same):
 
     def read(self, ckpt: Checkpoint) -> dict[str, Tensor]:
         return {s: t.t() if s == "weight" else t for s, t in ckpt.module(self.name).items()}
+
+    def write(self, ours: dict[str, Tensor]) -> dict[str, Tensor]:
+        return super().write({s: t.t() if s == "weight" else t for s, t in ours.items()})
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,12 @@ class PerHeadQKV(Same):
             s: t.unflatten(0, (self.n_heads, 3, -1)).transpose(0, 1).flatten(0, 2) for s, t in out.items()
         }
 
+    def write(self, ours: dict[str, Tensor]) -> dict[str, Tensor]:
+        per_head = {
+            s: t.unflatten(0, (3, self.n_heads, -1)).transpose(0, 1).flatten(0, 2) for s, t in ours.items()
+        }
+        return super().write(per_head)
+
 
 @dataclass(frozen=True)
 class Raw(Same):
@@ -97,16 +112,31 @@ class Raw(Same):
             return {}
         return {"": t[0] if self.squeeze and t.dim() > 1 and t.shape[0] == 1 else t}
 
+    def write(self, ours: dict[str, Tensor]) -> dict[str, Tensor]:
+        return {self.name: ours[""][None] if self.squeeze else ours[""]}
+
 
 @dataclass(frozen=True)
 class Fused:
-    """Separate projections stacked into one of ours (q, k, v -> qkv_proj; k, v -> kv_proj)."""
+    """Separate projections stacked into one of ours (q, k, v -> qkv_proj; k, v -> kv_proj).
+
+    ``parts`` are the projections' relative sizes (heads: grouped-query q, k, v are ``(n_heads,
+    n_kv_heads, n_kv_heads)``); written, our rows are split by them. Empty: equal parts."""
 
     names: tuple[str, ...]
+    parts: tuple[int, ...] = ()
 
     def read(self, ckpt: Checkpoint) -> dict[str, Tensor]:
         parts = [ckpt.module(n) for n in self.names]
         return {s: torch.cat([p[s] for p in parts]) for s in ("weight", "bias") if all(s in p for p in parts)}
+
+    def write(self, ours: dict[str, Tensor]) -> dict[str, Tensor]:
+        parts = self.parts or (1,) * len(self.names)
+        out = {}
+        for s, t in ours.items():
+            sizes = [t.shape[0] // sum(parts) * p for p in parts]
+            out |= {f"{n}.{s}": piece for n, piece in zip(self.names, t.split(sizes), strict=True)}
+        return out
 
 
 @dataclass(frozen=True)
@@ -118,6 +148,10 @@ class Tied:
     def read(self, ckpt: Checkpoint) -> dict[str, Tensor]:
         found = [ckpt.module(n) for n in self.names]  # reads all, so the duplicates count as used
         return next(({"weight": f["weight"]} for f in found if "weight" in f), {})
+
+    def write(self, ours: dict[str, Tensor]) -> dict[str, Tensor]:
+        """Under the first name only, as ``save_pretrained`` stores tied weights."""
+        return {f"{self.names[0]}.weight": ours["weight"]}
 
 
 Spec = str | Same | Fused | Tied
@@ -137,10 +171,21 @@ def layers(ours: str, n: int, layer: Callable[[int], Table]) -> Table:
     return {f"{ours}.{i}.{k}": v for i in range(n) for k, v in layer(i).items()}
 
 
-def attention(sub: str, prefix: str, q: str, k: str, v: str, o: str, norm: str | None = None) -> Table:
-    """A self- (``sub="self_attn"``) or cross-attention sublayer from separate q, k, v, o projections."""
+def attention(
+    sub: str,
+    prefix: str,
+    q: str,
+    k: str,
+    v: str,
+    o: str,
+    norm: str | None = None,
+    heads: tuple[int, int] = (1, 1),
+) -> Table:
+    """A self- (``sub="self_attn"``) or cross-attention sublayer from separate q, k, v, o projections;
+    ``heads`` is (query heads, key/value heads) where they differ (grouped-query attention)."""
     q, k, v, o = (prefix + n for n in (q, k, v, o))
-    proj = {"qkv_proj": Fused((q, k, v))} if sub == "self_attn" else {"q_proj": q, "kv_proj": Fused((k, v))}
+    qkv = Fused((q, k, v), (heads[0], heads[1], heads[1]))
+    proj = {"qkv_proj": qkv} if sub == "self_attn" else {"q_proj": q, "kv_proj": Fused((k, v))}
     table: Table = {f"{sub}.fn.{n}": s for n, s in {**proj, "out_proj": o}.items()}
     return {**table, f"{sub}.norm": norm} if norm else table
 

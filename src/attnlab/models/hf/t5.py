@@ -6,6 +6,7 @@ stack; ``feed_forward_proj`` picks a plain or gated FFN.
 
 from __future__ import annotations
 
+from attnlab.blocks.ffn import ffn_width
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Table, Tied, attention, ffn, layers
 from attnlab.schema.model import Seq2SeqConfig
@@ -62,6 +63,35 @@ def t5_config(c: dict, cls: str) -> Seq2SeqConfig:
     )
 
 
+# attnlab -> feed_forward_proj (the inverse of t5_activation; exact GeGLU has no spelling)
+T5_FFN = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "silu": "silu"}
+T5_FFN |= {"geglu_tanh": "gated-gelu", "swiglu": "gated-silu"}
+
+
+def t5_export(cfg: Seq2SeqConfig) -> dict:
+    """The config.json of ``cfg`` as T5 (the inverse of ``t5_config``)."""
+    return {
+        "model_type": "t5",
+        "architectures": ["T5ForConditionalGeneration"],
+        "vocab_size": cfg.vocab_size,
+        "d_model": cfg.d_model,
+        "d_kv": cfg.d_model // cfg.n_heads,
+        "num_heads": cfg.n_heads,
+        "num_layers": cfg.n_layers,
+        "num_decoder_layers": cfg.n_decoder_layers or cfg.n_layers,
+        "d_ff": ffn_width(cfg.d_model, cfg.d_ff, cfg.ffn_mult),
+        "feed_forward_proj": T5_FFN.get(str(cfg.activation), "relu"),
+        "layer_norm_epsilon": cfg.norm_eps,
+        "dropout_rate": cfg.dropout,
+        "n_positions": cfg.max_seq_len,
+        "tie_word_embeddings": cfg.tie_embeddings,
+        "scale_decoder_outputs": cfg.tied_output_scale,
+        "relative_attention_num_buckets": getattr(cfg.pos, "num_buckets", 32),
+        "relative_attention_max_distance": getattr(cfg.pos, "max_distance", 128),
+        "is_encoder_decoder": True,
+    }
+
+
 def t5_weights(cfg: Seq2SeqConfig) -> Table:
     gated = cfg.activation in ("geglu", "geglu_tanh", "swiglu")
 
@@ -107,5 +137,7 @@ register(
         weights=t5_weights,
         # a cross-attention bias older checkpoints store and transformers ignores on load as well
         ignore=(r"^decoder\.block\.0\.layer\.1\.EncDecAttention\.relative_attention_bias\.weight$",),
+        export=t5_export,
+        family="seq2seq",
     )
 )

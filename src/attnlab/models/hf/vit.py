@@ -6,7 +6,7 @@ with the norms placed before each sublayer and a classifier on the class token.
 
 from __future__ import annotations
 
-from attnlab.models.hf.bert import bert_layer, bert_like_sizes
+from attnlab.models.hf.bert import bert_layer, bert_like_export, bert_like_sizes, labels
 from attnlab.models.hf.config_keys import num_labels, require
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Raw, Table, layers
@@ -30,6 +30,20 @@ def vit_config(c: dict, cls: str) -> ViTConfig:
         classifier_hidden=False,
         pos=LearnedPos(),
     )
+
+
+def vit_export(cfg: ViTConfig) -> dict:
+    """The config.json of ``cfg`` as a ViT image classifier (the inverse of ``vit_config``)."""
+    return {
+        "model_type": "vit",
+        "architectures": ["ViTForImageClassification"],
+        **bert_like_export(cfg),
+        "image_size": cfg.image_size,
+        "patch_size": cfg.patch_size,
+        "num_channels": cfg.channels,
+        "qkv_bias": True,
+        **labels(cfg.num_classes),
+    }
 
 
 def vit_weights(cfg: ViTConfig) -> Table:
@@ -56,5 +70,7 @@ register(
         config=vit_config,
         weights=vit_weights,
         ignore=(r"^pooler\.",),
+        export=vit_export,
+        family="vit",
     )
 )

@@ -1,0 +1,67 @@
+"""``attnlab-eval harness.tasks=[...]``: a decoder's checkpoint scored by lm-evaluation-harness
+(``attnlab.harness``) in place of its split; the results go to ``metrics.json`` (as
+``harness/<task>/<metric>``) and to the loggers, as an evaluation of the split does.
+
+    attnlab-eval ckpt_path=.../last.ckpt harness.tasks=[my_task] harness.include_path=tasks/
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.load import plain
+from attnlab.schema.run import EvalConfig
+from attnlab.schema.rundir import EVAL_METRICS_FILE
+
+
+def harness_eval(ev: EvalConfig, model_changes: list[tuple[str, Any]], out_dir: Path) -> dict[str, float]:
+    """Score ``ev.harness.tasks`` on the checkpoint's model; its metrics, also in ``metrics.json``."""
+    from attnlab.cli.checkpoint import load_checkpoint
+    from attnlab.training.console import print_summary
+    from attnlab.training.loggers import build_loggers, finish_wandb, new_wandb_id
+
+    h = ev.harness
+    loaded = load_checkpoint(ev.ckpt_path, model_changes=dict(model_changes))
+    if loaded.family != "gpt":
+        raise ConfigError(
+            "harness.tasks",
+            h.tasks,
+            f"lm-evaluation-harness scores decoder-only checkpoints; this one is {loaded.family}",
+        )
+    try:
+        from attnlab.harness import evaluate
+    except ImportError as err:
+        raise ConfigError(
+            "harness.tasks", h.tasks, f'needs lm-eval: pip install -e ".[eval]" ({err})'
+        ) from None
+    results = evaluate(
+        loaded.model,
+        loaded.tokenizer,
+        list(h.tasks),
+        h.include_path,
+        batch_size=h.batch_size,
+        num_fewshot=h.num_fewshot,
+        limit=h.limit,
+    )
+    metrics = {
+        f"harness/{task}/{name.split(',')[0]}": float(value)
+        for task, values in results["results"].items()
+        for name, value in values.items()
+        if "," in name and "_stderr" not in name  # "<metric>,<filter>": the scores, not their bookkeeping
+    }
+    record = {"ckpt_path": str(Path(ev.ckpt_path).resolve()), "harness": plain(h), "metrics": metrics}
+    (out_dir / EVAL_METRICS_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    loggers = build_loggers(
+        ev.logger, out_dir, name="eval-harness", group="eval", wandb_id=new_wandb_id(), config=plain(ev)
+    )
+    try:
+        for logger in loggers:
+            logger.log_metrics(metrics, step=0)
+            logger.save()
+    finally:
+        finish_wandb(failed=False)
+    print_summary({"harness": "  ".join(f"{k}={v:.6g}" for k, v in metrics.items()), "output": str(out_dir)})
+    return metrics

@@ -1,0 +1,125 @@
+"""An attnlab model (and its tokenizer) as a Hugging Face directory: config.json, model.safetensors,
+generation_config.json, and tokenizer.json with its settings as a ``PreTrainedTokenizerFast``.
+
+The weights are saved under the names ``transformers`` saves them (tied ones once), and the directory
+is then loaded by the architecture's own class, which must find every weight with its shape and none
+left over: a misfit is an error here, not a warning when a user loads it. The directory is written
+whole or not at all: ``<out>.tmp``, then a rename.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from attnlab.models.hf.export import export_checkpoint
+
+TMP_SUFFIX = ".tmp"
+SPECIAL_KEYS = ("bos", "eos", "pad", "unk", "mask", "cls", "sep")  # roles -> <role>_token
+
+
+def write_model(hf_config: dict, tensors: dict[str, Tensor], directory: Path) -> None:
+    """config.json, model.safetensors (the on-disk names, with the base-model prefix where the
+    architecture's class puts it) and, for a generator, generation_config.json."""
+    import transformers
+    from safetensors.torch import save_file
+
+    rest = {k: v for k, v in hf_config.items() if k != "model_type"}
+    config = transformers.AutoConfig.for_model(hf_config["model_type"], **rest)
+    with torch.device("meta"):  # its names only
+        model = getattr(transformers, hf_config["architectures"][0])(config)
+    on_disk = on_disk_names(model)
+    prefix = model.base_model_prefix + "."
+    named = {name if name in on_disk else prefix + name: t.contiguous() for name, t in tensors.items()}
+    directory.mkdir()
+    config.save_pretrained(directory)
+    save_file(named, directory / "model.safetensors", metadata={"format": "pt"})
+    if model.can_generate():
+        transformers.GenerationConfig.from_model_config(config).save_pretrained(directory)
+
+
+def on_disk_names(model: nn.Module) -> set[str]:
+    """The names under which ``model``'s weights are saved (transformers 5 renames some in memory)."""
+    state = model.state_dict()
+    try:
+        from transformers.core_model_loading import revert_weight_conversion
+    except ImportError:
+        return set(state)
+    return set(revert_weight_conversion(model, state))
+
+
+def load_checked(directory: Path, **options: Any) -> nn.Module:
+    """The model of ``directory`` as ``transformers`` loads it (``options`` for ``from_pretrained``),
+    in eval mode; ValueError if a weight is missing, left over or of another shape (``from_pretrained``
+    would only warn)."""
+    import json
+
+    import transformers
+
+    cls = json.loads((directory / "config.json").read_text())["architectures"][0]
+    model, info = getattr(transformers, cls).from_pretrained(directory, output_loading_info=True, **options)
+    wrong = {k: v for k, v in info.items() if k != "error_msgs" and v}
+    if wrong:
+        raise ValueError(f"{cls}: the exported weights do not fit ({wrong})")
+    return model.eval()
+
+
+def special_token_ids(tokenizer: Any, hf_config: dict) -> dict[str, int | None]:
+    """config.json's ``bos_token_id``, ``eos_token_id``, ``pad_token_id`` (and an encoder-decoder's
+    ``decoder_start_token_id``, attnlab's ``<bos>``): the tokenizer's; else what the export set, else
+    None (an architecture's defaults, GPT-2's 50256, would lie outside a small vocabulary)."""
+    ids = getattr(tokenizer, "special_ids", {}) if tokenizer is not None else {}
+    keys = {f"{role}_token_id": role for role in ("bos", "eos", "pad")} | {"decoder_start_token_id": "bos"}
+    if not hf_config.get("is_encoder_decoder") and "decoder_start_token_id" not in hf_config:
+        del keys["decoder_start_token_id"]
+    return {key: ids[role] if role in ids else hf_config.get(key) for key, role in keys.items()}
+
+
+def hf_tokenizer(tokenizer: Any, model: nn.Module) -> Any:
+    """attnlab's tokenizer as a ``PreTrainedTokenizerFast`` with its special roles named. A classifier
+    reads ``<cls>`` first, which attnlab's data puts there: the exported tokenizer adds it, so that
+    ``tokenizer(text)`` is what the classifier was trained on."""
+    from tokenizers import Tokenizer, processors
+    from transformers import PreTrainedTokenizerFast
+
+    hf = Tokenizer.from_str(tokenizer.hf.to_str())
+    if getattr(model.cfg, "num_classes", 0) and tokenizer.cls_id is not None:
+        cls = tokenizer.hf.id_to_token(tokenizer.cls_id)
+        hf.post_processor = processors.TemplateProcessing(
+            single=f"{cls} $A", special_tokens=[(cls, tokenizer.cls_id)]
+        )
+    specials = {
+        f"{role}_token": tokenizer.hf.id_to_token(i)
+        for role, i in tokenizer.special_ids.items()
+        if role in SPECIAL_KEYS
+    }
+    max_len = getattr(model.cfg, "max_seq_len", None)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=hf, clean_up_tokenization_spaces=False, model_max_length=max_len, **specials
+    )
+
+
+def write_hf(model: nn.Module, out: str | Path, tokenizer: Any = None) -> str:
+    """Write ``model`` (an attnlab ``FamilyModel``) and ``tokenizer`` (attnlab's, or None) to the new
+    directory ``out``; returns its architecture class. A ConfigError, and nothing written, for a model
+    no Hugging Face architecture expresses."""
+    out = Path(out)
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    hf_config, tensors = export_checkpoint(model.cfg, state)
+    hf_config |= special_token_ids(tokenizer, hf_config)
+    tmp = out.with_name(out.name + TMP_SUFFIX)
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        write_model(hf_config, tensors, tmp)
+        load_checked(tmp)
+        if tokenizer is not None:
+            hf_tokenizer(tokenizer, model).save_pretrained(tmp)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return hf_config["architectures"][0]

@@ -1,0 +1,84 @@
+"""attnlab-eval harness.tasks=[...]: a trained decoder scored by lm-evaluation-harness on tasks given
+as local YAML files, its numbers in metrics.json equal to the harness library's on the same model;
+a checkpoint that is not a decoder is one line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from train_cli import run_command, tiny_checkpoints
+
+pytest.importorskip("lm_eval")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
+import test_harness
+
+pytestmark = pytest.mark.slow  # trains two tiny runs (seconds each)
+
+RUNS = {
+    "gpt": ["model=gpt-tiny", "data.seq_len=16", "data.batch_size=4"],
+    "bert": ["model=bert-tiny", "data.num_train=32", "data.num_val=8", "data.num_test=8", "data.seq_len=32"],
+}
+COMMON = ["trainer.max_steps=2", "logger=none", "trainer.enable_progress_bar=false", "test_after_fit=false"]
+COMMON += ["sample.max_new_tokens=0", "trainer.val_every_n_steps=2", "trainer.limit_val_batches=1"]
+TASKS = "harness.tasks=[attnlab_tiny_choice,attnlab_tiny_gen]"
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory):
+    return tiny_checkpoints(tmp_path_factory, RUNS, COMMON)
+
+
+@pytest.fixture
+def tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The tiny tasks in words of the default corpus (a char model knows only its characters)."""
+    monkeypatch.setattr(
+        test_harness, "CHOICES", [{"question": "First Citizen", "choices": [":", " is"], "label": 0}]
+    )
+    monkeypatch.setattr(test_harness, "PROMPTS", [{"prompt": "First ", "answer": "Citizen"}])
+    test_harness.write_tasks(tmp_path)
+    return tmp_path
+
+
+def test_eval_scores_harness_tasks_into_metrics_json(checkpoint, tasks: Path, tmp_path: Path) -> None:
+    from attnlab.cli.checkpoint import load_checkpoint
+    from attnlab.cli.eval import main
+    from attnlab.harness import evaluate
+
+    out = tmp_path / "eval"
+    args = [f"ckpt_path={checkpoint('gpt')}", TASKS, f"harness.include_path={tasks}", f"hydra.run.dir={out}"]
+    with pytest.MonkeyPatch.context() as patch:
+        assert run_command(main, [*args, "trainer.enable_progress_bar=false"], patch) == 0
+    record = json.loads((out / "metrics.json").read_text())
+    loaded = load_checkpoint(checkpoint("gpt"))
+    direct = evaluate(loaded.model, loaded.tokenizer, ["attnlab_tiny_choice", "attnlab_tiny_gen"], str(tasks))
+    assert record["metrics"] == {
+        "harness/attnlab_tiny_choice/acc": direct["results"]["attnlab_tiny_choice"]["acc,none"],
+        "harness/attnlab_tiny_gen/exact_match": direct["results"]["attnlab_tiny_gen"]["exact_match,none"],
+    }
+
+
+def test_a_checkpoint_that_is_not_a_decoder_is_one_line(
+    checkpoint, tasks: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from attnlab.cli.eval import main
+
+    args = [
+        f"ckpt_path={checkpoint('bert')}",
+        TASKS,
+        f"harness.include_path={tasks}",
+        f"hydra.run.dir={tmp_path / 'e'}",
+    ]
+    with pytest.MonkeyPatch.context() as patch:
+        code = run_command(main, args, patch, capsys)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (code, err) == (
+        2,
+        [
+            "error: harness.tasks=[attnlab_tiny_choice,attnlab_tiny_gen]: lm-evaluation-harness scores "
+            "decoder-only checkpoints; this one is bert"
+        ],
+    )
+    assert not (tmp_path / "e").exists()  # refused before the evaluation's folder
