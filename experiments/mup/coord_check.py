@@ -1,15 +1,16 @@
 """Coordinate check (Yang et al. 2021, μP's check): how the activations of each layer group grow with
-the width during the first steps of training, under one learning rate for every width.
+the width during the first steps of training, under one learning rate for every width, in the
+standard parametrisation (sp) and in μP (mup).
 
-    .venv/bin/python experiments/mup/coord_check.py [--steps 5] [--lr 1e-2] [--out experiments/mup/results]
+    .venv/bin/python experiments/mup/coord_check.py [--steps 5] [--lr 3e-3] [--out experiments/mup/results]
 
-A GPT of 2 layers is built at widths 32, 64, 128 and 256 (×1..×8 of the base, 16 dimensions per head),
-trained on random tokens with AdamW, and the RMS of a coordinate of each group's output
-(``attnlab.models.coordinates``) is recorded on a fixed batch before each step. Written: the sizes
-(``coord_check_sp.csv``), the slope of log RMS against log width per group and step
-(``coord_check_sp.json``) and one panel per group (``coord_check_sp.png``). Under a width-stable
-parametrisation every slope stays near 0; the standard parametrisation (sp, attnlab's only one so
-far) lets them grow.
+A GPT of 2 layers and 2 heads is built at widths 32, 64, 128 and 256 (×1..×8 of the base, the heads
+widening; an untied readout), trained by attnlab's AdamW (its per-group rates under mup) on windows
+of the pydoc corpus, and the RMS of a coordinate of each group's output (``attnlab.models.coordinates``)
+is recorded on a fixed batch before each step. Written for each parametrisation: the sizes
+(``coord_check_<p>.csv``), the slope of log RMS against log width per group and step
+(``coord_check_<p>.json``) and one panel per group (``coord_check_<p>.png``). Under a width-stable
+parametrisation every slope stays near 0.
 """
 
 from __future__ import annotations
@@ -25,20 +26,48 @@ import torch.nn.functional as F
 from attnlab.models import build_model
 from attnlab.models.coordinates import GROUPS, activation_rms, width_slope
 from attnlab.schema.model import GPTConfig
+from attnlab.schema.optim import AdamWConfig
+from attnlab.tasks.optim import adamw
 
 WIDTHS = [32, 64, 128, 256]
-HEAD_DIM, VOCAB, SEQ, BATCH = 16, 64, 32, 8
+N_HEADS, VOCAB, SEQ, BATCH = 2, 64, 32, 8  # the heads widen with the model (μP's width scaling)
 
 
-def sizes_during_training(width: int, steps: int, lr: float, seed: int = 0) -> list[dict]:
-    """One row per step and group: the group's RMS at ``width`` before that step's update."""
+def text_windows(seed: int) -> torch.Tensor:
+    """BATCH windows of SEQ + 1 characters of Python's pydoc topics (the corpus every install has),
+    as ids of its VOCAB most frequent characters (the rarer ones folded into the last id)."""
+    from collections import Counter
+    from pydoc_data.topics import topics
+
+    text = "".join(topics[key] for key in sorted(topics))
+    common = [c for c, _ in Counter(text).most_common(VOCAB - 1)]
+    index = {c: i for i, c in enumerate(common)}
+    ids = torch.tensor([index.get(c, VOCAB - 1) for c in text])
+    starts = torch.randint(0, len(ids) - SEQ - 1, (BATCH,), generator=torch.Generator().manual_seed(seed + 1))
+    return ids[starts[:, None] + torch.arange(SEQ + 1)]
+
+
+def sizes_during_training(
+    width: int, steps: int, lr: float, parametrization: str, seed: int = 0
+) -> list[dict]:
+    """One row per step and group: the group's RMS at ``width`` before that step's update, the model
+    built in ``parametrization`` (sp, or mup with the narrowest width as its base) and trained by
+    attnlab's AdamW (its per-group rates)."""
     torch.manual_seed(seed)
     cfg = GPTConfig(
-        d_model=width, n_layers=2, n_heads=width // HEAD_DIM, vocab_size=VOCAB, max_seq_len=SEQ, dropout=0.0
+        d_model=width,
+        n_layers=2,
+        n_heads=N_HEADS,
+        vocab_size=VOCAB,
+        max_seq_len=SEQ,
+        dropout=0.0,
+        tie_embeddings=False,  # an untied readout, which μP initialises at zero
+        parametrization=parametrization,
+        mup_base_width=WIDTHS[0],
     )
     model = build_model(cfg)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    tokens = torch.randint(0, VOCAB, (BATCH, SEQ + 1), generator=torch.Generator().manual_seed(seed + 1))
+    optimizer = adamw(model, AdamWConfig(lr=lr, weight_decay=0.0), fused=False)
+    tokens = text_windows(seed)
     batch = {"input_ids": tokens[:, :-1], "labels": tokens[:, 1:]}
     rows = []
     for step in range(steps + 1):
@@ -53,9 +82,12 @@ def sizes_during_training(width: int, steps: int, lr: float, seed: int = 0) -> l
     return rows
 
 
-def coordinate_check(steps: int, lr: float, widths: list[int] = WIDTHS) -> tuple[pd.DataFrame, dict]:
+def coordinate_check(
+    steps: int, lr: float, parametrization: str = "sp", widths: list[int] = WIDTHS
+) -> tuple[pd.DataFrame, dict]:
     """The sizes at every width and step, and ``{step: {group: slope}}``."""
-    sizes = pd.DataFrame([row for width in widths for row in sizes_during_training(width, steps, lr)])
+    rows = [row for width in widths for row in sizes_during_training(width, steps, lr, parametrization)]
+    sizes = pd.DataFrame(rows)
     slopes = {
         int(step): {
             group: width_slope(list(g["width"]), list(g["rms"])) for group, g in at_step.groupby("group")
@@ -92,20 +124,19 @@ def plot(sizes: pd.DataFrame, path: Path, title: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--lr", type=float, default=1e-2)
+    parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    sizes, slopes = coordinate_check(args.steps, args.lr)
-    sizes.to_csv(args.out / "coord_check_sp.csv", index=False)
-    (args.out / "coord_check_sp.json").write_text(json.dumps({"lr": args.lr, "slopes": slopes}, indent=1))
-    plot(
-        sizes,
-        args.out / "coord_check_sp.png",
-        f"coordinate check, standard parametrisation, AdamW lr {args.lr:g}",
-    )
-    for step in (0, args.steps):
-        print(f"step {step}: " + ", ".join(f"{g} {s:+.2f}" for g, s in slopes[step].items()))
+    for parametrization in ("sp", "mup"):
+        sizes, slopes = coordinate_check(args.steps, args.lr, parametrization)
+        name = f"coord_check_{parametrization}"
+        sizes.to_csv(args.out / f"{name}.csv", index=False)
+        (args.out / f"{name}.json").write_text(json.dumps({"lr": args.lr, "slopes": slopes}, indent=1))
+        plot(sizes, args.out / f"{name}.png", f"coordinate check, {parametrization}, AdamW lr {args.lr:g}")
+        for step in (0, args.steps):
+            said = ", ".join(f"{group} {slope:+.2f}" for group, slope in slopes[step].items())
+            print(f"{parametrization} step {step}: {said}")
 
 
 if __name__ == "__main__":

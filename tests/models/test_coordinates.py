@@ -31,6 +31,11 @@ def test_a_size_that_doubles_with_the_width_has_slope_one() -> None:
 
 
 def test_under_sp_the_logits_grow_with_the_width_after_a_few_steps() -> None:
-    _, slopes = coordinate_check(steps=5, lr=1e-2, widths=[32, 64, 128])
-    assert slopes[5]["logits"] > 0.3  # measured +0.55 over 32..256 (experiments/mup)
+    _, slopes = coordinate_check(steps=5, lr=3e-3, parametrization="sp", widths=[32, 64, 128])
+    assert slopes[5]["logits"] > 0.3  # measured +0.59 over 32..256 (experiments/mup)
     assert abs(slopes[0]["embedding"]) < 0.1  # a lookup at a fixed init_std: the same size at any width
+
+
+def test_under_mup_every_group_keeps_its_size_as_the_model_widens() -> None:
+    _, slopes = coordinate_check(steps=5, lr=3e-3, parametrization="mup", widths=[32, 64, 128])
+    assert all(abs(slope) <= 0.1 for slope in slopes[5].values()), slopes[5]

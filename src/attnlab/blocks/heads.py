@@ -80,7 +80,8 @@ def pool(hidden: Tensor, mask: Tensor | None, how: str) -> Tensor:
 
 
 class ClassificationHead(nn.Module):
-    """Pool, then optionally BERT's pooler (dense + tanh), dropout and a linear classifier."""
+    """Pool, then optionally BERT's pooler (dense + tanh), dropout and a linear classifier; ``scale``
+    multiplies the classifier's input (1, or μP's 1/width multiplier: ``models.parametrization``)."""
 
     def __init__(self, d_model: int, num_classes: int, pooling: str, hidden: bool, dropout: float) -> None:
         super().__init__()
@@ -88,6 +89,8 @@ class ClassificationHead(nn.Module):
         self.pre = nn.Sequential(nn.Linear(d_model, d_model), nn.Tanh()) if hidden else nn.Identity()
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(d_model, num_classes)
+        self.scale = 1.0
 
     def forward(self, hidden: Tensor, mask: Tensor | None = None) -> Tensor:
-        return self.classifier(self.dropout(self.pre(pool(hidden, mask, self.pooling))))
+        pooled = self.dropout(self.pre(pool(hidden, mask, self.pooling)))
+        return self.classifier(pooled * self.scale if self.scale != 1.0 else pooled)

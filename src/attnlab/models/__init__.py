@@ -9,14 +9,18 @@ from torch import nn
 from attnlab.models.common import MODEL_CLASSES, FamilyModel
 from attnlab.models.decoder import DecoderLM
 from attnlab.models.encoder import EncoderModel
+from attnlab.models.parametrization import apply_mup, is_mup
 from attnlab.models.seq2seq import Seq2SeqModel
 from attnlab.models.vit import ViT
 from attnlab.schema.model import ModelConfig
 
 
 def build_model(cfg: ModelConfig) -> FamilyModel:
-    """The model of family ``cfg.family`` built from the shared blocks."""
-    return MODEL_CLASSES.of(cfg)(cfg)
+    """The model of family ``cfg.family`` built from the shared blocks, in its parametrisation."""
+    model = MODEL_CLASSES.of(cfg)(cfg)
+    if is_mup(cfg):
+        apply_mup(model, cfg)
+    return model
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -79,5 +79,7 @@ def activation_rms(model: nn.Module, batch: dict[str, Tensor]) -> dict[str, floa
 def width_slope(widths: list[int], sizes: list[float]) -> float:
     """The least-squares slope of log size against log width: 0 when the size does not change with the
     width, 1 when it doubles with it."""
+    if min(sizes) <= 0:  # a group initialised at zero (μP's readout) has no size to compare yet
+        return float("nan")
     slope, _ = np.polyfit(np.log(widths), np.log(sizes), 1)
     return float(slope)

@@ -79,7 +79,9 @@ def zero_readout(head: LMHead | ClassificationHead) -> None:
     """An untied readout initialised at zero (the ``mup`` package's ``readout_zero_init``): logits
     start at zero at every width, instead of shrinking as 1/sqrt(width) under the 1/width multiplier.
     A tied one is the token table too, and keeps that table's initialisation."""
-    weight = head.classifier.weight if isinstance(head, ClassificationHead) else head.proj and head.proj.weight
+    weight = (
+        head.classifier.weight if isinstance(head, ClassificationHead) else head.proj and head.proj.weight
+    )
     if weight is not None:
         weight.data.zero_()
 

@@ -67,6 +67,13 @@ FLEX_CPU_BACKWARD = (
 )
 
 
+class Parametrization(Choice):
+    """How initialisation, output and learning rates scale with the width (``models.parametrization``)."""
+
+    sp = "sp"  # standard: the same init_std and learning rate at every width
+    mup = "mup"  # μP (Yang et al. 2021): hidden init and Adam rates by 1/width, logits by 1/width
+
+
 class Pooling(Choice):
     """How a classifier reduces the positions: the first (CLS) token, or the mean or max over them."""
 
@@ -107,6 +114,9 @@ class ModelConfig:
     qk_norm: bool = False  # RMSNorm on each head's queries and keys, before RoPE (Qwen3, OLMo 2)
     attn_backend: AttnBackend = AttnBackend.sdpa  # flex: FlexAttention (no weights: eval may switch it)
     init_std: float = 0.02
+    # mup: the settings tuned at d_model = mup_base_width (learning rate, init_std) hold at other widths
+    parametrization: Parametrization = Parametrization.sp
+    mup_base_width: int = 128
     init_from: str | None = None  # a local Hugging Face checkpoint directory
     # A PosConfig, chosen with pos=<name>. Typed Any because OmegaConf merges a class into a typed field
     # only if it subclasses the class already there: pos=rope over a LearnedPos would be refused.
@@ -128,8 +138,15 @@ class ModelConfig:
     def check(self) -> None:
         """Sizes, fractions, the heads and the positional encoding (what the builders would reject)."""
         MODELS.check_tag(self)
-        for name in ("d_model", "n_layers", "n_heads", "ffn_mult", "norm_eps", "init_std"):
+        for name in ("d_model", "n_layers", "n_heads", "ffn_mult", "norm_eps", "init_std", "mup_base_width"):
             positive(f"model.{name}", getattr(self, name))
+        if self.parametrization == Parametrization.mup and self.init_from is not None:
+            raise ConfigError(
+                "model.parametrization",
+                "mup",
+                f"model.init_from={self.init_from} is a Hugging Face checkpoint, trained in the standard "
+                "parametrisation: load it with model.parametrization=sp",
+            )
         for name in ("n_kv_heads", "d_ff", "attn_scale", "attn_window"):
             positive(f"model.{name}", getattr(self, name), allow_none=True)
         check_heads(self.d_model, self.n_heads, self.n_kv_heads)

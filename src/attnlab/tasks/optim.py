@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from attnlab.models.parametrization import learning_rate_multipliers
 from attnlab.schema.builders import Builders
 from attnlab.schema.optim import OPTIMIZERS, AdamWConfig, Decay, MuonConfig, NsDtype, OptimConfig
 from attnlab.tasks.muon import Muon, MuonWithAdamW, hidden_matrices
@@ -160,8 +161,24 @@ OPTIMIZER_BUILDERS: Builders[Callable[[nn.Module, OptimConfig, bool], torch.opti
 @OPTIMIZER_BUILDERS.builds(AdamWConfig)
 def adamw(model: nn.Module, cfg: AdamWConfig, fused: bool) -> torch.optim.Optimizer:
     """AdamW on every parameter, with weight decay on those ``cfg.decay`` names."""
-    groups = param_groups(model, cfg.weight_decay, cfg.decay)
+    groups = with_rate_multipliers(param_groups(model, cfg.weight_decay, cfg.decay), model, cfg.lr)
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, fused=fused or None)
+
+
+def with_rate_multipliers(groups: list[dict], model: nn.Module, lr: float) -> list[dict]:
+    """``groups`` split where the model's parametrisation gives some parameters another learning rate
+    (μP: the hidden matrices at lr / width multiplier, ``models.parametrization``); unchanged under
+    the standard parametrisation."""
+    multipliers = learning_rate_multipliers(model)
+    if not multipliers:
+        return groups
+    split = []
+    for group in groups:
+        by_rate: dict[float, list] = {}
+        for param in group["params"]:
+            by_rate.setdefault(multipliers.get(id(param), 1.0), []).append(param)
+        split += [{**group, "params": params, "lr": lr * rate} for rate, params in sorted(by_rate.items())]
+    return split
 
 
 @OPTIMIZER_BUILDERS.builds(MuonConfig)
