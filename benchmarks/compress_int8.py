@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from attnlab.cli.checkpoint import load_checkpoint, run_datamodule
+from attnlab.checkpoint import load_checkpoint, run_datamodule
 from attnlab.compress.quantize import torchao_quantization
 from benchmarks.common import interleaved, speedup, spread
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from attnlab.cli.checkpoint import load_checkpoint, run_datamodule
+from attnlab.checkpoint import load_checkpoint, run_datamodule
 from attnlab.cli.compress import compress_checkpoint
 from attnlab.compress import total_heads
 from attnlab.schema.commands import CompressCommand, CompressMethod

@@ -74,7 +74,7 @@ def int8(checkpoint) -> Callable[[str], Path]:
 
 def validation_loss(ckpt: Path, batches: int = 2) -> float:
     """The task's loss over the first validation batches of the checkpoint's run."""
-    from attnlab.cli.checkpoint import load_checkpoint, run_datamodule
+    from attnlab.checkpoint import load_checkpoint, run_datamodule
 
     loaded = load_checkpoint(ckpt)
     losses = []

@@ -42,7 +42,7 @@ def pruned(checkpoint) -> Callable[[str], Path]:
 
 def masked_logits(ckpt: Path, kept: list[list[int]], batch: dict) -> torch.Tensor:
     from attnlab.blocks import attention_modules
-    from attnlab.cli.checkpoint import load_checkpoint
+    from attnlab.checkpoint import load_checkpoint
     from attnlab.explain import head_gates
 
     model = load_checkpoint(ckpt).model
@@ -57,7 +57,7 @@ def masked_logits(ckpt: Path, kept: list[list[int]], batch: dict) -> torch.Tenso
 @pytest.mark.parametrize("family", ["gpt", "bert", "seq2seq", "vit"])
 def test_the_pruned_checkpoint_is_the_unpruned_model_with_heads_masked(checkpoint, pruned, family) -> None:
     from attnlab.blocks import attention_modules
-    from attnlab.cli.checkpoint import load_checkpoint, run_datamodule
+    from attnlab.checkpoint import load_checkpoint, run_datamodule
 
     saved = torch.load(pruned(family), weights_only=True)
     assert saved["attnlab_pruning"]["heads_after"] * 2 == saved["attnlab_pruning"]["heads_before"]
@@ -101,7 +101,7 @@ def test_finetuning_trains_the_pruned_model_deterministically(
 
 def unpruned_loss(ckpt: Path, batches: int) -> float:
     """The mean loss per example over the first validation batches, computed here on its own."""
-    from attnlab.cli.checkpoint import load_checkpoint, run_datamodule
+    from attnlab.checkpoint import load_checkpoint, run_datamodule
     from attnlab.explain.head_importance import example_losses
 
     loaded = load_checkpoint(ckpt)

@@ -43,7 +43,7 @@ def tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_eval_scores_harness_tasks_into_metrics_json(checkpoint, tasks: Path, tmp_path: Path) -> None:
-    from attnlab.cli.checkpoint import load_checkpoint
+    from attnlab.checkpoint import load_checkpoint
     from attnlab.cli.eval import main
     from attnlab.harness import evaluate
 

@@ -114,7 +114,7 @@ def padded_batch(vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
 def test_export_loads_in_transformers_with_attnlabs_numbers(
     arch: str, checkpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from attnlab.cli.checkpoint import load_checkpoint
+    from attnlab.checkpoint import load_checkpoint
     from attnlab.data.text import default_corpus
     from attnlab.generate.decoder import generate
     from attnlab.models.hf import load_hf
@@ -155,7 +155,7 @@ def test_export_loads_in_transformers_with_attnlabs_numbers(
 def test_bert_exports_as_a_masked_lm_or_a_classifier(
     task: str, checkpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from attnlab.cli.checkpoint import load_checkpoint
+    from attnlab.checkpoint import load_checkpoint
     from attnlab.models.hf import load_hf
 
     out = tmp_path / task
@@ -194,7 +194,7 @@ def test_bert_exports_as_a_masked_lm_or_a_classifier(
 def test_encoder_decoders_export_with_attnlabs_logits_and_greedy_tokens(
     arch: str, cls: str, checkpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from attnlab.cli.checkpoint import load_checkpoint
+    from attnlab.checkpoint import load_checkpoint
     from attnlab.generate.seq2seq import greedy_decode
     from attnlab.models.hf import load_hf
 
@@ -278,7 +278,7 @@ def test_an_int8_checkpoint_is_refused(
 def test_vit_exports_as_an_image_classifier(
     checkpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from attnlab.cli.checkpoint import load_checkpoint
+    from attnlab.checkpoint import load_checkpoint
     from attnlab.models.hf import load_hf
 
     code, err = export(checkpoint("vit"), tmp_path / "vit", capsys)

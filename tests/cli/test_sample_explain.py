@@ -258,7 +258,7 @@ def test_explain_takes_an_image_of_the_runs_digits_test_split(
     checkpoint, tmp_path, monkeypatch, capsys
 ) -> None:
     """``input=digits:<index>`` needs no image file: the README's example works on a fresh clone."""
-    from attnlab.cli.checkpoint import load_checkpoint, run_datamodule
+    from attnlab.checkpoint import load_checkpoint, run_datamodule
     from attnlab.cli.explain import main
 
     args = [f"ckpt_path={checkpoint('vit')}", "input=digits:3", f"out_dir={tmp_path / 'out'}", "layers=[-1]"]

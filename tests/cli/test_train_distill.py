@@ -64,7 +64,7 @@ def saved_config(run_dir: Path) -> dict:
 
 @pytest.mark.parametrize("family", ["gpt", "bert", "seq2seq", "vit"])
 def test_a_student_learns_from_a_teacher_of_each_family(checkpoint, tmp_path, monkeypatch, family) -> None:
-    from attnlab.cli.checkpoint import load_task_from_checkpoint
+    from attnlab.checkpoint import load_task_from_checkpoint
     from attnlab.cli.train import main
     from attnlab.tasks import TASK_CLASSES
 

@@ -14,7 +14,7 @@ import torch
 from pytorch_lightning.loggers import CSVLogger
 from torch.utils.data import DataLoader
 
-from attnlab.cli.checkpoint import load_task_from_checkpoint
+from attnlab.checkpoint import load_task_from_checkpoint
 from attnlab.data.tokenizers import SPECIAL_TOKENS, char_tokenizer
 from attnlab.models import build_model, count_parameters
 from attnlab.schema.load import read_model_config, upgrade_group

@@ -16,7 +16,7 @@ from test_tasks_fit import FAMILY_TASKS, SIZES, LossRecorder, family_batch, trai
 from torch import nn
 from torch.utils.data import DataLoader
 
-from attnlab.cli.checkpoint import load_task_from_checkpoint
+from attnlab.checkpoint import load_task_from_checkpoint
 from attnlab.data.tokenizers import SPECIAL_TOKENS, char_tokenizer
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import read_optim_config

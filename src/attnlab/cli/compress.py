@@ -74,7 +74,7 @@ def compress_checkpoint(cmd: CompressCommand, out: Path) -> str:
     checkpoint is loaded first, so that a file that is not an attnlab checkpoint is one line."""
     ckpt = Path(cmd.ckpt_path)
     if cmd.method == CompressMethod.prune_heads:
-        from attnlab.cli.checkpoint import load_checkpoint
+        from attnlab.checkpoint import load_checkpoint
         from attnlab.cli.prune import prune_loaded
 
         loaded = load_checkpoint(ckpt)  # with its tokenizer: the run's data is rebuilt
@@ -86,7 +86,7 @@ def compress_checkpoint(cmd: CompressCommand, out: Path) -> str:
 
 def quantized(ckpt: Path, method: str) -> tuple[dict, str]:
     """The checkpoint with its model's Linear weights quantized by ``method``, and what was done."""
-    from attnlab.cli.checkpoint import load_task_from_checkpoint
+    from attnlab.checkpoint import load_task_from_checkpoint
     from attnlab.compress import QUANTIZATION_KEY, QUANTIZERS
 
     task = load_task_from_checkpoint(ckpt)

@@ -152,7 +152,7 @@ def evaluate(
     from hydra.utils import instantiate
     from pytorch_lightning.callbacks import RichProgressBar
 
-    from attnlab.cli.checkpoint import load_task_from_checkpoint
+    from attnlab.checkpoint import load_task_from_checkpoint
     from attnlab.data import build_datamodule
     from attnlab.training.console import print_summary, quiet_lightning
     from attnlab.training.loggers import build_loggers, finish_wandb, new_wandb_id

@@ -102,7 +102,7 @@ def check_input_kind(text: str, model: object) -> None:
 
 def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
     """Load the checkpoint, prepare the input, write everything into ``folder``; returns index.html."""
-    from attnlab.cli.checkpoint import load_checkpoint, run_datamodule
+    from attnlab.checkpoint import load_checkpoint, run_datamodule
     from attnlab.cli.families import FAMILY_COMMANDS
     from attnlab.explain import explain_to_folder
 

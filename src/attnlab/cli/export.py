@@ -54,7 +54,7 @@ def export_checkpoint(ckpt: Path, out: Path) -> str:
     The checkpoint is loaded first, so that a file that is not an attnlab checkpoint is one line."""
     import torch
 
-    from attnlab.cli.checkpoint import load_checkpoint
+    from attnlab.checkpoint import load_checkpoint
     from attnlab.compress import quantization_of
     from attnlab.export import write_hf
 

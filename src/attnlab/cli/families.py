@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from attnlab.cli.checkpoint import Loaded, image_normalisation, run_datamodule, token_strings
+from attnlab.checkpoint import Loaded, image_normalisation, run_datamodule, token_strings
 from attnlab.data.image_loading import load_images
 from attnlab.explain import Example
 from attnlab.explain.labels import quoted_token

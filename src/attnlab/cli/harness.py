@@ -19,13 +19,14 @@ from attnlab.schema.rundir import EVAL_METRICS_FILE
 
 def harness_eval(ev: EvalConfig, model_changes: list[tuple[str, Any]], out_dir: Path) -> dict[str, float]:
     """Score ``ev.harness.tasks`` on the checkpoint's model; its metrics, also in ``metrics.json``."""
-    from attnlab.cli.checkpoint import load_checkpoint
+    from attnlab.checkpoint import load_checkpoint
+    from attnlab.models import DecoderLM
     from attnlab.training.console import print_summary
     from attnlab.training.loggers import build_loggers, finish_wandb, new_wandb_id
 
     h = ev.harness
     loaded = load_checkpoint(ev.ckpt_path, model_changes=dict(model_changes))
-    if loaded.family != "gpt":
+    if not isinstance(loaded.model, DecoderLM):
         raise ConfigError(
             "harness.tasks",
             h.tasks,

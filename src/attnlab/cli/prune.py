@@ -26,7 +26,7 @@ from attnlab.training.resume import RUN_KEY  # the run's config, whose model bec
 def prune_loaded(cmd: CompressCommand, loaded: Any, checkpoint: dict) -> tuple[dict, str]:
     """``checkpoint`` (the entries of ``loaded``'s file that inference reads) with the heads pruned,
     and what was removed."""
-    from attnlab.cli.checkpoint import run_datamodule
+    from attnlab.checkpoint import run_datamodule
     from attnlab.compress import PRUNING_KEY, heads_to_keep, prune_heads, total_heads
     from attnlab.explain import head_importance
     from attnlab.schema.load import plain

@@ -39,7 +39,7 @@ def sample_job(config: DictConfig) -> None:
     with user_errors_as_one_line():
         cmd: SampleCommand = to_object(config)
         cmd.check()
-        from attnlab.cli.checkpoint import load_checkpoint  # torch: only once the command line is valid
+        from attnlab.checkpoint import load_checkpoint  # torch: only once the command line is valid
         from attnlab.cli.families import FAMILY_COMMANDS
 
         given = key_overrides("model", parse(list(HydraConfig.get().overrides.task)))

@@ -185,6 +185,6 @@ def take_teacher(run: RunConfig) -> Any:
     if _loaded and _loaded[0][0] == run.task.teacher:
         return _loaded.pop()[1]
     _loaded.clear()
-    from attnlab.cli.checkpoint import load_task_from_checkpoint
+    from attnlab.checkpoint import load_task_from_checkpoint
 
     return load_task_from_checkpoint(run.task.teacher)

@@ -2,7 +2,7 @@
 
 A library over models, as ``generate`` and ``explain`` are: it takes a model and changes it, and
 knows nothing of Lightning, Hydra, data or tasks. ``attnlab-compress`` (``attnlab.cli.compress``)
-drives it on a checkpoint; ``attnlab.cli.checkpoint`` asks it for the layout that a compressed
+drives it on a checkpoint; ``attnlab.checkpoint`` asks it for the layout that a compressed
 checkpoint's weights load into.
 """
 

@@ -20,6 +20,7 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from torch import nn
 
 from attnlab.generate.decoder import generate
+from attnlab.models import DecoderLM
 
 
 def batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
@@ -33,7 +34,7 @@ class AttnlabLM(LM):
 
     def __init__(self, model: nn.Module, tokenizer: Any, batch_size: int = 8) -> None:
         super().__init__()
-        if model.family != "gpt":
+        if not isinstance(model, DecoderLM):
             raise ValueError(f"the harness scores decoder-only models (family gpt), not {model.family}")
         self.model, self.tokenizer, self.batch_size = model.eval(), tokenizer, batch_size
         self.max_length = model.cfg.max_seq_len

@@ -401,7 +401,7 @@ class EvalConfig:
 
     def check(self) -> None:
         self.harness.check()
-        if self.harness.tasks and self.model is not None and self.model.family != "gpt":
+        if self.harness.tasks and self.model is not None and not isinstance(self.model, GPTConfig):
             raise ConfigError(
                 "harness.tasks",
                 self.harness.tasks,

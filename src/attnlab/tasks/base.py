@@ -49,7 +49,7 @@ from attnlab.tasks.step_log import StepLog, log_step_value
 
 STAGES = ("val", "test")
 # Checkpoint entries beside Lightning's: the files of the tokenizer (plain text), restored by the
-# commands (``attnlab.cli.checkpoint``), and the format of the saved configs. Format 3: the configs
+# commands (``attnlab.checkpoint``), and the format of the saved configs. Format 3: the configs
 # are the module's hyperparameters only; 2 and 1 (before the tagged groups) also had an "attnlab" entry.
 TOKENIZER_KEY = "attnlab_tokenizer"
 FORMAT_KEY = "attnlab_format"

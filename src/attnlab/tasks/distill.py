@@ -50,7 +50,7 @@ def distillation_loss(
 
 class Distillation:
     """Mixin before a ``TaskModule`` class: its training loss learns from ``teacher`` (a task module of
-    the same objective, e.g. from ``attnlab.cli.checkpoint.load_task_from_checkpoint``), which is kept
+    the same objective, e.g. from ``attnlab.checkpoint.load_task_from_checkpoint``), which is kept
     in eval mode without gradients; everything else is the objective's."""
 
     def __init__(

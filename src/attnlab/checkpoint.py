@@ -1,4 +1,5 @@
-"""What the commands need from a checkpoint: the task module and model, its tokenizer, its run's data.
+"""Loading a checkpoint of ``attnlab-train``: the task module and model, its tokenizer, its run's data.
+The one way to load one, for the commands, the experiments and the benchmarks alike.
 
 A checkpoint of ``attnlab-train`` holds the model and task configs, the tokenizer, and the run's
 whole config (data included); it lives in ``<run>/checkpoints/``, next to the run's
