@@ -1,6 +1,6 @@
 """Print the parity table of docs/parity.md: attnlab vs Hugging Face transformers, max abs differences.
 
-Runs the cases of tests/models/test_hf_parity.py (tiny random models, float32, eval mode, padded
+Runs the cases of cases.py (held to 1e-5 by tests/models/test_hf_parity.py) (tiny random models, float32, eval mode, padded
 batches) and prints one markdown row per output compared. Usage, from the repository root:
 
     .venv/bin/python experiments/parity/measure.py
@@ -9,15 +9,12 @@ batches) and prints one markdown row per output compared. Usage, from the reposi
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "models"))
 
-import test_hf_parity as parity
+import cases as parity
 
 from attnlab.schema.model import ModelConfig
 
