@@ -27,7 +27,7 @@ from attnlab.training.checkpoint_io import BackgroundCheckpointIO
 from benchmarks.common import Row, Settings, spread
 
 SECTION = "checkpoint"
-TARGET = 2.0  # the saving step's time ÷ an ordinary step's, at most (issue 19)
+TARGET = 2.0  # the saving step's time ÷ an ordinary step's, at most
 RECIPE = GPTConfig(n_layers=6, n_heads=6, d_model=384, vocab_size=65, max_seq_len=256)
 
 

@@ -20,7 +20,7 @@ from attnlab.data.text import WindowBatches, causal_lm_sample
 from benchmarks.common import ROOT, Row, Settings, interleaved, speedup
 
 SECTION = "data"
-TARGET = 0.2  # ms per batch of 64 windows of 257 tokens, at most (issue 19)
+TARGET = 0.2  # ms per batch of 64 windows of 257 tokens, at most
 CORPUS = ROOT.parent / "shared" / "data" / "tinyshakespeare.txt"
 BATCH, SPAN = 64, 257
 

@@ -6,7 +6,7 @@ no backward on the CPU in torch 2.13), with ``pos=none`` (SDPA's causal fast pat
 and the flex path computes inside the kernel (``score_mod``). Memory: the peak RSS a forward adds
 above the built model, after one warm-up forward (which compiles the flex kernel), in a fresh
 process per case. Time: the two backends' forwards interleaved in one process, after compiling.
-Target (issue 20): flex adds at most half of what SDPA adds, with ALiBi and with relative bias.
+Target: flex adds at most half of what SDPA adds, with ALiBi and with relative bias.
 """
 
 from __future__ import annotations

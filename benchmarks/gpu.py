@@ -1,4 +1,4 @@
-"""The GPU benchmark of issue 19, one table: ``python -m benchmarks.gpu [--tiny] [--device cpu] [--parts ...]``.
+"""The GPU benchmark, one table: ``python -m benchmarks.gpu [--tiny] [--device cpu] [--parts ...]``.
 
 (a) ``recipe``: nanoGPT's shakespeare_char recipe end to end, ``attnlab-train
     experiment=nanogpt_shakespeare_char trainer=gpu`` against nanoGPT's ``train.py
@@ -55,8 +55,8 @@ import torch
 from benchmarks.common import ROOT, machine, versions
 
 REFERENCES = ("nanoGPT", "HF")
-# (b)'s acceptance lines of issue 19 (tokens/s, MFU, peak memory), for the compiled step.
-# (b)'s ways of running attnlab's model (benchmarks.gpu_step.attnlab_variant); targets of issues 19 and 33
+# (b)'s targets (tokens/s, MFU, peak memory), for the compiled step.
+# (b)'s ways of running attnlab's model (benchmarks.gpu_step.attnlab_variant); their targets
 MODES = ("eager", "compiled", "layers", "layers+float8")
 TRAIN_TARGETS = {"eager": ("", "", ""), "compiled": ("≥ 1.0× nanoGPT", "≥ 45%", "≤ 1.1× nanoGPT")}
 FORMATS = {
@@ -68,7 +68,7 @@ FORMATS = {
     "GiB": "{:.2f} GiB",
 }
 COLUMNS = ("part", "measure", "configuration", "attnlab", *REFERENCES)
-COLUMNS += (*(f"attnlab ÷ {r}" for r in REFERENCES), "issue 19 target", "detail")
+COLUMNS += (*(f"attnlab ÷ {r}" for r in REFERENCES), "target", "detail")
 
 
 @dataclass
@@ -205,9 +205,7 @@ def train_rows(args: argparse.Namespace, notes: list[str]) -> list[GpuRow]:
         ]
     if "compiled" in results and "layers+float8" in results:
         gain = median_ratio(results["layers+float8"]["attnlab"].tok_s, results["compiled"]["attnlab"].tok_s)
-        notes.append(
-            f"(b) attnlab layers+float8 ÷ compiled whole, tokens/s: {gain:.2f}× (issue 33 asks ≥ 1.1×)"
-        )
+        notes.append(f"(b) attnlab layers+float8 ÷ compiled whole, tokens/s: {gain:.2f}× (target ≥ 1.1×)")
     return rows
 
 
@@ -299,7 +297,7 @@ def table(rows: list[GpuRow]) -> str:
 
 def report(rows: list[GpuRow], notes: list[str], command: str, started: str) -> str:
     header = [
-        f"# GPU benchmark (issue 19), {started}",
+        f"# GPU benchmark, {started}",
         "",
         f"Command: `{command}`",
         f"Machine: {machine()}; {versions()}",

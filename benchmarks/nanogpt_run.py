@@ -1,4 +1,4 @@
-"""nanoGPT's own ``train.py`` against ``attnlab-train experiment=nanogpt_baby`` (issue 12), when
+"""nanoGPT's own ``train.py`` against ``attnlab-train experiment=nanogpt_baby``, when
 ``NANOGPT_DIR`` names a checkout of karpathy/nanoGPT (its code is never part of this repository).
 
 Both train nanoGPT's "baby" CPU configuration on the same Tiny Shakespeare file

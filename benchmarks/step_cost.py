@@ -1,4 +1,4 @@
-"""attnlab-train's own cost per step against a bare ``pl.Trainer`` and a plain PyTorch loop (issue 19).
+"""attnlab-train's own cost per step against a bare ``pl.Trainer`` and a plain PyTorch loop.
 
 Each round is one process (``benchmarks.step_round``) in which the three contenders train the same
 tiny GPT (1 layer, d 32, batch 4 x 16, the default corpus) for ``LAST + 1`` steps at once, taking

@@ -1,4 +1,4 @@
-"""The README runs as written on a fresh clone (issue 13 item 3), checked without training anything.
+"""The README runs as written on a fresh clone, checked without training anything.
 
 Every command of its fenced blocks (each line of a ``bash`` block, each ``$ `` line of a console block)
 names a console script of pyproject.toml, a Makefile target, a script of the repository or a program

@@ -1,4 +1,4 @@
-"""benchmarks.gpu (issue 19's GPU benchmark) on a CPU: its one line without CUDA, its table at tiny
+"""benchmarks.gpu (the GPU benchmark) on a CPU: its one line without CUDA, its table at tiny
 shapes (parts (b) eager and (c)), and the pieces of part (a) that stand in for nanoGPT's own data
 preparation and read its log. No figure is asserted: a tiny CPU run's speeds mean nothing."""
 

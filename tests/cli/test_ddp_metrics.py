@@ -1,4 +1,4 @@
-"""Metrics that do not depend on the number of processes (issue 17): on splits whose size is odd, two CPU
+"""Metrics that do not depend on the number of processes: on splits whose size is odd, two CPU
 processes (``trainer=ddp_sim``, gloo) report the val and test metrics of one process to rel 1e-6, and
 log ``train/loss`` as the loss of the global batch.
 

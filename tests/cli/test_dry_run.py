@@ -1,6 +1,6 @@
 """``attnlab-train dry_run=true``: every check a run makes before its directory exists (the schema, the
 data's files, the checkpoint to resume, each job of a multirun), the resolved config printed, nothing
-trained or written, exit 0; it refuses, in the same line, what the run refuses (issue 30 item 6).
+trained or written, exit 0; it refuses, in the same line, what the run refuses.
 In this process, as the console script runs it."""
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def test_help_describes_each_key_by_its_schema_field(monkeypatch, capsys, tmp_pa
 
 def test_help_does_not_list_hydras_config_groups(monkeypatch, capsys, tmp_path) -> None:
     """Hydra's own help fills its config-group lists whether its template shows them or not, composing
-    the config once per group: 23 s on a busy 2-core machine (issue 30); attnlab's templates list
+    the config once per group: 23 s on a busy 2-core machine; attnlab's templates list
     their groups themselves."""
     from hydra._internal.hydra import Hydra
 

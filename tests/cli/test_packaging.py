@@ -1,5 +1,5 @@
 """attnlab installed from a wheel (not an editable checkout) trains from any directory: the Hydra configs
-and ``py.typed`` travel inside the package (issue 16 item 6)."""
+and ``py.typed`` travel inside the package."""
 
 from __future__ import annotations
 

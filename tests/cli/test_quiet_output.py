@@ -1,4 +1,4 @@
-"""What a run prints (issue 30 item 4: make train printed 240 lines, a 110-line config tree, Lightning's
+"""What a run prints (make train printed 240 lines, a 110-line config tree, Lightning's
 info lines and a 33-line wandb summary): the run directory, the model summary, the progress, the
 sample and where the results are; the config tree only with print_config=true (config.yaml has it);
 no wandb lines but one naming its offline folder; attnlab-eval starts no wandb run unless asked."""

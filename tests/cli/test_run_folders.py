@@ -1,4 +1,4 @@
-"""Run folders named by their labels, as Hydra makes them (issue 13 item 5): ``hydra.run.dir`` and a
+"""Run folders named by their labels, as Hydra makes them: ``hydra.run.dir`` and a
 multirun's ``hydra.sweep.subdir`` resolved in-process from composed configs (no training)."""
 
 from __future__ import annotations

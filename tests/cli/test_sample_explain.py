@@ -15,7 +15,7 @@ import pytest
 from PIL import Image
 from train_cli import RunsCode, run_command, tiny_checkpoints
 
-pytest.importorskip("attnlab.train", reason="attnlab.train (issue 3) is not in the tree yet")
+pytest.importorskip("attnlab.train", reason="attnlab.train is not in the tree yet")
 pytestmark = pytest.mark.slow  # end to end: trains five tiny runs (about 1 s each), then runs the commands
 
 RUNS = {

@@ -1,4 +1,4 @@
-"""Issue 20's switches compose with every family they apply to, and are refused where they do not.
+"""The attention switches compose with every family they apply to, and are refused where they do not.
 
 Each case composes ``attnlab-train``'s config in-process (Hydra, the schema's rules), builds the data
 module, model and task as the command does, and trains a few optimiser steps on one batch with the

@@ -234,7 +234,7 @@ def test_a_checkpoint_that_would_run_code_is_one_line_and_never_loaded(tmp_path:
 
 
 def test_an_attnlab_checkpoint_as_init_from_points_to_ckpt_path(tmp_path: Path) -> None:
-    """It said the Hugging Face directory did not exist (issue 31, item 7)."""
+    """It said the Hugging Face directory did not exist."""
     (tmp_path / "last.ckpt").write_bytes(b"")
     result = cli(["model.init_from=last.ckpt"], tmp_path, timeout=120)
     assert result.returncode == 2

@@ -1,4 +1,4 @@
-"""Bad data stops ``attnlab-train`` with one line naming the key, or the file and line (issue 14), with
+"""Bad data stops ``attnlab-train`` with one line naming the key, or the file and line, with
 exit status 2 before the run directory exists: the cheap checks (the path, a file's first bytes and
 header, the tokenizer, the keys) run first, then validation builds the data (whole files read, the
 tokenizer built) and checks it against the model."""

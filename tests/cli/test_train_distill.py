@@ -88,7 +88,7 @@ def test_a_student_learns_from_a_teacher_of_each_family(checkpoint, tmp_path, mo
 
 def test_a_student_is_named_by_what_was_typed(checkpoint, monkeypatch) -> None:
     """Not by the teacher's defaults that task=distill adds (model=_teacher, pos=..., task.objective=...),
-    which filled the 120 characters of a name before what tells two students apart (issue 30)."""
+    which filled the 120 characters of a name before what tells two students apart."""
     from attnlab.cli.teacher import use_teacher_defaults
     from attnlab.training.names import folder_name, run_name
 

@@ -1,6 +1,6 @@
 """A finished run extended to more steps, into a new directory and in place: every logged step is in
 ``metrics.jsonl`` and in the report's curves exactly once, and the learning-rate schedule does what
-``optim.on_extend`` says, which the run states (issue 30)."""
+``optim.on_extend`` says, which the run states."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Every run ends with a validation at its last step and a best checkpoint, however short (issue 13
-item 1): an Optuna search of runs shorter than one validation interval completes, a resumed run is
+"""Every run ends with a validation at its last step and a best checkpoint, however short: an
+Optuna search of runs shorter than one validation interval completes, a resumed run is
 tested on its own weights, and a run that never validates says which settings to change."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_a_resumed_run_is_tested_on_the_weights_it_trained(tmp_path: Path) -> No
 
 
 def test_a_run_that_would_never_validate_is_one_line_before_it_starts(tmp_path: Path) -> None:
-    """It was refused after the run directory, the model and 148 lines of output (issue 31, item 8)."""
+    """It was refused after the run directory, the model and 148 lines of output."""
     result = cli([*SHORT, "trainer.limit_val_batches=0", "run_dir=run"], tmp_path)
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [

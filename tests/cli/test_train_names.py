@@ -1,4 +1,4 @@
-"""Runs with names and what compares them (issue 13 items 5 and 6): a multirun's jobs are named in
+"""Runs with names and what compares them: a multirun's jobs are named in
 wandb, and their folders (which TensorBoard lists), by the overrides their sweep varies; TensorBoard's
 HParams tab gets the flattened config with
 the best monitored value; the parameter count, the gradient norm and the final sample are logged;
@@ -86,7 +86,7 @@ def test_wandb_gets_the_parameter_count_the_best_value_and_the_sample(sweep) -> 
 
 def test_a_sweep_prints_a_line_per_job_and_a_table_and_its_jobs_log_plain_progress_lines(sweep) -> None:
     """The console (a pipe here) gets Hydra's "Launching" line, one line per job when it ends and the
-    table of the jobs (issue 30: a 6-job sweep printed 1,241 lines); each job's train.log has its
+    table of the jobs (a 6-job sweep printed 1,241 lines); each job's train.log has its
     progress lines, plain ones (not a bar)."""
     jobs, stdout = sweep
     lines = stdout.splitlines()

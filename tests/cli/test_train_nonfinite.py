@@ -1,4 +1,4 @@
-"""issue 11's diverging command: ``optim.lr=1e6`` without warmup or clipping gives a NaN loss at step 2.
+"""A diverging command: ``optim.lr=1e6`` without warmup or clipping gives a NaN loss at step 2.
 The run ends there with one line naming the step and the value, and keeps ``last.ckpt`` of step 1
 (finite); ``trainer.on_nonfinite=skip`` counts the skipped steps and stops after N in a row."""
 

@@ -1,4 +1,4 @@
-"""One signal policy for the whole run (issue 31, items 4-5): SIGINT or SIGTERM in any phase (start-up,
+"""One signal policy for the whole run: SIGINT or SIGTERM in any phase (start-up,
 Lightning's setup, after the last validation, the final test, the sample) ends the run at once with
 exit 130 / 143, ``summary.json`` ``interrupted`` with the phase, the resume command printed and no
 traceback; that command then finishes the run as an uninterrupted one finishes it."""

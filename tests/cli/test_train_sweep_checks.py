@@ -1,4 +1,4 @@
-"""A multirun is validated job by job before its first job trains (issue 13 item 2): a bad value of
+"""A multirun is validated job by job before its first job trains: a bad value of
 a grid names its job and override; a search space whose edges are bad names the edge."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def test_a_bad_choice_of_a_search_space_stops_the_search(tmp_path: Path) -> None
 
 
 def test_a_non_finite_value_of_a_grid_stops_the_multirun_before_any_job(tmp_path: Path) -> None:
-    """``optim.lr=1e-3,nan`` trained job 0 to completion before job 1 failed (issue 31 item 3)."""
+    """``optim.lr=1e-3,nan`` trained job 0 to completion before job 1 failed."""
     result = cli(["-m", "optim.lr=1e-3,nan", *GPT], tmp_path)
     assert result.returncode == 2, result.stderr
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]

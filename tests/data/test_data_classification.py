@@ -128,9 +128,7 @@ def test_classification_bad_inputs(make_dm, tmp_path):
     with pytest.raises(ValueError, match=r"gap.jsonl:2: no value in column 'label'"):
         make_dm("text_classification", path=str(tmp_path / "gap.jsonl"))
     (tmp_path / "blank.csv").write_text(csv_rows(30).replace("awful bad poor 7,neg", "awful bad poor 7,"))
-    with pytest.raises(
-        ValueError, match=r"blank.csv:9: no value in column 'label'"
-    ):  # issue 14: not a class ""
+    with pytest.raises(ValueError, match=r"blank.csv:9: no value in column 'label'"):  # not a class ""
         make_dm("text_classification", path=str(tmp_path / "blank.csv"))
     (tmp_path / "wide.csv").write_text(csv_rows(30).replace("okay so so 5,meh", "okay, so so 5,meh"))
     with pytest.raises(ValueError, match=r"wide.csv:7: 3 field\(s\) where the header has 2"):

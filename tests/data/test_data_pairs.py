@@ -150,7 +150,7 @@ def test_pairs_bad_inputs(make_dm, tmp_path):
 
 
 def test_a_tsv_line_without_a_tab_is_named_by_file_and_line(make_dm, tmp_path):
-    """Issue 14: reported as "(val split): record 7" before, which names neither file nor line."""
+    """It was reported as "(val split): record 7" before, which names neither file nor line."""
     rows = [f"hello {i}\tbonjour {i}" for i in range(20)]
     rows[11] = "hello 11 bonjour 11"  # line 13, counting the header
     (tmp_path / "p.tsv").write_text("source\ttarget\n" + "\n".join(rows) + "\n")

@@ -187,7 +187,7 @@ def test_missing_empty_and_binary_files(make_dm, tmp_path):
     (tmp_path / "latin1.txt").write_bytes(lines(30).encode() + "café\n".encode("latin-1"))
     with pytest.raises(ValueError, match=r"latin1.txt:31: not UTF-8 text \(invalid continuation byte"):
         make_dm("text", path=str(tmp_path / "latin1.txt"))
-    (tmp_path / "zeros.bin").write_bytes(bytes(200_000))  # issue 14: trained as text before
+    (tmp_path / "zeros.bin").write_bytes(bytes(200_000))  # trained as text before
     with pytest.raises(ValueError, match=r"zeros.bin:1: not a text file \(it holds NUL bytes\)"):
         make_dm("text", path=str(tmp_path / "zeros.bin"))
     (tmp_path / "controls.txt").write_bytes(bytes(range(1, 32)) * 100)

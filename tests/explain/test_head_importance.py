@@ -84,8 +84,8 @@ def test_one_backward_pass_equals_one_example_at_a_time(tiny_model) -> None:
             signed[row] += per_head / 3
     torch.testing.assert_close(scores, brute.float(), rtol=1e-5, atol=1e-7)
     assert (scores > 0).all()
-    # the examples disagree in sign for some heads, so |E_x g| (the batch mean's absolute value,
-    # issue 16 item 5) would differ from E_x |g|: this comparison can tell the two apart
+    # the examples disagree in sign for some heads, so |E_x g| (the batch mean's absolute value)
+    # would differ from E_x |g|: this comparison can tell the two apart
     assert (signed.abs() < brute * 0.9).any()
 
 

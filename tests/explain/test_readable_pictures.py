@@ -1,4 +1,4 @@
-"""The pictures read correctly without the text around them (issue 13 item 4): every heat map has a
+"""The pictures read correctly without the text around them: every heat map has a
 colour bar with its range, signed maps are centred at zero, the title names the prediction, ViT maps
 are drawn per patch with CLS/patch labels and integer ticks, and axes say what they hold."""
 

@@ -1,4 +1,4 @@
-"""torch.compile on the models (issue 19): no host sync, so no graph break, in the training forward of
+"""torch.compile on the models: no host sync, so no graph break, in the training forward of
 any positional encoding, and no recompile when a compiled model alternates training and validation.
 
 Out-of-range token ids and positions are still refused: with a one-line ``ValueError`` naming the

@@ -68,7 +68,7 @@ def test_every_family_and_positional_encoding_trains(tiny, family: str, pe: str)
 SWITCHES = {
     "attn_window": dict(attn_window=2),
     "qk_norm": dict(qk_norm=True),
-}  # issue 20's attention switches
+}  # the attention switches
 
 
 @pytest.mark.parametrize("switch", list(SWITCHES))

@@ -2,13 +2,13 @@
 to within a stated margin of ``pos=learned``'s validation loss, with only ``pos`` changed.
 
 A real training run, not a shape check: it caught ``pos=sinusoidal`` training worse than no
-positional encoding at all (issue 16), because its fixed table swamped the unscaled token
+positional encoding at all, because its fixed table swamped the unscaled token
 embeddings. Measured with these settings, validation loss of seeds 0 and 1 (``embed_scale=auto``):
 
     learned 1.974 1.999 | none 2.105 2.157 | sinusoidal 1.993 2.001 | rope 1.694 1.671
     alibi 1.852 1.918 | relative 1.868 1.881 | sinusoidal with embed_scale=false 3.113 3.096
 
-(sinusoidal 2.070 2.026 before its tied, scaled token table started at N(0, init_std), issue 30)
+(sinusoidal 2.070 2.026 before its tied, scaled token table started at N(0, init_std))
 
 so every encoding ends within 0.16 nats of learned (none is the furthest) and the old sinusoidal
 default 1.1 nats above it; ``MARGIN`` sits between the two.
@@ -119,7 +119,7 @@ def test_embed_scale_auto_scales_exactly_the_sinusoidal_table(
 def test_every_positional_encoding_starts_near_the_uniform_loss(pos: str, cfg: GPTConfig) -> None:
     """Within 10% of ln(vocab) on the char corpus before any step, so that short sweeps compare the
     encodings, not their starts: sinusoidal started at 8.9 against ln 103 = 4.6 with the default
-    model (its scaled token embeddings, tied to the output, predicted the input token; issue 30)."""
+    model (its scaled token embeddings, tied to the output, predicted the input token)."""
     _, val, vocab = corpus()
     torch.manual_seed(0)
     model = build_model(replace(cfg, vocab_size=vocab, pos=pos_config(pos))).eval()

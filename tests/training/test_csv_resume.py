@@ -1,4 +1,4 @@
-"""A resume in place drops from the earlier CSV logs the rows it logs again (issue 31, item 10): after a
+"""A resume in place drops from the earlier CSV logs the rows it logs again: after a
 kill, the old ``metrics.csv`` and the resumed one overlapped for the steps between the checkpoint and
 the kill."""
 

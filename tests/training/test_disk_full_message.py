@@ -1,5 +1,5 @@
 """The message of a full disk does not contradict itself when the free space, measured once the partial
-file is gone, looks like enough (it said "needs about 0.46 MB, 0.46 MB free"; issue 31, item 7)."""
+file is gone, looks like enough (it said "needs about 0.46 MB, 0.46 MB free")."""
 
 from __future__ import annotations
 

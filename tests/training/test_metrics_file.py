@@ -135,7 +135,7 @@ def fit_logging_every_2(
 def test_a_run_extended_from_a_finished_one_logs_every_step_once_from_the_first(tmp_path: Path) -> None:
     """Resumed from the state a finished run saved after fit, into a new directory and in place: the
     logging steps go on (Lightning's count, one ahead after such a restore, would skip them until the
-    last step), and the new file starts with the earlier run's lines (issue 30)."""
+    last step), and the new file starts with the earlier run's lines."""
     first, extended = tmp_path / "first", tmp_path / "extended"
     fit_logging_every_2(first, max_steps=6)
     fit_logging_every_2(extended, max_steps=10, ckpt=first / "last.ckpt", previous=first)

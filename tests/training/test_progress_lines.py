@@ -1,4 +1,4 @@
-"""Plain progress lines (issue 13 item 6): one per logging step and at the last step, one per
+"""Plain progress lines: one per logging step and at the last step, one per
 validation, in the log files always and on the console when it is not a terminal."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A resume whose step budget differs from its checkpoint's schedule says what happens to the learning
-rate, and its summary records the schedule (issue 30: an extended run trained at the floor of the
+rate, and its summary records the schedule (an extended run trained at the floor of the
 old cosine schedule without a word)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Hydra's ``--help`` fills every placeholder of Hydra's help template, the two lists of config groups
 included, whether the template shows them or not; listing them composes the config once per group,
-deep-copying the whole config store each time (23 s on a busy 2-core machine, issue 30). attnlab's
+deep-copying the whole config store each time (23 s on a busy 2-core machine). attnlab's
 templates (``conf/hydra/help/attnlab.yaml``, ``conf/eval.yaml``) list their groups themselves, so
 ``fast_help`` fills only the placeholders a template uses.
 

@@ -64,7 +64,7 @@ def mixed_seed(*parts: int) -> int:
 
 def batch_generator(seed: int, position: int) -> torch.Generator:
     """The generator of one training batch, seeded by ``mixed_seed(seed, position)`` (a tenth of
-    issue 19's budget for drawing a batch of LM windows would go to a SeedSequence)."""
+    the budget for drawing a batch of LM windows would go to a SeedSequence)."""
     return torch.Generator().manual_seed(mixed_seed(seed, position))
 
 

@@ -182,7 +182,7 @@ def init_tied_scaled_tokens(embed: TokenEmbedding, cfg: TokenModelConfig) -> Non
     the tied output projects the normalised stream back onto the same table: the token's own logit
     starts near sqrt(d_model) and the model predicts its input, at twice the uniform loss on the char
     corpus (8.9 against ln 103 = 4.6 at d 128), and learns slower than the other encodings (val/loss
-    4.3 against 3.4 after 30 steps; issue 30). From N(0, 0.02) the scaled tokens still have a third of
+    4.3 against 3.4 after 30 steps). From N(0, 0.02) the scaled tokens still have a third of
     the sinusoid's scale at d 128 (0.23 per dimension against 0.71), not a 35th as unscaled ones would,
     and the model starts at the uniform loss (4.68) and trains as fast as with the other encodings.
     Only the initial values change: trained checkpoints mean what they meant.

@@ -4,7 +4,7 @@ without Lightning's ``self.log``.
 ``self.log`` costs about a millisecond of Python per value on a CPU (Lightning moves the metric it
 stores with ``.to(device)``, deep-copying its settings), and every value it stores is turned into
 three dictionaries at every later step, logging or not: at the default ``log_every_n_steps=10`` that
-was most of attnlab-train's own cost per step over a bare Trainer (issue 19). The values are logged
+was most of attnlab-train's own cost per step over a bare Trainer. The values are logged
 only at the steps whose values reach the loggers, so nothing is computed or synchronised at the others.
 
 A ``StepLog`` keeps the step's values as ``self.log(name, value, on_step=True, on_epoch=False)`` would

@@ -80,7 +80,7 @@ def continue_logging_step(trainer: pl.Trainer) -> None:
     the loop, one behind; ``last.ckpt`` of a finished run is written after fit (``LastCheckpoint.save_final``),
     where the count is already even with the step. Left one ahead, the logging steps
     (``log_every_n_steps``) are missed by one: a run extended from a finished one wrote none of its
-    training lines to the loggers and ``metrics.jsonl`` until its last step (issue 30)."""
+    training lines to the loggers and ``metrics.jsonl`` until its last step."""
     loop = trainer.fit_loop.epoch_loop
     if loop._batches_that_stepped != trainer.global_step:
         log.debug("logging step %d -> %d after the restore", loop._batches_that_stepped, trainer.global_step)
