@@ -28,17 +28,17 @@ from benchmarks import (
     generation,
     mfu,
     nanogpt_run,
-    overhead,
     startup,
     step_cost,
     train_step,
 )
 from benchmarks.common import BENCH_DIR, Row, Settings
 from benchmarks.report import plot, write_results
+from benchmarks.step_cost import lightning
 
 SECTIONS = {
     "train": train_step,
-    "lightning": overhead,
+    "lightning": lightning,
     "generation": generation,
     "attention": attention,
     "compile": compiled,

@@ -13,8 +13,12 @@ from pathlib import Path
 
 import pytest
 from benchmarks.common import Settings
+from benchmarks.step_cost import lightning as overhead
+from benchmarks.step_cost import references as bare_fit
+from benchmarks.step_cost import relay as step_relay
+from benchmarks.step_cost import rounds as step_round
 
-from benchmarks import bare_fit, nanogpt_run, overhead, step_cost, step_relay, step_round
+from benchmarks import nanogpt_run, step_cost
 
 
 def test_attnlab_train_runs_with_its_defaults_and_validation_beyond_the_run(tmp_path) -> None:
@@ -31,11 +35,11 @@ def test_attnlab_train_runs_with_its_defaults_and_validation_beyond_the_run(tmp_
         "+callbacks.relay",
     }  # logger, checkpoints, callbacks: the defaults
     assert "trainer.val_every_n_steps=24010" in args and "trainer.max_steps=2401" in args
-    assert "benchmarks.step_relay.RelayCallback,name:'attnlab-train'" in args[-1]
+    assert "benchmarks.step_cost.relay.RelayCallback,name:'attnlab-train'" in args[-1]
     order = list(reversed(step_round.CONTENDERS))
     assert step_cost.command(400, 2400, order, tmp_path / "r.json") == [
         sys.executable,
-        *("-m", "benchmarks.step_round", "--first=400", "--last=2400"),
+        *("-m", "benchmarks.step_cost.rounds", "--first=400", "--last=2400"),
         "--order=plain loop,bare Trainer,attnlab-train",
         f"--out={tmp_path / 'r.json'}",
     ]

@@ -1,7 +1,7 @@
 """The references for attnlab-train's own cost per step: a bare ``pl.Trainer`` and a plain PyTorch loop.
 
-    python -m benchmarks.bare_fit trainer --steps 2400 model.n_layers=1 model.d_model=32 ...
-    python -m benchmarks.bare_fit loop --steps 2400 <the same overrides>
+    python -m benchmarks.step_cost.references trainer --steps 2400 model.n_layers=1 model.d_model=32 ...
+    python -m benchmarks.step_cost.references loop --steps 2400 <the same overrides>
 
 Both train what ``attnlab-train <overrides>`` trains: the config composed from conf/ (so the same
 model, data module and training batches, AdamW with its schedule, gradient clipping), built with
@@ -9,7 +9,7 @@ attnlab's own builders. ``trainer`` fits it with a ``pl.Trainer`` that has no lo
 callback, progress bar or model summary, through a LightningModule that only computes the loss;
 ``loop`` runs forward, cross-entropy, backward, clipping, AdamW and the schedule in a ``for`` loop.
 Neither validates: the step-cost section keeps validation out of the difference it measures
-(``benchmarks.step_cost``, which runs them through ``benchmarks.step_round``). Run alone, the caller
+(``benchmarks.step_cost``, which runs them through ``benchmarks.step_cost.rounds``). Run alone, the caller
 times the whole process; this script prints nothing of its own.
 """
 
@@ -126,7 +126,7 @@ def fit_loop(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.bare_fit", description=__doc__.splitlines()[0]
+        prog="python -m benchmarks.step_cost.references", description=__doc__.splitlines()[0]
     )
     parser.add_argument("kind", choices=("trainer", "loop"))
     parser.add_argument("--steps", type=int, required=True)

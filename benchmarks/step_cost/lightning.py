@@ -30,9 +30,9 @@ from attnlab.tasks import build_task
 from attnlab.training.callbacks import build_callbacks
 from attnlab.training.trainer import build_trainer
 from benchmarks import models
-from benchmarks.bare_fit import plain_steps
 from benchmarks.common import ROOT, Row, Settings
 from benchmarks.models import GPTSize
+from benchmarks.step_cost.references import plain_steps
 
 SECTION = "lightning"
 TARGET = 3.0  # % overhead, at most

@@ -1,8 +1,15 @@
-"""attnlab-train's own cost per step against a bare ``pl.Trainer`` and a plain PyTorch loop.
+"""What attnlab-train costs per training step beyond the step itself, in one package:
 
-Each round is one process (``benchmarks.step_round``) in which the three contenders train the same
+- here, the step-cost section: attnlab-train's own cost per step against a bare ``pl.Trainer`` and a
+  plain PyTorch loop, over rounds (``rounds``) of the three taking turns step by step (``relay``);
+- ``references``: the bare Trainer and the plain loop, training what attnlab-train trains;
+- ``lightning``: the Lightning-overhead section (the attnlab-train path against a bare loop).
+
+attnlab-train's own cost per step against a bare ``pl.Trainer`` and a plain PyTorch loop.
+
+Each round is one process (``benchmarks.step_cost.rounds``) in which the three contenders train the same
 tiny GPT (1 layer, d 32, batch 4 x 16, the default corpus) for ``LAST + 1`` steps at once, taking
-turns one training step each (``benchmarks.step_relay``), and the steps ``FIRST`` to ``LAST - 1`` of
+turns one training step each (``benchmarks.step_cost.relay``), and the steps ``FIRST`` to ``LAST - 1`` of
 each are timed. On a small shared machine the speed of one program drifts by 30-40% within a few
 hundred steps, so runs timed one after another (as this section did before) compared moments of the
 machine as much as programs (the same program's median moved by 0.1x from one set of five rounds to
@@ -10,7 +17,7 @@ the next); in turns, a drift slows all three alike. ``attnlab-train`` runs with 
 user gets them: the wandb logger (offline), checkpoints every 100 steps, every callback, progress
 lines; the window holds their work. Validation is the only default held out
 (``trainer.val_every_n_steps`` beyond the run): it is work the user asked for, which the references
-would have to do as well. The references are ``benchmarks.bare_fit``. The turn order rotates every
+would have to do as well. The references are ``benchmarks.step_cost.references``. The turn order rotates every
 round; the ratio is computed per round, by the wall clock (the issue's measure) and in CPU time of
 each contender's own thread (which leaves out what attnlab hands to background threads: the
 checkpoint writer, wandb's sender). One torch thread each.
@@ -27,7 +34,7 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.common import ROOT, Row, Settings
-from benchmarks.step_round import CONTENDERS
+from benchmarks.step_cost.rounds import CONTENDERS
 
 SECTION = "step cost"
 TARGET = 1.1  # attnlab-train's per-step cost ÷ the bare Trainer's, at most
@@ -39,7 +46,7 @@ def command(first: int, last: int, order: list[str], out: Path) -> list[str]:
     return [
         sys.executable,
         "-m",
-        "benchmarks.step_round",
+        "benchmarks.step_cost.rounds",
         f"--first={first}",
         f"--last={last}",
         f"--order={','.join(order)}",

@@ -13,7 +13,7 @@ one. At ``last`` it leaves the relay and finishes its run unpaced. A turn's wall
 step costs its own thread (data, hooks, logging, checkpoint snapshots); work a contender hands to
 background threads (attnlab's checkpoint writer and wandb's sender) runs on the machine's other core.
 The CPU clock is the contender's thread's (``time.thread_time``): it leaves that background work out.
-The contenders run one torch thread each (``benchmarks.step_round`` sets it): with more, each Python
+The contenders run one torch thread each (``benchmarks.step_cost.rounds`` sets it): with more, each Python
 thread would have its own OpenMP team, whose workers spin on the cores while another team computes.
 """
 
@@ -101,7 +101,7 @@ RELAY: Relay | None = None  # the relay of this process's round: RelayCallback f
 class RelayCallback(pl.Callback):
     """Takes part in this process's ``RELAY`` as ``name``: a turn per training batch (Lightning's
     ``global_step`` counts the steps done); ``attnlab-train`` gets it as
-    ``+callbacks.relay={_target_: benchmarks.step_relay.RelayCallback, name: ...}``."""
+    ``+callbacks.relay={_target_: benchmarks.step_cost.relay.RelayCallback, name: ...}``."""
 
     def __init__(self, name: str) -> None:
         self.name = name

@@ -1,11 +1,11 @@
 """One round of the step-cost section: the three contenders in one process, taking turns step by step.
 
-    python -m benchmarks.step_round --first 400 --last 2400 --order "attnlab-train,bare Trainer,plain loop" --out F
+    python -m benchmarks.step_cost.rounds --first 400 --last 2400 --order "attnlab-train,bare Trainer,plain loop" --out F
 
 ``attnlab-train`` runs as its command runs it (``attnlab.cli.train.main``: Hydra, validation, the
 wandb logger offline, every callback, checkpoints, progress lines) in the main thread, with one
-callback added that takes part in the relay (``benchmarks.step_relay``); the bare ``pl.Trainer`` and
-the plain loop (``benchmarks.bare_fit``) train the same tiny GPT in two threads. Each runs ``last + 1``
+callback added that takes part in the relay (``benchmarks.step_cost.relay``); the bare ``pl.Trainer`` and
+the plain loop (``benchmarks.step_cost.references``) train the same tiny GPT in two threads. Each runs ``last + 1``
 steps; the steps ``first`` to ``last - 1`` are timed, one turn each in ``order``. Writes
 ``{contender: {"steps", "wall", "cpu"}}`` as JSON to ``--out``. The process's stdout is attnlab-train's
 console (the caller pipes it, as a batch job would).
@@ -28,7 +28,7 @@ def attnlab_train_argv(steps: int, run_dir: Path, overrides: Sequence[str] = ())
     """attnlab-train's command line (after the program's name): the defaults but validation, which is
     held beyond the run (the end-of-run validation comes after the timed steps), then ``overrides``
     (to see what a default costs: ``checkpoint.every_n_steps=100000``, ``logger=none``, ...)."""
-    relay = "{_target_:benchmarks.step_relay.RelayCallback,name:'attnlab-train'}"
+    relay = "{_target_:benchmarks.step_cost.relay.RelayCallback,name:'attnlab-train'}"
     return [
         *SIZE,
         f"trainer.max_steps={steps}",
@@ -58,8 +58,8 @@ def run_attnlab_train(steps: int, run_dir: Path, overrides: Sequence[str]) -> No
 def reference_threads(steps: int, errors: list[BaseException]) -> list[threading.Thread]:
     """The bare Trainer and the plain loop, prepared here (Hydra's compose is not thread-safe) and
     fitted in their own threads, each in the relay."""
-    from benchmarks import step_relay
-    from benchmarks.bare_fit import fit_loop, fit_trainer, prepare
+    from benchmarks.step_cost import relay as step_relay
+    from benchmarks.step_cost.references import fit_loop, fit_trainer, prepare
 
     relay = step_relay.RELAY
     assert relay is not None
@@ -96,7 +96,7 @@ def run_round(
     attnlab-train only."""
     import torch
 
-    from benchmarks import step_relay
+    from benchmarks.step_cost import relay as step_relay
 
     torch.set_num_threads(1)  # one thread each: the turns never overlap
     step_relay.RELAY = relay = step_relay.Relay(order, first, last)
@@ -117,7 +117,7 @@ def run_round(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.step_round", description=__doc__.splitlines()[0]
+        prog="python -m benchmarks.step_cost.rounds", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--first", type=int, required=True)
     parser.add_argument("--last", type=int, required=True)
