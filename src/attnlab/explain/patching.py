@@ -87,11 +87,10 @@ def clean_run(
     model: nn.Module, clean: dict[str, Tensor], corrupted: dict[str, Tensor], metric: Metric
 ) -> tuple[dict[str, Tensor], float, float]:
     """Every site's clean activation, and the clean and corrupted metrics."""
-    for key, value in clean.items():
-        other = corrupted.get(key)
-        if isinstance(value, Tensor) and (other is None or other.shape != value.shape):
+    for key, value in corrupted.items():
+        if isinstance(value, Tensor) and key in clean and clean[key].shape != value.shape:
             raise ValueError(
-                f"patching: the corrupted batch's {key!r} must have the clean one's shape {tuple(value.shape)}"
+                f"patching: the corrupted batch's {key!r} must have the clean one's shape {tuple(clean[key].shape)}"
             )
     with torch.no_grad(), eval_mode(model), recorded(model, list(activation_sites(model))) as acts:
         clean_metric = float(metric(model.logits(clean)))
