@@ -5,6 +5,7 @@ attnlab-explain ckpt_path=<bert mlm run> input="the <mask> sat" layers=[0,1,2] h
 attnlab-explain ckpt_path=<seq2seq run> input="march 3, 2021" out_dir=explained/
 attnlab-explain ckpt_path=<vit run> input=digits:0 head_importance=false
 attnlab-explain ckpt_path=<vit run> input=my_digit.png
+attnlab-explain ckpt_path=<gpt run> input="To be" logit_lens=true
 """
 
 from __future__ import annotations
@@ -100,6 +101,16 @@ def check_input_kind(text: str, model: object) -> None:
         )
 
 
+def check_lens(model: object) -> None:
+    """``logit_lens=true`` needs a token head (checked before anything is written)."""
+    from attnlab.explain.lens import lens_parts
+
+    try:
+        lens_parts(model, {})
+    except ValueError as err:
+        raise ConfigError("logit_lens", True, str(err).removeprefix("logit lens: ")) from None
+
+
 def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
     """Load the checkpoint, prepare the input, write everything into ``folder``; returns index.html."""
     from attnlab.cli.checkpoint import load_checkpoint, run_datamodule
@@ -109,6 +120,8 @@ def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
     loaded = load_checkpoint(cmd.ckpt_path, cmd.device)
     check_selection(cmd, loaded.model)
     check_input_kind(cmd.input, loaded.model)
+    if cmd.logit_lens:
+        check_lens(loaded.model)
     family = FAMILY_COMMANDS[loaded.family]
     datamodule = run_datamodule(loaded) if family.needs_data(cmd) else None
     return explain_to_folder(
@@ -120,6 +133,8 @@ def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
         importance_batches=datamodule.val_dataloader() if cmd.head_importance else None,
         max_batches=cmd.importance_batches,
         title=f"attnlab explain: {loaded.path}",
+        lens=cmd.logit_lens,
+        token_text=lambda i: loaded.tokenizer.decode([i], skip_special=False) if loaded.tokenizer else str(i),
     )
 
 

@@ -79,6 +79,7 @@ class ExplainCommand:
     heads: list[int] | None = None  # None: all
     head_importance: bool = True  # Michel et al. 2019 over the run's validation batches
     importance_batches: int = 8
+    logit_lens: bool = False  # each layer's top tokens through the final norm and head (token heads only)
     out_dir: str = "outputs/explain/${now:%Y-%m-%d}/${now:%H-%M-%S}"
     device: str = "cpu"
     mask_token: str = "<mask>"
