@@ -359,3 +359,57 @@ def test_sampling_past_the_trained_length_is_said(pos, longest, max_context, exp
     cfg = GPTConfig(vocab_size=65, max_seq_len=256, pos=pos_config(pos))
     context, said = context_for(cfg, longest, max_context)
     assert context == expected and note in said and bool(said) == bool(note)
+
+
+def test_explain_draws_the_logit_lens_and_refuses_it_for_a_vit(
+    checkpoint, digit, tmp_path, monkeypatch, capsys
+) -> None:
+    from attnlab.cli.explain import main
+
+    out = tmp_path / "out"
+    args = [f"ckpt_path={checkpoint('gpt')}", "input=To be", f"out_dir={out}", "head_importance=false"]
+    assert run_command(main, [*args, "logit_lens=true"], monkeypatch, capsys) == 0
+    html = (out / "index.html").read_text(encoding="utf-8")
+    assert (
+        (out / "logit_lens.png").exists() and 'src="logit_lens.png"' in html and "<h2>Logit lens</h2>" in html
+    )
+    vit = [
+        f"ckpt_path={checkpoint('vit')}",
+        f"input={digit}",
+        f"out_dir={tmp_path / 'vit'}",
+        "logit_lens=true",
+    ]
+    assert run_command(main, vit, monkeypatch, capsys) == 2
+    message = "error: logit_lens=true: ViT predicts classes on this batch, not tokens"
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(message)
+    assert not (tmp_path / "vit").exists()
+
+
+def test_explain_patches_a_corrupted_input_and_refuses_one_of_another_length(
+    checkpoint, tmp_path, monkeypatch, capsys
+) -> None:
+    from attnlab.cli.explain import main
+
+    out = tmp_path / "out"
+    args = [f"ckpt_path={checkpoint('gpt')}", "input=To be", "head_importance=false", "answer=e", "wrong=o"]
+    assert run_command(main, [*args, f"out_dir={out}", "corrupted=To go"], monkeypatch, capsys) == 0
+    html = (out / "index.html").read_text(encoding="utf-8")
+    assert 'src="patching_resid.png"' in html and 'src="patching_heads.png"' in html
+    assert "<h2>Activation patching</h2>" in html and "layers.0.resid_pre</td><td>" in html
+    bad = [*args, f"out_dir={tmp_path / 'bad'}", "corrupted=To gone"]
+    assert run_command(main, bad, monkeypatch, capsys) == 2
+    message = "error: patching: the corrupted batch's 'input_ids' must have the clean one's shape (1, 5)"
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(message)
+    unset = [
+        f"ckpt_path={checkpoint('gpt')}",
+        "input=To be",
+        "corrupted=To go",
+        f"out_dir={tmp_path / 'unset'}",
+    ]
+    assert run_command(main, unset, monkeypatch, capsys) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .splitlines()[-1]
+        .startswith("error: corrupted=To go: patching needs answer= and wrong= (its metric)")
+    )

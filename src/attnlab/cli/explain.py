@@ -5,6 +5,7 @@ attnlab-explain ckpt_path=<bert mlm run> input="the <mask> sat" layers=[0,1,2] h
 attnlab-explain ckpt_path=<seq2seq run> input="march 3, 2021" out_dir=explained/
 attnlab-explain ckpt_path=<vit run> input=digits:0 head_importance=false
 attnlab-explain ckpt_path=<vit run> input=my_digit.png
+attnlab-explain ckpt_path=<gpt run> input="To be" logit_lens=true corrupted="To go" answer=e wrong=o
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -100,6 +103,52 @@ def check_input_kind(text: str, model: object) -> None:
         )
 
 
+def check_lens(model: object) -> None:
+    """``logit_lens=true`` needs a token head (checked before anything is written)."""
+    from attnlab.explain.lens import lens_parts
+
+    try:
+        lens_parts(model, {})
+    except ValueError as err:
+        raise ConfigError("logit_lens", True, str(err).removeprefix("logit lens: ")) from None
+
+
+def answer_index(loaded: Any, text: str, tokens: bool) -> int:
+    """A patching answer: the id of the one token ``text`` encodes to, or a class (its index or name)."""
+    if tokens:
+        ids = loaded.tokenizer.encode(text)
+        if len(ids) != 1:
+            raise ConfigError(
+                "answer", text, f"must be one token of the vocabulary; it encodes to {len(ids)}"
+            )
+        return ids[0]
+    names = loaded.label_names or []
+    if text.isdigit():
+        return int(text)
+    if text not in names:
+        raise ConfigError("answer", text, "must be a class index or one of the run's class names")
+    return names.index(text)
+
+
+def patching_inputs(
+    cmd: ExplainCommand, loaded: Any, example: Any, family: Any, datamodule: Any
+) -> tuple[dict | None, Any]:
+    """The corrupted batch and the logit-difference metric of ``corrupted=``, ``answer=``, ``wrong=``."""
+    import torch
+
+    from attnlab.explain import logit_difference
+
+    if cmd.corrupted is None:
+        return None, None
+    check_input_kind(cmd.corrupted, loaded.model)
+    corrupted = family.explain_example(loaded, replace(cmd, input=cmd.corrupted), datamodule).batch
+    with torch.no_grad():
+        tokens = loaded.model.logits(example.batch).dim() == 3
+    answer, wrong = (answer_index(loaded, text, tokens) for text in (cmd.answer, cmd.wrong))
+    position = example.focus if example.focus is not None else -1
+    return corrupted, logit_difference(answer, wrong, position)
+
+
 def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
     """Load the checkpoint, prepare the input, write everything into ``folder``; returns index.html."""
     from attnlab.checkpoint import load_checkpoint, run_datamodule
@@ -109,17 +158,25 @@ def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
     loaded = load_checkpoint(cmd.ckpt_path, cmd.device)
     check_selection(cmd, loaded.model)
     check_input_kind(cmd.input, loaded.model)
+    if cmd.logit_lens:
+        check_lens(loaded.model)
     family = FAMILY_COMMANDS[loaded.family]
     datamodule = run_datamodule(loaded) if family.needs_data(cmd) else None
+    example = family.explain_example(loaded, cmd, datamodule)
+    corrupted, metric = patching_inputs(cmd, loaded, example, family, datamodule)
     return explain_to_folder(
         loaded.model,
-        family.explain_example(loaded, cmd, datamodule),
+        example,
         folder,
         layers=cmd.layers,
         heads=cmd.heads,
         importance_batches=datamodule.val_dataloader() if cmd.head_importance else None,
         max_batches=cmd.importance_batches,
         title=f"attnlab explain: {loaded.path}",
+        lens=cmd.logit_lens,
+        corrupted=corrupted,
+        metric=metric,
+        token_text=lambda i: loaded.tokenizer.decode([i], skip_special=False) if loaded.tokenizer else str(i),
     )
 
 

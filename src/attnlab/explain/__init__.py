@@ -1,4 +1,5 @@
-"""Explaining model decisions: attention maps, rollout, gradient × input, head importance, pictures.
+"""Explaining model decisions: attention maps, rollout, gradient × input, head importance, named
+activation sites, the logit lens, activation patching, pictures.
 
 A library: functions take a model and a batch in the data layout, and ask the model (its
 ``logits``, ``input_embedding``, ``readout_positions``) what differs between families. No Lightning,
@@ -16,11 +17,18 @@ from attnlab.explain.attention import (
 )
 from attnlab.explain.attribution import gradient_x_input, token_attribution
 from attnlab.explain.head_importance import HeadImportance, example_losses, head_gates, head_importance
+from attnlab.explain.lens import LogitLens, logit_lens
+from attnlab.explain.patching import Patching, logit_difference, patch_heads, patch_residual, patched_metric
 from attnlab.explain.pipeline import Example, explain_to_folder
+from attnlab.explain.sites import Site, activation_sites, hooked, recorded, resid_sites
 
 __all__ = [
     "Example",
     "HeadImportance",
+    "LogitLens",
+    "Patching",
+    "Site",
+    "activation_sites",
     "attention_maps",
     "attention_rollout",
     "example_losses",
@@ -28,7 +36,15 @@ __all__ = [
     "gradient_x_input",
     "head_gates",
     "head_importance",
+    "hooked",
+    "logit_difference",
+    "logit_lens",
     "map_label",
+    "patch_heads",
+    "patch_residual",
+    "patched_metric",
+    "recorded",
+    "resid_sites",
     "select_layers",
     "self_attention_layers",
     "token_attribution",

@@ -1,4 +1,5 @@
-"""Explain one input into a folder: attention maps, rollout, attribution, head importance, index.html.
+"""Explain one input into a folder: attention maps, rollout, attribution, head importance, the logit
+lens, activation patching, index.html.
 
 ``explain_to_folder`` takes a model and one prepared ``Example`` (the batch in the data layout plus
 what is needed to label the pictures) and writes PNGs and the page that shows them together.
@@ -26,6 +27,8 @@ from attnlab.explain.attention import (
 from attnlab.explain.attribution import token_attribution
 from attnlab.explain.head_importance import HeadImportance, head_importance
 from attnlab.explain.labels import display_label, patch_labels
+from attnlab.explain.lens import logit_lens
+from attnlab.explain.patching import Metric, Patching, patch_heads, patch_residual
 from attnlab.explain.report import Section, scored_tokens_html, table_html, write_report
 
 
@@ -239,6 +242,84 @@ def token_sections(
     ]
 
 
+def write_logit_lens(
+    model: nn.Module, example: Example, folder: Path, token_text: Callable[[int], str] | None = None
+) -> Section:
+    """``logit_lens.png``: each layer's most likely token per position and its probability, and the
+    loss per layer where the example has labels."""
+    from attnlab.explain.plots import lens_figure, save_figure
+
+    lens = logit_lens(model, example.batch)
+    top = lens.logits[:, 0].softmax(-1).max(-1)  # (layers, T): the top token's probability and id
+    text = token_text or str
+    tokens = [[text(int(i)) for i in row] for row in top.indices]
+    positions = (example.target_tokens if lens.sites[0].startswith("decoder.") else example.tokens) or [
+        str(t) for t in range(top.values.shape[1])
+    ]
+    layers = [f"layer {i}" for i in range(len(lens.sites))]
+    figure = lens_figure(top.values, tokens, layers, positions, title=titled("logit lens", example))
+    save_figure(figure, folder / "logit_lens.png")
+    about = "Each layer's residual stream through the final norm and the output head (nostalgebraist 2020)."
+    if lens.losses is not None:
+        about += " Loss per layer: " + ", ".join(f"{v:.3f}" for v in lens.losses.tolist()) + "."
+    return Section("Logit lens", about, ["logit_lens.png"])
+
+
+def _strongest_rows(result: Patching, k: int = 10) -> list[list[str]]:
+    restored = result.restored()
+    return [
+        [site, str(col), f"{value:.4f}", f"{float(restored[result.sites.index(site), col]):.3f}"]
+        for site, col, value in result.strongest(k)
+    ]
+
+
+def write_patching(
+    model: nn.Module, example: Example, corrupted: dict[str, Tensor], metric: Metric, folder: Path
+) -> Section:
+    """``patching_resid.png`` (residual stream per layer and position) and ``patching_heads.png`` (each
+    head's output), coloured by the share of the clean - corrupted difference each patch restores,
+    and the table of the strongest sites."""
+    from attnlab.explain.plots import patching_figure, save_figure
+
+    resid = patch_residual(model, example.batch, corrupted, metric)
+    heads = patch_heads(model, example.batch, corrupted, metric)
+    n = resid.scores.shape[1]
+    positions = example.tokens if example.tokens is not None and len(example.tokens) == n else None
+    ends = f"clean {resid.clean:.3f}, corrupted {resid.corrupted:.3f}"
+    save_figure(
+        patching_figure(
+            resid.restored(),
+            resid.sites,
+            positions or [str(t) for t in range(n)],
+            title=titled(f"activation patching: residual stream ({ends})", example),
+        ),
+        folder / "patching_resid.png",
+    )
+    save_figure(
+        patching_figure(
+            heads.restored(),
+            heads.sites,
+            [str(h) for h in range(heads.scores.shape[1])],
+            column_axis="head",
+            title=titled(f"activation patching: heads' outputs ({ends})", example),
+        ),
+        folder / "patching_heads.png",
+    )
+    header = ["site", "position or head", "metric", "share restored"]
+    rows = _strongest_rows(resid) + _strongest_rows(heads)
+    rows.sort(key=lambda row: -abs(float(row[3])))
+    about = (
+        "The corrupted input run with one activation from the clean run (Meng et al. 2022; Wang et al. "
+        f"2022): 1 restores the clean metric, 0 leaves the corrupted one ({ends})."
+    )
+    return Section(
+        "Activation patching",
+        about,
+        ["patching_resid.png", "patching_heads.png"],
+        table_html(header, rows[:10]),
+    )
+
+
 def explain_to_folder(
     model: nn.Module,
     example: Example,
@@ -250,8 +331,16 @@ def explain_to_folder(
     loss_fn: Callable[[dict[str, Tensor]], Tensor] | None = None,
     max_batches: int | None = 8,
     title: str = "attnlab explain",
+    lens: bool = False,
+    token_text: Callable[[int], str] | None = None,
+    corrupted: dict[str, Tensor] | None = None,
+    metric: Metric | None = None,
 ) -> Path:
     """Write the explanation of ``example`` into ``folder``; returns the path of its ``index.html``.
+
+    ``lens``: add the logit lens (``token_text`` names a token id in its picture); ``corrupted`` (a
+    batch like ``example.batch``) and ``metric`` (e.g. ``logit_difference(answer, wrong)``): add
+    activation patching from the example into the corrupted input.
 
     Also ``attention_weights.npz``: every layer's and head's weights, by module name.
     """
@@ -279,4 +368,10 @@ def explain_to_folder(
     if importance_batches is not None:
         result = head_importance(model, importance_batches, loss_fn=loss_fn, max_batches=max_batches)
         sections.append(write_head_importance(result, folder))
+    if lens:
+        sections.append(write_logit_lens(model, example, folder, token_text))
+    if corrupted is not None:
+        if metric is None:
+            raise ValueError("patching needs a metric, e.g. attnlab.explain.logit_difference(answer, wrong)")
+        sections.append(write_patching(model, example, corrupted, metric, folder))
     return write_report(folder, title, sections)

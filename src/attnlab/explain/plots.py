@@ -1,4 +1,5 @@
-"""Figures of attention maps, token scores, image patches and head importance (matplotlib, no pyplot).
+"""Figures of attention maps, token scores, image patches, head importance, activation patching and
+the logit lens (matplotlib, no pyplot).
 
 Every heat map is meant to be read without the text around it: it has a colour bar with its value
 range, a perceptually uniform colormap (viridis) starting at zero for non-negative maps and a
@@ -211,6 +212,64 @@ def head_importance_figure(
         text, colour = ("pruned", "grey") if np.isnan(v) else (f"{v:.2f}", "black" if v > bright else "white")
         ax.text(c, r, text, ha="center", va="center", fontsize=7, color=colour)
     fig.colorbar(image, ax=ax, label=value_label)
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+def patching_figure(
+    scores: Tensor,
+    sites: Sequence[str],
+    column_labels: Sequence[str],
+    *,
+    column_axis: str = "position",
+    title: str = "activation patching",
+    value_label: str = "share restored",
+) -> Figure:
+    """A (sites × positions or heads) heat map of a patching result, signed (RdBu_r, white at zero),
+    its values written in the cells where they fit; NaN (past a row's length) is a blank cell."""
+    values = scores.detach().float().cpu().numpy()
+    rows, cols = values.shape
+    fig = Figure(figsize=(3.2 + 0.55 * min(cols, 48) + 1.5, 2.4 + 0.4 * rows), layout="constrained")
+    ax = fig.subplots()
+    scale = colour_scale(values, signed=True)
+    image = ax.imshow(values, aspect="auto", interpolation="nearest", **scale)
+    _ticks(ax, list(column_labels), "x", cols)
+    ax.set_yticks(range(rows), list(sites), fontsize=8)
+    ax.set_xlabel(column_axis)
+    ax.set_ylabel("patched site")
+    if cols <= 24:
+        for (r, c), v in np.ndenumerate(values):
+            if not np.isnan(v):
+                colour = "white" if abs(v) > 0.6 * scale["norm"].vmax else "black"
+                ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=7, color=colour)
+    fig.colorbar(image, ax=ax, label=value_label)
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+def lens_figure(
+    probs: Tensor,
+    tokens: Sequence[Sequence[str]],
+    layers: Sequence[str],
+    positions: Sequence[str],
+    *,
+    title: str = "logit lens: top token per layer and position",
+) -> Figure:
+    """A (layers × positions) table of each layer's most likely token, the cell coloured by its
+    probability (viridis, 0 to 1) with a colour bar."""
+    values = probs.detach().float().cpu().numpy()
+    rows, cols = values.shape
+    fig = Figure(figsize=(3.0 + 0.75 * min(cols, 40) + 1.5, 2.4 + 0.4 * rows), layout="constrained")
+    ax = fig.subplots()
+    image = ax.imshow(values, aspect="auto", interpolation="nearest", cmap=SEQUENTIAL, vmin=0.0, vmax=1.0)
+    _ticks(ax, list(positions), "x", cols)
+    ax.set_yticks(range(rows), list(layers), fontsize=8)
+    ax.set_xlabel("position (input token)")
+    ax.set_ylabel("layer's residual stream")
+    for (r, c), v in np.ndenumerate(values):
+        colour = "black" if v > 0.6 else "white"
+        ax.text(c, r, display_token(tokens[r][c])[:8], ha="center", va="center", fontsize=7, color=colour)
+    fig.colorbar(image, ax=ax, label="top token's probability")
     ax.set_title(title, fontsize=10)
     return fig
 

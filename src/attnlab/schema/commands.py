@@ -79,6 +79,10 @@ class ExplainCommand:
     heads: list[int] | None = None  # None: all
     head_importance: bool = True  # Michel et al. 2019 over the run's validation batches
     importance_batches: int = 8
+    logit_lens: bool = False  # each layer's top tokens through the final norm and head (token heads only)
+    corrupted: str | None = None  # activation patching from input into this input of the same length
+    answer: str | None = None  # patching's metric: logit[answer] - logit[wrong] (a token, or a class)
+    wrong: str | None = None
     out_dir: str = "outputs/explain/${now:%Y-%m-%d}/${now:%H-%M-%S}"
     device: str = "cpu"
     mask_token: str = "<mask>"
@@ -86,6 +90,8 @@ class ExplainCommand:
 
     def check(self) -> None:
         at_least_one("importance_batches", self.importance_batches)
+        if self.corrupted is not None and (self.answer is None or self.wrong is None):
+            raise ConfigError("corrupted", self.corrupted, "patching needs answer= and wrong= (its metric)")
 
 
 class CompressMethod(Choice):
