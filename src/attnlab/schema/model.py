@@ -214,7 +214,15 @@ class GPTConfig(TokenModelConfig):
     dropout: float = 0.0
     lm_head_bias: bool = False
 
-    trains: ClassVar[dict[str, tuple[str, ...]]] = {TaskName.causal_lm: (DataKind.text,)}
+    trains: ClassVar[dict[str, tuple[str, ...]]] = {
+        TaskName.causal_lm: (
+            DataKind.text,
+            DataKind.copy,
+            DataKind.passkey,
+            DataKind.recall,
+            DataKind.addition,
+        )
+    }
 
 
 @MODELS.register
