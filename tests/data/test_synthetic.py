@@ -125,3 +125,16 @@ def test_bad_settings_are_refused_in_one_line(kind: str, settings: dict, message
     with pytest.raises(ConfigError) as error:
         data_config(kind, **settings).check()
     assert str(error.value) == message
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_encoder_decoder_reads_the_prompt_as_source_and_the_answer_as_target(make_dm, kind: str) -> None:
+    dm = make_dm(kind, task="seq2seq", seq_len=40, num_train=8, num_val=8, num_test=8)
+    val, tok = dm.datasets["val"], dm.tokenizer
+    batch = dm.eval_collate_fn()([val[i] for i in range(8)])
+    for i in range(8):
+        prompt, answer = val.example(i)
+        src = batch["src_ids"][i][batch["src_mask"][i].bool()].tolist()
+        labels = [t for t in batch["labels"][i].tolist() if t != IGNORE_INDEX]
+        assert tok.decode(src) == prompt and labels == [*tok.encode(answer), tok.eos_id]
+        assert batch["tgt_in"][i][0] == tok.bos_id

@@ -17,6 +17,7 @@ from __future__ import annotations
 import random
 import string
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -24,6 +25,7 @@ from torch import Tensor
 from torch.utils.data import Dataset, default_collate
 
 from attnlab.data.module import AttnlabDataModule
+from attnlab.data.pairs import collate_pairs
 from attnlab.data.sampling import Key, split_key
 from attnlab.data.tokenizers import char_tokenizer
 from attnlab.schema.data import IGNORE_INDEX, PasskeyData, SyntheticData
@@ -75,7 +77,8 @@ def example_rng(seed: int, split: str, index: int) -> random.Random:
 
 
 class SyntheticSet(Dataset):
-    """``size`` examples of a task, each generated on access from (seed, split, index)."""
+    """``size`` examples of a task, each generated on access from (seed, split, index): a causal LM's
+    row, or with ``pairs`` an encoder-decoder's (source: the prompt, target: the answer)."""
 
     def __init__(
         self,
@@ -85,8 +88,10 @@ class SyntheticSet(Dataset):
         seed: int,
         split: str,
         size: int,
+        pairs: bool = False,
     ) -> None:
         self.make, self.cfg, self.ids, self.seed, self.split, self.size = make, cfg, ids, seed, split, size
+        self.pairs = pairs
 
     def __len__(self) -> int:
         return self.size
@@ -94,16 +99,23 @@ class SyntheticSet(Dataset):
     def example(self, index: int) -> Example:
         return self.make(example_rng(self.seed, self.split, index), self.cfg)
 
+    def encode(self, text: str) -> Tensor:
+        return torch.tensor([self.ids[c] for c in text], dtype=torch.long)
+
     def __getitem__(self, key: Key) -> dict[str, Tensor]:
         prompt, answer = self.example(split_key(key)[1])
-        ids = torch.tensor([self.ids[c] for c in prompt + answer], dtype=torch.long)
+        if self.pairs:
+            return {"src": self.encode(prompt), "tgt": self.encode(answer)}
+        ids = self.encode(prompt + answer)
         labels = ids[1:].clone()
         labels[: len(prompt) - 1] = IGNORE_INDEX  # predicting the prompt is not the task
         return {"input_ids": ids[:-1], "labels": labels}
 
 
 class SyntheticDataModule(AttnlabDataModule):
-    """The data module of a synthetic kind; each subclass names its generator (``make``)."""
+    """The data module of a synthetic kind; each subclass names its generator (``make``). A task that
+    brackets its targets (``DataNeeds.specials`` with bos and eos: seq2seq) gets (prompt, answer) pairs,
+    scored by its own greedy-decoded exact match."""
 
     make: Callable[..., Example]
 
@@ -112,12 +124,22 @@ class SyntheticDataModule(AttnlabDataModule):
         ids = {c: self.tokenizer.encode(c)[0] for c in ALPHABET}
         sizes = {"train": self.cfg.num_train, "val": self.cfg.num_val, "test": self.cfg.num_test}
         return {
-            split: SyntheticSet(type(self).make, self.cfg, ids, self.seed, split, size)
+            split: SyntheticSet(type(self).make, self.cfg, ids, self.seed, split, size, self.pairs)
             for split, size in sizes.items()
         }
 
+    @property
+    def pairs(self) -> bool:
+        return {"bos", "eos"} <= set(self.special_roles)
+
+    def collate_fn(self) -> Callable[[list[dict[str, Any]]], dict[str, Tensor]]:
+        tok = self.tokenizer
+        if self.pairs:
+            return partial(collate_pairs, pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id)
+        return default_collate
+
     def eval_collate_fn(self) -> Callable[[list[dict[str, Any]]], dict[str, Tensor]]:
-        return collate_answers
+        return self.collate_fn() if self.pairs else collate_answers
 
 
 def collate_answers(samples: list[dict[str, Tensor]]) -> dict[str, Tensor]:

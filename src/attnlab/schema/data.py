@@ -339,9 +339,10 @@ class ReverseData(TokenizedData, GeneratedData):
 
 @dataclass
 class SyntheticData(SequenceData, GeneratedData):
-    """A synthetic task for language models, generated per example from the seed: a prompt, then an
-    exact answer, in at most ``seq_len`` characters (one token each). The labels are the answer's
-    tokens only, so the loss is the answer-token loss and ``exact_match`` scores whole answers."""
+    """A synthetic task, generated per example from the seed: a prompt, then an exact answer, in at
+    most ``seq_len`` + 1 characters (one token each). A causal LM's labels are the answer's tokens
+    only, so its loss is the answer-token loss and ``exact_match`` scores whole answers; an
+    encoder-decoder reads the prompt as source and the answer as target."""
 
     seq_len: int = 64
     batch_size: int = 64
