@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from attnlab.data.sampling import ResumableLoader, SampleBatches
 from attnlab.data.synthetic import FILLER
 from attnlab.schema.data import IGNORE_INDEX, data_config
 from attnlab.schema.errors import ConfigError
@@ -138,3 +139,24 @@ def test_an_encoder_decoder_reads_the_prompt_as_source_and_the_answer_as_target(
         labels = [t for t in batch["labels"][i].tolist() if t != IGNORE_INDEX]
         assert tok.decode(src) == prompt and labels == [*tok.encode(answer), tok.eos_id]
         assert batch["tgt_in"][i][0] == tok.bos_id
+
+
+def test_two_ranks_and_a_worker_read_what_one_process_reads(make_dm) -> None:
+    """Rank r of two (batch 4, each with its own data module, one read in a worker process) gets rows
+    [4r, 4r + 4) of one process's batch of 8, at every stream position."""
+    fields = {"seq_len": 32, "num_train": 64, "num_val": 8, "num_test": 8}
+    dm = make_dm("passkey", **fields)
+    one = SampleBatches(dm.datasets["train"], dm.collate_fn(), seed=0, batch_size=8, rank=0, world_size=1)
+    ranks = []
+    for rank in (0, 1):
+        own = make_dm("passkey", **fields)
+        ranks.append(
+            SampleBatches(
+                own.datasets["train"], own.collate_fn(), seed=0, batch_size=4, rank=rank, world_size=2
+            )
+        )
+    for position in (0, 8, 64, 120):
+        rows = torch.cat([r[position]["input_ids"] for r in ranks])
+        assert torch.equal(rows, one[position]["input_ids"])
+    in_worker = next(iter(ResumableLoader(ranks[1], num_workers=1)))
+    assert torch.equal(in_worker["input_ids"], one[0]["input_ids"][4:])
