@@ -8,11 +8,15 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils.data import default_collate
 
 from attnlab.data.sampling import ResumableLoader, SampleBatches
 from attnlab.data.synthetic import FILLER
 from attnlab.schema.data import IGNORE_INDEX, data_config
 from attnlab.schema.errors import ConfigError
+from attnlab.schema.optim import AdamWConfig
+from attnlab.schema.task import task_config
+from attnlab.tasks import build_task
 from attnlab.tasks.causal_lm import exact_answers
 
 KINDS = ("copy", "passkey", "recall", "addition")
@@ -160,3 +164,20 @@ def test_two_ranks_and_a_worker_read_what_one_process_reads(make_dm) -> None:
         assert torch.equal(rows, one[position]["input_ids"])
     in_worker = next(iter(ResumableLoader(ranks[1], num_workers=1)))
     assert torch.equal(in_worker["input_ids"], one[0]["input_ids"][4:])
+
+
+def test_a_causal_lm_scores_exact_match_on_answer_batches_only(make_dm, tiny_model) -> None:
+    """``val/exact_match`` is the share of rows whose answer tokens are all the argmax; a text batch
+    (no ``answer_rows``) updates no exact match, so text runs log none."""
+    dm = make_dm("recall", seq_len=24, num_train=8, num_val=16, num_test=8)
+    module = build_task(
+        task_config("causal_lm"), AdamWConfig(), tiny_model("gpt", vocab_size=dm.vocab_size), max_steps=1
+    )
+    rows = [dm.datasets["val"][i] for i in range(16)]
+    metrics = module.build_metrics()
+    module.evaluate(default_collate(rows), metrics)
+    assert not metrics["exact_match"].update_called and metrics["loss"].update_called
+    batch = dm.eval_collate_fn()(rows)
+    module.evaluate(batch, metrics)
+    expected = exact_answers(module.logits(batch), batch["labels"]).float().mean()
+    assert metrics["exact_match"].compute() == pytest.approx(expected.item())
