@@ -23,6 +23,10 @@ FAMILY_TASK = {
     "dates": ("seq2seq", "seq2seq"),
     "numbers": ("seq2seq", "seq2seq"),
     "reverse": ("seq2seq", "seq2seq"),
+    "copy": ("gpt", "causal_lm"),
+    "passkey": ("gpt", "causal_lm"),
+    "recall": ("gpt", "causal_lm"),
+    "addition": ("gpt", "causal_lm"),
     "digits": ("vit", "classification"),
     "images": ("vit", "classification"),
 }

@@ -41,6 +41,7 @@ from attnlab.cli.prepared import build_model_for, prepare_datamodule, take_datam
 from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
 from attnlab.cli.teacher import check_teacher, check_teacher_run, take_teacher, use_teacher_defaults
 from attnlab.schema.checks import validate, validate_saved
+from attnlab.schema.data import SyntheticData
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain
 from attnlab.schema.run import RUN_DIR, RunConfig
@@ -478,10 +479,14 @@ def test(trainer: pl.Trainer, task: pl.LightningModule, datamodule: Any, run_dir
 
 
 def wants_sample(run: RunConfig, task: pl.LightningModule) -> bool:
-    """Whether the run ends with a sample: a causal LM with a tokenizer, and new tokens asked for."""
+    """Whether the run ends with a sample: a causal LM with a tokenizer, and new tokens asked for (not
+    on a synthetic task: its exact match says more, and its alphabet lacks the prompt's letters)."""
     tokenizer = getattr(task, "tokenizer", None)
     return (
-        isinstance(run.task.inner(), CausalLMTask) and tokenizer is not None and run.sample.max_new_tokens > 0
+        isinstance(run.task.inner(), CausalLMTask)
+        and not isinstance(run.data, SyntheticData)
+        and tokenizer is not None
+        and run.sample.max_new_tokens > 0
     )
 
 

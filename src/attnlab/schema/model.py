@@ -214,7 +214,15 @@ class GPTConfig(TokenModelConfig):
     dropout: float = 0.0
     lm_head_bias: bool = False
 
-    trains: ClassVar[dict[str, tuple[str, ...]]] = {TaskName.causal_lm: (DataKind.text,)}
+    trains: ClassVar[dict[str, tuple[str, ...]]] = {
+        TaskName.causal_lm: (
+            DataKind.text,
+            DataKind.copy,
+            DataKind.passkey,
+            DataKind.recall,
+            DataKind.addition,
+        )
+    }
 
 
 @MODELS.register
@@ -243,7 +251,16 @@ class Seq2SeqConfig(TokenModelConfig):
     """Encoder-decoder: the original Transformer's small sibling, with scaled, shared embeddings."""
 
     trains: ClassVar[dict[str, tuple[str, ...]]] = {
-        TaskName.seq2seq: (DataKind.dates, DataKind.numbers, DataKind.reverse, DataKind.pairs)
+        TaskName.seq2seq: (
+            DataKind.dates,
+            DataKind.numbers,
+            DataKind.reverse,
+            DataKind.pairs,
+            DataKind.copy,
+            DataKind.passkey,
+            DataKind.recall,
+            DataKind.addition,
+        )
     }
 
     family: Family = Family.seq2seq

@@ -74,7 +74,7 @@ class CausalLMTask(TaskConfig):
     data_needs: ClassVar[DataNeeds] = DataNeeds()  # reads the corpus as it is
 
     def val_metrics(self) -> tuple[str, ...]:
-        return ("loss", "ppl", "bpb")
+        return ("loss", "ppl", "bpb", "exact_match")  # exact_match: synthetic tasks (data.kind=copy, ...)
 
 
 @TASKS.register

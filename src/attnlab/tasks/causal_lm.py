@@ -8,6 +8,7 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric, Metric
 
 from attnlab.schema import task
+from attnlab.schema.data import IGNORE_INDEX
 from attnlab.tasks.base import TASK_CLASSES, TaskModule, count_labels, labelled
 
 
@@ -16,7 +17,10 @@ class CausalLMTask(TaskModule):
     """Batches hold ``input_ids`` (B, T) and ``labels`` (B, T), the next tokens (IGNORE_INDEX: ignored), and
     packed documents their ``document_ids`` (B, T) (``data.packing=documents``). Evaluation batches may
     hold ``label_bytes`` (B, T), the UTF-8 bytes of the text each label covers (0 where ignored): then
-    ``bpb`` (bits per byte) is logged beside the loss, comparable across tokenizers."""
+    ``bpb`` (bits per byte) is logged beside the loss, comparable across tokenizers. Evaluation batches
+    of a synthetic task hold ``answer_rows`` (B,): each row's labels are one whole answer, and
+    ``exact_match`` is the share of rows whose every answer token is the argmax of its teacher-forced
+    logits (what greedy decoding would produce, as long as every earlier answer token is right)."""
 
     reports_perplexity = True
 
@@ -28,14 +32,21 @@ class CausalLMTask(TaskModule):
         return self.cross_entropy(self.logits(batch), batch["labels"], self.task_cfg.label_smoothing)
 
     def build_metrics(self) -> dict[str, Metric]:
-        return {"loss": MeanMetric(), "bpb": MeanMetric()}
+        return {"loss": MeanMetric(), "bpb": MeanMetric(), "exact_match": MeanMetric()}
 
     def evaluate(self, batch: dict[str, Tensor], metrics: nn.ModuleDict) -> None:
-        labels = batch["labels"]
-        loss, count = self.cross_entropy(self.logits(batch), labels), count_labels(labels)
+        logits, labels = self.logits(batch), batch["labels"]
+        loss, count = self.cross_entropy(logits, labels), count_labels(labels)
         metrics["loss"].update(loss, weight=count)
+        if "answer_rows" in batch:
+            metrics["exact_match"].update(exact_answers(logits, labels).float())
         if "label_bytes" in batch:
             update_bits_per_byte(metrics["bpb"], loss, count, batch["label_bytes"].sum())
+
+
+def exact_answers(logits: Tensor, labels: Tensor) -> Tensor:
+    """(B,) bool: whether the argmax of ``logits`` (B, T, V) is right at every labelled position of a row."""
+    return ((logits.argmax(-1) == labels) | (labels == IGNORE_INDEX)).all(dim=-1)
 
 
 def update_bits_per_byte(metric: MeanMetric, loss: Tensor, count: Tensor, n_bytes: Tensor) -> None:
