@@ -98,8 +98,8 @@ CASES = [
         marks=needs_no_gpu,
     ),
     (
-        ["trainer.activation_checkpointing=selective"],
-        "trainer.activation_checkpointing=selective: choose one of none, full",
+        ["trainer.activation_checkpointing=some"],
+        "trainer.activation_checkpointing=some: choose one of none, full, selective",
     ),
     (["trainer.precision=64"], "trainer.precision=64: choose one of 32, bf16-mixed, 16-mixed"),
     (["trainer.devices=0"], "trainer.devices=0: a positive count, -1 or auto (all), or a list of device ids"),
@@ -153,7 +153,7 @@ CASES = [
     ),
     (
         ["task.monitor=bogus/metric"],
-        "task.monitor=bogus/metric: choose one of val/loss, val/ppl, val/bpb (what task=causal_lm logs at validation)",
+        "task.monitor=bogus/metric: choose one of val/loss, val/ppl, val/bpb, val/exact_match (what task=causal_lm logs at validation)",
     ),
     (
         ["model=seq2seq-tiny", "task.eval_decode=false", "task.monitor=val/bleu"],

@@ -205,6 +205,9 @@ def test_pinned_memory_follows_the_accelerator_unless_set(make_dm, setting, devi
 
     dm = make_dm("reverse", num_train=20, num_val=5, num_test=5, pin_memory=setting)
     dm.trainer = SimpleNamespace(
-        strategy=SimpleNamespace(root_device=torch.device(device)), global_rank=0, world_size=1
+        strategy=SimpleNamespace(root_device=torch.device(device)),
+        global_rank=0,
+        world_size=1,
+        distributed_sampler_kwargs=None,
     )
     assert dm.pin_memory is pinned and dm.val_dataloader().pin_memory is pinned

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from cases import CASES, TOL, diff, reference, transformers
 from safetensors.torch import load_file, save_file
-from test_hf_parity import CASES, TOL, diff, reference, transformers
 
 import attnlab
 import attnlab.models.hf as attnlab_hf

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 import torch
-from test_hf_parity import CASES, VOCAB
+from cases import CASES, VOCAB
 from torch import nn
 
 from attnlab.models import build_model
