@@ -299,37 +299,39 @@ class PairsData(TokenizedData, SourcedData):
             )
 
 
+@dataclass
+class GeneratedPairsData(TokenizedData, GeneratedData):
+    """Source -> target pairs generated from the seed, read by the data module that reads real pairs."""
+
+    module: ClassVar[str] = "attnlab.data.pairs:PairsDataModule"
+    batch_size: int = 64
+
+
 @DATA.register
 @dataclass
-class DatesData(TokenizedData, GeneratedData):
+class DatesData(GeneratedPairsData):
     """Dates in many human formats -> ISO 8601, generated from the seed."""
 
     kind: DataKind = DataKind.dates
-    module: ClassVar[str] = "attnlab.data.pairs:PairsDataModule"
     seq_len: int = 48
-    batch_size: int = 64
 
 
 @DATA.register
 @dataclass
-class NumbersData(TokenizedData, GeneratedData):
+class NumbersData(GeneratedPairsData):
     """Numbers (1 to 6 digits) -> English words, generated from the seed."""
 
     kind: DataKind = DataKind.numbers
-    module: ClassVar[str] = "attnlab.data.pairs:PairsDataModule"
     seq_len: int = 80
-    batch_size: int = 64
 
 
 @DATA.register
 @dataclass
-class ReverseData(TokenizedData, GeneratedData):
+class ReverseData(GeneratedPairsData):
     """Random strings of letters and digits -> the same string reversed, generated from the seed."""
 
     kind: DataKind = DataKind.reverse
-    module: ClassVar[str] = "attnlab.data.pairs:PairsDataModule"
     seq_len: int = 32
-    batch_size: int = 64
     reverse_max_len: int = 24
 
     def check(self) -> None:
