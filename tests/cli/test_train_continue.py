@@ -13,21 +13,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from train_cli import TEXT, check, cli
+from train_cli import CONTINUED_GPT, check, cli
 
 pytestmark = pytest.mark.slow
-ARGS = [
-    *TEXT,
-    "model=gpt-tiny",
-    "data.batch_size=8",
-    "trainer.log_every_n_steps=2",
-    "trainer.val_every_n_steps=4",
-    "trainer.limit_val_batches=2",
-    "trainer.limit_test_batches=2",
-    "trainer.enable_progress_bar=false",
-    "optim.warmup_steps=2",
-    "sample.max_new_tokens=0",
-]
+ARGS = CONTINUED_GPT
 # The continuation: a lower constant rate and more weight decay from step 8 on, to step 12.
 CHANGED = ["optim.lr=5e-4", "optim.schedule=constant", "optim.weight_decay=0.2"]
 CONTINUE = ["run_dir=run", "ckpt_path=last", "trainer.max_steps=12", *CHANGED]

@@ -9,24 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from train_cli import TEXT, check, cli
+from train_cli import CONTINUED_GPT, check, cli
 
 from attnlab.report.sweep import read_sweep
 
 pytestmark = pytest.mark.slow
-ARGS = [
-    *TEXT,
-    "model=gpt-tiny",
-    "logger=csv",
-    "data.batch_size=8",
-    "trainer.log_every_n_steps=2",
-    "trainer.val_every_n_steps=4",
-    "trainer.limit_val_batches=2",
-    "trainer.limit_test_batches=2",
-    "trainer.enable_progress_bar=false",
-    "optim.warmup_steps=2",
-    "sample.max_new_tokens=0",
-]
+ARGS = [*CONTINUED_GPT, "logger=csv"]
 TRAIN_STEPS, VAL_STEPS = [2, 4, 6, 8, 10, 12], [4, 8, 12]
 
 

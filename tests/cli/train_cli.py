@@ -36,6 +36,20 @@ TINY = [
     "sample.max_new_tokens=16",
 ]
 TEXT = ["data.seq_len=32"]  # shorter windows for the text corpus
+# A tiny GPT logged every 2 steps and validated every 4 (warm-up 2), no sample: the first run that the
+# tests of continued and extended runs take further (they add trainer.max_steps and run_dir).
+CONTINUED_GPT = [
+    *TEXT,
+    "model=gpt-tiny",
+    "data.batch_size=8",
+    "trainer.log_every_n_steps=2",
+    "trainer.val_every_n_steps=4",
+    "trainer.limit_val_batches=2",
+    "trainer.limit_test_batches=2",
+    "trainer.enable_progress_bar=false",
+    "optim.warmup_steps=2",
+    "sample.max_new_tokens=0",
+]
 # The presets of tests/cli/conf (experiment=tiny_<family>: a tiny model, small generated data sets).
 TEST_PRESETS = f"hydra.searchpath=[file://{HERE / 'conf'}]"
 
