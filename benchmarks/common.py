@@ -209,10 +209,3 @@ def peak_memory_mib(settings: Settings, probe: str, *, warm: bool = False, **kwa
 
 def mib(n_bytes: float) -> float:
     return n_bytes / 2**20
-
-
-def nanogpt_checkout() -> Path | None:
-    """The checkout of karpathy/nanoGPT that ``NANOGPT_DIR`` names, if it has model.py and train.py."""
-    found = os.environ.get("NANOGPT_DIR")
-    ok = found and (Path(found) / "model.py").is_file() and (Path(found) / "train.py").is_file()
-    return Path(found) if ok else None

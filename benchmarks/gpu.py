@@ -10,7 +10,7 @@
 (c) ``decode``: greedy decoding tokens/s, gpt2-small dimensions at batch 1 and 8, attnlab's
     ``generate`` against Hugging Face's ``generate``.
 
-Ratios are attnlab ÷ reference, the median over rounds where the programs take turns. The issue's
+Ratios are attnlab ÷ reference, the median over rounds where the programs take turns. The
 targets are in the table. Without CUDA it says so in one line; ``--device cpu --tiny`` runs all of it
 on tiny shapes in seconds (a smoke test of the machinery: its figures mean nothing).
 
@@ -172,7 +172,7 @@ def train_rows(args: argparse.Namespace, notes: list[str]) -> list[GpuRow]:
     notes.append(
         f"(b) MFU is of a measured {peak_unit} matmul peak of {peak / 1e12:.3g} TFLOP/s; first losses "
         + ", ".join(f"{k} {v:.4f}" for k, v in first.items())
-        + ("" if args.nanogpt_dir else "; nanoGPT = benchmarks/nanogpt.py (NANOGPT_DIR not set)")
+        + ("" if args.nanogpt_dir else "; nanoGPT = benchmarks/nanogpt/handwritten.py (NANOGPT_DIR not set)")
     )
     notes.append(
         "(b) modes: attnlab eager against eager references; compiled whole (torch.compile), compiled layer "

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
-import re
 import shutil
 import subprocess
 import sys
@@ -26,12 +24,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from benchmarks.common import ROOT
+from benchmarks.nanogpt.checkout import best_val, write_data
 
 NANOGPT_FILES = ("train.py", "model.py", "configurator.py", "config")
-VAL_LINE = re.compile(r"^step (\d+): train loss [\d.]+, val loss ([\d.]+)", re.MULTILINE)
 # Tiny shapes for a smoke run on the CPU: both programs, 2 steps of a 1-layer model.
 ATTNLAB_TINY = [
     "trainer=cpu",
@@ -70,32 +66,6 @@ class RecipeRun:
     best_val: float
     best_step: int
     command: str
-
-
-def write_nanogpt_data(text_file: Path, data_dir: Path) -> int:
-    """nanoGPT's data/shakespeare_char files from ``text_file``: the sorted characters as the
-    vocabulary, the first 90% of the characters in train.bin and the rest in val.bin (uint16), and
-    meta.pkl; returns the vocabulary size."""
-    text = text_file.read_text(encoding="utf-8")
-    chars = sorted(set(text))
-    stoi = {ch: i for i, ch in enumerate(chars)}
-    cut = int(len(text) * 0.9)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    for name, part in (("train", text[:cut]), ("val", text[cut:])):
-        np.array([stoi[ch] for ch in part], dtype=np.uint16).tofile(data_dir / f"{name}.bin")
-    meta = {"vocab_size": len(chars), "itos": dict(enumerate(chars)), "stoi": stoi}
-    (data_dir / "meta.pkl").write_bytes(pickle.dumps(meta))
-    return len(chars)
-
-
-def best_nanogpt_val(log: str) -> tuple[float, int]:
-    """The lowest ``val loss`` of nanoGPT's evaluation lines and its step; ValueError if there is none."""
-    found = [(float(loss), int(step)) for step, loss in VAL_LINE.findall(log)]
-    if not found:
-        raise ValueError(
-            f"no 'step N: train loss ..., val loss ...' line in nanoGPT's output:\n{log[-2000:]}"
-        )
-    return min(found)
 
 
 def timed(args: list[str], cwd: Path, timeout: float) -> tuple[float, str]:
@@ -142,7 +112,7 @@ def run_nanogpt(
             raise FileNotFoundError(f"NANOGPT_DIR={nanogpt_dir}: no {name} (a karpathy/nanoGPT checkout?)")
         copy = shutil.copytree if source.is_dir() else shutil.copy
         copy(source, scratch / name)
-    write_nanogpt_data(text_file, scratch / "data" / "shakespeare_char")
+    write_data(text_file, scratch / "data" / "shakespeare_char")
     args = [
         sys.executable,
         "train.py",
@@ -152,5 +122,5 @@ def run_nanogpt(
         f"--lr_decay_iters={steps}",
     ]
     wall, log = timed(args, scratch, timeout)
-    loss, step = best_nanogpt_val(log)
+    loss, step = best_val(log)
     return RecipeRun("nanoGPT", wall, loss, step, " ".join(args[1:]))

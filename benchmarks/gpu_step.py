@@ -2,7 +2,7 @@
 
 (b) One GPT-2 configuration as three models with the same weights: attnlab's (mapped from the
 Hugging Face one), nanoGPT's ``model.py`` (imported from ``NANOGPT_DIR``; without it, the
-hand-written nanoGPT-style model of ``benchmarks/nanogpt.py``) and Hugging Face's
+hand-written nanoGPT-style model of ``benchmarks/nanogpt/handwritten.py``) and Hugging Face's
 ``GPT2LMHeadModel``. Each trains with fused AdamW under bf16 autocast (on a GPU), eager and then
 ``torch.compile``d, the models taking turns (the order reversed every round). Reported per model:
 tokens/s, MFU (FLOPs per token ``6 N + 12 L T d`` as nanoGPT's ``estimate_mfu`` counts them, over a
@@ -35,6 +35,8 @@ from benchmarks import models
 from benchmarks.common import interleaved
 from benchmarks.mfu import matmul_flops
 from benchmarks.models import GPTSize
+from benchmarks.nanogpt.checkout import own_gpt
+from benchmarks.nanogpt.handwritten import with_gpt2_weights
 
 # GPT-2 124M as nanoGPT trains it (vocab padded to 50304), and a CPU smoke-test size.
 GPT2_124M = GPTSize("gpt2-124M", 12, 12, 768, 1024, 12, vocab=50304)
@@ -58,10 +60,10 @@ def synchronize(device: str) -> None:
 
 def nanogpt_model(size: GPTSize, hf: nn.Module, nanogpt_dir: Path | None) -> nn.Module:
     """nanoGPT's GPT (bias=True, dropout 0) with the Hugging Face model's weights, as its
-    ``from_pretrained`` copies them (``models.nanogpt_own``); the nanoGPT-style model of
-    benchmarks/nanogpt.py without a checkout."""
-    own = models.nanogpt_own(size, hf, nanogpt_dir) if nanogpt_dir is not None else None
-    return own if own is not None else models.nanogpt_like(size, hf)
+    ``from_pretrained`` copies them (``nanogpt.checkout.own_gpt``); the nanoGPT-style model of
+    ``benchmarks/nanogpt/handwritten.py`` without a checkout."""
+    own = own_gpt(size, hf, nanogpt_dir) if nanogpt_dir is not None else None
+    return own if own is not None else with_gpt2_weights(size, hf)
 
 
 def losses(
@@ -77,7 +79,7 @@ def losses(
     def ce(logits: Tensor) -> Tensor:
         return F.cross_entropy(logits.flatten(0, 1), labels.flatten())
 
-    def nano_loss(m: nn.Module) -> Tensor:  # nanoGPT's own loss; benchmarks/nanogpt.py returns logits
+    def nano_loss(m: nn.Module) -> Tensor:  # nanoGPT's own loss; the hand-written GPT returns logits
         return m(ids, labels)[1] if nanogpt_dir is not None else ce(m(ids))
 
     models_and_losses = {

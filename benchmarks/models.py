@@ -7,13 +7,8 @@ that their outputs agree before anything is timed. Dropout is 0 on both sides.
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
-import io
 import logging
 from dataclasses import dataclass, replace
-from pathlib import Path
-from types import ModuleType
 
 import torch
 from torch import Tensor, nn
@@ -29,8 +24,6 @@ from transformers import (
 
 from attnlab.models import build_model
 from attnlab.models.hf import from_transformers, hf_model_config
-from benchmarks.common import nanogpt_checkout
-from benchmarks.nanogpt import GPT
 
 logging.getLogger("transformers").setLevel(logging.ERROR)
 
@@ -94,68 +87,11 @@ def twin(hf_model: nn.Module) -> nn.Module:
     return from_transformers(hf_model, dropout=0.0, attn_dropout=0.0).train()
 
 
-def nanogpt_like(size: GPTSize, hf_model: nn.Module) -> GPT:
-    """The minimal GPT at ``size`` with the weights of ``hf_model`` (GPT-2 stores linears transposed)."""
-    model = GPT(size.vocab, hf_model.config.n_positions, size.n_layers, size.n_heads, size.d_model)
-    hf = hf_model.transformer.state_dict()
-    ours = {}
-    for name, tensor in hf.items():
-        if name.endswith(".attn.bias") or name.endswith(".attn.masked_bias"):
-            continue
-        conv = any(part in name for part in ("c_attn.weight", "c_proj.weight", "c_fc.weight"))
-        ours[name] = tensor.t().contiguous() if conv else tensor.clone()
-    ours["lm_head.weight"] = ours["wte.weight"]
-    model.load_state_dict(ours)
-    return model.train()
-
-
 def with_activation(model: nn.Module, activation: str) -> nn.Module:
     """A copy of the attnlab ``model`` with another feed-forward activation (same weights, train mode)."""
     other = build_model(replace(model.cfg, activation=activation))
     other.load_state_dict(model.state_dict())
     return other.train()
-
-
-def nanogpt_module(checkout: Path) -> ModuleType:
-    """nanoGPT's model.py, loaded from the checkout (its code is never part of this repository)."""
-    spec = importlib.util.spec_from_file_location("nanogpt_model_py", checkout / "model.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def nanogpt_own(
-    size: GPTSize, hf_model: nn.Module | None = None, checkout: Path | None = None
-) -> nn.Module | None:
-    """nanoGPT's own ``GPT`` (model.py of ``checkout``, by default ``nanogpt_checkout()``) at ``size``
-    with biases and no dropout, holding ``hf_model``'s weights as its ``from_pretrained`` loads GPT-2's (the Conv1D weights
-    transposed), randomly initialised without one; None without a checkout. Its GELU is the exact one
-    (GPT-2's is the tanh approximation): its loss differs from the twins' in the fourth decimal."""
-    checkout = checkout or nanogpt_checkout()
-    if checkout is None:
-        return None
-    module = nanogpt_module(checkout)
-    seq_len = hf_model.config.n_positions if hf_model is not None else size.seq_len
-    config = module.GPTConfig(
-        block_size=seq_len,
-        vocab_size=size.vocab,
-        n_layer=size.n_layers,
-        n_head=size.n_heads,
-        n_embd=size.d_model,
-        dropout=0.0,
-        bias=True,
-    )
-    with contextlib.redirect_stdout(io.StringIO()):  # it prints its parameter count
-        model = module.GPT(config)
-    if hf_model is not None:
-        conv = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
-        weights = {
-            name: tensor.t().contiguous() if name.endswith(conv) else tensor.clone()
-            for name, tensor in hf_model.state_dict().items()
-            if not name.endswith((".attn.bias", ".attn.masked_bias"))
-        }
-        model.load_state_dict(weights)
-    return model.train()
 
 
 def gpt_batch(size: GPTSize, seed: int = 0) -> tuple[Tensor, Tensor]:

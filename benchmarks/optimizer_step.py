@@ -1,8 +1,9 @@
 """Seconds per training step of nanoGPT's baby GPT (experiment=nanogpt_baby: 4 layers, d_model 128, a
 batch of 12 x 64 characters) under AdamW and under Muon with Newton-Schulz in float32 and in bfloat16,
-measured side by side in one process (round-robin, order reversed every round) at one thread.
+measured side by side in one process (``benchmarks.common.interleaved``: round-robin, the order
+reversed every round) at one thread; experiments/muon quotes it (results/step_time.json).
 
-    OMP_NUM_THREADS=1 .venv/bin/python experiments/muon/step_time.py [--repeats 30]
+    OMP_NUM_THREADS=1 .venv/bin/python -m benchmarks.optimizer_step [--repeats 30]
 
 Prints one JSON object: each optimizer's median seconds per step (forward, backward, step) and the
 ratio of each median to AdamW's.
@@ -13,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from collections.abc import Callable
 
 import torch
@@ -24,6 +24,7 @@ from attnlab.schema.model import GPTConfig
 from attnlab.schema.optim import AdamWConfig, MuonConfig
 from attnlab.schema.pos import LearnedPos
 from attnlab.tasks.optim import configure_optimizers
+from benchmarks.common import interleaved
 
 VOCAB, BATCH, SEQ = 65, 12, 64  # Tiny Shakespeare's characters, nanoGPT's baby batch and block
 
@@ -50,23 +51,6 @@ def training_step(optim_cfg: AdamWConfig | MuonConfig) -> Callable[[], None]:
     return step
 
 
-def side_by_side(
-    steps: dict[str, Callable[[], None]], repeats: int, warmup: int = 3
-) -> dict[str, list[float]]:
-    """Seconds per call of each step, round-robin, the order reversed every round."""
-    names = list(steps)
-    for _ in range(warmup):
-        for name in names:
-            steps[name]()
-    times: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(repeats):
-        for name in names if r % 2 == 0 else names[::-1]:
-            start = time.perf_counter()
-            steps[name]()
-            times[name].append(time.perf_counter() - start)
-    return times
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=30)
@@ -77,7 +61,9 @@ def main() -> None:
         "muon_float32": training_step(MuonConfig(ns_dtype="float32")),
         "muon_bfloat16": training_step(MuonConfig(ns_dtype="bfloat16")),
     }
-    medians = {name: statistics.median(t) for name, t in side_by_side(steps, args.repeats).items()}
+    medians = {
+        name: statistics.median(t) for name, t in interleaved(steps, repeats=args.repeats, warmup=3).items()
+    }
     print(
         json.dumps(
             {

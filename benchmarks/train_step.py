@@ -16,7 +16,8 @@ from torch import Tensor, nn
 from benchmarks import models
 from benchmarks.common import Row, Settings, interleaved, machine_short, peak_memory_mib, ratio_row, speedup
 from benchmarks.models import EncoderSize, GPTSize
-from benchmarks.nanogpt import GPT
+from benchmarks.nanogpt.checkout import own_gpt
+from benchmarks.nanogpt.handwritten import GPT, with_gpt2_weights
 
 SECTION = "train step"
 TARGETS = {"gpt-4L": 1.35, "gpt-6L": 1.1}  # attnlab ÷ HF GPT-2, tokens/s
@@ -88,8 +89,8 @@ def contenders(size: GPTSize | EncoderSize) -> dict[str, tuple[nn.Module, Loss]]
     hf = REFERENCES[kind(size)](size)
     found = {"attnlab": models.twin(hf), "HF": hf}
     if kind(size) == "gpt":
-        found["nanoGPT"] = models.nanogpt_like(size, hf)
-        own = models.nanogpt_own(size, hf)
+        found["nanoGPT"] = with_gpt2_weights(size, hf)
+        own = own_gpt(size, hf)
         if own is not None:
             found[NANOGPT_OWN] = own
             found[EXACT_TWIN] = models.with_activation(found["attnlab"], "gelu")
@@ -116,7 +117,7 @@ def memory_step(workload: str, impl: str) -> Callable[[], None]:
     elif impl == "nanoGPT":
         model = GPT(size.vocab, size.seq_len, size.n_layers, size.n_heads, size.d_model)
     elif impl == NANOGPT_OWN:
-        model = models.nanogpt_own(size)
+        model = own_gpt(size)
     else:
         model = models.attnlab_like(HF_CONFIGS[kind(size)](size), ARCHITECTURES[kind(size)])
         model = models.with_activation(model, "gelu") if impl == EXACT_TWIN else model

@@ -7,9 +7,16 @@ GELU with the tanh approximation, as in GPT-2 (nanoGPT itself uses the exact GEL
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from benchmarks.nanogpt.checkout import gpt2_weights
+
+if TYPE_CHECKING:
+    from benchmarks.models import GPTSize
 
 
 class CausalSelfAttention(nn.Module):
@@ -70,3 +77,12 @@ class GPT(nn.Module):
         for block in self.h:
             x = block(x)
         return self.lm_head(self.ln_f(x))
+
+
+def with_gpt2_weights(size: GPTSize, hf_model: nn.Module) -> GPT:
+    """The minimal GPT at ``size`` holding the weights of ``hf_model`` (a GPT2LMHeadModel), in train mode."""
+    model = GPT(size.vocab, hf_model.config.n_positions, size.n_layers, size.n_heads, size.d_model)
+    weights = gpt2_weights(hf_model.transformer.state_dict())
+    weights["lm_head.weight"] = weights["wte.weight"]
+    model.load_state_dict(weights)
+    return model.train()

@@ -2,9 +2,10 @@
 non-overlapping window of the whole val split (windows of block_size + 1 tokens starting at 0,
 block_size, 2 * block_size, ...; each window's block_size predictions count once).
 
-nanoGPT's own model code is imported at run time from its checkout, nothing of it is kept here:
+nanoGPT's own model code is imported at run time from its checkout, nothing of it is kept here
+(``benchmarks.nanogpt.checkout.from_checkpoint``); experiments/nanogpt_baby/run.sh runs it so:
 
-    NANOGPT_DIR=/path/to/nanoGPT python experiments/nanogpt_baby/nanogpt_val_loss.py
+    NANOGPT_DIR=/path/to/nanoGPT python -m benchmarks.nanogpt.val_loss
 
 reads ``$NANOGPT_DIR/out-shakespeare-char/ckpt.pt`` and ``$NANOGPT_DIR/data/shakespeare_char/val.bin``
 (what its ``prepare.py`` and ``train.py`` wrote) and prints the loss as JSON.
@@ -13,29 +14,15 @@ reads ``$NANOGPT_DIR/out-shakespeare-char/ckpt.pt`` and ``$NANOGPT_DIR/data/shak
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-
-def load_nanogpt(nanogpt_dir: Path, ckpt_path: Path) -> tuple[torch.nn.Module, int]:
-    """nanoGPT's GPT from its model.py with the weights of ``ckpt_path`` (as its sample.py loads
-    them), and the iteration the checkpoint was saved at."""
-    sys.path.insert(0, str(nanogpt_dir))
-    from model import GPT, GPTConfig  # nanoGPT's model.py, found through NANOGPT_DIR
-
-    checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=False)
-    with contextlib.redirect_stdout(sys.stderr):  # it prints its size: keep stdout for the JSON
-        model = GPT(GPTConfig(**checkpoint["model_args"]))
-    state = {k.removeprefix("_orig_mod."): v for k, v in checkpoint["model"].items()}
-    model.load_state_dict(state)
-    return model.eval(), checkpoint["iter_num"]
+from benchmarks.nanogpt.checkout import from_checkpoint
 
 
 @torch.no_grad()
@@ -63,7 +50,7 @@ def main() -> None:
         p.error("give --nanogpt-dir or set NANOGPT_DIR (a nanoGPT checkout that has run the baby config)")
     ckpt = args.nanogpt_dir / "out-shakespeare-char" / "ckpt.pt"
     data = args.nanogpt_dir / "data" / "shakespeare_char" / "val.bin"
-    model, iteration = load_nanogpt(args.nanogpt_dir, ckpt)
+    model, iteration = from_checkpoint(args.nanogpt_dir, ckpt)
     tokens = torch.from_numpy(np.fromfile(data, dtype=np.uint16).astype(np.int64))
     block = model.config.block_size
     loss, windows = val_loss(model, tokens, block, args.batch_size)

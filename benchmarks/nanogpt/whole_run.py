@@ -7,7 +7,7 @@ suite's thread count (``OMP_NUM_THREADS``), taking turns:
 
 - nanoGPT: ``train.py config/train_shakespeare_char.py`` with the baby flags of its README
   (experiments/nanogpt_baby/README.md), run from a temporary folder that holds the
-  ``data/shakespeare_char`` files its ``prepare.py`` would write (``gpu_recipe.write_nanogpt_data``,
+  ``data/shakespeare_char`` files its ``prepare.py`` would write (``checkout.write_data``,
   from the same file, so that nothing is downloaded: same character vocabulary, same 90/10 split);
 - attnlab: ``attnlab-train experiment=nanogpt_baby`` with the same file, as a user runs it: it
   validates on the whole validation split (145 batches) every 500 steps, 580 batches in all;
@@ -33,26 +33,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import ROOT, Row, Settings, nanogpt_checkout
-from benchmarks.gpu_recipe import VAL_LINE, write_nanogpt_data
+from benchmarks.common import ROOT, Row, Settings
+from benchmarks.nanogpt.checkout import (
+    BABY_BATCH,
+    BABY_BLOCK,
+    BABY_EVAL_ITERS,
+    BABY_FLAGS,
+    ITERATION,
+    VAL_LINE,
+    nanogpt_checkout,
+    write_data,
+)
 from benchmarks.startup import train_command
 
 SECTION = "nanoGPT train.py"
-BATCH, BLOCK = 12, 64
-EVAL_ITERS = 20  # batches of each split nanoGPT's estimate_loss scores (its README's baby flags)
-BABY_FLAGS = [
-    "--device=cpu",
-    "--compile=False",
-    f"--eval_iters={EVAL_ITERS}",
-    "--log_interval=1",
-    f"--block_size={BLOCK}",
-    f"--batch_size={BATCH}",
-    "--n_layer=4",
-    "--n_head=4",
-    "--n_embd=128",
-    "--dropout=0.0",
-]
-ITERATION = re.compile(r"^iter (\d+): loss [\d.]+, time ([\d.]+)ms")
 ATTNLAB_RATE = re.compile(r"\| tokens/s (\d+) \|")
 ATTNLAB_VAL = re.compile(r"^step (\d+)/\d+ \|.* val/loss ([\d.]+)")  # val/* in name order: bpb first
 
@@ -82,7 +76,7 @@ def nanogpt_eval_budget(steps: int) -> list[str]:
     as many batches in all as nanoGPT's ``estimate_loss`` scores (``eval_iters`` training and as many
     validation batches at steps 0, interval, ..., ``steps``)."""
     every = nanogpt_eval_interval(steps)
-    scored = (steps // every + 1) * 2 * EVAL_ITERS  # nanoGPT: 9 evaluations of 40 batches at 2,000 steps
+    scored = (steps // every + 1) * 2 * BABY_EVAL_ITERS  # nanoGPT: 9 evaluations of 40 batches at 2,000 steps
     return [
         f"trainer.val_every_n_steps={every}",
         f"trainer.limit_val_batches={math.ceil(scored / math.ceil(steps / every))}",
@@ -127,7 +121,7 @@ def nanogpt_rate(stdout: str) -> tuple[float, str]:
     """Training tokens/s from the median iteration time, and the last val loss it printed."""
     times = [float(m.group(2)) for m in map(ITERATION.match, stdout.splitlines()) if m and m.group(1) != "0"]
     vals = [loss for _, loss in VAL_LINE.findall(stdout)]
-    return BATCH * BLOCK / (statistics.median(times) / 1e3), vals[-1] if vals else "?"
+    return BABY_BATCH * BABY_BLOCK / (statistics.median(times) / 1e3), vals[-1] if vals else "?"
 
 
 def attnlab_rate(stdout: str) -> tuple[float, str]:
@@ -145,7 +139,7 @@ def one_round(checkout: Path, steps: int, threads: int, order: int) -> dict[str,
     found = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        write_nanogpt_data(corpus(), work / "data" / "shakespeare_char")
+        write_data(corpus(), work / "data" / "shakespeare_char")
         (work / "configurator.py").symlink_to(checkout / "configurator.py")  # train.py execs it from cwd
         for i, name in enumerate(CONTENDERS[::order]):
             if name == "nanoGPT":
@@ -174,7 +168,7 @@ def run(settings: Settings) -> list[Row]:
         one_round(checkout, steps, settings.threads, 1 if r % 2 == 0 else -1) for r in range(rounds)
     ]
     load = "/".join(f"{x:.1f}" for x in os.getloadavg())
-    config = f"baby GPT L4 H4 d128 T{BLOCK} B{BATCH}, {steps} steps, Tiny Shakespeare char, {settings.threads} threads"
+    config = f"baby GPT L4 H4 d128 T{BABY_BLOCK} B{BABY_BATCH}, {steps} steps, Tiny Shakespeare char, {settings.threads} threads"
     budget = " ".join(nanogpt_eval_budget(steps))
     rows = []
     for measure, contender, index, invert in (

@@ -5,8 +5,6 @@
 - ``references``: the bare Trainer and the plain loop, training what attnlab-train trains;
 - ``lightning``: the Lightning-overhead section (the attnlab-train path against a bare loop).
 
-attnlab-train's own cost per step against a bare ``pl.Trainer`` and a plain PyTorch loop.
-
 Each round is one process (``benchmarks.step_cost.rounds``) in which the three contenders train the same
 tiny GPT (1 layer, d 32, batch 4 x 16, the default corpus) for ``LAST + 1`` steps at once, taking
 turns one training step each (``benchmarks.step_cost.relay``), and the steps ``FIRST`` to ``LAST - 1`` of
@@ -18,7 +16,7 @@ user gets them: the wandb logger (offline), checkpoints every 100 steps, every c
 lines; the window holds their work. Validation is the only default held out
 (``trainer.val_every_n_steps`` beyond the run): it is work the user asked for, which the references
 would have to do as well. The references are ``benchmarks.step_cost.references``. The turn order rotates every
-round; the ratio is computed per round, by the wall clock (the issue's measure) and in CPU time of
+round; the ratio is computed per round, by the wall clock (what a user waits for) and in CPU time of
 each contender's own thread (which leaves out what attnlab hands to background threads: the
 checkpoint writer, wandb's sender). One torch thread each.
 """

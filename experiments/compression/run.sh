@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compression of the two default experiments (issue 10), from the repository root:
+# Compression of the two default experiments, from the repository root:
 #   experiments/compression/run.sh
 # Teachers: the GPT of `make train` and the ViT of `experiment=vit_digits`. (b) Each teacher compressed
 # to int8 by attnlab-compress: attnlab-eval on the test split of both checkpoints, and

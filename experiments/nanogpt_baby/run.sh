@@ -27,5 +27,5 @@ if [ -n "${NANOGPT_DIR:-}" ]; then
   (cd "$NANOGPT_DIR" && time python train.py config/train_shakespeare_char.py --device=cpu --compile=False \
     --eval_iters=20 --log_interval=1 --block_size=64 --batch_size=12 --n_layer=4 --n_head=4 --n_embd=128 \
     --max_iters=2000 --lr_decay_iters=2000 --dropout=0.0)
-  python "$HERE/nanogpt_val_loss.py" | tee "$HERE/results/nanogpt_val_loss.json"
+  "$BIN/python" -m benchmarks.nanogpt.val_loss | tee "$HERE/results/nanogpt_val_loss.json"
 fi

@@ -42,4 +42,4 @@ for seed in $SEEDS; do
   for arm in masked unmasked padded; do score "$seed" $arm; done
 done
 "$BIN/python" "$HERE/summarize.py" "$RUNS" "$HERE/results"
-"$BIN/python" "$HERE/throughput.py" 40 | tee "$HERE/results/throughput.json"   # side by side, one process
+"$BIN/python" -m benchmarks.packing_step 40 | tee "$HERE/results/throughput.json"   # side by side, one process

@@ -16,11 +16,11 @@ from benchmarks.decode_floor import compiled_floor, greedy_floor
 from benchmarks.generation import decoders
 from benchmarks.models import GPT_TINY
 from benchmarks.report import COLUMNS
-from benchmarks.run import main
+from benchmarks.run import TITLES, main
 
 from attnlab.generate import generate
 
-SECTIONS = ("train step", "generation", "attention", "mfu")
+RUN = ("train", "generation", "attention", "mfu")
 
 
 def table_rows(markdown: str, header: str) -> list[list[str]]:
@@ -45,7 +45,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "--threads",
             "1",
             "--sections",
-            "train,generation,attention,mfu",
+            ",".join(RUN),
             "--out",
             str(out),
         ]
@@ -54,25 +54,38 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def test_results_table_is_well_formed(results: Path) -> None:
+def section_tables(markdown: str) -> dict[str, list[list[str]]]:
+    """{section heading: the cells of its table} for every ``## ...`` heading followed by a table."""
+    tables, heading = {}, None
+    for line in markdown.splitlines():
+        if line.startswith("## "):
+            heading = line[3:]
+        elif line.startswith("| measure |") and heading:
+            tables[heading] = table_rows(markdown.split(f"## {heading}", 1)[1], "| measure |")
+    return tables
+
+
+def test_each_section_has_its_run_and_a_well_formed_table(results: Path) -> None:
     text = (results / "results.md").read_text(encoding="utf-8")
-    assert "torch.set_num_threads(1)" in text and "Machine: " in text
-    header, separator, *rows = table_rows(text, "| section |")
-    assert header == list(COLUMNS) and len(separator) == len(COLUMNS)
-    assert all(len(row) == len(COLUMNS) for row in rows)
-    assert {row[0] for row in rows} == set(SECTIONS)
-    assert all(row[8] and row[9].startswith("torch ") for row in rows)  # machine and versions on every row
+    tables = section_tables(text)
+    assert set(tables) == {f"{TITLES[name]} (`--sections {name}`)" for name in RUN}
+    for heading, (header, separator, *rows) in tables.items():
+        run_line = text.split(f"## {heading}", 1)[1].split("\n\n")[1]
+        assert "Machine: " in run_line and "torch.set_num_threads(1)" in run_line and "--tiny" in run_line
+        assert header == list(COLUMNS) and len(separator) == len(COLUMNS)
+        assert rows and all(len(row) == len(COLUMNS) for row in rows)
+    assert {path.stem for path in (results / "saved").glob("*.json")} == set(RUN)
 
 
 def test_ratios_are_positive_and_ordered(results: Path) -> None:
-    _, _, *rows = table_rows((results / "results.md").read_text(encoding="utf-8"), "| section |")
-    ratios = [row for row in rows if row[3].endswith("×")]
+    tables = section_tables((results / "results.md").read_text(encoding="utf-8"))
+    ratios = [row for _, _, *rows in tables.values() for row in rows if row[2].endswith("×")]
     assert len(ratios) >= 8  # train step (5), generation (5), attention (2)
     for row in ratios:
-        median = float(row[3].rstrip("×"))
+        median = float(row[2].rstrip("×"))
         assert median > 0, row
-        if row[4]:
-            low, high = (float(x.strip().rstrip("×")) for x in row[4].split("–"))
+        if row[3]:
+            low, high = (float(x.strip().rstrip("×")) for x in row[3].split("–"))
             assert 0 < low <= median <= high, row
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from benchmarks.gpu_recipe import best_nanogpt_val, write_nanogpt_data
+from benchmarks.nanogpt.checkout import best_val, write_data
 
 from benchmarks import gpu
 
@@ -34,7 +34,7 @@ def test_nanogpt_data_is_its_prepare_py_layout(tmp_path: Path) -> None:
     """Sorted characters as ids, the first 90% of the text in train.bin, the rest in val.bin (uint16)."""
     text = tmp_path / "input.txt"
     text.write_text("hello world\n" * 5)  # 60 characters: 54 train, 6 val
-    assert write_nanogpt_data(text, tmp_path / "data") == 9
+    assert write_data(text, tmp_path / "data") == 9
     meta = pickle.loads((tmp_path / "data" / "meta.pkl").read_bytes())
     assert meta["itos"] == dict(enumerate("\n dehlorw")) and meta["vocab_size"] == 9
     train = np.fromfile(tmp_path / "data" / "train.bin", dtype=np.uint16)
@@ -52,9 +52,9 @@ def test_best_nanogpt_val_is_the_lowest_evaluation_line() -> None:
         "step 500: train loss 1.5330, val loss 1.7244\n"
         "step 750: train loss 1.3600, val loss 1.7301\n"
     )
-    assert best_nanogpt_val(log) == (1.7244, 500)
+    assert best_val(log) == (1.7244, 500)
     with pytest.raises(ValueError, match="no 'step N"):
-        best_nanogpt_val("Traceback (most recent call last):\n")
+        best_val("Traceback (most recent call last):\n")
 
 
 @pytest.mark.slow

@@ -13,16 +13,15 @@ from pathlib import Path
 
 import pytest
 from benchmarks.common import Settings
-from benchmarks.step_cost import lightning as overhead
-from benchmarks.step_cost import references as bare_fit
-from benchmarks.step_cost import relay as step_relay
-from benchmarks.step_cost import rounds as step_round
+from benchmarks.nanogpt import whole_run
+from benchmarks.nanogpt.checkout import BABY_EVAL_ITERS
+from benchmarks.step_cost import lightning, references, relay, rounds
 
-from benchmarks import nanogpt_run, step_cost
+from benchmarks import step_cost
 
 
 def test_attnlab_train_runs_with_its_defaults_and_validation_beyond_the_run(tmp_path) -> None:
-    args = step_round.attnlab_train_argv(2401, tmp_path / "run")
+    args = rounds.attnlab_train_argv(2401, tmp_path / "run")
     keys = {a.split("=")[0] for a in args if "=" in a}
     assert keys == {
         "model.n_layers",
@@ -36,7 +35,7 @@ def test_attnlab_train_runs_with_its_defaults_and_validation_beyond_the_run(tmp_
     }  # logger, checkpoints, callbacks: the defaults
     assert "trainer.val_every_n_steps=24010" in args and "trainer.max_steps=2401" in args
     assert "benchmarks.step_cost.relay.RelayCallback,name:'attnlab-train'" in args[-1]
-    order = list(reversed(step_round.CONTENDERS))
+    order = list(reversed(rounds.CONTENDERS))
     assert step_cost.command(400, 2400, order, tmp_path / "r.json") == [
         sys.executable,
         *("-m", "benchmarks.step_cost.rounds", "--first=400", "--last=2400"),
@@ -58,23 +57,23 @@ def test_per_step_cost_is_each_window_over_its_steps_and_the_order_rotates(monke
     costs = step_cost.per_step_costs(10, 110, 3, 1)
     assert costs["wall time"]["attnlab-train"] == pytest.approx([2e-3] * 3)
     assert costs["CPU time"]["plain loop"] == pytest.approx([0.25e-3] * 3)
-    assert [o[0] for o in orders] == list(step_round.CONTENDERS)  # each goes first once
+    assert [o[0] for o in orders] == list(rounds.CONTENDERS)  # each goes first once
     rows = step_cost.rows_of(costs["wall time"], "wall time", 10, 110, "1.0")
     assert [r.median for r in rows] == pytest.approx([2.0, 4.0])
     assert rows[0].target == 1.1 and rows[0].met is False
 
 
 def test_contenders_take_turns_one_step_each_and_only_the_window_is_timed() -> None:
-    relay = step_relay.Relay(["a", "b", "c"], first=2, last=5)
+    turns = relay.Relay(["a", "b", "c"], first=2, last=5)
     log: list[tuple[str, int]] = []
 
     def contender(name: str, steps: int) -> None:
         try:
             for step in range(steps + 1):  # each reports the start of a step, then "runs" it
-                relay.step(name, step)
+                turns.step(name, step)
                 log.append((name, step))
         finally:
-            relay.leave(name)
+            turns.leave(name)
 
     threads = [threading.Thread(target=contender, args=(n, 6)) for n in ("c", "a", "b")]
     for thread in threads:
@@ -85,22 +84,22 @@ def test_contenders_take_turns_one_step_each_and_only_the_window_is_timed() -> N
     first = paced[0][0]
     order = ["a", "b", "c"][["a", "b", "c"].index(first) :] + ["a", "b", "c"][: ["a", "b", "c"].index(first)]
     assert paced == [(name, step) for step in range(5) for name in order]
-    assert {name: t["steps"] for name, t in relay.times.items()} == {"a": 3, "b": 3, "c": 3}
-    assert all(t["wall"] > 0 for t in relay.times.values())
+    assert {name: t["steps"] for name, t in turns.times.items()} == {"a": 3, "b": 3, "c": 3}
+    assert all(t["wall"] > 0 for t in turns.times.values())
 
 
 def test_a_contender_that_stops_early_leaves_the_others_going() -> None:
-    relay = step_relay.Relay(["a", "b"], first=0, last=10)
+    turns = relay.Relay(["a", "b"], first=0, last=10)
     done = []
 
     def quits_at_step_2() -> None:
         for step in range(3):
-            relay.step("a", step)
-        relay.leave("a")  # its run failed
+            turns.step("a", step)
+        turns.leave("a")  # its run failed
 
     def goes_on() -> None:
         for step in range(11):
-            relay.step("b", step)
+            turns.step("b", step)
         done.append(True)
 
     threads = [threading.Thread(target=quits_at_step_2), threading.Thread(target=goes_on)]
@@ -108,9 +107,9 @@ def test_a_contender_that_stops_early_leaves_the_others_going() -> None:
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
-    assert done == [True] and relay.times["b"]["steps"] == 10 and relay.times["a"]["steps"] == 2
+    assert done == [True] and turns.times["b"]["steps"] == 10 and turns.times["a"]["steps"] == 2
     with pytest.raises(ValueError, match="first=3, last=3"):
-        step_relay.Relay(["a"], 3, 3)
+        relay.Relay(["a"], 3, 3)
 
 
 @pytest.mark.slow
@@ -118,17 +117,17 @@ def test_a_round_times_the_three_contenders_in_one_process(tmp_path, monkeypatch
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "round.json"
-    assert step_round.main(["--first=2", "--last=6", f"--run-dir={tmp_path / 'run'}", f"--out={out}"]) == 0
+    assert rounds.main(["--first=2", "--last=6", f"--run-dir={tmp_path / 'run'}", f"--out={out}"]) == 0
     times = json.loads(out.read_text())
-    assert sorted(times) == sorted(step_round.CONTENDERS)
+    assert sorted(times) == sorted(rounds.CONTENDERS)
     assert all(t["steps"] == 4 and t["wall"] > 0 and t["cpu"] > 0 for t in times.values())
     assert (tmp_path / "run" / "checkpoints" / "last.ckpt").is_file()  # attnlab-train ran as its command does
 
 
 def test_bare_loop_trains_the_composed_tiny_gpt(monkeypatch) -> None:
     seen = {}
-    monkeypatch.setattr(bare_fit, "fit_loop", lambda run, model, data: seen.update(run=run, model=model))
-    assert bare_fit.main(["loop", "--steps", "3", *step_round.SIZE]) == 0
+    monkeypatch.setattr(references, "fit_loop", lambda run, model, data: seen.update(run=run, model=model))
+    assert references.main(["loop", "--steps", "3", *rounds.SIZE]) == 0
     run, model = seen["run"], seen["model"]
     assert (run.trainer.max_steps, run.data.batch_size, run.data.seq_len) == (3, 4, 16)
     assert (model.cfg.n_layers, model.cfg.d_model) == (1, 32) and model.cfg.vocab_size > 0
@@ -137,21 +136,19 @@ def test_bare_loop_trains_the_composed_tiny_gpt(monkeypatch) -> None:
 def test_without_nanogpt_dir_the_section_is_skipped_with_a_note(monkeypatch) -> None:
     monkeypatch.delenv("NANOGPT_DIR", raising=False)
     settings = Settings(size="tiny", memory=False)
-    assert nanogpt_run.run(settings) == []
+    assert whole_run.run(settings) == []
     assert settings.notes == ["nanoGPT train.py: skipped (set NANOGPT_DIR to a checkout of karpathy/nanoGPT)"]
 
 
 @pytest.mark.parametrize("steps", [2000, 300, 4])
 def test_the_eval_budget_gives_attnlab_as_many_batches_as_nanogpt_scores(steps: int) -> None:
-    every_flag, batches_flag = nanogpt_run.nanogpt_eval_budget(steps)
+    every_flag, batches_flag = whole_run.nanogpt_eval_budget(steps)
     every, batches = int(every_flag.split("=")[1]), int(batches_flag.split("=")[1])
     ng_interval = int(
-        next(a for a in nanogpt_run.nanogpt_command(Path("ng"), steps) if "eval_interval" in a).split("=")[1]
+        next(a for a in whole_run.nanogpt_command(Path("ng"), steps) if "eval_interval" in a).split("=")[1]
     )
     assert every == ng_interval
-    nanogpt_batches = (
-        (steps // ng_interval + 1) * 2 * nanogpt_run.EVAL_ITERS
-    )  # steps 0, every, ..., both splits
+    nanogpt_batches = (steps // ng_interval + 1) * 2 * BABY_EVAL_ITERS  # steps 0, every, ..., both splits
     attnlab_validations = -(-steps // every)  # every, 2 every, ..., and the final step
     assert nanogpt_batches <= attnlab_validations * batches < nanogpt_batches + attnlab_validations
     if steps == 2000:
@@ -169,7 +166,7 @@ def test_throughput_and_val_loss_are_read_from_both_programs_output() -> None:
             "step 4: train loss 3.8000, val loss 3.9000",
         ]
     )
-    rate, val = nanogpt_run.nanogpt_rate(nanogpt)
+    rate, val = whole_run.nanogpt_rate(nanogpt)
     assert rate == pytest.approx(12 * 64 / 0.1) and val == "3.9000"  # iteration 0 (startup) left out
     attnlab = "\n".join(
         [
@@ -178,7 +175,7 @@ def test_throughput_and_val_loss_are_read_from_both_programs_output() -> None:
             "step 20/20 | val/bpb 2.726 | val/loss 1.888 | val/ppl 6.61 | elapsed 0:00:03",
         ]
     )
-    assert nanogpt_run.attnlab_rate(attnlab) == (7500.0, "1.888")
+    assert whole_run.attnlab_rate(attnlab) == (7500.0, "1.888")
 
 
 def test_the_lightning_overhead_section_runs_a_bare_step_at_each_batch_and_times_both() -> None:
@@ -191,9 +188,9 @@ def test_the_lightning_overhead_section_runs_a_bare_step_at_each_batch_and_times
             ran.append(step)
             yield
 
-    turns = overhead.BareTurns(bare(), first=2)
+    turns = lightning.BareTurns(bare(), first=2)
     for step in range(6):  # Lightning's batch starts; the bare loop's step runs inside each
         turns.on_train_batch_start(SimpleNamespace(global_step=step))
     assert ran == [0, 1, 2, 3, 4, 5]
     # bare steps 2-5 timed; Lightning's steps 2-4 (its last one, 5, has no next batch to end it)
-    assert turns.times[overhead.BARE]["steps"] == 4 and turns.times[overhead.LIGHTNING]["steps"] == 3
+    assert turns.times[lightning.BARE]["steps"] == 4 and turns.times[lightning.LIGHTNING]["steps"] == 3
