@@ -51,10 +51,10 @@ def training_step(optim_cfg: AdamWConfig | MuonConfig) -> Callable[[], None]:
     return step
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=30)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     torch.set_num_threads(1)
     steps = {
         "adamw": training_step(AdamWConfig()),
