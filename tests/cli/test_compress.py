@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from train_cli import RunsCode, run_command, tiny_checkpoints
+from train_cli import RunsCode, compressed_checkpoints, run_command, tiny_checkpoints
 
 pytestmark = pytest.mark.slow  # end to end: trains four tiny runs (about 1 s each), then compresses
 
@@ -58,18 +58,7 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path
 @pytest.fixture(scope="module")
 def int8(checkpoint) -> Callable[[str], Path]:
     """``int8(family)``: that family's checkpoint compressed by attnlab-compress (beside it)."""
-    from attnlab.cli.compress import main
-
-    made: dict[str, Path] = {}
-
-    def get(family: str) -> Path:
-        if family not in made:
-            with pytest.MonkeyPatch.context() as patch:
-                assert run_command(main, [f"ckpt_path={checkpoint(family)}", "method=int8"], patch) == 0
-            made[family] = checkpoint(family).with_name("int8-last.ckpt")
-        return made[family]
-
-    return get
+    return compressed_checkpoints(checkpoint, "int8")
 
 
 def validation_loss(ckpt: Path, batches: int = 2) -> float:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from test_compress import COMMON, RUNS, files_under
-from train_cli import run_command, tiny_checkpoints
+from train_cli import compressed_checkpoints, run_command, tiny_checkpoints
 
 pytestmark = pytest.mark.slow  # end to end: trains four tiny runs (about 1 s each), then prunes
 
@@ -25,19 +25,7 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path
 @pytest.fixture(scope="module")
 def pruned(checkpoint) -> Callable[[str], Path]:
     """``pruned(family)``: that family's checkpoint with half its heads pruned (beside it)."""
-    from attnlab.cli.compress import main
-
-    made: dict[str, Path] = {}
-
-    def get(family: str) -> Path:
-        if family not in made:
-            args = [f"ckpt_path={checkpoint(family)}", "method=prune_heads", "fraction=0.5"]
-            with pytest.MonkeyPatch.context() as patch:
-                assert run_command(main, [*args, "importance_batches=2"], patch) == 0
-            made[family] = checkpoint(family).with_name("prune_heads-last.ckpt")
-        return made[family]
-
-    return get
+    return compressed_checkpoints(checkpoint, "prune_heads", "fraction=0.5", "importance_batches=2")
 
 
 def masked_logits(ckpt: Path, kept: list[list[int]], batch: dict) -> torch.Tensor:

@@ -248,3 +248,23 @@ def tiny_checkpoints(
         return made[name]
 
     return get
+
+
+def compressed_checkpoints(
+    checkpoint: Callable[[str], Path], method: str, *args: str
+) -> Callable[[str], Path]:
+    """``get(name)``: ``checkpoint(name)`` compressed by ``attnlab-compress method=<method> <args>`` on
+    first use; the file it writes beside the checkpoint."""
+    made: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in made:
+            from attnlab.cli.compress import main
+
+            command = [f"ckpt_path={checkpoint(name)}", f"method={method}", *args]
+            with pytest.MonkeyPatch.context() as patch:
+                assert run_command(main, command, patch) == 0
+            made[name] = checkpoint(name).with_name(f"{method}-last.ckpt")
+        return made[name]
+
+    return get
