@@ -27,7 +27,6 @@ from attnlab.tasks.lightning_shims import (
     quiet_profiler,
     without_idle_step_hooks,
 )
-from attnlab.tasks.muon import newton_schulz
 from attnlab.training.callbacks import ThroughputLogger
 
 
@@ -145,20 +144,3 @@ def test_the_logger_connector_writes_a_steps_values_as_step_log_calls_it() -> No
     assert isinstance(type(connector).__dict__["should_update_logs"], property)
     assert list(inspect.signature(connector.log_metrics).parameters) == ["metrics", "step"]
     assert list(inspect.signature(trainer.fit_loop._should_accumulate).parameters) == []
-
-
-# -- a library copy kept: Muon's Newton-Schulz in a dtype of one's choice -------------------
-
-
-@pytest.mark.parametrize("shape", [(24, 40), (40, 24)], ids=["tall", "wide"])
-def test_newton_schulz_in_bfloat16_is_torchs_private_one(shape: tuple[int, int]) -> None:
-    """``tasks.muon.newton_schulz`` copies ``torch.optim._muon._zeropower_via_newtonschulz`` to choose
-    its dtype (torch's always casts to bfloat16): in bfloat16 the two agree bit for bit."""
-    from torch.optim._muon import _zeropower_via_newtonschulz
-
-    update = torch.randn(shape, generator=torch.Generator().manual_seed(0))
-    coefficients, steps, eps = (3.4445, -4.7750, 2.0315), 5, 1e-7
-    theirs = _zeropower_via_newtonschulz(update, coefficients, steps, eps)
-    ours = newton_schulz(update, coefficients, steps, eps, torch.bfloat16)
-    assert ours.dtype == theirs.dtype == torch.bfloat16
-    assert torch.equal(ours, theirs)
