@@ -297,3 +297,17 @@ def test_each_family_trains_with_muon_and_its_checkpoint_loads(tmp_path, tiny_mo
     assert {"momentum_buffer"} == set(state["state"][muon["params"][0]])
     assert {"step", "exp_avg", "exp_avg_sq"} == set(state["state"][no_decay["params"][0]])
     assert load_task_from_checkpoint(path).optim_cfg == task.optim_cfg
+
+
+@pytest.mark.parametrize("shape", [(24, 40), (40, 24)], ids=["tall", "wide"])
+def test_newton_schulz_in_bfloat16_is_torchs_private_one(shape: tuple[int, int]) -> None:
+    """``tasks.muon.newton_schulz`` copies ``torch.optim._muon._zeropower_via_newtonschulz`` to choose
+    its dtype (torch's always casts to bfloat16): in bfloat16 the two agree bit for bit."""
+    from torch.optim._muon import _zeropower_via_newtonschulz
+
+    update = torch.randn(shape, generator=torch.Generator().manual_seed(0))
+    coefficients, steps, eps = (3.4445, -4.7750, 2.0315), 5, 1e-7
+    theirs = _zeropower_via_newtonschulz(update, coefficients, steps, eps)
+    ours = newton_schulz(update, coefficients, steps, eps, torch.bfloat16)
+    assert ours.dtype == theirs.dtype == torch.bfloat16
+    assert torch.equal(ours, theirs)

@@ -151,3 +151,19 @@ def test_a_snapshot_copies_every_tensor_and_keeps_the_containers_and_values() ->
     assert torch.equal(copy["state_dict"]["w"], torch.ones(2))
     assert (copy["epoch"], copy["name"], copy["none"]) == (2, "run", None)
     assert copy["optimizer_states"][0]["param_groups"] == [{"lr": 0.1}]
+
+
+def test_lightnings_async_writer_keeps_the_members_the_background_writer_uses(tmp_path: Path) -> None:
+    """``BackgroundCheckpointIO`` subclasses Lightning's ``AsyncCheckpointIO`` and uses its private
+    ``_executor`` (None until the first save) and ``_error`` (the first failed write): both set by
+    Lightning's ``__init__``, and ``teardown`` is the one hook that must wait for the writes."""
+    from pytorch_lightning.plugins.io import AsyncCheckpointIO
+
+    theirs = AsyncCheckpointIO(TorchCheckpointIO())
+    assert theirs._executor is None and theirs._error is None
+    assert {"save_checkpoint", "teardown"} <= set(vars(AsyncCheckpointIO))
+    ours = BackgroundCheckpointIO()
+    ours.save_checkpoint({"w": torch.ones(2)}, tmp_path / "a.ckpt")
+    assert ours._executor is not None
+    ours.teardown()
+    assert ours._executor is None and torch.equal(torch.load(tmp_path / "a.ckpt")["w"], torch.ones(2))

@@ -18,10 +18,11 @@ from pytorch_lightning.profilers import SimpleProfiler
 from attnlab.cli.app import config_dir, register_schemas
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
-from attnlab.training.callbacks import STEP_HOOKS, ModelSummary, build_callbacks, without_idle_step_hooks
+from attnlab.tasks.lightning_shims import STEP_HOOKS, NoProfiler, without_idle_step_hooks
+from attnlab.training.callbacks import ModelSummary, build_callbacks
 from attnlab.training.loggers import build_loggers
 from attnlab.training.targets import check_targets
-from attnlab.training.trainer import NoProfiler, build_trainer
+from attnlab.training.trainer import build_trainer
 
 
 def composed(*overrides: str) -> DictConfig:

@@ -4,7 +4,9 @@ preset ``data=<name>`` chose; typed and checked by the schema before anything he
 
 Why the checkpoint is read before Hydra composes: under Hydra's struct mode ``data.seq_len=512``
 composes only onto a typed ``data`` node, and the data's class (its kind) is known only from the
-checkpoint. So ``store_checkpoint_data`` reads ``ckpt_path`` from the parsed command line first and
+checkpoint, and Hydra chooses a group's option and types its keys only from what it holds when it
+composes (the config store, ``conf/``, the command line), never from a value of the config being
+composed (``ckpt_path``). So ``store_checkpoint_data`` reads ``ckpt_path`` from the parsed command line first and
 stores that checkpoint's data config in Hydra's config store as the option ``data/_checkpoint``,
 which conf/eval.yaml names as the default of its ``data`` group: the command line's ``data.*``
 overrides are then typed and validated by Hydra against the checkpoint's own class, and
@@ -16,7 +18,8 @@ checkpoints must share a data kind when ``data.*`` keys are overridden.
 The model is the checkpoint's too (``model/_checkpoint``, the same way), and only its keys that hold
 no weights may change (``schema.run.eval_may_change``: ``model.pos.rope_base=20000``, RoPE's
 scaling to longer contexts, ``model.attn_backend=flex``, ``model.attn_window=64``); ``model=<preset>``
-is refused.
+is refused. ``attnlab-sample`` stores the model the same way (``store_checkpoint_model``), for its
+``model.*`` keys.
 """
 
 from __future__ import annotations

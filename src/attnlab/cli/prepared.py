@@ -1,17 +1,15 @@
 """The data module of a run, built once, and the model built for it.
 
 The data module is built once: by validation, before the run directory exists (so that data
-that does not fit the model stops the run with one line and nothing written), then taken by the job.
-
-Hydra runs validation (``ValidateOnStart``) and the job in the same process, one after the other;
-a multirun's job, a DDP child process and a direct call of ``attnlab.cli.train.train`` build it when
-they take it.
+that does not fit the model stops the run with one line and nothing written), then taken by the job
+(``Handoff``: why Hydra forces a module-level slot for it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from attnlab.cli.pretrained import FREE_MODEL_FIELDS
 from attnlab.schema.errors import ConfigError
@@ -20,7 +18,39 @@ from attnlab.schema.run import RunConfig
 if TYPE_CHECKING:
     from torch import nn
 
-_prepared: list[tuple[tuple, Any]] = []  # the data module that validation built: (its key, it), at most one
+T = TypeVar("T")
+
+
+class Handoff(Generic[T]):
+    """One thing that validation built for the job that follows, kept until the job takes it.
+
+    Why Hydra forces a slot at module level: the only code Hydra runs before it creates the run
+    directory is a callback (``ValidateOnStart``'s ``on_run_start``), and it runs the callback and
+    then the task function in the same process, handing each the config and nothing else (a
+    callback's return value goes nowhere). What validation had to build to check the run (the data
+    module, its files read whole; the teacher, loaded) waits here, keyed by what it was built from,
+    so that the job does not build it twice. A job that finds nothing under its key (a multirun's
+    job, a DDP child process, a direct call of ``attnlab.cli.train.train``) builds its own.
+    """
+
+    def __init__(self) -> None:
+        self.kept: tuple[Hashable, T] | None = None
+
+    def get(self, key: Hashable, build: Callable[[], T]) -> T:
+        """What was built for ``key``, or ``build()`` now, kept in place of anything built for another."""
+        if self.kept is None or self.kept[0] != key:
+            self.kept = None  # the old one is not kept alive while the new one is built
+            self.kept = (key, build())
+        return self.kept[1]
+
+    def take(self, key: Hashable, build: Callable[[], T]) -> T:
+        """``get``, after which nothing is kept: a multirun's next job does not keep this one's alive."""
+        value = self.get(key, build)
+        self.kept = None
+        return value
+
+
+_datamodules: Handoff[Any] = Handoff()
 
 
 def prepare_datamodule(run: RunConfig) -> Any:
@@ -30,17 +60,18 @@ def prepare_datamodule(run: RunConfig) -> Any:
     the run before its directory exists; the job that follows takes the same module
     (``take_datamodule``) instead of building it again."""
     key = (run.data, run.model, run.task.inner().name, run.seed)
-    if not (_prepared and _prepared[0][0] == key):
-        from attnlab.data import build_datamodule
+    return _datamodules.get(key, lambda: build_datamodule_for(run))
 
-        _prepared.clear()
-        datamodule = build_datamodule(
-            run.data, needs=run.task.inner().data_needs, seed=run.seed, model_cfg=run.model
-        )
-        datamodule.setup("fit")
-        check_monitor_logged(run, datamodule)
-        _prepared.append((key, datamodule))
-    return _prepared[0][1]
+
+def build_datamodule_for(run: RunConfig) -> Any:
+    from attnlab.data import build_datamodule
+
+    datamodule = build_datamodule(
+        run.data, needs=run.task.inner().data_needs, seed=run.seed, model_cfg=run.model
+    )
+    datamodule.setup("fit")
+    check_monitor_logged(run, datamodule)
+    return datamodule
 
 
 def check_monitor_logged(run: RunConfig, datamodule: Any) -> None:
@@ -59,9 +90,8 @@ def check_monitor_logged(run: RunConfig, datamodule: Any) -> None:
 def take_datamodule(run: RunConfig) -> Any:
     """The data module ``prepare_datamodule`` built for ``run`` (built now if it did not), which the
     module then no longer holds: a multirun's next job does not keep this one's data alive."""
-    datamodule = prepare_datamodule(run)
-    _prepared.clear()
-    return datamodule
+    key = (run.data, run.model, run.task.inner().name, run.seed)
+    return _datamodules.take(key, lambda: build_datamodule_for(run))
 
 
 def build_model_for(run: RunConfig, datamodule: Any) -> nn.Module:

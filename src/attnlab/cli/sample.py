@@ -30,6 +30,7 @@ from attnlab.schema.load import to_object
 def main() -> None:
     """Console script ``attnlab-sample`` (also ``python -m attnlab.sample``)."""
     with user_errors_as_one_line():  # a bad checkpoint or model key: one line
+        # before Hydra composes: model.* keys compose onto the checkpoint's model class (eval_data: why)
         store_checkpoint_model(sys.argv[1:])
     run_hydra(sample_job, "sample")
 

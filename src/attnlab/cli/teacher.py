@@ -10,6 +10,15 @@ the teacher's model and data configs in Hydra's config store as the options ``mo
 itself (``model=gpt-tiny``, ``data=shakespeare``). The student's ``model.*`` and ``data.*`` overrides
 then apply on top, typed by the teacher's classes. The settings of the teacher's task (its
 ``label_smoothing``, ``monitor``, ...) are the student's defaults in the same way.
+
+Why ``sys.argv`` is rewritten rather than the config completed after composing: Hydra chooses a
+group's option only from the primary config's defaults list and the overrides that ``hydra.main``
+reads from ``sys.argv`` (a defaults list's interpolations may name other groups' choices, not a value
+read from a file the command line names). Composing the student untyped and swapping in the
+teacher's classes afterwards would not do either: ``model.type_vocab_size=2`` for a bert teacher
+must compose onto a bert node, not the default gpt one (an unknown key under Hydra's struct mode),
+and Hydra saves the composed config (``.hydra/config.yaml``) before the job could change it. The
+added overrides are recorded as implied, so that the run is named by what was typed.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnlab.cli.app import user_errors_as_one_line
 from attnlab.cli.eval_data import chooses_preset, parse, values_of
+from attnlab.cli.prepared import Handoff
 from attnlab.schema.checks import validate_saved
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.run import RunConfig
@@ -31,7 +41,7 @@ from attnlab.schema.task import DistillTask, TaskConfig
 from attnlab.training.names import record_implied_overrides
 
 TEACHER_OPTION = "_teacher"  # the option of the model and data groups that holds the teacher's config
-_loaded: list[tuple[str, Any]] = []  # the teacher that validation loaded: (its path, its task module)
+_teachers: Handoff[Any] = Handoff()  # the teacher that validation loaded, for the job (``Handoff``: why)
 
 
 def use_teacher_defaults() -> None:
@@ -137,9 +147,8 @@ def check_teacher(run: RunConfig, datamodule: Any) -> None:
     student predict the same tokens or classes."""
     if not isinstance(run.task, DistillTask):
         return
-    teacher = take_teacher(run)
+    teacher = _teachers.get(run.task.teacher, lambda: load_teacher(run.task.teacher))
     check_outputs_match(run, teacher, datamodule)
-    _loaded.append((run.task.teacher, teacher))
 
 
 def check_outputs_match(run: RunConfig, teacher: Any, datamodule: Any) -> None:
@@ -182,9 +191,10 @@ def take_teacher(run: RunConfig) -> Any:
     loaded, or loaded now (a multirun's job, a DDP rank)."""
     if not isinstance(run.task, DistillTask):
         return None
-    if _loaded and _loaded[0][0] == run.task.teacher:
-        return _loaded.pop()[1]
-    _loaded.clear()
+    return _teachers.take(run.task.teacher, lambda: load_teacher(run.task.teacher))
+
+
+def load_teacher(path: str) -> Any:
     from attnlab.checkpoint import load_task_from_checkpoint
 
-    return load_task_from_checkpoint(run.task.teacher)
+    return load_task_from_checkpoint(path)

@@ -491,29 +491,23 @@ def wants_sample(run: RunConfig, task: pl.LightningModule) -> bool:
 
 
 def sample_text(run: RunConfig, tokenizer: Any, model: torch.nn.Module) -> str:
-    """A sample of ``model``, a trained causal LM (whole: ``gathered`` from its shards under FSDP2).
-
-    KV-cached sampling within the context length the model was trained on (``data.seq_len``):
-    positions beyond it were never trained. A longer sample continues from the last half window.
-    """
-    s = run.sample
+    """A sample of ``model``, a trained causal LM (whole: ``gathered`` from its shards under FSDP2),
+    within the context length it was trained on (``data.seq_len``): ``generate.sample_in_windows``."""
     import torch
 
-    from attnlab.generate import generate
+    from attnlab.generate.decoder import sample_in_windows
 
-    window = min(run.data.seq_len, model.cfg.max_seq_len)
-    ids = (tokenizer.encode(s.prompt) or [tokenizer.bos_id])[-(window // 2) :]
-    start = len(ids)
+    s = run.sample
     generator = torch.Generator(next(model.parameters()).device).manual_seed(run.seed)
-    while len(ids) - start < s.max_new_tokens:
-        context = ids[-(window // 2) :]
-        n = min(window - len(context), s.max_new_tokens - (len(ids) - start))
-        new = generate(
-            model, [context], max_new_tokens=n, temperature=s.temperature, top_k=s.top_k, seed=generator
-        )[0]
-        if not new:
-            break
-        ids += new
+    ids = sample_in_windows(
+        model,
+        tokenizer.encode(s.prompt) or [tokenizer.bos_id],
+        window=min(run.data.seq_len, model.cfg.max_seq_len),
+        max_new_tokens=s.max_new_tokens,
+        temperature=s.temperature,
+        top_k=s.top_k,
+        generator=generator,
+    )
     return tokenizer.decode(ids)
 
 

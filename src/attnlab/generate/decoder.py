@@ -218,3 +218,35 @@ def _decode(
         if stops is not None and bool(finished.all()):
             break
     return tokens[:, prompt_len:]
+
+
+def sample_in_windows(
+    model: nn.Module,
+    prompt: Sequence[int],
+    *,
+    window: int,
+    max_new_tokens: int,
+    temperature: float,
+    top_k: int | None,
+    generator: torch.Generator,
+) -> list[int]:
+    """The prompt's last ``window // 2`` tokens and ``max_new_tokens`` sampled after them.
+
+    Every call of ``generate`` stays within ``window`` tokens (a model's trained context: positions
+    beyond it were never trained), each with its own KV cache: a longer sample restarts from the last
+    half window, so that every chunk keeps half a window of context. Fewer tokens come back if a
+    chunk adds none.
+    """
+    half = window // 2
+    ids = list(prompt)[-half:]
+    start = len(ids)
+    while len(ids) - start < max_new_tokens:
+        context = ids[-half:]
+        n = min(window - len(context), max_new_tokens - (len(ids) - start))
+        new = generate(
+            model, [context], max_new_tokens=n, temperature=temperature, top_k=top_k, seed=generator
+        )[0]
+        if not new:
+            break
+        ids += new
+    return ids

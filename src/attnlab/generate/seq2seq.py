@@ -17,7 +17,6 @@ from torch import Tensor, nn
 from attnlab.blocks.cache import KVCache
 from attnlab.generate.common import pad_batch
 from attnlab.models.common import eval_mode, model_device
-from attnlab.models.seq2seq import greedy_tokens, next_log_probs
 
 Sources = Tensor | Sequence[Sequence[int]]
 
@@ -52,11 +51,47 @@ def _check(max_new_tokens: int) -> None:
         raise ValueError(f"max_new_tokens={max_new_tokens} must be at least 1")
 
 
-def _step(
-    model: nn.Module, tokens: Tensor, t: int, memory: Tensor, src_mask: Tensor | None, cache: KVCache | None
+def next_log_probs(
+    model: nn.Module, tokens: Tensor, memory: Tensor, src_mask: Tensor | None, cache: KVCache | None
 ) -> Tensor:
-    """Log-probabilities (B, V) of the token after ``tokens[:, :t]``."""
-    return next_log_probs(model, tokens[:, :t], memory, src_mask, cache)
+    """Log-probabilities (B, V) of the token after ``tokens`` (B, t) from an encoder-decoder (``decode``);
+    with a cache, only the last token is new (the cache holds the others)."""
+    new = tokens[:, -1:] if cache is not None else tokens
+    return model.decode(new, memory, src_mask, cache=cache)[:, -1].float().log_softmax(dim=-1)
+
+
+@torch.no_grad()
+def greedy_tokens(
+    model: nn.Module,
+    src_ids: Tensor,
+    src_mask: Tensor | None = None,
+    *,
+    bos_id: int,
+    eos_id: int,
+    max_new_tokens: int,
+    pad_id: int = 0,
+    use_cache: bool = True,
+) -> list[list[int]]:
+    """The most likely token at each step for each source (B, S); each output ends before its eos.
+
+    ``model`` is an encoder-decoder (``encode``, ``decode``, ``new_cache``: a Seq2SeqModel), run in its
+    current mode; the source is encoded once and the decoder reuses the cached keys and values. The
+    seq2seq task decodes its validation batches with it; ``greedy_decode`` is its checked entry point.
+    """
+    memory = model.encode(src_ids, src_mask)
+    batch = src_ids.shape[0]
+    tokens = torch.full((batch, max_new_tokens + 1), pad_id, dtype=torch.long, device=src_ids.device)
+    tokens[:, 0] = bos_id
+    finished = torch.zeros(batch, dtype=torch.bool, device=src_ids.device)
+    cache = model.new_cache() if use_cache else None
+    for t in range(1, max_new_tokens + 1):
+        token = next_log_probs(model, tokens[:, :t], memory, src_mask, cache).argmax(dim=-1)
+        tokens[:, t] = token.masked_fill(finished, pad_id)
+        finished |= token == eos_id
+        if bool(finished.all()):
+            break
+    rows = tokens[:, 1:].tolist()
+    return [row[: row.index(eos_id)] if eos_id in row else row for row in rows]
 
 
 @torch.inference_mode()
@@ -152,7 +187,7 @@ def beam_search(
         base = torch.arange(batch, device=device).unsqueeze(1) * beams
 
         for t in range(1, max_new_tokens + 1):
-            logprobs = _step(model, tokens, t, memory, src_mask, cache)
+            logprobs = next_log_probs(model, tokens[:, :t], memory, src_mask, cache)
             vocab = logprobs.shape[-1]
             candidates = (beam_scores.view(-1, 1) + logprobs).view(batch, beams * vocab)
             top_scores, top_index = candidates.topk(min(2 * beams, beams * vocab), dim=1)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
 from attnlab.blocks.cache import KVCache
@@ -104,46 +103,3 @@ class Seq2SeqModel(FamilyModel):
         need(batch, "src_ids")
         b, s = batch["src_ids"].shape
         return b, s
-
-
-def next_log_probs(
-    model: nn.Module, tokens: Tensor, memory: Tensor, src_mask: Tensor | None, cache: KVCache | None
-) -> Tensor:
-    """Log-probabilities (B, V) of the token after ``tokens`` (B, t) from an encoder-decoder (``decode``);
-    with a cache, only the last token is new (the cache holds the others)."""
-    new = tokens[:, -1:] if cache is not None else tokens
-    return model.decode(new, memory, src_mask, cache=cache)[:, -1].float().log_softmax(dim=-1)
-
-
-@torch.no_grad()
-def greedy_tokens(
-    model: nn.Module,
-    src_ids: Tensor,
-    src_mask: Tensor | None = None,
-    *,
-    bos_id: int,
-    eos_id: int,
-    max_new_tokens: int,
-    pad_id: int = 0,
-    use_cache: bool = True,
-) -> list[list[int]]:
-    """The most likely token at each step for each source (B, S); each output ends before its eos.
-
-    ``model`` is an encoder-decoder (``encode``, ``decode``, ``new_cache``: a Seq2SeqModel), run in its
-    current mode; the source is encoded once and the decoder reuses the cached keys and values. Here
-    rather than in ``attnlab.generate`` because the seq2seq task decodes its validation batches with it.
-    """
-    memory = model.encode(src_ids, src_mask)
-    batch = src_ids.shape[0]
-    tokens = torch.full((batch, max_new_tokens + 1), pad_id, dtype=torch.long, device=src_ids.device)
-    tokens[:, 0] = bos_id
-    finished = torch.zeros(batch, dtype=torch.bool, device=src_ids.device)
-    cache = model.new_cache() if use_cache else None
-    for t in range(1, max_new_tokens + 1):
-        token = next_log_probs(model, tokens[:, :t], memory, src_mask, cache).argmax(dim=-1)
-        tokens[:, t] = token.masked_fill(finished, pad_id)
-        finished |= token == eos_id
-        if bool(finished.all()):
-            break
-    rows = tokens[:, 1:].tolist()
-    return [row[: row.index(eos_id)] if eos_id in row else row for row in rows]

@@ -36,6 +36,7 @@ from attnlab.schema.load import plain, read_model_config, read_optim_config, rea
 from attnlab.schema.model import ModelConfig
 from attnlab.schema.optim import OnExtend
 from attnlab.schema.task import TASKS
+from attnlab.tasks.lightning_shims import sets_hook_name
 from attnlab.tasks.nonfinite import NonFiniteGuard, check_finite_weights, clip_gradients, gradient_norm
 from attnlab.tasks.optim import (
     Schedule,
@@ -136,13 +137,9 @@ class TaskModule(pl.LightningModule):
         self.configured: list[tuple[list[dict], Schedule]] = []
 
     def __setattr__(self, name: str, value: object) -> None:
-        """Lightning names the hook it is in (``_current_fx_name``) before and after each hook call, some
-        fifty times a training step; ``nn.Module.__setattr__`` checks every value against parameters,
-        buffers and submodules first (a few microseconds a call). A hook's name (a string or None) is
-        none of those, so it is set directly."""
-        if name == "_current_fx_name":
-            object.__setattr__(self, name, value)
-        else:
+        """The running hook's name, which Lightning sets some fifty times a step, is set directly
+        (``lightning_shims.sets_hook_name``); everything else as ``nn.Module`` sets it."""
+        if not sets_hook_name(self, name, value):
             super().__setattr__(name, value)
 
     # -- what a task defines --------------------------------------------------------------------

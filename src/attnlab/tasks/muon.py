@@ -53,7 +53,9 @@ def newton_schulz(
 
     Torch's ``_zeropower_via_newtonschulz`` (torch/optim/_muon.py, Keller Jordan's Muon) with its
     cast to bfloat16 replaced by one to ``dtype``: the same operations in the same order, so in
-    bfloat16 the result is torch's bit for bit.
+    bfloat16 the result is torch's bit for bit (a test compares the two). A copy, because torch's
+    takes no dtype and ``Muon.step`` calls it from inside its private single-tensor loop: there is
+    no public seam to subclass.
     """
     a, b, c = coefficients
     ortho = update.to(dtype, copy=True)  # a copy: without nesterov, ``update`` is the momentum buffer

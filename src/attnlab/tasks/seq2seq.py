@@ -2,7 +2,7 @@
 
 Training and the val/test losses use teacher forcing. At val/test, when a tokenizer is given
 and ``task.eval_decode`` is on, each batch is also decoded greedily (the cached loop of
-``attnlab.models.seq2seq.greedy_tokens``, which ``attnlab.generate.greedy_decode`` runs too) and
+``attnlab.generate.seq2seq.greedy_tokens``, which ``attnlab.generate.greedy_decode`` runs too) and
 scored against its references: exact match, and sacrebleu's corpus BLEU and chrF (0-100),
 whose sufficient statistics are summed in torchmetrics states so that they add up across processes.
 """
@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 from torchmetrics import MeanMetric, Metric
 
-from attnlab.models.seq2seq import greedy_tokens
+from attnlab.generate.seq2seq import greedy_tokens
 from attnlab.schema import task
 from attnlab.schema.data import IGNORE_INDEX
 from attnlab.tasks.base import (

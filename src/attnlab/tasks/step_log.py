@@ -11,7 +11,9 @@ A ``StepLog`` keeps the step's values as ``self.log(name, value, on_step=True, o
 (float tensors, Python numbers as float32 on the module's device), shows each at once in
 ``trainer.callback_metrics`` (and the progress bar's metrics when ``prog_bar``), and hands them to
 the loggers together at the end of the step, with Lightning's step and epoch, as Lightning hands
-over what ``self.log`` collected: the same keys, values and steps in every logger.
+over what ``self.log`` collected: the same keys, values and steps in every logger. It reaches into
+Lightning's logger connector (``tasks.lightning_shims``): under another Lightning version than the one
+checked, the values go through ``self.log`` again.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from __future__ import annotations
 import pytorch_lightning as pl
 import torch
 from torch import Tensor
+
+from attnlab.tasks.lightning_shims import accumulating, logs_step_values_itself, write_step_values
 
 
 def as_logged(value: Tensor | float, device: torch.device) -> Tensor:
@@ -46,20 +50,19 @@ class StepLog:
         """The step's values to every logger at the steps Lightning writes ``self.log``'s values (not
         mid-accumulation; every ``log_every_n_steps``), in one call as Lightning makes (its connector
         adds the epoch and picks the step). Values of other steps stay in ``callback_metrics`` only."""
-        connector = trainer._logger_connector
-        if not self.values or trainer.fit_loop._should_accumulate():
+        if not self.values or accumulating(trainer):
             return
         values, self.values = self.values, {}
-        if connector.should_update_logs or trainer.fast_dev_run:
-            connector.log_metrics(values)
+        write_step_values(trainer, values)
 
 
 def log_step_value(
     module: pl.LightningModule, name: str, value: Tensor | float, prog_bar: bool = False
 ) -> None:
-    """Log a training step's ``value`` through the module's ``StepLog`` (``self.log`` for a module without one)."""
+    """Log a training step's ``value`` through the module's ``StepLog`` (``self.log`` for a module without
+    one, or where the Lightning version is not the one checked)."""
     step_log = getattr(module, "step_log", None)
-    if isinstance(step_log, StepLog):
+    if isinstance(step_log, StepLog) and logs_step_values_itself():
         step_log.add(module.trainer, name, as_logged(value, module.device), prog_bar)
     else:
         module.log(name, value, on_step=True, on_epoch=False, prog_bar=prog_bar)

@@ -15,6 +15,10 @@ synchronous save guarantees:
 - **No write after a failed one.** A later ``last.ckpt`` would name a best checkpoint that never
   reached the disk; the failure (a full disk's one line) is raised at the next save, or when fit
   ends, which waits for every pending write (``teardown``).
+
+A subclass of Lightning's writer rather than a copy: it keeps Lightning's ``_executor`` and ``_error``
+(private members, checked by a contract test in ``tests/training/test_checkpoint_io.py``) and replaces
+what is queued and how.
 """
 
 from __future__ import annotations

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -13,12 +12,13 @@ from lightning_fabric.plugins import CheckpointIO
 from pytorch_lightning.accelerators import Accelerator, CUDAAccelerator
 from pytorch_lightning.callbacks import Callback
 from pytorch_lightning.loggers import Logger
-from pytorch_lightning.profilers import AdvancedProfiler, PassThroughProfiler, PyTorchProfiler, SimpleProfiler
+from pytorch_lightning.profilers import AdvancedProfiler, PyTorchProfiler, SimpleProfiler
 from pytorch_lightning.strategies import DDPStrategy, FSDPStrategy, ModelParallelStrategy, Strategy
 
 from attnlab.blocks.layers import TransformerLayer
 from attnlab.schema.load import plain
 from attnlab.schema.run import CheckpointConfig, RunConfig, TrainerConfig
+from attnlab.tasks.lightning_shims import quiet_profiler
 from attnlab.training import sharded
 from attnlab.training.callbacks import AtomicCheckpointIO, console_is_terminal
 from attnlab.training.checkpoint_io import BackgroundCheckpointIO
@@ -26,18 +26,6 @@ from attnlab.training.console import quiet_lightning
 from attnlab.training.slurm import slurm_plugins
 
 PROFILERS = {"simple": SimpleProfiler, "advanced": AdvancedProfiler, "pytorch": PyTorchProfiler}
-
-
-class NoProfiler(PassThroughProfiler):
-    """The Trainer's profiler when ``trainer.profiler`` is unset: it records nothing, as Lightning's
-    default, but hands out one shared empty context instead of making a generator-based context
-    manager at each of the ~170 hook calls of a training step (Lightning wraps every hook and every
-    callback's hook in ``profiler.profile``): about 2 us each on a CPU, 0.1-0.3 ms a step."""
-
-    _NOTHING = nullcontext()
-
-    def profile(self, action_name: str) -> AbstractContextManager:
-        return self._NOTHING
 
 
 CPU_TIMEOUT_S = 120  # gloo: a tiny run's collectives take milliseconds; a dead peer shows within minutes
@@ -163,7 +151,7 @@ def lightning_settings(
         "check_val_every_n_epoch": None,
         "profiler": PROFILERS[t.profiler](dirpath=run_dir, filename="profile")
         if t.profiler
-        else NoProfiler(),
+        else quiet_profiler(),
         "max_epochs": -1,
         "enable_checkpointing": not t.fast_dev_run,
         "use_distributed_sampler": False,

@@ -9,6 +9,7 @@ from pytorch_lightning.callbacks import Callback, Checkpoint
 
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import checkpoint_dir
+from attnlab.tasks.lightning_shims import STEP_HOOKS, without_idle_step_hooks
 from attnlab.training.callbacks.attention_maps import AttentionMapLogger
 from attnlab.training.callbacks.checkpoints import AtomicCheckpointIO, BestCheckpoint, LastCheckpoint
 from attnlab.training.callbacks.final_validation import FinalValidation
@@ -18,29 +19,6 @@ from attnlab.training.callbacks.progress import StepProgressBar
 from attnlab.training.callbacks.progress_lines import ProgressLines, console_is_terminal
 from attnlab.training.callbacks.run_state import RankConsistency, RunState, StepSeeder
 from attnlab.training.callbacks.throughput import ThroughputLogger
-
-# The hooks Lightning calls on every callback at every training step (``_call_callback_hooks``).
-STEP_HOOKS = (
-    "on_train_batch_start",
-    "on_before_backward",
-    "on_after_backward",
-    "on_before_optimizer_step",
-    "on_before_zero_grad",
-    "on_train_batch_end",
-)
-
-
-def without_idle_step_hooks(callback: Callback) -> Callback:
-    """``callback``, with the step hooks its class leaves as Lightning's no-ops set to None.
-
-    Lightning calls each of a step's six hooks on every callback, overridden or not, naming each call
-    for its profiler (about 2 us a call on a CPU: some 60 calls a step for attnlab's ten callbacks,
-    most of them to empty methods), but only where the attribute is callable: with the idle ones
-    None, it calls only the hooks that do something."""
-    for hook in STEP_HOOKS:
-        if getattr(type(callback), hook, None) is getattr(Callback, hook):
-            setattr(callback, hook, None)
-    return callback
 
 
 def checkpoint_callbacks(run: RunConfig, run_dir: Path) -> list[Checkpoint]:
@@ -92,6 +70,7 @@ def build_callbacks(
 
 
 __all__ = [
+    "STEP_HOOKS",
     "AtomicCheckpointIO",
     "AttentionMapLogger",
     "BestCheckpoint",

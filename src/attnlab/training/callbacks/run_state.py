@@ -12,6 +12,7 @@ import torch
 from pytorch_lightning.callbacks import Callback
 
 from attnlab.data.sampling import mixed_seed
+from attnlab.tasks.lightning_shims import retire_hook
 from attnlab.training.resume import RUN_KEY
 
 log = logging.getLogger("attnlab")
@@ -52,6 +53,7 @@ class RunState(Callback):
         self.config = config
         self.wandb_id = wandb_id
         self.history = history or []
+        self.continued = False  # the logging step made even with the restored step
 
     def on_save_checkpoint(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict
@@ -68,8 +70,10 @@ class RunState(Callback):
 
     def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
         """Once, before the first step (the loops are restored by then); no cost at the later steps."""
-        continue_logging_step(trainer)
-        self.on_train_batch_start = None  # Lightning calls only the hooks that are callable
+        if not self.continued:
+            continue_logging_step(trainer)
+            self.continued = True
+        retire_hook(self, "on_train_batch_start")
 
 
 def continue_logging_step(trainer: pl.Trainer) -> None:
