@@ -8,10 +8,11 @@ stdout and stderr captured, signal handlers, and an exit status that follows the
 minus its number). It only skips the seconds of imports that every new interpreter pays, which
 were most of the time of a tiny training run in the test suite.
 
-What depends on the interpreter's own start stays in real subprocesses (``train_cli.cli(...,
-fresh_interpreter=True)``): DDP (Lightning relaunches ``sys.argv`` as new interpreters), warnings
-printed while modules are imported (test_clean_output), and the imports themselves
-(test_validation_imports_neither_torch_nor_lightning).
+A two-process run (DDP, FSDP2, tensor parallel) forks its rank 0 like any command; Lightning starts
+the other ranks as new interpreters (``python -m attnlab.<command>``, read from ``__main__.__spec__``
+as ``-m`` leaves it). What depends on the interpreter's own start stays in real subprocesses:
+warnings printed while modules are imported (test_clean_output, its commands in one interpreter,
+``one_interpreter``), and the imports themselves (test_validation_imports_neither_torch_nor_lightning).
 """
 
 from __future__ import annotations
@@ -143,6 +144,8 @@ def run_command(
     sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     module = importlib.import_module(f"attnlab.{command}")
     sys.argv = [str(module.__file__), *args]
+    # What ``-m`` leaves in ``__main__``: Lightning's DDP launcher restarts ``python -m <__spec__.name>``.
+    sys.modules["__main__"].__spec__ = module.__spec__
     os._exit(status_of(module.main))
 
 

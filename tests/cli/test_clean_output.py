@@ -4,10 +4,15 @@ libraries, or the "`weights_only` was not set" line that reads like an unsafe ch
 
 from __future__ import annotations
 
+import logging
+import subprocess
+import sys
+import warnings
 from pathlib import Path
 
 import pytest
-from train_cli import TEXT, TINY, check, cli
+from one_interpreter import FRESH_WARNING_FILTERS, commands, forget_quieting, split
+from train_cli import TEXT, TINY, check, cli_env
 
 pytestmark = pytest.mark.slow
 CLUTTER = (
@@ -27,26 +32,45 @@ def clutter(output: str) -> list[str]:
 
 def test_train_eval_compress_and_sample_print_no_tips_or_deprecations(tmp_path: Path) -> None:
     """One short run with the default logger (wandb, offline), its evaluation, its int8 copy (torchao)
-    and a sample from that copy."""
-    train = check(cli([*TINY, *TEXT, "model=gpt-tiny", "run_dir=run"], tmp_path, fresh_interpreter=True))
+    and a sample from that copy, one after another in one new interpreter (``one_interpreter``: every
+    warning that any of them prints, on import or while running, shows under the first that prints it)."""
     ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
-    evaluation = check(
-        cli([f"ckpt_path={ckpt}", "limit_batches=1"], tmp_path, command="eval", fresh_interpreter=True)
+    commands = [
+        ["train", *TINY, *TEXT, "model=gpt-tiny", "run_dir=run"],
+        ["eval", f"ckpt_path={ckpt}", "limit_batches=1"],
+        ["cli.compress", f"ckpt_path={ckpt}", "out=int8.ckpt"],
+        ["sample", "ckpt_path=int8.ckpt", "max_new_tokens=4"],
+    ]
+    argv = [arg for command in commands for arg in ["--", *command]]
+    result = subprocess.run(
+        [sys.executable, "-m", "one_interpreter", *argv],
+        cwd=tmp_path,
+        env=cli_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        stdin=subprocess.DEVNULL,
     )
-    compress = check(
-        cli([f"ckpt_path={ckpt}", "out=int8.ckpt"], tmp_path, command="cli.compress", fresh_interpreter=True)
-    )
-    sample = check(
-        cli(["ckpt_path=int8.ckpt", "max_new_tokens=4"], tmp_path, command="sample", fresh_interpreter=True)
-    )
-    outputs = {
-        name: result.stdout + result.stderr
-        for name, result in [
-            ("train", train),
-            ("eval", evaluation),
-            ("compress", compress),
-            ("sample", sample),
-        ]
-    }
+    check(result)
+    stdout, stderr = split(result.stdout), split(result.stderr)
+    outputs = {name: stdout.get(name, "") + stderr.get(name, "") for name in {*stdout, *stderr}}
+    assert set(outputs) == {"", *(command[0] for command in commands)}  # each command ran
     assert "test/loss=" in outputs["train"] and "test/loss=" in outputs["eval"]  # the results still show
+    assert "int8" in outputs["cli.compress"] and outputs["sample"].strip()
     assert {name: clutter(output) for name, output in outputs.items()} == {name: [] for name in outputs}
+
+
+def test_one_interpreter_splits_the_commands_and_undoes_their_quieting() -> None:
+    """The helper above: each command's arguments and output, and no filter of an earlier command left."""
+    assert commands(["--", "train", "a=1", "--", "eval", "b=2", "c=3"]) == [
+        ("train", ["a=1"]),
+        ("eval", ["b=2", "c=3"]),
+    ]
+    printed = "early\n==> train\nx\ny\n==> eval\nz\n"
+    assert split(printed) == {"": "\nearly", "train": "x\ny", "eval": "z\n"}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "is deprecated")
+        logger = logging.getLogger("pytorch_lightning")
+        logger.addFilter(logging.Filter("nothing"))
+        forget_quieting()
+        assert warnings.filters == FRESH_WARNING_FILTERS and logger.filters == []

@@ -69,7 +69,6 @@ def test_causal_lm_on_two_processes_reports_one_process_metrics(tmp_path: Path) 
             [*GPT, corpus, "trainer=ddp_sim", "data.batch_size=16"],
             ddp_cwd,
             timeout=600,
-            fresh_interpreter=True,
         )
     )
     train_in_process([*GPT, corpus, "data.batch_size=32"], single)
@@ -97,7 +96,6 @@ def test_classifier_and_seq2seq_on_two_processes_report_one_process_metrics(
             [*GENERATED, f"experiment=tiny_{family}", "trainer=ddp_sim"],
             tmp_path,
             timeout=600,
-            fresh_interpreter=True,
         )
     )
     run = run_dir(tmp_path)

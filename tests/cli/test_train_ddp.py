@@ -27,9 +27,7 @@ ARGS = [
 def runs(built_once: Callable[..., Path]) -> tuple[Path, Path]:
     ddp_cwd = built_once(
         "ddp",
-        lambda cwd: check(
-            cli([*ARGS, "trainer=ddp_sim", "data.batch_size=8"], cwd, timeout=600, fresh_interpreter=True)
-        ),
+        lambda cwd: check(cli([*ARGS, "trainer=ddp_sim", "data.batch_size=8"], cwd, timeout=600)),
     )
     single_cwd = built_once("single", lambda cwd: check(cli([*ARGS, "data.batch_size=16"], cwd)))
     (ddp,) = ddp_cwd.glob("outputs/*/*")

@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+import forked
 import pytest
 from train_cli import TEST_PRESETS, check, cli, cli_env, wait_until_group_is_gone
 
@@ -75,7 +74,7 @@ def family_runs(family: str, built_once: Callable[..., Path]) -> tuple[Path, Pat
     args = [*ARGS, *FAMILIES[family]]
     sharded = built_once(
         f"fsdp2-{family}",
-        lambda cwd: check(cli([*args, *FSDP2, "run_dir=run"], cwd, timeout=600, fresh_interpreter=True)),
+        lambda cwd: check(cli([*args, *FSDP2, "run_dir=run"], cwd, timeout=600)),
     )
     single = built_once(
         f"fsdp2-single-{family}",
@@ -118,20 +117,12 @@ def kill_after_first_checkpoint(args: list[str], cwd: Path) -> None:
     """Start ``attnlab-train args`` (both processes in one new session) and SIGKILL them all once the
     first last.ckpt exists."""
     last = cwd / "run" / "checkpoints" / "last.ckpt"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "attnlab.train", *args],
-        cwd=cwd,
-        env=cli_env(cwd),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc = forked.Forked("train", args, cwd, cli_env(cwd), new_session=True)
     deadline = time.monotonic() + 300
     while not last.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.wait(timeout=60) == -signal.SIGKILL, "the run ended before it could be killed"
+    assert proc.result(timeout=60).returncode == -signal.SIGKILL, "the run ended before it could be killed"
     wait_until_group_is_gone(proc.pid)
 
 
@@ -141,7 +132,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_losses(
     sharded, _ = gpt_runs
     args = [*ARGS, *FAMILIES["gpt"], *FSDP2, "run_dir=run"]
     kill_after_first_checkpoint(args, tmp_path)
-    check(cli([*args, "ckpt_path=last"], tmp_path, timeout=600, fresh_interpreter=True))
+    check(cli([*args, "ckpt_path=last"], tmp_path, timeout=600))
     resumed, expected = series(tmp_path / "run", "train/loss"), series(sharded, "train/loss")
     assert sorted(resumed) == list(range(1, STEPS + 1))
     for step in expected:
@@ -156,7 +147,7 @@ def test_activation_checkpointing_under_fsdp2_keeps_the_losses(
     same per-step losses as without."""
     sharded, _ = gpt_runs
     args = [*ARGS, *FAMILIES["gpt"], *FSDP2, f"trainer.activation_checkpointing={recompute}", "run_dir=run"]
-    check(cli(args, tmp_path, timeout=600, fresh_interpreter=True))
+    check(cli(args, tmp_path, timeout=600))
     assert_same_losses(tmp_path / "run", sharded, abs=1e-6)
 
 
@@ -172,7 +163,7 @@ def test_a_sharded_checkpoint_resumes_exactly_and_consolidates_to_the_same_weigh
     sharded, _ = gpt_runs
     args = [*ARGS, *FAMILIES["gpt"], *FSDP2, "checkpoint.sharded=true", "run_dir=run"]
     kill_after_first_checkpoint(args, tmp_path)
-    check(cli([*args, "ckpt_path=last"], tmp_path, timeout=600, fresh_interpreter=True))
+    check(cli([*args, "ckpt_path=last"], tmp_path, timeout=600))
     resumed, expected = series(tmp_path / "run", "train/loss"), series(sharded, "train/loss")
     assert sorted(resumed) == list(range(1, STEPS + 1))
     for step in expected:
@@ -228,7 +219,7 @@ def test_one_process_sharded_checkpoint_resumes_in_two(gpt_runs: tuple[Path, Pat
     sharded, _ = gpt_runs
     args = [*ARGS, *FAMILIES["gpt"], "trainer=fsdp2_sim", "checkpoint.sharded=true", "run_dir=run"]
     kill_after_first_checkpoint([*args, "trainer.devices=1", "data.batch_size=16"], tmp_path)
-    check(cli([*args, "data.batch_size=8", "ckpt_path=last"], tmp_path, timeout=600, fresh_interpreter=True))
+    check(cli([*args, "data.batch_size=8", "ckpt_path=last"], tmp_path, timeout=600))
     for step, (loss, expected) in continuation(tmp_path / "run", sharded).items():
         assert loss == pytest.approx(expected, abs=1e-5), f"step {step}"
 
@@ -259,7 +250,7 @@ def test_float8_emulated_trains_as_float32_does_with_and_without_fsdp2(
     sharded, single = gpt_runs
     args = [*ARGS, *FAMILIES["gpt"], "trainer.float8=emulated"]
     check(cli([*args, "data.batch_size=16", "run_dir=one"], tmp_path, timeout=600))
-    check(cli([*args, *FSDP2, "run_dir=two"], tmp_path, timeout=600, fresh_interpreter=True))
+    check(cli([*args, *FSDP2, "run_dir=two"], tmp_path, timeout=600))
     for run, reference in ((tmp_path / "one", single), (tmp_path / "two", sharded)):
         assert_same_losses(run, reference, rel=0.02)
 
@@ -271,5 +262,5 @@ def test_layers_compiled_one_by_one_under_fsdp2_keep_the_losses(
     so): the eager run's per-step losses."""
     sharded, _ = gpt_runs
     args = [*ARGS, *FAMILIES["gpt"], *FSDP2, "compile=block", "run_dir=run"]
-    check(cli(args, tmp_path, timeout=900, fresh_interpreter=True))
+    check(cli(args, tmp_path, timeout=900))
     assert_same_losses(tmp_path / "run", sharded, abs=1e-5)

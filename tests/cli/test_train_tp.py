@@ -39,9 +39,7 @@ def gpt_runs(built_once: Callable[..., Path]) -> tuple[Path, Path]:
 def family_runs(family: str, built_once: Callable[..., Path]) -> tuple[Path, Path]:
     """(the tensor-parallel run, the one-process run) of ``family``, each built once."""
     args = [*ARGS, *FAMILIES[family], "run_dir=run"]
-    split = built_once(
-        f"tp-{family}", lambda cwd: check(cli([*args, *TP], cwd, timeout=600, fresh_interpreter=True))
-    )
+    split = built_once(f"tp-{family}", lambda cwd: check(cli([*args, *TP], cwd, timeout=600)))
     single = built_once(f"tp-single-{family}", lambda cwd: check(cli(args, cwd, timeout=600)))
     return split / "run", single / "run"
 
@@ -96,7 +94,7 @@ def test_selective_activation_checkpointing_under_tensor_parallel_keeps_the_loss
     """Each split layer's elementwise ops recomputed in the backward pass: the same per-step losses."""
     split, _ = gpt_runs
     args = [*ARGS, *GPT, *TP, "trainer.activation_checkpointing=selective", "run_dir=run"]
-    check(cli(args, tmp_path, timeout=600, fresh_interpreter=True))
+    check(cli(args, tmp_path, timeout=600))
     losses, expected = series(tmp_path / "run", "train/loss"), series(split, "train/loss")
     assert sorted(losses) == sorted(expected)
     for step in expected:

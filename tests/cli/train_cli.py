@@ -1,6 +1,6 @@
 """Helpers of the training tests: run attnlab-train / attnlab-eval as a new process (as a user would, so
 Hydra, signals, kills and exit codes are real: forked from a process that has attnlab imported, see
-``forked``, or a fresh interpreter where the interpreter's start matters, as for DDP), or a command's
+``forked``), or a command's
 ``main`` in this process where a new process would prove nothing more; and read back what the runs
 wrote."""
 
@@ -86,28 +86,12 @@ def cli_env(cwd: Path) -> dict[str, str]:
 
 
 def cli(
-    args: list[str],
-    cwd: Path,
-    *,
-    command: str = "train",
-    timeout: float = 300,
-    fresh_interpreter: bool = False,
+    args: list[str], cwd: Path, *, command: str = "train", timeout: float = 300
 ) -> subprocess.CompletedProcess:
     """``python -m attnlab.<command> *args`` in ``cwd``, offline, with the fault-injection helpers
-    importable: a process forked from one with attnlab imported (``forked``), or with
-    ``fresh_interpreter`` a new interpreter (DDP, and what happens while modules are imported)."""
-    env = cli_env(cwd)
-    if not fresh_interpreter:
-        return forked.run(command, args, cwd, env, timeout)
-    return subprocess.run(
-        [sys.executable, "-m", f"attnlab.{command}", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    importable, as a process forked from one with attnlab imported (``forked``; rank 0 of a
+    two-process run too: Lightning starts the other ranks as new interpreters)."""
+    return forked.run(command, args, cwd, cli_env(cwd), timeout)
 
 
 def wait_until_group_is_gone(pgid: int, timeout: float = 30.0) -> None:
