@@ -106,6 +106,22 @@ def test_rope_is_scored_as_trained_and_stretched_by_each_lengths_ratio(
     assert "length  depth  none exact / loss  linear exact / loss" in out
 
 
+def test_report_tables_and_plots_a_length_sweep(checkpoint, monkeypatch, capsys, tmp_path: Path) -> None:
+    from attnlab.cli.report import main
+
+    ckpt = checkpoint("copy")
+    run_sweep(
+        ckpt, ["eval.lengths=[16,32]", "eval.examples=8", "eval.rope_scalings=[yarn]"], monkeypatch, capsys
+    )
+    main([str(ckpt.parent.parent), "--out", str(tmp_path)])
+    table = (tmp_path / "lengths.md").read_text()
+    assert "## copy (trained at 16)" in table and "| rope+yarn " in table
+    assert {p.name for p in (tmp_path / "plots").glob("lengths_*")} == {
+        "lengths_copy_heatmap.png",
+        "lengths_copy_lines.png",
+    }
+
+
 def test_passkey_is_scored_at_every_depth(checkpoint, monkeypatch, capsys) -> None:
     args = ["eval.lengths=[24,48]", "eval.depths=[0,0.5,1]", "eval.rope_scalings=[]", "eval.examples=8"]
     record, _ = run_sweep(checkpoint("passkey"), args, monkeypatch, capsys)
