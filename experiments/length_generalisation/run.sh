@@ -35,10 +35,13 @@ evaluate() {  # every checkpoint of one task at every length, one attnlab-eval c
     logger=none > "$RUNS/eval_$1.log" 2>&1
 }
 
-tasks() {  # train and evaluate each task in turn
+tasks() {  # train and evaluate each task in turn; each one's wall time into results/wall_time.txt
   for task in "$@"; do
+    local start
+    start=$(date +%s)
     train "$task"
     evaluate "$task"
+    echo "$task: train 18 runs and evaluate them: $(($(date +%s) - start)) s wall" >> "$HERE/results/wall_time.txt"
   done
 }
 
@@ -51,13 +54,11 @@ case ${1:-all} in
   report) report ;;
   eval) shift; for task in "$@"; do evaluate "$task"; done ;;
   all)
-    start=$(date +%s)
     tasks copy recall &     # two streams side by side
     a=$!
     tasks passkey addition
     wait $a
-    echo "train and eval, 4 tasks x 18 runs, 2 processes: $(($(date +%s) - start)) s wall" > "$HERE/results/wall_time.txt"
     report
     ;;
-  *) tasks "$@" ;;
+  *) tasks "$@" && report ;;
 esac

@@ -54,19 +54,18 @@ def encoding_order(encodings: Iterable[str]) -> list[str]:
     return sorted(set(encodings), key=lambda e: (e.split("+")[0], "+" in e, e))
 
 
-def accuracy_table(summary: pd.DataFrame, task: str) -> pd.DataFrame:
-    """Encodings (rows) by evaluation length (columns) of one task: exact match ``mean ± std``,
-    averaged over depths where the task has them."""
+def accuracy_table(summary: pd.DataFrame, task: str, score: str = "exact_match") -> pd.DataFrame:
+    """Encodings (rows) by evaluation length (columns) of one task: ``score`` (exact match, or
+    answer_loss) as ``mean ± std``, averaged over depths where the task has them."""
     rows = summary[summary["task"] == task]
-    cells = rows.groupby(["encoding", "length"])[["exact_match mean", "exact_match std"]].mean()
+    cells = rows.groupby(["encoding", "length"])[[f"{score} mean", f"{score} std"]].mean()
+    digits = 3 if score == "exact_match" else 4
     table = pd.DataFrame(index=encoding_order(rows["encoding"]))
     for length in sorted(rows["length"].unique()):
-        mean, std = cells.xs(length, level="length").T.to_numpy()
-        column = pd.Series(
-            [f"{m:.3f} ± {0.0 if pd.isna(s) else s:.3f}" for m, s in zip(mean, std)],
-            index=cells.xs(length, level="length").index,
-        )
-        table[f"{length}"] = column.reindex(table.index).fillna("")
+        at = cells.xs(length, level="length")
+        mean, std = at.T.to_numpy()
+        column = [f"{m:.{digits}f} ± {0.0 if pd.isna(s) else s:.{digits}f}" for m, s in zip(mean, std)]
+        table[f"{length}"] = pd.Series(column, index=at.index).reindex(table.index).fillna("")
     return table.rename_axis("encoding").reset_index()
 
 
@@ -87,6 +86,8 @@ def write_length_report(paths: Iterable[str | Path], out_dir: Path) -> list[Path
         trained = sorted(frame.loc[frame["task"] == task, "trained_length"].unique())
         parts.append(f"## {task} (trained at {', '.join(map(str, trained))})\n")
         parts.append(accuracy_table(summary, task).to_markdown(index=False) + "\n")
+        parts.append(f"Answer-token loss, {task} (nats per answer token, mean ± std over seeds):\n")
+        parts.append(accuracy_table(summary, task, "answer_loss").to_markdown(index=False) + "\n")
         written.append(length_heatmap(summary, task, out_dir / "plots"))
         written.append(
             length_lines(summary, task, out_dir / "plots", trained[0] if len(trained) == 1 else None)
