@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from attnlab.report.length_plots import draw_heatmap, draw_lines
-from attnlab.report.lengths import accuracy_table, encoding_order, length_summary
+from attnlab.report.length_plots import draw_heatmap, draw_lines, encoding_order
+from attnlab.report.lengths import accuracy_table, length_summary
 from attnlab.report.plots import new_figure
 
 

@@ -5,14 +5,19 @@ keep lines apart where they lie on top of each other)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 
-from attnlab.report.lengths import encoding_order
 from attnlab.report.plots import legend, new_figure, save, series_style, slug
+
+
+def encoding_order(encodings: Iterable[str]) -> list[str]:
+    """Encodings alphabetically, each RoPE scaling right after plain RoPE."""
+    return sorted(set(encodings), key=lambda e: (e.split("+")[0], "+" in e, e))
 
 
 def task_grid(summary: pd.DataFrame, task: str) -> tuple[list[str], list[int], np.ndarray, np.ndarray]:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from attnlab.report.length_plots import encoding_order, length_heatmap, length_lines
 from attnlab.report.runs import find_run_dirs, read_run
 
 LENGTHS_CSV = "lengths.csv"
@@ -49,11 +50,6 @@ def length_summary(frame: pd.DataFrame) -> pd.DataFrame:
     return stats.reset_index()
 
 
-def encoding_order(encodings: Iterable[str]) -> list[str]:
-    """Encodings alphabetically, each RoPE scaling right after plain RoPE."""
-    return sorted(set(encodings), key=lambda e: (e.split("+")[0], "+" in e, e))
-
-
 def accuracy_table(summary: pd.DataFrame, task: str, score: str = "exact_match") -> pd.DataFrame:
     """Encodings (rows) by evaluation length (columns) of one task: ``score`` (exact match, or
     answer_loss) as ``mean ± std``, averaged over depths where the task has them."""
@@ -72,8 +68,6 @@ def accuracy_table(summary: pd.DataFrame, task: str, score: str = "exact_match")
 def write_length_report(paths: Iterable[str | Path], out_dir: Path) -> list[Path]:
     """``lengths.csv`` (every setting's mean, std and seeds), ``lengths.md`` (a table per task) and
     the plots; [] where no evaluation swept lengths."""
-    from attnlab.report.length_plots import length_heatmap, length_lines
-
     frame = length_frame(paths)
     if frame.empty:
         return []
