@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 from attnlab.report import ReportError, read_sweep, write_report
+from attnlab.report.lengths import write_length_report
 
 
 def parser() -> argparse.ArgumentParser:
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> None:
         out = args.out or default_out_dir(args.paths, sweep.root)
         command = " ".join(["attnlab-report", *(sys.argv[1:] if argv is None else argv)])
         report = write_report(sweep, out, command=command)
+        length_files = write_length_report(args.paths, out)
     except ReportError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
@@ -57,6 +59,8 @@ def main(argv: list[str] | None = None) -> None:
     for title, table in report.tables.items():
         print(f"\n{title}\n\n{table.to_markdown(index=False)}")
     print(f"\nreport: {report.markdown}\ntable:  {report.csv}")
+    if length_files:  # evaluations of eval.lengths=[...]: exact match by length, per task
+        print(f"lengths: {length_files[0]} and {len(length_files) - 1} more in {length_files[0].parent}")
     print(f"plots:  {len(report.plots)} in {report.plots[0].parent}" if report.plots else "plots:  none")
 
 

@@ -202,6 +202,14 @@ def read_evals(eval_dir: Path) -> list[dict[str, Any]]:
                 "split": record.get("split"),
                 "overrides": dict(record.get("overrides") or {}),
                 "metrics": metrics,
+                "lengths": length_rows(record),
             }
         )
     return evals
+
+
+def length_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """The rows of an ``eval.lengths`` sweep (one per length, depth and RoPE scaling), each with the
+    task, positional encoding and seed of the run it scored; [] for any other evaluation."""
+    run = {key: record.get(key) for key in ("data_kind", "pos", "seed", "trained_length")}
+    return [{**run, **row} for row in record.get("lengths") or []]

@@ -11,6 +11,7 @@ from omegaconf import MISSING
 from attnlab.schema.choice import Choice, missing
 from attnlab.schema.data import DataConfig, TextData
 from attnlab.schema.errors import ConfigError, not_negative, positive
+from attnlab.schema.lengths import LengthSweep
 from attnlab.schema.model import GPTConfig, ModelConfig
 from attnlab.schema.optim import AdamWConfig, OptimConfig
 from attnlab.schema.task import CausalLMTask, TaskConfig
@@ -398,9 +399,11 @@ class EvalConfig:
     # none: metrics.json holds the results (logger=wandb|csv|... logs them under the run's names too)
     logger: LoggerConfig = field(default_factory=no_logger)
     harness: HarnessConfig = field(default_factory=HarnessConfig)
+    eval: LengthSweep = field(default_factory=LengthSweep)  # eval.lengths=[...]: a sweep over lengths
 
     def check(self) -> None:
         self.harness.check()
+        self.eval.check()
         if self.harness.tasks and self.model is not None and not isinstance(self.model, GPTConfig):
             raise ConfigError(
                 "harness.tasks",
