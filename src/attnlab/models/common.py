@@ -1,4 +1,4 @@
-"""What every family shares: the interface its callers use, layer settings, positions, initialisation."""
+"""What every family shares: the interface its callers use, its stacks, positions, initialisation."""
 
 from __future__ import annotations
 
