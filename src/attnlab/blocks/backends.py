@@ -12,17 +12,31 @@ every module; a caller may hand a module another (``attnlab.generate`` does, for
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from attnlab.blocks.flex import MaskMemo, block_mask, flex, per_row
 from attnlab.blocks.masks import KeyRule, additive_mask
+from attnlab.blocks.positional import ScoreMod
 from attnlab.schema.model import AttnBackend
 
-if TYPE_CHECKING:
-    from attnlab.blocks.attention import MultiHeadAttention
+
+class AttentionHeads(Protocol):
+    """What a backend reads of the attention module it serves (``blocks.attention.MultiHeadAttention``)."""
+
+    training: bool
+    cross: bool
+    scale: float
+    dropout: float
+    n_heads: int
+    n_kv_heads: int
+    weights_probe: nn.Module
+
+    def score_bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor | None: ...
+
+    def score_mod(self, q_rows: Tensor, k_rows: Tensor) -> ScoreMod | None: ...
 
 
 class Keys(NamedTuple):
@@ -42,7 +56,7 @@ class Sdpa:
     name = "sdpa"
 
     def attend(
-        self, attn: MultiHeadAttention, q: Tensor, k: Tensor, v: Tensor, keys: Keys, masks: MaskMemo
+        self, attn: AttentionHeads, q: Tensor, k: Tensor, v: Tensor, keys: Keys, masks: MaskMemo
     ) -> Tensor:
         """Attention (B, H, Tq, hd) of queries (B, H, Tq, hd) over keys and values (B, Hkv, Tk, hd)."""
         mask, is_causal = dense_mask(attn, q, k, keys, fused=True)
@@ -64,7 +78,7 @@ class Explicit:
     name = "explicit"
 
     def attend(
-        self, attn: MultiHeadAttention, q: Tensor, k: Tensor, v: Tensor, keys: Keys, masks: MaskMemo
+        self, attn: AttentionHeads, q: Tensor, k: Tensor, v: Tensor, keys: Keys, masks: MaskMemo
     ) -> Tensor:
         mask, _ = dense_mask(attn, q, k, keys, fused=False)
         groups = attn.n_heads // attn.n_kv_heads
@@ -85,7 +99,7 @@ class Flex:
     name = "flex"
 
     def attend(
-        self, attn: MultiHeadAttention, q: Tensor, k: Tensor, v: Tensor, keys: Keys, masks: MaskMemo
+        self, attn: AttentionHeads, q: Tensor, k: Tensor, v: Tensor, keys: Keys, masks: MaskMemo
     ) -> Tensor:
         q_rows, k_rows = per_row(keys.q_pos, q.shape[0]), per_row(keys.k_pos, q.shape[0])
         kind = "cross" if attn.cross else "self"
@@ -95,7 +109,7 @@ class Flex:
 
 
 def dense_mask(
-    attn: MultiHeadAttention, q: Tensor, k: Tensor, keys: Keys, fused: bool
+    attn: AttentionHeads, q: Tensor, k: Tensor, keys: Keys, fused: bool
 ) -> tuple[Tensor | None, bool]:
     """The additive mask (or None) of ``keys`` with the module's score bias folded in, and whether the
     fused kernels' own causal mask replaces it (a plain causal square: their fast path)."""
