@@ -13,29 +13,31 @@ from contextlib import ExitStack
 
 import torch
 
-from attnlab.blocks.attention import MultiHeadAttention, record_attention
+from attnlab.blocks.attention import SelfAttention, record_attention
+from attnlab.blocks.backends import backend_named
+from attnlab.blocks.view import AttentionView
 from benchmarks.common import Row, Settings, interleaved, peak_memory_mib, ratio_row, speedup
 
 SECTION = "attention"
 D_MODEL, N_HEADS, BATCH = 384, 6, 1
 
 
-def attention_step(module: MultiHeadAttention, seq_len: int) -> Callable[[], None]:
+def attention_step(module: SelfAttention, seq_len: int) -> Callable[[], None]:
     """Forward and backward of causal self-attention over a random (1, T, D) input."""
     g = torch.Generator().manual_seed(0)
     x = torch.randn(BATCH, seq_len, D_MODEL, generator=g, requires_grad=True)
-    positions = torch.arange(seq_len)
+    view = AttentionView(torch.arange(seq_len), causal=True)
 
     def step() -> None:
-        module(x, positions=positions, causal=True).sum().backward()
+        module(x, view).sum().backward()
 
     return step
 
 
 def memory_step(path: str, seq_len: int) -> Callable[[], None]:
     """One path alone, for ``benchmarks.memprobe``: ``sdpa`` or ``explicit``."""
-    module = MultiHeadAttention(D_MODEL, N_HEADS)
-    module.path = path  # "explicit" is what record_attention switches on, without its hooks
+    module = SelfAttention(D_MODEL, N_HEADS)
+    module.backend = backend_named(path)  # "explicit" is what record_attention switches on, without its hooks
     return attention_step(module, seq_len)
 
 
@@ -43,7 +45,7 @@ def run(settings: Settings) -> list[Row]:
     lengths = settings.pick(full=[128, 256, 512, 1024, 2048], quick=[128, 512, 2048], tiny=[16, 32])
     repeats = settings.pick(full=7, quick=3, tiny=2)
     torch.manual_seed(0)
-    fused = MultiHeadAttention(D_MODEL, N_HEADS)
+    fused = SelfAttention(D_MODEL, N_HEADS)
     explicit = copy.deepcopy(fused)
     rows = []
     with ExitStack() as stack:

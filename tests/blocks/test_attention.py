@@ -9,8 +9,17 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnlab.blocks.attention import MultiHeadAttention, record_attention, use_attention_path
+from attnlab.blocks.attention import (
+    CrossAttention,
+    MultiHeadAttention,
+    SelfAttention,
+    record_attention,
+    use_attention_path,
+)
+from attnlab.blocks.backends import BACKENDS, backend_named
+from attnlab.blocks.cache import KVCache
 from attnlab.blocks.positional import build_positional
+from attnlab.blocks.view import AttentionView
 from attnlab.schema.pos import pos_config
 
 ATOL = 1e-5
@@ -18,10 +27,16 @@ D_MODEL, N_HEADS = 16, 4
 
 
 def make_attention(
-    n_kv_heads: int | None = None, scale: float | None = None, cross: bool = False, bias: bool = True
+    n_kv_heads: int | None = None,
+    scale: float | None = None,
+    cross: bool = False,
+    bias: bool = True,
+    pos=None,
 ) -> MultiHeadAttention:
     torch.manual_seed(0)
-    return MultiHeadAttention(D_MODEL, N_HEADS, n_kv_heads, scale=scale, cross=cross, bias=bias).eval()
+    if cross:
+        return CrossAttention(D_MODEL, N_HEADS, n_kv_heads, scale=scale, bias=bias).eval()
+    return SelfAttention(D_MODEL, N_HEADS, n_kv_heads, scale=scale, bias=bias, pos=pos).eval()
 
 
 def make_pos(name: str, causal: bool):
@@ -95,13 +110,13 @@ MASK_IDS = ["causal", "padding", "causal+padding", "none"]
 def test_fused_equals_explicit_equals_reference(
     causal: bool, padded: bool, pe: str, n_kv_heads: int | None
 ) -> None:
-    attn, pos = make_attention(n_kv_heads), make_pos(pe, causal)
+    pos = make_pos(pe, causal)
+    attn = make_attention(n_kv_heads, pos=pos)
     t = 6
     x = torch.randn(3, t, D_MODEL)
     positions = torch.arange(t)
     kpm = padding_mask([6, 4, 2], t) if padded else None
-    kwargs = dict(positions=positions, pos=pos, causal=causal, key_padding_mask=kpm)
-    fused, explicit, weights = run_both(attn, x, **kwargs)
+    fused, explicit, weights = run_both(attn, x, AttentionView(positions, causal=causal, padding=kpm))
     ref_out, ref_weights = reference(attn, x, positions, pos, causal, kpm)
     torch.testing.assert_close(fused, explicit, atol=ATOL, rtol=0)
     torch.testing.assert_close(explicit, ref_out, atol=ATOL, rtol=0)
@@ -116,7 +131,7 @@ def test_custom_scale_matches_reference(scale: float, t: int, seed: int) -> None
     torch.manual_seed(seed)
     x = torch.randn(2, t, D_MODEL)
     positions = torch.arange(t)
-    fused, explicit, _ = run_both(attn, x, positions=positions, causal=True)
+    fused, explicit, _ = run_both(attn, x, AttentionView(positions, causal=True))
     ref_out, _ = reference(attn, x, positions, None, True, None)
     torch.testing.assert_close(fused, ref_out, atol=ATOL, rtol=0)
     torch.testing.assert_close(explicit, ref_out, atol=ATOL, rtol=0)
@@ -132,7 +147,7 @@ def test_projections_without_bias() -> None:
     x = torch.randn(2, 5, D_MODEL)
     positions = torch.arange(5)
     ref_out, _ = reference(attn, x, positions, None, True, None)
-    torch.testing.assert_close(attn(x, positions=positions, causal=True), ref_out, atol=ATOL, rtol=0)
+    torch.testing.assert_close(attn(x, AttentionView(positions, causal=True)), ref_out, atol=ATOL, rtol=0)
 
 
 @settings(max_examples=15, deadline=None)
@@ -142,11 +157,11 @@ def test_projections_without_bias() -> None:
     pe=st.sampled_from(["none", "rope", "alibi", "relative"]),
 )
 def test_weights_are_distributions_and_causal_maps_are_lower_triangular(lengths, causal, pe) -> None:
-    attn, pos = make_attention(), make_pos(pe, causal)
+    attn = make_attention(pos=make_pos(pe, causal))
     x = torch.randn(len(lengths), 6, D_MODEL)
     kpm = padding_mask(lengths, 6)
     with record_attention(attn) as maps:
-        attn(x, positions=torch.arange(6), pos=pos, causal=causal, key_padding_mask=kpm)
+        attn(x, AttentionView(torch.arange(6), causal=causal, padding=kpm))
     weights = maps[""]
     assert weights.shape == (len(lengths), N_HEADS, 6, 6)
     torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]), atol=ATOL, rtol=0)
@@ -162,7 +177,7 @@ def test_fully_padded_query_row_gives_no_nan() -> None:
     attn = make_attention()
     x = torch.randn(2, 5, D_MODEL)
     kpm = padding_mask([3, 5], 5, left=True)
-    fused, explicit, weights = run_both(attn, x, positions=torch.arange(5), causal=True, key_padding_mask=kpm)
+    fused, explicit, weights = run_both(attn, x, AttentionView(torch.arange(5), causal=True, padding=kpm))
     assert torch.isfinite(fused).all() and torch.isfinite(explicit).all() and torch.isfinite(weights).all()
     torch.testing.assert_close(fused, explicit, atol=ATOL, rtol=0)
     loss = fused.sum()
@@ -174,7 +189,7 @@ def test_weights_recording_stops_after_the_block() -> None:
     attn = make_attention()
     x = torch.randn(1, 4, D_MODEL)
     with record_attention(attn) as maps:
-        attn(x, positions=torch.arange(4))
+        attn(x, AttentionView(torch.arange(4)))
     assert set(maps) == {""} and attn.path == "sdpa" and not attn.weights_probe._forward_hooks
 
 
@@ -183,7 +198,8 @@ def test_cross_attention_against_reference(n_kv_heads: int | None) -> None:
     attn = make_attention(n_kv_heads, cross=True)
     x, memory = torch.randn(2, 3, D_MODEL), torch.randn(2, 5, D_MODEL)
     kpm = padding_mask([5, 2], 5)
-    fused, explicit, weights = run_both(attn, x, memory, positions=torch.arange(3), key_padding_mask=kpm)
+    view = AttentionView(torch.arange(3), memory=memory, memory_padding=kpm)
+    fused, explicit, weights = run_both(attn, x, view)
     h, hkv, hd = N_HEADS, attn.n_kv_heads, attn.head_dim
     q = attn.q_proj(x).reshape(2, 3, h, hd).transpose(1, 2)
     k, v = attn.kv_proj(memory).reshape(2, 5, 2, hkv, hd).permute(2, 0, 3, 1, 4)
@@ -199,40 +215,47 @@ def test_cross_attention_against_reference(n_kv_heads: int | None) -> None:
 def test_cross_attention_without_context_or_cache_is_a_clear_error() -> None:
     attn = make_attention(cross=True)
     with pytest.raises(ValueError, match="cross-attention needs a context"):
-        attn(torch.randn(1, 2, D_MODEL), None, positions=torch.arange(2))
+        attn(torch.randn(1, 2, D_MODEL), AttentionView(torch.arange(2)))
 
 
 def test_indivisible_heads_are_clear_errors() -> None:
     with pytest.raises(ValueError, match=r"^model.d_model=18: must be divisible by model.n_heads=4$"):
-        MultiHeadAttention(18, 4)
+        SelfAttention(18, 4)
     with pytest.raises(ValueError, match=r"^model.n_kv_heads=3: must divide model.n_heads=4$"):
-        MultiHeadAttention(16, 4, 3)
+        CrossAttention(16, 4, 3)
 
 
-@pytest.mark.parametrize("queries", [1, 3])
-def test_one_query_attends_on_one_thread_and_gives_the_threads_back(monkeypatch, queries: int) -> None:
-    """A decoding step's single query runs the fused kernel on one CPU thread (handing two threads
-    over between MKL's products and the kernel costs milliseconds); longer queries keep every thread."""
-    import attnlab.blocks.attention as attention_module
+def test_backend_is_an_object_shared_by_name() -> None:
+    """The backend is a stateless object named by ``model.attn_backend``; switching a path swaps the
+    object and gives the previous one back; an unknown or non-configurable name is one clear line."""
+    attn = make_attention()
+    assert attn.backend is BACKENDS["sdpa"] and attn.path == "sdpa"
+    with use_attention_path(attn, "explicit"):
+        assert attn.backend is BACKENDS["explicit"]
+    assert attn.backend is BACKENDS["sdpa"]
+    with pytest.raises(ValueError, match=r"^attention backend 'fast' is not one of sdpa, explicit, flex$"):
+        backend_named("fast")
+    with pytest.raises(ValueError, match=r"^attention backend 'explicit' is not one of sdpa, flex$"):
+        SelfAttention(D_MODEL, N_HEADS, backend="explicit")
 
-    seen = []
-    real = attention_module.F.scaled_dot_product_attention
 
-    def spy(*args, **kwargs):
-        seen.append(torch.get_num_threads())
-        return real(*args, **kwargs)
+def test_the_positional_encoding_is_referenced_not_registered() -> None:
+    """Self-attention applies the stack's encoding, given at build time; its weights stay the
+    embedding's alone (state dict, parameters and submodules unchanged by the reference)."""
+    pos = make_pos("relative", causal=True)
+    attn = make_attention(pos=pos)
+    assert attn.pos is pos and make_attention().pos is None and make_attention(cross=True).pos is None
+    assert not any(name.startswith("pos") for name in attn.state_dict())
+    assert all(m is not pos for m in attn.modules())
+    x, view = torch.randn(2, 4, D_MODEL), AttentionView(torch.arange(4), causal=True)
+    ref_out, _ = reference(attn, x, torch.arange(4), pos, True, None)
+    torch.testing.assert_close(attn(x, view), ref_out, atol=ATOL, rtol=0)
 
-    monkeypatch.setattr(attention_module.F, "scaled_dot_product_attention", spy)
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        attn, x = make_attention(), torch.randn(2, queries, D_MODEL)
-        out = attn(x, positions=torch.arange(queries), causal=True)
-        after = torch.get_num_threads()
-    finally:
-        torch.set_num_threads(before)
-    assert seen == [1 if queries == 1 else 2] and after == 2
-    with use_attention_path(attn, "explicit"):  # the same numbers on either thread count
-        torch.testing.assert_close(
-            out, attn(x, positions=torch.arange(queries), causal=True), atol=ATOL, rtol=0
-        )
+
+def test_a_view_hands_each_layer_its_caches() -> None:
+    cache = KVCache.empty(2, cross=True)
+    view = AttentionView(torch.arange(3), cache=cache)
+    assert view.layer_caches(1) == (cache.self_attn[1], cache.cross_attn[1])
+    assert view.layer_caches(1)[0] is cache.self_attn[1]
+    assert AttentionView(torch.arange(3), cache=KVCache.empty(2)).layer_caches(0)[1] is None
+    assert AttentionView(torch.arange(3)).layer_caches(0) == (None, None)

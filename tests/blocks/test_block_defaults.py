@@ -11,19 +11,22 @@ import pkgutil
 from torch import nn
 
 import attnlab.blocks
-from attnlab.schema.model import BertConfig, GPTConfig, ModelConfig
+from attnlab.schema.model import GPTConfig, ModelConfig
 from attnlab.schema.pos import RelativePos, RopePos, SinusoidalPos
 
 # (block, argument) -> the schema's default of the setting it takes
 SETTINGS = {
-    ("MultiHeadAttention", "bias"): ModelConfig.bias,
+    ("MultiHeadAttention", "n_kv_heads"): ModelConfig.n_kv_heads,
     ("MultiHeadAttention", "dropout"): ModelConfig.attn_dropout,
     ("MultiHeadAttention", "scale"): ModelConfig.attn_scale,
-    ("MultiHeadAttention", "window"): ModelConfig.attn_window,
     ("MultiHeadAttention", "qk_norm"): ModelConfig.qk_norm,
     ("MultiHeadAttention", "norm_eps"): ModelConfig.norm_eps,
     ("MultiHeadAttention", "backend"): ModelConfig.attn_backend,
-    ("MultiHeadAttention", "n_kv_heads"): ModelConfig.n_kv_heads,
+    ("SelfAttention", "n_kv_heads"): ModelConfig.n_kv_heads,
+    ("SelfAttention", "bias"): ModelConfig.bias,
+    ("SelfAttention", "window"): ModelConfig.attn_window,
+    ("CrossAttention", "n_kv_heads"): ModelConfig.n_kv_heads,
+    ("CrossAttention", "bias"): ModelConfig.bias,
     ("FeedForward", "activation"): ModelConfig.activation,
     ("FeedForward", "bias"): ModelConfig.bias,
     ("FeedForward", "dropout"): ModelConfig.ffn_dropout,
@@ -45,9 +48,9 @@ SETTINGS = {
 }
 # Defaults that are no setting of the schema: how a block is wired, or state
 NOT_SETTINGS = {
-    ("MultiHeadAttention", "cross"),  # a decoder layer's second attention
-    ("MultiHeadAttention", "d_context"),  # cross-attention's context width (None: d_model)
     ("MultiHeadAttention", "head_ids"),  # a pruned module's heads (model.kept_heads, per module)
+    ("SelfAttention", "pos"),  # the stack's positional encoding (None: none), built before it
+    ("CrossAttention", "d_context"),  # cross-attention's context width (None: d_model)
     ("SinusoidalPositionalEncoding", "base"),  # the paper's 10000: no setting chooses another
     ("RotaryPositionalEncoding", "scaling"),  # None: no scaling (RopeScaling's defaults)
     ("RopeScaling", "original_max_len"),  # the schema's None means the model's max_seq_len
@@ -58,6 +61,10 @@ NOT_SETTINGS = {
     ("TransformerLayer", "self_heads"),
     ("TransformerLayer", "cross_heads"),
     ("TransformerStack", "kept_heads"),
+    *(
+        ("AttentionView", name)  # one forward pass's inputs, not settings
+        for name in ("causal", "padding", "documents", "cache", "memory", "memory_padding")
+    ),
     ("KeyRule", "causal"),
     ("KeyRule", "window"),
     *(
@@ -103,17 +110,51 @@ def test_every_block_default_is_the_schemas_or_no_setting() -> None:
     assert not differ, f"block default != schema default: {differ}"
 
 
-def test_layer_settings_are_the_model_configs() -> None:
-    """LayerConfig has no defaults of its own: each of its fields is the model config's."""
-    from attnlab.blocks.layers import LayerConfig
+def test_layers_take_every_setting_from_the_model_config() -> None:
+    """Layers and stacks read the model config itself: each block gets the config's value of each
+    setting, whatever the value (no copy of the settings to fall out of step with the schema)."""
+    from attnlab.blocks.layers import TransformerStack
 
-    assert all(f.default is dataclasses.MISSING for f in dataclasses.fields(LayerConfig))
-    for cfg in (GPTConfig(), BertConfig(norm_eps=1e-12, dropout=0.3)):
-        layer = LayerConfig.of(cfg)
-        shared = {f.name for f in dataclasses.fields(LayerConfig)} - {"d_ff"}
-        assert {name: getattr(layer, name) for name in shared} == {
-            name: getattr(cfg, name) for name in shared
-        }
+    custom = dict(
+        n_kv_heads=2,
+        d_ff=24,
+        activation="swiglu",
+        norm="rmsnorm",
+        norm_eps=1e-3,
+        norm_first=False,
+        bias=False,
+        dropout=0.3,
+        attn_dropout=0.2,
+        ffn_dropout=0.1,
+        attn_scale=0.5,
+        attn_window=3,
+        qk_norm=True,
+    )
+    for cfg in (GPTConfig(d_model=16, n_heads=4), GPTConfig(d_model=16, n_heads=4, **custom)):
+        stack = TransformerStack(cfg, 2, None, cross_attention=True, final_norm=True)
+        layer = stack.layers[1]
+        attn, cross, ffn = layer.self_attn.fn, layer.cross_attn.fn, layer.ffn.fn
+        for a in (attn, cross):
+            assert (a.n_kv_heads, a.dropout, a.path) == (
+                cfg.n_kv_heads or cfg.n_heads,
+                cfg.attn_dropout,
+                "sdpa",
+            )
+            assert a.scale == (cfg.attn_scale or (cfg.d_model // cfg.n_heads) ** -0.5)
+            assert (a.q_norm is not None, a.out_proj.bias is not None) == (cfg.qk_norm, cfg.bias)
+            assert a.q_norm is None or a.q_norm.eps == cfg.norm_eps
+        assert (attn.window, cross.window) == (cfg.attn_window, None)
+        assert (ffn.fc_in.out_features, ffn.gated, ffn.dropout.p) == (
+            cfg.d_ff or 64,
+            cfg.d_ff is not None,
+            cfg.ffn_dropout,
+        )
+        for residual in (layer.self_attn, layer.cross_attn, layer.ffn):
+            assert (residual.norm_first, residual.dropout.p) == (cfg.norm_first, cfg.dropout)
+        for norm in (layer.self_attn.norm, stack.final_norm):
+            assert norm.eps == cfg.norm_eps and type(norm).__name__ == (
+                "RMSNorm" if cfg.norm == "rmsnorm" else "LayerNorm"
+            )
 
 
 def test_the_ignored_label_is_written_once() -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.blocks.attention import MultiHeadAttention
+from attnlab.blocks.attention import CrossAttention, SelfAttention
 from attnlab.blocks.cache import AttentionCache, KVCache
 from attnlab.blocks.positional import build_positional
+from attnlab.blocks.view import AttentionView
 from attnlab.schema.pos import PosName, pos_config
 
 ATOL = 1e-5
@@ -101,12 +102,12 @@ def test_kv_cache_offset_and_layers() -> None:
 
 def make(pe: str, causal: bool, n_kv_heads: int | None):
     torch.manual_seed(0)
-    attn = MultiHeadAttention(D_MODEL, N_HEADS, n_kv_heads).eval()
     settings = dict(num_buckets=8, max_distance=16) if pe == "relative" else {}
     pos = build_positional(
         pos_config(pe, **settings), d_model=D_MODEL, n_heads=N_HEADS, max_len=32, causal=causal
     )
-    return attn, pos
+    torch.manual_seed(0)
+    return SelfAttention(D_MODEL, N_HEADS, n_kv_heads, pos=pos).eval()
 
 
 @pytest.mark.parametrize("pe", list(PosName))
@@ -117,23 +118,20 @@ def make(pe: str, causal: bool, n_kv_heads: int | None):
 def test_cached_self_attention_equals_full_pass(
     pe: str, n_kv_heads: int | None, chunks: tuple[int, ...]
 ) -> None:
-    attn, pos = make(pe, True, n_kv_heads)
+    attn = make(pe, True, n_kv_heads)
     t = sum(chunks)
     x = torch.randn(2, t, D_MODEL)
     kpm = torch.ones(2, t, dtype=torch.bool)
     kpm[1, :2] = False  # row 1 left-padded
-    full = attn(x, positions=torch.arange(t), pos=pos, causal=True, key_padding_mask=kpm)
+    full = attn(x, AttentionView(torch.arange(t), causal=True, padding=kpm))
     cache, outs, start = AttentionCache(), [], 0
     for n in chunks:
         positions = torch.arange(start, start + n)
         outs.append(
             attn(
                 x[:, start : start + n],
-                positions=positions,
-                pos=pos,
-                causal=True,
-                key_padding_mask=kpm[:, : start + n],
-                cache=cache,
+                AttentionView(positions, causal=True, padding=kpm[:, : start + n]),
+                cache,
             )
         )
         start += n
@@ -144,17 +142,17 @@ def test_cached_self_attention_equals_full_pass(
 
 def test_cross_attention_cache_projects_the_context_once() -> None:
     torch.manual_seed(0)
-    attn = MultiHeadAttention(D_MODEL, N_HEADS, 2, cross=True).eval()
+    attn = CrossAttention(D_MODEL, N_HEADS, 2).eval()
     calls = []
     attn.kv_proj.register_forward_hook(lambda *_: calls.append(1))
     x, memory = torch.randn(2, 4, D_MODEL), torch.randn(2, 6, D_MODEL)
     kpm = torch.tensor([[True] * 6, [True] * 3 + [False] * 3])
-    full = attn(x, memory, positions=torch.arange(4), key_padding_mask=kpm)
+    full = attn(x, AttentionView(torch.arange(4), memory=memory, memory_padding=kpm))
     calls.clear()
     cache = AttentionCache()
-    steps = [attn(x[:, :1], memory, positions=torch.arange(1), key_padding_mask=kpm, cache=cache)]
+    steps = [attn(x[:, :1], AttentionView(torch.arange(1), memory=memory, memory_padding=kpm), cache)]
     steps += [
-        attn(x[:, i : i + 1], None, positions=torch.tensor([i]), key_padding_mask=kpm, cache=cache)
+        attn(x[:, i : i + 1], AttentionView(torch.tensor([i]), memory_padding=kpm), cache)
         for i in range(1, 4)
     ]
     assert len(calls) == 1
@@ -164,10 +162,10 @@ def test_cross_attention_cache_projects_the_context_once() -> None:
 def test_reorder_of_a_cross_attention_cache() -> None:
     """Cross-attention caches hold no positions; beam search still reorders them."""
     torch.manual_seed(0)
-    attn = MultiHeadAttention(D_MODEL, N_HEADS, cross=True).eval()
+    attn = CrossAttention(D_MODEL, N_HEADS).eval()
     x, memory = torch.randn(2, 1, D_MODEL), torch.randn(2, 5, D_MODEL)
     cache = AttentionCache()
-    attn(x, memory, positions=torch.arange(1), cache=cache)
+    attn(x, AttentionView(torch.arange(1), memory=memory), cache)
     k = cache.k
     cache.reorder(torch.tensor([1, 1, 0]))
     torch.testing.assert_close(cache.k, k[[1, 1, 0]])
@@ -177,17 +175,13 @@ def test_reorder_of_a_cross_attention_cache() -> None:
 @pytest.mark.parametrize("shape", [(2, 1), (2, 7), (1, 4)])
 def test_mask_that_does_not_cover_the_keys_is_a_clear_error(shape: tuple[int, int]) -> None:
     """A (B, 1) mask on a cached step would silently broadcast over every key."""
-    attn, pos = make("none", True, None)
+    attn = make("none", True, None)
     cache = AttentionCache()
-    attn(torch.randn(2, 3, D_MODEL), positions=torch.arange(3), pos=pos, causal=True, cache=cache)
+    attn(torch.randn(2, 3, D_MODEL), AttentionView(torch.arange(3), causal=True), cache)
     with pytest.raises(
         ValueError, match=rf"attention mask of shape \({shape[0]}, {shape[1]}\) .* expected \(2, 4\)"
     ):
+        padding = torch.ones(shape, dtype=torch.bool)
         attn(
-            torch.randn(2, 1, D_MODEL),
-            positions=torch.tensor([3]),
-            pos=pos,
-            causal=True,
-            key_padding_mask=torch.ones(shape, dtype=torch.bool),
-            cache=cache,
+            torch.randn(2, 1, D_MODEL), AttentionView(torch.tensor([3]), causal=True, padding=padding), cache
         )

@@ -9,10 +9,10 @@ import torch
 from torch import nn
 
 from attnlab.blocks.ffn import FeedForward, ffn_width
-from attnlab.blocks.layers import LayerConfig, Residual, TransformerLayer
+from attnlab.blocks.layers import Residual, TransformerLayer
 from attnlab.blocks.norm import RMSNorm, build_norm
-from attnlab.models.common import layer_config
-from attnlab.schema.model import Activation, model_config
+from attnlab.blocks.view import AttentionView
+from attnlab.schema.model import Activation, ModelConfig, model_config
 
 ATOL = 1e-5
 
@@ -37,10 +37,8 @@ def test_build_norm_kinds_and_bias() -> None:
         build_norm("batchnorm", 8)
 
 
-def cfg(norm_first: bool, norm: str = "layernorm") -> LayerConfig:
-    return LayerConfig.of(
-        model_config("gpt", d_model=8, n_heads=2, d_ff=16, norm=norm, norm_first=norm_first)
-    )
+def cfg(norm_first: bool, norm: str = "layernorm") -> ModelConfig:
+    return model_config("gpt", d_model=8, n_heads=2, d_ff=16, norm=norm, norm_first=norm_first)
 
 
 def test_residual_placement() -> None:
@@ -49,26 +47,23 @@ def test_residual_placement() -> None:
     fn = nn.Linear(8, 8)
     x = torch.randn(2, 3, 8) * 4 + 2
     pre, post = Residual(fn, cfg(True)), Residual(fn, cfg(False))
-
-    def call(f: nn.Module, h: torch.Tensor) -> torch.Tensor:
-        return f(h)
-
-    torch.testing.assert_close(pre(x, call), x + fn(pre.norm(x)), atol=ATOL, rtol=0)
-    torch.testing.assert_close(post(x, call), post.norm(x + fn(x)), atol=ATOL, rtol=0)
+    torch.testing.assert_close(pre(x), x + fn(pre.norm(x)), atol=ATOL, rtol=0)
+    torch.testing.assert_close(post(x), post.norm(x + fn(x)), atol=ATOL, rtol=0)
 
 
 @pytest.mark.parametrize("cross", [False, True])
 def test_post_norm_layer_output_is_normalised_per_token(cross: bool) -> None:
     torch.manual_seed(0)
-    layer = TransformerLayer(cfg(False), cross_attention=cross).eval()
+    layer = TransformerLayer(cfg(False), None, cross_attention=cross).eval()
     x = torch.randn(2, 5, 8) * 3 + 1
     memory = torch.randn(2, 4, 8) if cross else None
-    y = layer(x, positions=torch.arange(5), pos=None, causal=True, memory=memory)
+    view = AttentionView(torch.arange(5), causal=True, memory=memory)
+    y = layer(x, view)
     torch.testing.assert_close(y.mean(-1), torch.zeros(2, 5), atol=ATOL, rtol=0)
     torch.testing.assert_close(y.var(-1, unbiased=False), torch.ones(2, 5), atol=1e-4, rtol=0)
     # pre-norm leaves the residual stream unnormalised
-    pre = TransformerLayer(cfg(True), cross_attention=cross).eval()
-    y = pre(x, positions=torch.arange(5), pos=None, causal=True, memory=memory)
+    pre = TransformerLayer(cfg(True), None, cross_attention=cross).eval()
+    y = pre(x, view)
     assert y.mean(-1).abs().max() > 0.1
 
 
@@ -129,6 +124,7 @@ def test_every_activation_of_the_schema_is_a_feed_forward() -> None:
 )
 def test_ffn_width_from_d_ff_or_multiple(d_model: int, d_ff: int | None, ffn_mult: float, width: int) -> None:
     assert ffn_width(d_model, d_ff, ffn_mult) == width
-    lc = layer_config(model_config("gpt", d_model=d_model, n_heads=2, d_ff=d_ff, ffn_mult=ffn_mult))
-    assert lc.d_ff == width
-    assert FeedForward(d_model, lc.d_ff).fc_in.out_features == width
+    layer = TransformerLayer(
+        model_config("gpt", d_model=d_model, n_heads=2, d_ff=d_ff, ffn_mult=ffn_mult), None
+    )
+    assert layer.ffn.fn.fc_in.out_features == layer.ffn.fn.fc_out.in_features == width

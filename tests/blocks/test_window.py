@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnlab.blocks.attention import MultiHeadAttention, record_attention, use_attention_path
+from attnlab.blocks.attention import CrossAttention, SelfAttention, record_attention, use_attention_path
 from attnlab.blocks.cache import AttentionCache
 from attnlab.blocks.masks import KeyRule
 from attnlab.blocks.positional import build_positional
+from attnlab.blocks.view import AttentionView
 from attnlab.schema.pos import PosName, pos_config
 
 ATOL = 1e-5
@@ -28,22 +29,21 @@ def test_rule_allows_keys_less_than_a_window_away() -> None:
 
 
 def attention(pe: str, causal: bool, window: int | None = WINDOW, n_kv_heads: int | None = 2):
-    torch.manual_seed(0)
-    attn = MultiHeadAttention(D_MODEL, N_HEADS, n_kv_heads, window=window).eval()
     settings = dict(num_buckets=8, max_distance=16) if pe == "relative" else {}
     pos = build_positional(
         pos_config(pe, **settings), d_model=D_MODEL, n_heads=N_HEADS, max_len=64, causal=causal
     )
-    return attn, pos
+    torch.manual_seed(0)
+    return SelfAttention(D_MODEL, N_HEADS, n_kv_heads, window=window, pos=pos).eval()
 
 
 @pytest.mark.parametrize("causal", [True, False], ids=["decoder", "encoder"])
 def test_both_paths_mask_the_same_band(causal: bool) -> None:
-    attn, pos = attention("alibi", causal)
+    attn = attention("alibi", causal)
     x, t = torch.randn(2, 9, D_MODEL), 9
     kpm = torch.ones(2, t, dtype=torch.bool)
     kpm[1, 7:] = False
-    run = lambda: attn(x, positions=torch.arange(t), pos=pos, causal=causal, key_padding_mask=kpm)  # noqa: E731
+    run = lambda: attn(x, AttentionView(torch.arange(t), causal=causal, padding=kpm))  # noqa: E731
     fused = run()
     with record_attention(attn) as maps:
         explicit = run()
@@ -58,15 +58,19 @@ def test_window_wider_than_the_sequence_changes_nothing() -> None:
     x = torch.randn(2, 8, D_MODEL)
     outs = []
     for window in (None, 8, 3):
-        attn, pos = attention("rope", True, window)
-        outs.append(attn(x, positions=torch.arange(8), pos=pos, causal=True))
+        attn = attention("rope", True, window)
+        outs.append(attn(x, AttentionView(torch.arange(8), causal=True)))
     torch.testing.assert_close(outs[1], outs[0], atol=ATOL, rtol=0)
     assert (outs[2] - outs[0]).abs().max() > 1e-3  # and a narrower one does change the outputs
 
 
 def test_cross_attention_is_never_windowed() -> None:
-    with pytest.raises(ValueError, match="cross-attention is never windowed"):
-        MultiHeadAttention(D_MODEL, N_HEADS, cross=True, window=WINDOW)
+    """Every query sees the whole context: cross-attention takes no window at all."""
+    assert CrossAttention(D_MODEL, N_HEADS).window is None
+    with pytest.raises(TypeError, match="unexpected keyword argument 'window'"):
+        CrossAttention(D_MODEL, N_HEADS, window=WINDOW)
+    with pytest.raises(ValueError, match=r"^attention window=0: must be positive$"):
+        SelfAttention(D_MODEL, N_HEADS, window=0)
 
 
 @pytest.mark.parametrize("pe", list(PosName))
@@ -75,24 +79,19 @@ def test_cross_attention_is_never_windowed() -> None:
 )
 def test_cached_windowed_attention_equals_full_pass(pe: str, chunks: tuple[int, ...]) -> None:
     """Positions are absolute, so RoPE, ALiBi and relative bias see true distances to the kept keys."""
-    attn, pos = attention(pe, True)
+    attn = attention(pe, True)
     t = sum(chunks)
     x = torch.randn(2, t, D_MODEL)
     kpm = torch.ones(2, t, dtype=torch.bool)
     kpm[1, :2] = False  # row 1 left-padded, its positions counting real tokens only (as generation does)
     positions = torch.stack([torch.arange(t), (torch.arange(t) - 2).clamp(min=0)])
-    full = attn(x, positions=positions, pos=pos, causal=True, key_padding_mask=kpm)
+    full = attn(x, AttentionView(positions, causal=True, padding=kpm))
     cache, outs, start = AttentionCache(), [], 0
     for n in chunks:
         step = slice(start, start + n)
         outs.append(
             attn(
-                x[:, step],
-                positions=positions[:, step],
-                pos=pos,
-                causal=True,
-                key_padding_mask=kpm[:, : start + n],
-                cache=cache,
+                x[:, step], AttentionView(positions[:, step], causal=True, padding=kpm[:, : start + n]), cache
             )
         )
         start += n
@@ -103,14 +102,14 @@ def test_cached_windowed_attention_equals_full_pass(pe: str, chunks: tuple[int, 
 @pytest.mark.parametrize("path", ["sdpa", "explicit"])
 def test_cache_memory_stays_flat_at_the_window(path: str) -> None:
     """However many tokens are decoded, the cache keeps W keys in storage for about 2W."""
-    attn, pos = attention("rope", True)
-    plain, _ = attention("rope", True, window=None)
+    attn = attention("rope", True)
+    plain = attention("rope", True, window=None)
     windowed, unwindowed, capacities = AttentionCache(), AttentionCache(), []
     with torch.no_grad(), use_attention_path(attn, path):
         for i in range(40):
             x, p = torch.randn(1, 1, D_MODEL), torch.tensor([i])
-            attn(x, positions=p, pos=pos, causal=True, cache=windowed)
-            plain(x, positions=p, pos=pos, causal=True, cache=unwindowed)
+            attn(x, AttentionView(p, causal=True), windowed)
+            plain(x, AttentionView(p, causal=True), unwindowed)
             assert windowed.length == min(i + 1, WINDOW)
             assert windowed.positions.flatten().tolist() == list(range(max(0, i + 1 - WINDOW), i + 1))
             capacities.append(windowed.capacity)

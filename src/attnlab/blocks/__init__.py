@@ -2,7 +2,9 @@
 
 from attnlab.blocks.attention import (
     ATTENTION_PATHS,
+    CrossAttention,
     MultiHeadAttention,
+    SelfAttention,
     attention_modules,
     record_attention,
     use_attention_path,
@@ -12,7 +14,6 @@ from attnlab.blocks.embedding import TokenEmbedding
 from attnlab.blocks.ffn import FeedForward
 from attnlab.blocks.heads import ClassificationHead, LMHead, MaskedLMHead
 from attnlab.blocks.layers import (
-    LayerConfig,
     TransformerLayer,
     TransformerStack,
     decoder_layer,
@@ -21,20 +22,23 @@ from attnlab.blocks.layers import (
 from attnlab.blocks.masks import KeyRule, additive_mask, document_positions
 from attnlab.blocks.norm import RMSNorm, build_norm
 from attnlab.blocks.positional import PositionalEncoding, build_positional
+from attnlab.blocks.view import AttentionView
 
 __all__ = [
     "ATTENTION_PATHS",
     "AttentionCache",
+    "AttentionView",
     "ClassificationHead",
+    "CrossAttention",
     "FeedForward",
     "KVCache",
     "KeyRule",
     "LMHead",
-    "LayerConfig",
     "MaskedLMHead",
     "MultiHeadAttention",
     "PositionalEncoding",
     "RMSNorm",
+    "SelfAttention",
     "TokenEmbedding",
     "TransformerLayer",
     "TransformerStack",

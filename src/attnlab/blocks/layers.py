@@ -1,92 +1,63 @@
 """Transformer layers: residual sublayers around attention and feed-forward.
 
 An encoder layer is self-attention + feed-forward; a decoder layer adds cross-attention to the
-encoder's output between them. Decoder-only models use the encoder layer with a causal mask.
+encoder's output between them. Decoder-only models use the encoder layer with a causal view.
+Layers and stacks take the model config itself (``schema.model.ModelConfig``): every setting and its
+default live there once. What a forward pass sees comes down as one ``AttentionView``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Sequence
 
 from torch import Tensor, nn
 
-from attnlab.blocks.attention import MultiHeadAttention
-from attnlab.blocks.cache import AttentionCache, KVCache
+from attnlab.blocks.attention import CrossAttention, SelfAttention
+from attnlab.blocks.cache import AttentionCache
 from attnlab.blocks.ffn import FeedForward, ffn_width
-from attnlab.blocks.flex import MaskMemo
 from attnlab.blocks.norm import build_norm
 from attnlab.blocks.positional import PositionalEncoding
+from attnlab.blocks.view import AttentionView
 from attnlab.schema.model import ModelConfig
 
+Heads = Sequence[int] | None  # the heads an attention module keeps (attnlab.compress.prune); None: all
 
-@dataclass(frozen=True)
-class LayerConfig:
-    """Everything a layer needs: the model config's fields of these names (``of``), with the
-    feed-forward width resolved. No defaults: each setting has one, in the schema."""
 
-    d_model: int
-    n_heads: int
-    d_ff: int  # resolved from model.d_ff and model.ffn_mult (attnlab.blocks.ffn.ffn_width)
-    n_kv_heads: int | None
-    activation: str
-    norm: str
-    norm_eps: float
-    norm_first: bool
-    bias: bool
-    norm_bias: bool
-    dropout: float
-    attn_dropout: float
-    ffn_dropout: float
-    attn_scale: float | None
-    attn_window: int | None  # self-attention only: cross-attention is never windowed
-    qk_norm: bool
-    attn_backend: str  # "flex": FlexAttention (attnlab.blocks.flex)
-
-    @classmethod
-    def of(cls, cfg: ModelConfig) -> LayerConfig:
-        """The per-layer settings of a model config."""
-        same = {f.name: getattr(cfg, f.name) for f in fields(cls) if f.name != "d_ff"}
-        same["attn_backend"] = str(cfg.attn_backend)
-        return cls(**same, d_ff=ffn_width(cfg.d_model, cfg.d_ff, cfg.ffn_mult))
+def norm_of(cfg: ModelConfig) -> nn.Module:
+    """The model's norm (``model.norm``, ``norm_eps``, ``norm_bias``) over its width."""
+    return build_norm(cfg.norm, cfg.d_model, cfg.norm_eps, cfg.norm_bias)
 
 
 class Residual(nn.Module):
-    """A sublayer ``fn`` with its norm and residual connection.
+    """A sublayer ``fn`` with its norm and residual connection; its extra arguments are ``fn``'s.
 
     Pre-norm: ``x + dropout(fn(norm(x)))``; post-norm (the original paper): ``norm(x + dropout(fn(x)))``.
     """
 
-    def __init__(self, fn: nn.Module, cfg: LayerConfig) -> None:
+    def __init__(self, fn: nn.Module, cfg: ModelConfig) -> None:
         super().__init__()
         self.fn = fn
-        self.norm = build_norm(cfg.norm, cfg.d_model, cfg.norm_eps, cfg.norm_bias)
+        self.norm = norm_of(cfg)
         self.norm_first = cfg.norm_first
         self.dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: Tensor, call: Callable[[nn.Module, Tensor], Tensor]) -> Tensor:
+    def forward(self, x: Tensor, *args: object) -> Tensor:
         if self.norm_first:
-            return x + self._dropout(call(self.fn, self.norm(x)))
-        return self.norm(x + self._dropout(call(self.fn, x)))
+            return x + self._dropout(self.fn(self.norm(x), *args))
+        return self.norm(x + self._dropout(self.fn(x, *args)))
 
     def _dropout(self, y: Tensor) -> Tensor:
         """Dropout only where it acts (training, p > 0): skipping the identity saves a call per token step."""
         return self.dropout(y) if self.training and self.dropout.p > 0 else y
 
 
-Heads = Sequence[int] | None  # the heads an attention module keeps (attnlab.compress.prune); None: all
-
-
-def _attention(cfg: LayerConfig, cross: bool = False, heads: Heads = None) -> MultiHeadAttention:
-    return MultiHeadAttention(
-        cfg.d_model,
-        cfg.n_heads,
-        cfg.n_kv_heads,
+def attention_settings(cfg: ModelConfig, heads: Heads) -> dict[str, object]:
+    """What self- and cross-attention both take from the model config."""
+    return dict(
+        n_kv_heads=cfg.n_kv_heads,
         bias=cfg.bias,
         dropout=cfg.attn_dropout,
         scale=cfg.attn_scale,
-        cross=cross,
-        window=None if cross else cfg.attn_window,
         qk_norm=cfg.qk_norm,
         norm_eps=cfg.norm_eps,
         head_ids=heads,
@@ -95,88 +66,66 @@ def _attention(cfg: LayerConfig, cross: bool = False, heads: Heads = None) -> Mu
 
 
 class TransformerLayer(nn.Module):
-    """Self-attention, optional cross-attention, feed-forward; each a ``Residual`` sublayer.
-    ``self_heads`` and ``cross_heads`` prune their attention to those heads (None: all)."""
+    """Self-attention (applying ``pos``), optional cross-attention, feed-forward; each a ``Residual``
+    sublayer. ``self_heads`` and ``cross_heads`` prune their attention to those heads (None: all)."""
 
     def __init__(
         self,
-        cfg: LayerConfig,
+        cfg: ModelConfig,
+        pos: PositionalEncoding | None,
         cross_attention: bool = False,
         self_heads: Heads = None,
         cross_heads: Heads = None,
     ) -> None:
         super().__init__()
-        self.self_attn = Residual(_attention(cfg, heads=self_heads), cfg)
-        cross = Residual(_attention(cfg, cross=True, heads=cross_heads), cfg) if cross_attention else None
-        self.cross_attn = cross
-        ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.bias, cfg.ffn_dropout)
-        self.ffn = Residual(ffn, cfg)
+        attn = SelfAttention(
+            cfg.d_model, cfg.n_heads, window=cfg.attn_window, pos=pos, **attention_settings(cfg, self_heads)
+        )
+        self.self_attn = Residual(attn, cfg)
+        self.cross_attn = None
+        if cross_attention:
+            cross = CrossAttention(cfg.d_model, cfg.n_heads, **attention_settings(cfg, cross_heads))
+            self.cross_attn = Residual(cross, cfg)
+        d_ff = ffn_width(cfg.d_model, cfg.d_ff, cfg.ffn_mult)
+        self.ffn = Residual(FeedForward(cfg.d_model, d_ff, cfg.activation, cfg.bias, cfg.ffn_dropout), cfg)
 
     def forward(
         self,
         x: Tensor,
-        *,
-        positions: Tensor,
-        pos: PositionalEncoding | None,
-        causal: bool = False,
-        padding_mask: Tensor | None = None,
-        memory: Tensor | None = None,
-        memory_padding_mask: Tensor | None = None,
-        cache: AttentionCache | None = None,
-        cross_cache: AttentionCache | None = None,
-        document_ids: Tensor | None = None,
-        masks: MaskMemo | None = None,
+        view: AttentionView,
+        caches: tuple[AttentionCache | None, AttentionCache | None] = (None, None),
     ) -> Tensor:
-        """``masks``: the flex path's block masks, shared by the layers of one forward pass."""
-        x = self.self_attn(
-            x,
-            lambda attn, h: attn(
-                h,
-                positions=positions,
-                pos=pos,
-                causal=causal,
-                key_padding_mask=padding_mask,
-                cache=cache,
-                document_ids=document_ids,
-                masks=masks,
-            ),
-        )
+        """``caches``: this layer's self- and cross-attention caches (``view.layer_caches``)."""
+        x = self.self_attn(x, view, caches[0])
         if self.cross_attn is not None:
-            x = self.cross_attn(
-                x,
-                lambda attn, h: attn(
-                    h,
-                    memory,
-                    positions=positions,
-                    key_padding_mask=memory_padding_mask,
-                    cache=cross_cache,
-                    masks=masks,
-                ),
-            )
-        return self.ffn(x, lambda ffn, h: ffn(h))
+            x = self.cross_attn(x, view, caches[1])
+        return self.ffn(x)
 
 
-def encoder_layer(cfg: LayerConfig) -> TransformerLayer:
-    """Self-attention + feed-forward (also the decoder-only block, run with ``causal=True``)."""
-    return TransformerLayer(cfg, cross_attention=False)
+def encoder_layer(cfg: ModelConfig, pos: PositionalEncoding | None = None) -> TransformerLayer:
+    """Self-attention + feed-forward (also the decoder-only block, run with a causal view)."""
+    return TransformerLayer(cfg, pos, cross_attention=False)
 
 
-def decoder_layer(cfg: LayerConfig) -> TransformerLayer:
+def decoder_layer(cfg: ModelConfig, pos: PositionalEncoding | None = None) -> TransformerLayer:
     """Masked self-attention + cross-attention + feed-forward."""
-    return TransformerLayer(cfg, cross_attention=True)
+    return TransformerLayer(cfg, pos, cross_attention=True)
 
 
 class TransformerStack(nn.Module):
     """``n_layers`` layers and, for pre-norm stacks, the final norm.
 
+    ``pos`` is the positional encoding every self-attention applies (the embedding owns it).
     ``kept_heads`` prunes attention heads: the heads each attention module keeps, one entry per module
     in the order they run (per layer: self-attention, then cross-attention); None: every head.
     """
 
     def __init__(
         self,
-        cfg: LayerConfig,
+        cfg: ModelConfig,
         n_layers: int,
+        pos: PositionalEncoding | None,
+        *,
         cross_attention: bool,
         final_norm: bool,
         kept_heads: Sequence[Sequence[int]] | None = None,
@@ -189,40 +138,12 @@ class TransformerStack(nn.Module):
                 f"kept_heads has {len(heads)} entries: the stack has {n_layers * per_layer} attentions"
             )
         self.layers = nn.ModuleList(
-            TransformerLayer(cfg, cross_attention, *heads[i * per_layer : (i + 1) * per_layer])
+            TransformerLayer(cfg, pos, cross_attention, *heads[i * per_layer : (i + 1) * per_layer])
             for i in range(n_layers)
         )
-        self.final_norm = (
-            build_norm(cfg.norm, cfg.d_model, cfg.norm_eps, cfg.norm_bias) if final_norm else None
-        )
+        self.final_norm = norm_of(cfg) if final_norm else None
 
-    def forward(
-        self,
-        x: Tensor,
-        *,
-        positions: Tensor,
-        pos: PositionalEncoding | None,
-        causal: bool = False,
-        padding_mask: Tensor | None = None,
-        memory: Tensor | None = None,
-        memory_padding_mask: Tensor | None = None,
-        cache: KVCache | None = None,
-        document_ids: Tensor | None = None,
-    ) -> Tensor:
-        """``document_ids`` (B, T): packed documents, each attending only to itself (self-attention)."""
-        masks: MaskMemo = {}  # the flex path's block masks: built by the first layer, used by all
+    def forward(self, x: Tensor, view: AttentionView) -> Tensor:
         for i, layer in enumerate(self.layers):
-            x = layer(
-                x,
-                positions=positions,
-                pos=pos,
-                causal=causal,
-                padding_mask=padding_mask,
-                memory=memory,
-                memory_padding_mask=memory_padding_mask,
-                cache=cache.self_attn[i] if cache is not None else None,
-                cross_cache=cache.cross_attn[i] if cache is not None and cache.cross_attn else None,
-                document_ids=document_ids,
-                masks=masks,
-            )
+            x = layer(x, view, view.layer_caches(i))
         return self.final_norm(x) if self.final_norm is not None else x

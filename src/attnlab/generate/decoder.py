@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from attnlab.generate.common import pad_batch
 from attnlab.generate.sampling import check_sampling_args, next_token, penalize_repetition
 from attnlab.generate.steps import CompiledSteps, EagerSteps, SlidingSteps
+from attnlab.generate.threads import single_query_threads
 from attnlab.models.common import eval_mode, model_device
 from attnlab.models.decoder import DecoderLM
 
@@ -140,7 +141,12 @@ def generate(
     model = getattr(model, "_orig_mod", model)
     stance = torch.compiler.set_stance("default" if compile else "force_eager")
     # each new batch size, prompt length or total length is a graph: allow more than dynamo's 8
-    with eval_mode(model), stance, torch._dynamo.config.patch(recompile_limit=64):
+    with (
+        eval_mode(model),
+        stance,
+        torch._dynamo.config.patch(recompile_limit=64),
+        single_query_threads(model),
+    ):
         new = _decode(
             model,
             ids,

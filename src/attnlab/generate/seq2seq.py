@@ -16,6 +16,7 @@ from torch import Tensor, nn
 
 from attnlab.blocks.cache import KVCache
 from attnlab.generate.common import pad_batch
+from attnlab.generate.threads import single_query_threads
 from attnlab.models.common import eval_mode, model_device
 
 Sources = Tensor | Sequence[Sequence[int]]
@@ -109,7 +110,7 @@ def greedy_decode(
     """The most likely token at each step, for each source; each output ends before its eos."""
     _check(max_new_tokens)
     src_ids, src_mask = _sources(model, src, src_mask, pad_id)
-    with eval_mode(model):
+    with eval_mode(model), single_query_threads(model):
         return greedy_tokens(
             model,
             src_ids,
@@ -174,7 +175,7 @@ def beam_search(
     src_ids, src_mask = _sources(model, src, src_mask, pad_id)
     batch, beams = src_ids.shape[0], num_beams
     device = src_ids.device
-    with eval_mode(model):
+    with eval_mode(model), single_query_threads(model):
         memory = model.encode(src_ids, src_mask).repeat_interleave(beams, dim=0)
         src_mask = src_mask.repeat_interleave(beams, dim=0) if src_mask is not None else None
         tokens = torch.full((batch * beams, max_new_tokens + 1), pad_id, dtype=torch.long, device=device)

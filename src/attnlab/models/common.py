@@ -1,4 +1,4 @@
-"""What every family shares: the interface its callers use, layer settings, positions, initialisation."""
+"""What every family shares: the interface its callers use, its stacks, positions, initialisation."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.blocks.embedding import TokenEmbedding
-from attnlab.blocks.layers import LayerConfig
+from attnlab.blocks.layers import TransformerStack
 from attnlab.blocks.masks import document_positions
 from attnlab.blocks.positional import PositionalEncoding, build_positional
 from attnlab.schema.builders import Builders
@@ -78,9 +78,20 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
         model.train(was_training)
 
 
-def layer_config(cfg: ModelConfig) -> LayerConfig:
-    """The per-layer settings of a model config."""
-    return LayerConfig.of(cfg)
+def stack_of(
+    cfg: ModelConfig, pos: PositionalEncoding, n_layers: int, first: int = 0, cross: bool = False
+) -> TransformerStack:
+    """The model's stack of ``n_layers`` layers (with cross-attention where ``cross``), applying ``pos``;
+    its attention modules are the model's from the ``first``-th on (``model.kept_heads``)."""
+    per_layer = 2 if cross else 1
+    return TransformerStack(
+        cfg,
+        n_layers,
+        pos,
+        cross_attention=cross,
+        final_norm=has_final_norm(cfg),
+        kept_heads=stack_heads(cfg, first, per_layer * n_layers),
+    )
 
 
 def stack_heads(cfg: ModelConfig, first: int, count: int) -> list[list[int]] | None:

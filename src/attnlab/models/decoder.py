@@ -7,18 +7,16 @@ from torch import Tensor, nn
 
 from attnlab.blocks.cache import KVCache
 from attnlab.blocks.heads import LMHead
-from attnlab.blocks.layers import TransformerStack
 from attnlab.blocks.static_cache import StaticAttentionCache, StaticCache
+from attnlab.blocks.view import AttentionView
 from attnlab.models.common import (
     MODEL_CLASSES,
     FamilyModel,
     check_vocab,
-    has_final_norm,
     init_tied_scaled_tokens,
     init_weights,
-    layer_config,
     need,
-    stack_heads,
+    stack_of,
     token_embedding,
     token_positions,
 )
@@ -36,9 +34,7 @@ class DecoderLM(FamilyModel):
         check_vocab(cfg)
         self.cfg = cfg
         self.embed = token_embedding(cfg, causal=True)
-        self.stack = TransformerStack(
-            layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg), stack_heads(cfg, 0, cfg.n_layers)
-        )
+        self.stack = stack_of(cfg, self.embed.pos, cfg.n_layers)
         tied = self.embed.tokens if cfg.tie_embeddings else None
         self.lm_head = LMHead(cfg.d_model, cfg.vocab_size, tied, bias=cfg.lm_head_bias)
         init_weights(self, cfg.init_std, cfg.n_layers)
@@ -85,15 +81,10 @@ class DecoderLM(FamilyModel):
         if positions is None:
             positions = token_positions(input_ids, document_ids, cache.offset if cache is not None else 0)
         x = self.embed(input_ids, positions)
-        x = self.stack(
-            x,
-            positions=positions,
-            pos=self.embed.pos,
-            causal=True,
-            padding_mask=attention_mask,
-            cache=cache,
-            document_ids=document_ids,
+        view = AttentionView(
+            positions, causal=True, padding=attention_mask, documents=document_ids, cache=cache
         )
+        x = self.stack(x, view)
         return self.lm_head(x)
 
     def logits(self, batch: dict[str, Tensor]) -> Tensor:

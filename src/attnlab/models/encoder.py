@@ -6,16 +6,14 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.blocks.heads import ClassificationHead, MaskedLMHead
-from attnlab.blocks.layers import TransformerStack
+from attnlab.blocks.view import AttentionView
 from attnlab.models.common import (
     MODEL_CLASSES,
     FamilyModel,
     check_vocab,
-    has_final_norm,
     init_weights,
-    layer_config,
     need,
-    stack_heads,
+    stack_of,
     token_embedding,
     token_positions,
 )
@@ -33,9 +31,7 @@ class EncoderModel(FamilyModel):
         check_vocab(cfg)
         self.cfg = cfg
         self.embed = token_embedding(cfg, causal=False, type_vocab_size=cfg.type_vocab_size)
-        self.stack = TransformerStack(
-            layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg), stack_heads(cfg, 0, cfg.n_layers)
-        )
+        self.stack = stack_of(cfg, self.embed.pos, cfg.n_layers)
         tied = self.embed.tokens if cfg.tie_embeddings else None
         self.mlm_head = (
             MaskedLMHead(
@@ -68,13 +64,7 @@ class EncoderModel(FamilyModel):
         ``document_ids`` (B, T) pack documents: each sees only itself, its positions restarting at 0."""
         positions = token_positions(input_ids, document_ids)
         x = self.embed(input_ids, positions, token_type_ids)
-        return self.stack(
-            x,
-            positions=positions,
-            pos=self.embed.pos,
-            padding_mask=attention_mask,
-            document_ids=document_ids,
-        )
+        return self.stack(x, AttentionView(positions, padding=attention_mask, documents=document_ids))
 
     def mlm_logits(self, hidden: Tensor) -> Tensor:
         if self.mlm_head is None:

@@ -6,17 +6,15 @@ from torch import Tensor, nn
 
 from attnlab.blocks.cache import KVCache
 from attnlab.blocks.heads import LMHead
-from attnlab.blocks.layers import TransformerStack
+from attnlab.blocks.view import AttentionView
 from attnlab.models.common import (
     MODEL_CLASSES,
     FamilyModel,
     check_vocab,
     default_positions,
-    has_final_norm,
     init_weights,
-    layer_config,
     need,
-    stack_heads,
+    stack_of,
     token_embedding,
 )
 from attnlab.schema.model import Seq2SeqConfig
@@ -33,17 +31,14 @@ class Seq2SeqModel(FamilyModel):
         super().__init__()
         check_vocab(cfg)
         self.cfg = cfg
-        layer = layer_config(cfg)
         n_dec = cfg.n_decoder_layers or cfg.n_layers
 
         self.src_embed = token_embedding(cfg, causal=False)
         self.tgt_embed = token_embedding(cfg, causal=True)
         if cfg.share_embeddings:
             self.tgt_embed.tokens = self.src_embed.tokens
-        encoder_heads = stack_heads(cfg, 0, cfg.n_layers)
-        decoder_heads = stack_heads(cfg, cfg.n_layers, 2 * n_dec)
-        self.encoder = TransformerStack(layer, cfg.n_layers, False, has_final_norm(cfg), encoder_heads)
-        self.decoder = TransformerStack(layer, n_dec, True, has_final_norm(cfg), decoder_heads)
+        self.encoder = stack_of(cfg, self.src_embed.pos, cfg.n_layers)
+        self.decoder = stack_of(cfg, self.tgt_embed.pos, n_dec, first=cfg.n_layers, cross=True)
         tied = self.tgt_embed.tokens if cfg.tie_embeddings else None
         scale = cfg.d_model**-0.5 if cfg.tied_output_scale and tied is not None else 1.0
         self.lm_head = LMHead(cfg.d_model, cfg.vocab_size, tied, bias=cfg.lm_head_bias, scale=scale)
@@ -56,7 +51,7 @@ class Seq2SeqModel(FamilyModel):
         """Encoder output (B, S, D); ``src_mask`` (B, S) is True at real source tokens."""
         positions = default_positions(src_ids)
         x = self.src_embed(src_ids, positions)
-        return self.encoder(x, positions=positions, pos=self.src_embed.pos, padding_mask=src_mask)
+        return self.encoder(x, AttentionView(positions, padding=src_mask))
 
     def decode(
         self,
@@ -73,16 +68,10 @@ class Seq2SeqModel(FamilyModel):
         """
         positions = default_positions(tgt_ids, cache.offset if cache is not None else 0)
         x = self.tgt_embed(tgt_ids, positions)
-        x = self.decoder(
-            x,
-            positions=positions,
-            pos=self.tgt_embed.pos,
-            causal=True,
-            padding_mask=tgt_mask,
-            memory=memory,
-            memory_padding_mask=src_mask,
-            cache=cache,
+        view = AttentionView(
+            positions, causal=True, padding=tgt_mask, cache=cache, memory=memory, memory_padding=src_mask
         )
+        x = self.decoder(x, view)
         return self.lm_head(x)
 
     def forward(

@@ -6,16 +6,14 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.blocks.heads import ClassificationHead
-from attnlab.blocks.layers import TransformerStack
+from attnlab.blocks.view import AttentionView
 from attnlab.models.common import (
     MODEL_CLASSES,
     FamilyModel,
-    has_final_norm,
     init_weights,
-    layer_config,
     need,
     positional,
-    stack_heads,
+    stack_of,
 )
 from attnlab.schema.model import ViTConfig, check_patches
 
@@ -54,9 +52,7 @@ class ViT(FamilyModel):
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.d_model)) if self.use_cls else None
         self.pos = positional(cfg, causal=False, max_len=self.n_tokens)
         self.dropout = nn.Dropout(cfg.dropout)
-        self.stack = TransformerStack(
-            layer_config(cfg), cfg.n_layers, False, has_final_norm(cfg), stack_heads(cfg, 0, cfg.n_layers)
-        )
+        self.stack = stack_of(cfg, self.pos, cfg.n_layers)
         self.head = ClassificationHead(
             cfg.d_model, cfg.num_classes, cfg.pooling, cfg.classifier_hidden, dropout=0.0
         )
@@ -75,7 +71,7 @@ class ViT(FamilyModel):
             x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1)
         positions = torch.arange(x.shape[1], device=x.device)
         x = self.dropout(self.pos.embed(x, positions))
-        return self.stack(x, positions=positions, pos=self.pos)
+        return self.stack(x, AttentionView(positions))
 
     def forward(self, images: Tensor) -> Tensor:
         """Class logits (B, num_classes)."""
