@@ -90,7 +90,7 @@ def tensor_parallel(
     if sequence:
         for stack in [m for m in model.modules() if isinstance(m, TransformerStack)]:
             parallelize_module(stack, mesh, sequence_plan(stack))
-            stack.register_forward_pre_hook(whole_shards(mesh.size()))
+            stack.register_forward_pre_hook(whole_shards(mesh.size()), prepend=True)  # before the split
     if asynchronous:
         enable_async_tp()
     return model
