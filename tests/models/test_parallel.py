@@ -126,3 +126,77 @@ def split_sequence_and_compare(rank: int, port: int, pos: str) -> None:
 @pytest.mark.parametrize("pos", ["learned", "rope"])
 def test_the_sequence_split_computes_the_unsplit_loss_and_gradients(pos: str) -> None:
     mp.spawn(split_sequence_and_compare, args=(free_port(), pos), nprocs=2, join=True)
+
+
+FLOAT8_STEPS = 200
+
+
+def float8_and_float32_losses(rank: int, world: int) -> tuple[list[float], list[float]]:
+    """The per-step losses (mean over all processes' batches) of a tiny GPT trained ``FLOAT8_STEPS``
+    AdamW steps with torchao's float8 projections (emulated) and without, from the same weights on the
+    same batches; under FSDP2 (each layer a unit) when ``world`` > 1, this process taking its part."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torchao.float8.float8_linear import Float8Linear
+
+    from attnlab.models.parallel import shard_layers
+    from attnlab.models.speedups import convert_to_float8
+
+    plain = tiny_builder()("gpt", "rope", **SIZE).train()
+    converted = copy.deepcopy(plain)
+    convert_to_float8(converted, emulate=True)
+    assert not isinstance(converted.lm_head, Float8Linear)  # the output head stays in higher precision
+    assert any(isinstance(m, Float8Linear) for m in converted.stack.modules())
+    if world > 1:
+        mesh = init_device_mesh("cpu", (world,))
+        plain, converted = shard_layers(plain, mesh), shard_layers(converted, mesh)
+    generator = torch.Generator().manual_seed(2)
+    # a random walk: each token 1 to 8 past the one before, a floor of ln 8 that keeps the loss off zero
+    steps = torch.randint(1, 9, (FLOAT8_STEPS, 8, 17), generator=generator)
+    batches = steps.cumsum(-1) % 64
+    series = []
+    for model in (converted, plain):
+        torch.manual_seed(0)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        losses = []
+        for batch in batches:
+            part = batch.chunk(world)[rank]
+            loss = lm_loss(model, part)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            mean = loss.detach().clone()
+            if world > 1:
+                dist.all_reduce(mean)
+            losses.append(mean.item() / world)
+        series.append(losses)
+    return series[0], series[1]
+
+
+def float8_under_fsdp2(rank: int, port: int, out: Path) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        float8, float32 = float8_and_float32_losses(rank, 2)
+        if rank == 0:
+            (out / "losses.txt").write_text(f"{float8}\n{float32}")
+    finally:
+        dist.destroy_process_group()
+
+
+def assert_within_two_percent(float8: list[float], float32: list[float]) -> None:
+    assert len(float8) == len(float32) == FLOAT8_STEPS
+    assert float32[-1] < 0.6 * float32[0]  # it learned: a loss that does not move would prove nothing
+    for step, (ours, reference) in enumerate(zip(float8, float32, strict=True), start=1):
+        assert ours == pytest.approx(reference, rel=0.02), f"step {step}"
+
+
+def test_float8_trains_within_two_percent_of_float32_for_200_steps() -> None:
+    assert_within_two_percent(*float8_and_float32_losses(0, 1))
+
+
+def test_float8_under_fsdp2_trains_within_two_percent_of_float32_for_200_steps(tmp_path: Path) -> None:
+    import ast
+
+    mp.spawn(float8_under_fsdp2, args=(free_port(), tmp_path), nprocs=2, join=True)
+    float8, float32 = map(ast.literal_eval, (tmp_path / "losses.txt").read_text().splitlines())
+    assert_within_two_percent(float8, float32)
