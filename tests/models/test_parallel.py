@@ -129,6 +129,7 @@ def test_the_sequence_split_computes_the_unsplit_loss_and_gradients(pos: str) ->
 
 
 FLOAT8_STEPS = 200
+LR = 1e-3  # a gradual descent: float8's rounding shifts a steep drop by a step or two
 
 
 def float8_and_float32_losses(rank: int, world: int) -> tuple[list[float], list[float]]:
@@ -156,7 +157,7 @@ def float8_and_float32_losses(rank: int, world: int) -> tuple[list[float], list[
     series = []
     for model in (converted, plain):
         torch.manual_seed(0)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
         losses = []
         for batch in batches:
             part = batch.chunk(world)[rank]
