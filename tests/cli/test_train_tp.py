@@ -221,3 +221,26 @@ def test_sequence_and_async_tensor_parallel_without_what_they_need_are_refused(
     refused = cli([*ARGS, *overrides, "run_dir=run"], tmp_path)
     assert (refused.returncode, refused.stderr.strip()) == (2, f"error: {message}")
     assert not (tmp_path / "run").exists()
+
+
+def test_the_commands_that_read_weights_read_a_consolidated_tensor_parallel_checkpoint(
+    runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The tensor-parallel run's checkpoint (a directory of shards, projections split), written as one
+    file by ``attnlab-consolidate``: attnlab-sample continues a prompt, attnlab-compress writes its
+    int8 checkpoint, which attnlab-sample reads too."""
+    from attnlab.training.sharded import consolidate
+
+    split, _ = runs
+    whole = consolidate(split / "checkpoints" / "last.ckpt")
+    sampled = cli([f"ckpt_path={whole}", "prompt=ab", "max_new_tokens=4"], tmp_path, command="sample")
+    assert sampled.returncode == 0, sampled.stderr[-2000:]
+    assert sampled.stdout.strip()
+    compressed = cli(
+        [f"ckpt_path={whole}", f"out={tmp_path / 'int8.ckpt'}"], tmp_path, command="cli.compress"
+    )
+    assert compressed.returncode == 0, compressed.stderr[-2000:]
+    again = cli(
+        [f"ckpt_path={tmp_path / 'int8.ckpt'}", "prompt=ab", "max_new_tokens=4"], tmp_path, command="sample"
+    )
+    assert again.returncode == 0, again.stderr[-2000:]
