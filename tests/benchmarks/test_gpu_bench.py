@@ -101,3 +101,31 @@ def test_tiny_cpu_run_of_every_part_and_mode(tmp_path: Path) -> None:
     assert "× eager" in rows[-1]["detail"]  # the compiled decoding's gain over eager
     assert markdown.count("greedy tokens agree for 8 of 8") == 2  # the same tokens as HF at both batches
     assert "failed" not in markdown
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without CUDA")
+def test_the_scaling_script_without_cuda_says_so_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import gpu_scaling
+
+    assert gpu_scaling.main([]) == 2
+    out = capsys.readouterr().out
+    assert out == "no CUDA device: run it on a GPU, or check it here with --smoke\n"
+
+
+def test_the_scaling_ratios_divide_the_median_speeds() -> None:
+    """float8 against bf16 compiled layer by layer, and each mode against nanoGPT's in the same mode."""
+    from benchmarks.gpu_scaling import ratios, strict
+
+    def speeds(ours: float, nano: float) -> dict:
+        return {"attnlab": {"tok_s_median": ours}, "nanoGPT": {"tok_s_median": nano}}
+
+    modes = {
+        "compiled": speeds(100.0, 80.0),
+        "layers": speeds(120.0, 80.0),
+        "layers+float8": speeds(150.0, 80.0),
+    }
+    got = ratios(modes)
+    assert got["attnlab layers+float8 / layers"] == pytest.approx(1.25)
+    assert got["attnlab layers / compiled"] == pytest.approx(1.2)
+    assert got["attnlab compiled / nanoGPT"] == pytest.approx(1.25)
+    assert strict({"peak": float("nan"), "runs": [1.0, float("nan")]}) == {"peak": None, "runs": [1.0, None]}

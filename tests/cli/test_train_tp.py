@@ -2,7 +2,9 @@
 heads and hidden units, trains like one process step by step (a GPT with grouped-query attention, RoPE
 and SwiGLU, and a sequence-to-sequence model; gradient clipping on); its sharded checkpoint (split
 projections) consolidates to the one-process weights and resumes in one process; the settings it
-cannot split are refused in one line before the run directory."""
+cannot split are refused in one line before the run directory. With ``trainer.sequence_parallel=true``
+(norms, residual adds and dropout on each process's part of the sequence) the GPT still trains like
+one process; async tensor parallel is refused on the CPU and without what it needs."""
 
 from __future__ import annotations
 
@@ -52,6 +54,23 @@ def test_per_step_losses_and_clipped_norms_match_one_process(runs: tuple[Path, P
         assert losses[step] == pytest.approx(expected[step], abs=1e-5), f"step {step}"
     assert abs(expected[STEPS] - expected[1]) > 1e-3  # the steps moved the weights
     norms, expected_norms = series(split, "train/grad_norm"), series(single, "train/grad_norm")
+    for step in expected_norms:
+        assert norms[step] == pytest.approx(expected_norms[step], rel=1e-4), f"step {step}"
+
+
+def test_sequence_parallel_matches_one_process(gpt_runs: tuple[Path, Path], tmp_path: Path) -> None:
+    """The residual stream split along the sequence between the projections (RoPE's positions, the
+    causal mask and the loss over the whole sequence): one process's per-step losses and clipped
+    gradient norms, 20 steps, GPT with grouped-query attention, RoPE and SwiGLU."""
+    _, single = gpt_runs
+    args = [*ARGS, *GPT, *TP, "trainer.sequence_parallel=true", "run_dir=run"]
+    check(cli(args, tmp_path, timeout=600, fresh_interpreter=True))
+    losses, expected = series(tmp_path / "run", "train/loss"), series(single, "train/loss")
+    assert sorted(losses) == sorted(expected) == list(range(1, STEPS + 1))
+    for step in expected:
+        assert losses[step] == pytest.approx(expected[step], abs=1e-5), f"step {step}"
+    assert abs(expected[STEPS] - expected[1]) > 1e-3  # the steps moved the weights
+    norms, expected_norms = series(tmp_path / "run", "train/grad_norm"), series(single, "train/grad_norm")
     for step in expected_norms:
         assert norms[step] == pytest.approx(expected_norms[step], rel=1e-4), f"step {step}"
 
@@ -139,6 +158,26 @@ def test_an_unsplit_sharded_checkpoint_is_refused_under_tensor_parallel(
             "trainer.float8=emulated: not composed with trainer.tensor_parallel_size=2: set it to false",
         ),
         (
+            ["trainer.sequence_parallel=true", "data.seq_len=33"],
+            "data.seq_len=33: must be a multiple of trainer.tensor_parallel_size=2 under "
+            "trainer.sequence_parallel=true: each process takes an equal part of every sequence",
+        ),
+        (
+            ["trainer.async_tensor_parallel=true", "compile=block"],
+            "trainer.async_tensor_parallel=true: overlaps the all-gathers and reduce-scatters of "
+            "trainer.sequence_parallel=true: set it",
+        ),
+        (
+            ["trainer.async_tensor_parallel=true", "trainer.sequence_parallel=true"],
+            "trainer.async_tensor_parallel=true: works inside compiled layers (inductor rewrites their "
+            "collectives): set compile=block, not compile=false",
+        ),
+        (
+            ["trainer.async_tensor_parallel=true", "trainer.sequence_parallel=true", "compile=block"],
+            "trainer.async_tensor_parallel=true: runs on GPUs only (CUDA's symmetric memory), not "
+            "trainer.accelerator=cpu: set it to false on this machine",
+        ),
+        (
             ["trainer=ddp_sim", "trainer.tensor_parallel_size=2"],
             "trainer.tensor_parallel_size=2: splits layers under trainer.strategy=fsdp2 (trainer=tp or "
             "tp_sim), not ddp",
@@ -152,3 +191,54 @@ def test_what_tensor_parallel_cannot_split_is_refused_before_the_run(
     refused = cli(args, tmp_path)
     assert (refused.returncode, refused.stderr.strip()) == (2, f"error: {message}")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (
+            [*GPT, "trainer.sequence_parallel=true"],
+            "trainer.sequence_parallel=true: splits the sequence over the tensor-parallel processes: set "
+            "trainer.tensor_parallel_size > 1",
+        ),
+        (
+            ["experiment=tiny_seq2seq", *TP, "trainer.sequence_parallel=true"],
+            "trainer.sequence_parallel=true: splits fixed-length windows of decoder-only models (model=gpt); "
+            "model.family=seq2seq's batches are padded to their longest row: set it to false",
+        ),
+        (
+            [*GPT, "trainer.async_tensor_parallel=true"],
+            "trainer.async_tensor_parallel=true: overlaps tensor parallel's collectives: set "
+            "trainer.tensor_parallel_size > 1",
+        ),
+    ],
+)
+def test_sequence_and_async_tensor_parallel_without_what_they_need_are_refused(
+    overrides: list[str], message: str, tmp_path: Path
+) -> None:
+    refused = cli([*ARGS, *overrides, "run_dir=run"], tmp_path)
+    assert (refused.returncode, refused.stderr.strip()) == (2, f"error: {message}")
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_commands_that_read_weights_read_a_consolidated_tensor_parallel_checkpoint(
+    runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The tensor-parallel run's checkpoint (a directory of shards, projections split), written as one
+    file by ``attnlab-consolidate``: attnlab-sample continues a prompt, attnlab-compress writes its
+    int8 checkpoint, which attnlab-sample reads too."""
+    from attnlab.training.sharded import consolidate
+
+    split, _ = runs
+    whole = consolidate(split / "checkpoints" / "last.ckpt")
+    sampled = cli([f"ckpt_path={whole}", "prompt=ab", "max_new_tokens=4"], tmp_path, command="sample")
+    assert sampled.returncode == 0, sampled.stderr[-2000:]
+    assert sampled.stdout.strip()
+    compressed = cli(
+        [f"ckpt_path={whole}", f"out={tmp_path / 'int8.ckpt'}"], tmp_path, command="cli.compress"
+    )
+    assert compressed.returncode == 0, compressed.stderr[-2000:]
+    again = cli(
+        [f"ckpt_path={tmp_path / 'int8.ckpt'}", "prompt=ab", "max_new_tokens=4"], tmp_path, command="sample"
+    )
+    assert again.returncode == 0, again.stderr[-2000:]

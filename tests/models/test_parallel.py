@@ -1,12 +1,17 @@
 """The models' FSDP2 plan (``attnlab.models.parallel``) on two CPU processes over gloo: each process
 holds half of every layer's parameters, gradients and AdamW moments, the sharded model computes the
-unsharded model's loss and gradients, and ``gathered`` rebuilds the whole model on the first process."""
+unsharded model's loss and gradients, and ``gathered`` rebuilds the whole model on the first process.
+The tensor-parallel plan with the sequence split (learned positions added before the split, RoPE
+inside attention) computes the unsplit model's loss and gradients, and refuses a sequence that does
+not split evenly."""
 
 from __future__ import annotations
 
 import copy
+import importlib.util
 import os
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,12 +28,22 @@ def lm_loss(model: torch.nn.Module, ids: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(model(ids[:, :-1]).flatten(0, 1), ids[:, 1:].flatten())
 
 
+def tiny_builder() -> Callable[..., torch.nn.Module]:
+    """tests/conftest.py's ``tiny``, loaded by its path: in a spawned process ``import conftest`` finds
+    the conftest of this test's own folder first."""
+    spec = importlib.util.spec_from_file_location("root_conftest", Path(__file__).parents[1] / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.tiny
+
+
 def shard_and_compare(rank: int, port: int, out: Path) -> None:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor
 
     from attnlab.models.parallel import gathered, is_sharded, shard_layers
-    from conftest import tiny
+
+    tiny = tiny_builder()
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2)
@@ -73,3 +88,116 @@ def test_two_processes_hold_half_each_and_compute_the_unsharded_gradients(tmp_pa
     assert sum(local for local, _, _ in sizes) == total  # every element once, none replicated
     for local, moments, _ in sizes:
         assert local <= total // 2 + 64 and moments == local  # half each, up to a row of padding
+
+
+def split_sequence_and_compare(rank: int, port: int, pos: str) -> None:
+    """Tensor parallel with the sequence split, on both processes: the unsplit model's loss and every
+    parameter's gradient (the split ones gathered), and a sequence of odd length refused."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor
+
+    from attnlab.models.parallel import average_replicated_gradients, tensor_parallel
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        shape = {**SIZE, "n_heads": 4, "n_kv_heads": 2, "activation": "swiglu"}
+        plain = tiny_builder()("gpt", pos, **shape).train()
+        mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tensor_parallel",))
+        split = tensor_parallel(copy.deepcopy(plain), mesh, sequence=True)
+        ids = torch.randint(0, 64, (4, 17), generator=torch.Generator().manual_seed(1))
+        loss, expected = lm_loss(split, ids), lm_loss(plain, ids)
+        torch.testing.assert_close(loss, expected, atol=1e-6, rtol=0)
+        loss.backward()
+        expected.backward()
+        average_replicated_gradients(split, mesh)
+        grads = {n: p.grad for n, p in split.named_parameters()}
+        for name, p in plain.named_parameters():
+            if name in grads:  # the fused qkv_proj is split into q/k/v_proj: compared through the rest
+                g = grads[name].full_tensor() if isinstance(grads[name], DTensor) else grads[name]
+                torch.testing.assert_close(g, p.grad, atol=1e-6, rtol=1e-5, msg=name)
+        assert any(isinstance(g, DTensor) for g in grads.values())
+        with pytest.raises(ValueError, match="a sequence of 15 positions does not split into 2 equal parts"):
+            split(ids[:, :15])
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("pos", ["learned", "rope"])
+def test_the_sequence_split_computes_the_unsplit_loss_and_gradients(pos: str) -> None:
+    mp.spawn(split_sequence_and_compare, args=(free_port(), pos), nprocs=2, join=True)
+
+
+FLOAT8_STEPS = 200
+LR = 1e-3  # a gradual descent: float8's rounding shifts a steep drop by a step or two
+
+
+def float8_and_float32_losses(rank: int, world: int) -> tuple[list[float], list[float]]:
+    """The per-step losses (mean over all processes' batches) of a tiny GPT trained ``FLOAT8_STEPS``
+    AdamW steps with torchao's float8 projections (emulated) and without, from the same weights on the
+    same batches; under FSDP2 (each layer a unit) when ``world`` > 1, this process taking its part."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torchao.float8.float8_linear import Float8Linear
+
+    from attnlab.models.parallel import shard_layers
+    from attnlab.models.speedups import convert_to_float8
+
+    plain = tiny_builder()("gpt", "rope", **SIZE).train()
+    converted = copy.deepcopy(plain)
+    convert_to_float8(converted, emulate=True)
+    assert not isinstance(converted.lm_head, Float8Linear)  # the output head stays in higher precision
+    assert any(isinstance(m, Float8Linear) for m in converted.stack.modules())
+    if world > 1:
+        mesh = init_device_mesh("cpu", (world,))
+        plain, converted = shard_layers(plain, mesh), shard_layers(converted, mesh)
+    generator = torch.Generator().manual_seed(2)
+    # a random walk: each token 1 to 8 past the one before, a floor of ln 8 that keeps the loss off zero
+    steps = torch.randint(1, 9, (FLOAT8_STEPS, 8, 17), generator=generator)
+    batches = steps.cumsum(-1) % 64
+    series = []
+    for model in (converted, plain):
+        torch.manual_seed(0)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
+        losses = []
+        for batch in batches:
+            part = batch.chunk(world)[rank]
+            loss = lm_loss(model, part)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            mean = loss.detach().clone()
+            if world > 1:
+                dist.all_reduce(mean)
+            losses.append(mean.item() / world)
+        series.append(losses)
+    return series[0], series[1]
+
+
+def float8_under_fsdp2(rank: int, port: int, out: Path) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        float8, float32 = float8_and_float32_losses(rank, 2)
+        if rank == 0:
+            (out / "losses.txt").write_text(f"{float8}\n{float32}")
+    finally:
+        dist.destroy_process_group()
+
+
+def assert_within_two_percent(float8: list[float], float32: list[float]) -> None:
+    assert len(float8) == len(float32) == FLOAT8_STEPS
+    assert float32[-1] < 0.6 * float32[0]  # it learned: a loss that does not move would prove nothing
+    for step, (ours, reference) in enumerate(zip(float8, float32, strict=True), start=1):
+        assert ours == pytest.approx(reference, rel=0.02), f"step {step}"
+
+
+def test_float8_trains_within_two_percent_of_float32_for_200_steps() -> None:
+    assert_within_two_percent(*float8_and_float32_losses(0, 1))
+
+
+def test_float8_under_fsdp2_trains_within_two_percent_of_float32_for_200_steps(tmp_path: Path) -> None:
+    import ast
+
+    mp.spawn(float8_under_fsdp2, args=(free_port(), tmp_path), nprocs=2, join=True)
+    float8, float32 = map(ast.literal_eval, (tmp_path / "losses.txt").read_text().splitlines())
+    assert_within_two_percent(float8, float32)

@@ -14,7 +14,15 @@ batch: attention's query, key and value projections by output columns (whole hea
 ``n_heads / tp`` query heads and ``n_kv_heads / tp`` key/value heads) and its output projection by
 input rows, whose partial products are summed (one all-reduce); the FFN's input and gate projections
 by columns, its output projection by rows (one more all-reduce). Norms, embeddings and heads are
-replicated. A fused projection (``qkv_proj``: the rows of queries, then keys, then values) is first
+replicated. With ``sequence=True`` (sequence parallel, torchtitan's plan) the residual stream between
+the projections is split along the sequence instead of replicated: each process runs the norms,
+residual adds and dropout on its 1/TP of the positions (``SequenceParallel``), the input of attention
+and of the FFN is all-gathered along the sequence (``PrepareModuleInput``: Shard(1) -> Replicate) and
+the output projections reduce-scatter to that split (``RowwiseParallel(output_layouts=Shard(1))``)
+instead of all-reducing: the same traffic, the activations outside the projections / TP. Attention
+itself sees the whole sequence, so what needs every position (RoPE's positions, causal, padding and
+document masks) is computed as without; each stack takes the whole sequence from the embeddings
+(learned positions added there) and gives it whole to the heads and the loss. A fused projection (``qkv_proj``: the rows of queries, then keys, then values) is first
 split into one module each, holding the same rows: split by columns as one matrix, a process would
 get the queries of every head and none of the keys. Data parallelism (FSDP2, over the other mesh
 dimension) then shards what each tensor-parallel process holds.
@@ -24,21 +32,27 @@ The plan lives here, next to what it describes, so that the Trainer code only pi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
     ParallelStyle,
+    PrepareModuleInput,
+    PrepareModuleInputOutput,
     RowwiseParallel,
+    SequenceParallel,
     parallelize_module,
 )
 
 from attnlab.blocks.attention import MultiHeadAttention
 from attnlab.blocks.ffn import FeedForward
+from attnlab.blocks.layers import Residual, TransformerStack
 from attnlab.models.speedups import transformer_layers
 
 
@@ -60,21 +74,87 @@ def shard_layers(model: nn.Module, mesh: DeviceMesh) -> nn.Module:
     return model
 
 
-def tensor_parallel(model: nn.Module, mesh: DeviceMesh) -> nn.Module:
+def tensor_parallel(
+    model: nn.Module, mesh: DeviceMesh, sequence: bool = False, asynchronous: bool = False
+) -> nn.Module:
     """Split the projections of every transformer layer of ``model`` over the 1-D ``mesh`` in place
-    (``attention_plan``, ``ffn_plan``); returns ``model``."""
+    (``attention_plan``, ``ffn_plan``); with ``sequence``, also the residual stream along the sequence
+    (``sequence_plan``); with ``asynchronous``, torch's async tensor parallel (``enable_async_tp``).
+    Returns ``model``."""
     for layer in transformer_layers(model).values():
         for module in list(layer.modules()):
             if isinstance(module, MultiHeadAttention):
-                parallelize_module(module, mesh, attention_plan(module, mesh.size()))
+                parallelize_module(module, mesh, attention_plan(module, mesh.size(), sequence))
             elif isinstance(module, FeedForward):
-                parallelize_module(module, mesh, ffn_plan(module))
+                parallelize_module(module, mesh, ffn_plan(module, sequence))
+    if sequence:
+        for stack in [m for m in model.modules() if isinstance(m, TransformerStack)]:
+            parallelize_module(stack, mesh, sequence_plan(stack))
+            stack.register_forward_pre_hook(whole_shards(mesh.size()), prepend=True)  # before the split
+    if asynchronous:
+        enable_async_tp()
     return model
 
 
-def attention_plan(attn: MultiHeadAttention, size: int) -> dict[str, ParallelStyle]:
-    """Queries, keys and values by heads (columns), the output projection by rows; the module is left
-    counting the heads of one process. Fused projections are split first (``split_projection``)."""
+def sequence_plan(stack: TransformerStack) -> dict[str, ParallelStyle]:
+    """The sequence-parallel placements of a stack (module paths relative to it): the whole sequence
+    split on the way in and gathered on the way out (for the heads and the loss); each ``Residual``'s
+    norm and the final norm on the local positions; each sublayer's input (its first argument;
+    cross-attention's encoder output stays whole) gathered along the sequence before its projections."""
+    plan: dict[str, ParallelStyle] = {
+        "": PrepareModuleInputOutput(
+            input_layouts=(Replicate(),),
+            desired_input_layouts=(Shard(1),),
+            use_local_input=True,
+            output_layouts=(Shard(1),),
+            desired_output_layouts=(Replicate(),),
+        )
+    }
+    for name, module in stack.named_modules():
+        if isinstance(module, Residual):
+            plan[f"{name}.norm"] = SequenceParallel(use_local_output=True)
+            cross = name.rsplit(".", 1)[-1] == "cross_attn"  # TransformerLayer's cross-attention sublayer
+            arguments = (Shard(1), None) if cross else (Shard(1),)
+            plan[f"{name}.fn"] = PrepareModuleInput(
+                input_layouts=arguments,
+                desired_input_layouts=tuple(Replicate() if a else None for a in arguments),
+                use_local_output=True,
+            )
+    if stack.final_norm is not None:
+        plan["final_norm"] = SequenceParallel(use_local_output=True)
+    return plan
+
+
+def whole_shards(size: int) -> Callable[[nn.Module, tuple], None]:
+    """A forward pre-hook refusing an input whose sequence does not split into ``size`` equal parts:
+    each process's part is taken as 1/``size`` of the whole."""
+
+    def check(stack: nn.Module, args: tuple) -> None:
+        length = args[0].shape[1]
+        if length % size:
+            raise ValueError(
+                f"sequence parallel over {size} processes: a sequence of {length} positions does not "
+                f"split into {size} equal parts (make every batch's length a multiple of {size})"
+            )
+
+    return check
+
+
+def enable_async_tp() -> None:
+    """torch's async tensor parallel: inductor rewrites each all-gather followed by a matrix product
+    (and each product followed by a reduce-scatter) of a compiled graph into chunks that overlap the
+    communication with the computation (``_micro_pipeline_tp``, as torchtitan sets it). It acts only
+    on compiled code over CUDA's symmetric memory, which torch now enables for every process group
+    itself (``enable_symm_mem_for_group`` is deprecated as a no-op need)."""
+    import torch._inductor.config
+
+    torch._inductor.config._micro_pipeline_tp = True
+
+
+def attention_plan(attn: MultiHeadAttention, size: int, sequence: bool = False) -> dict[str, ParallelStyle]:
+    """Queries, keys and values by heads (columns), the output projection by rows (its sum
+    reduce-scattered along the sequence with ``sequence``); the module is left counting the heads of
+    one process. Fused projections are split first (``split_projection``)."""
     if attn.n_heads % size or attn.n_kv_heads % size:
         raise ValueError(f"{attn.n_heads} heads, {attn.n_kv_heads} key/value heads: not divisible by {size}")
     if "qkv_proj" in attn._modules:
@@ -85,13 +165,19 @@ def attention_plan(attn: MultiHeadAttention, size: int) -> dict[str, ParallelSty
     attn.n_heads, attn.n_kv_heads = attn.n_heads // size, attn.n_kv_heads // size
     attn.head_splits = (attn.n_heads, attn.n_kv_heads, attn.n_kv_heads)
     columns = {name: ColwiseParallel() for name in ("q_proj", "k_proj", "v_proj")}
-    return {**columns, "out_proj": RowwiseParallel()}
+    return {**columns, "out_proj": rows(sequence)}
 
 
-def ffn_plan(ffn: FeedForward) -> dict[str, ParallelStyle]:
+def ffn_plan(ffn: FeedForward, sequence: bool = False) -> dict[str, ParallelStyle]:
     """The hidden width split: input (and gate) projection by columns, output projection by rows."""
     gate = {"fc_gate": ColwiseParallel()} if ffn.fc_gate is not None else {}
-    return {"fc_in": ColwiseParallel(), **gate, "fc_out": RowwiseParallel()}
+    return {"fc_in": ColwiseParallel(), **gate, "fc_out": rows(sequence)}
+
+
+def rows(sequence: bool) -> RowwiseParallel:
+    """An output projection split by rows: its partial products all-reduced into the whole output, or
+    with ``sequence`` reduce-scattered into each process's positions."""
+    return RowwiseParallel(output_layouts=Shard(1)) if sequence else RowwiseParallel()
 
 
 def split_projection(module: nn.Module, fused: str, names: tuple[str, ...], rows: tuple[int, ...]) -> None:

@@ -11,10 +11,10 @@ from omegaconf import DictConfig
 from attnlab.schema.data import ImageData, Packing, SequenceData, TextData
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import read_run_config, to_object
-from attnlab.schema.model import MODELS, AttnBackend, TokenModelConfig, ViTConfig
+from attnlab.schema.model import MODELS, AttnBackend, GPTConfig, TokenModelConfig, ViTConfig
 from attnlab.schema.optim import MuonConfig
 from attnlab.schema.pos import LearnedPos, PosName
-from attnlab.schema.run import RunConfig, Strategy, process_count
+from attnlab.schema.run import Accelerator, RunConfig, Strategy, process_count
 from attnlab.schema.task import CausalLMTask
 
 
@@ -75,6 +75,10 @@ def check_run(run: RunConfig) -> None:
         )
     if run.trainer.tensor_parallel_size > 1:
         check_tensor_parallel(run)
+    if run.trainer.sequence_parallel:
+        check_sequence_parallel(run)
+    if run.trainer.async_tensor_parallel:
+        check_async_tensor_parallel(run)
     if run.compile is True and run.trainer.strategy == Strategy.fsdp2:
         raise ConfigError(
             "compile",
@@ -160,3 +164,62 @@ def check_tensor_parallel(run: RunConfig) -> None:
         raise ConfigError("model.kept_heads", m.kept_heads, f"a pruned model: {key}={tp} splits whole models")
     if t.float8:
         raise ConfigError("trainer.float8", t.float8, f"not composed with {key}={tp}: set it to false")
+
+
+def check_sequence_parallel(run: RunConfig) -> None:
+    """What ``trainer.sequence_parallel`` needs: tensor parallel to split the sequence over, a
+    decoder-only model (its windows all ``data.seq_len`` long: the other families' batches are padded
+    to their longest row, a length the processes may not split evenly) and a ``data.seq_len`` that
+    splits into equal parts, one a process (``models.parallel.sequence_plan``)."""
+    tp, key = run.trainer.tensor_parallel_size, "trainer.sequence_parallel"
+    if tp == 1:
+        raise ConfigError(
+            key,
+            True,
+            "splits the sequence over the tensor-parallel processes: set trainer.tensor_parallel_size > 1",
+        )
+    if not isinstance(run.model, GPTConfig):
+        raise ConfigError(
+            key,
+            True,
+            f"splits fixed-length windows of decoder-only models (model=gpt); model.family={run.model.family}'s "
+            "batches are padded to their longest row: set it to false",
+        )
+    if isinstance(run.data, SequenceData) and run.data.seq_len % tp:
+        raise ConfigError(
+            "data.seq_len",
+            run.data.seq_len,
+            f"must be a multiple of trainer.tensor_parallel_size={tp} under {key}=true: each process "
+            "takes an equal part of every sequence",
+        )
+
+
+def check_async_tensor_parallel(run: RunConfig) -> None:
+    """What ``trainer.async_tensor_parallel`` needs: the all-gathers and reduce-scatters of sequence
+    parallel (tensor parallel with ``trainer.sequence_parallel``), compiled layers in which inductor
+    overlaps them with the matrix products (``compile=block``), and GPUs (CUDA's symmetric memory)."""
+    t, key = run.trainer, "trainer.async_tensor_parallel"
+    if t.tensor_parallel_size == 1:
+        raise ConfigError(
+            key, True, "overlaps tensor parallel's collectives: set trainer.tensor_parallel_size > 1"
+        )
+    if not t.sequence_parallel:
+        raise ConfigError(
+            key,
+            True,
+            "overlaps the all-gathers and reduce-scatters of trainer.sequence_parallel=true: set it",
+        )
+    if run.compile != "block":
+        raise ConfigError(
+            key,
+            True,
+            f"works inside compiled layers (inductor rewrites their collectives): set compile=block, not "
+            f"compile={str(run.compile).lower()}",
+        )
+    if t.accelerator not in (Accelerator.gpu, Accelerator.cuda):
+        raise ConfigError(
+            key,
+            True,
+            f"runs on GPUs only (CUDA's symmetric memory), not trainer.accelerator={t.accelerator}: set it to "
+            "false on this machine",
+        )

@@ -101,6 +101,12 @@ class TrainerConfig:
     # trainer.strategy=fsdp2: processes that split each layer's projections (tensor parallel); the
     # world size over it is the data-parallel size
     tensor_parallel_size: int = 1
+    # tensor parallel: the residual stream (norms, residual adds, dropout) split along the sequence
+    # between the layers' projections instead of whole on each process (torchtitan's plan)
+    sequence_parallel: bool = False
+    # tensor parallel on GPUs: torch's async TP, the compiled layers' collectives overlapped with their
+    # matrix products (needs sequence_parallel and compile=block)
+    async_tensor_parallel: bool = False
     timeout: int | None = None  # seconds a collective may wait for the other processes (None: see above)
     precision: str = "32"  # 32 | bf16-mixed | 16-mixed
     max_steps: int = 300

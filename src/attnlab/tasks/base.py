@@ -175,12 +175,16 @@ class TaskModule(pl.LightningModule):
     def configure_model(self) -> None:
         """Split the model's layers over the tensor-parallel processes, then shard it over the
         data-parallel ones, when the strategy gives the module a device mesh (``trainer.strategy=fsdp2``:
-        Lightning's ``ModelParallelStrategy``), by the models' own plan (``attnlab.models.parallel``); under any other strategy nothing. Lightning calls the hook
+        Lightning's ``ModelParallelStrategy``), by the models' own plan (``attnlab.models.parallel``),
+        sequence-parallel and async where the strategy says so; under any other strategy nothing. Lightning calls the hook
         again for each stage (fit, then test), so a sharded model is left as it is."""
         mesh = self._device_mesh
         if mesh is not None and not is_sharded(self.model):
             if mesh["tensor_parallel"].size() > 1:
-                tensor_parallel(self.model, mesh["tensor_parallel"])
+                strategy = self.trainer.strategy  # attnlab's FullyShardedStrategy carries the TP options
+                sequence = getattr(strategy, "sequence_parallel", False)
+                asynchronous = getattr(strategy, "async_tensor_parallel", False)
+                tensor_parallel(self.model, mesh["tensor_parallel"], sequence, asynchronous)
             shard_layers(self.model, mesh["data_parallel"])
 
     def on_before_optimizer_step(self, optimizer: torch.optim.Optimizer) -> None:

@@ -53,11 +53,20 @@ class FullyShardedStrategy(ModelParallelStrategy):
     each layer (tensor parallel) by world size / ``tensor_parallel_size`` data-parallel groups (FSDP2);
     the task's ``configure_model`` applies the plan (``attnlab.models.parallel``). Lightning's default
     would make the data-parallel size the number of nodes and the tensor-parallel size the processes of
-    a node: the world size is known only here."""
+    a node: the world size is known only here. ``sequence_parallel`` and ``async_tensor_parallel`` are
+    read by the task's ``configure_model`` (``models.parallel.tensor_parallel``'s options)."""
 
-    def __init__(self, tensor_parallel_size: int = 1, **options: Any) -> None:
+    def __init__(
+        self,
+        tensor_parallel_size: int = 1,
+        sequence_parallel: bool = False,
+        async_tensor_parallel: bool = False,
+        **options: Any,
+    ) -> None:
         super().__init__(**options)
         self.tensor_parallel = tensor_parallel_size
+        self.sequence_parallel = sequence_parallel
+        self.async_tensor_parallel = async_tensor_parallel
 
     def setup_environment(self) -> None:
         self._data_parallel_size = self.num_nodes * self.num_processes // self.tensor_parallel
@@ -107,7 +116,11 @@ def strategy(cfg: TrainerConfig, io: CheckpointIO | None = None, shards: bool = 
         )
     if cfg.strategy == "fsdp2":
         fsdp2 = FullyShardedStrategy(
-            cfg.tensor_parallel_size, save_distributed_checkpoint=shards, timeout=collective_timeout(cfg)
+            cfg.tensor_parallel_size,
+            cfg.sequence_parallel,
+            cfg.async_tensor_parallel,
+            save_distributed_checkpoint=shards,
+            timeout=collective_timeout(cfg),
         )
         fsdp2.checkpoint_io = io
         return fsdp2
@@ -127,6 +140,8 @@ ATTNLAB_SETTINGS = (
     "float8",
     "compute_budget",  # turned into max_steps before the run (cli/budget.py)
     "tensor_parallel_size",
+    "sequence_parallel",
+    "async_tensor_parallel",
 )
 
 
