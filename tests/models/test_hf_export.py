@@ -196,6 +196,11 @@ def test_exported_model_computes_attnlabs_logits_and_reads_back_identically(
             "LlamaForCausalLM, needs model.activation=swiglu",
         ),
         (
+            replace(GPT2, parametrization="mup"),  # μP's output multiplier: no HF config holds it
+            "model.parametrization=mup: no Hugging Face architecture holds this model; the nearest, "
+            "GPT2LMHeadModel, needs model.parametrization=sp",
+        ),
+        (
             replace(BERT, norm_first=True),
             "model.norm_first=true: no Hugging Face architecture holds this model; the nearest, "
             "BertForMaskedLM, needs model.norm_first=false",
@@ -244,3 +249,19 @@ def test_the_exported_tokenizer_encodes_special_spellings_as_text_as_attnlab_doe
     )
     assert theirs.pad_token_id == ours.pad_id and theirs.eos_token_id == ours.eos_id
     assert theirs.decode(ids) == corpus
+
+
+def test_a_char_vocabulary_that_cannot_spell_a_special_keeps_specials_matched(tmp_path: Path) -> None:
+    """Tiny Shakespeare has no "<": no text attnlab encodes holds "<eos>", and the exported tokenizer
+    still encodes the spelling as the special (lm-eval's Hugging Face backend encodes "<eos>" as a
+    stop sequence)."""
+    from transformers import AutoTokenizer
+
+    from attnlab.data.tokenizers import char_tokenizer
+    from attnlab.export.hf import hf_tokenizer
+
+    ours = char_tokenizer(["First Citizen:\nBefore we proceed\n"], ("pad", "eos"))
+    hf_tokenizer(ours, perturbed(GPT2)).save_pretrained(tmp_path)
+    theirs = AutoTokenizer.from_pretrained(tmp_path)
+    assert theirs.encode("<eos>") == [ours.eos_id]
+    assert theirs("Before we\n")["input_ids"] == ours.encode("Before we\n")
