@@ -80,12 +80,26 @@ def special_token_ids(tokenizer: Any, hf_config: dict) -> dict[str, int | None]:
     return {key: ids[role] if role in ids else hf_config.get(key) for key, role in keys.items()}
 
 
+def text_spells_specials(tokenizer: Any) -> bool:
+    """Whether text may hold a special token's spelling that attnlab encodes as text ("<pad>" in a
+    corpus is five characters to attnlab, the pad id to a Hugging Face tokenizer that matches its
+    specials): a byte-level BPE or a tokenizer file can encode any text, a char vocabulary only where
+    it has every character of a spelling (Tiny Shakespeare has no "<"), a word vocabulary never (its
+    specials are words of its vocabulary). Where none can occur the specials stay matched, so that
+    ``tokenizer.encode("<eos>")`` (lm-eval's stop sequence) still works on a vocabulary without "<"."""
+    if tokenizer.split == "space":
+        return False
+    if tokenizer.split != "char":
+        return True
+    spellings = (tokenizer.hf.id_to_token(i) for i in tokenizer.special_ids.values())
+    return any(all(c in tokenizer.vocab for c in spelling) for spelling in spellings)
+
+
 def hf_tokenizer(tokenizer: Any, model: nn.Module) -> Any:
     """attnlab's tokenizer as a ``PreTrainedTokenizerFast`` with its special roles named. A classifier
     reads ``<cls>`` first, which attnlab's data puts there: the exported tokenizer adds it, so that
-    ``tokenizer(text)`` is what the classifier was trained on. Text never produces a special id in
-    attnlab (``"<pad>"`` in a corpus is five characters), so the exported tokenizer splits special
-    tokens' spellings too (``split_special_tokens``, kept in tokenizer_config.json)."""
+    ``tokenizer(text)`` is what the classifier was trained on. Special spellings in text stay text
+    where attnlab's tokenizer can encode them (``split_special_tokens``, see ``text_spells_specials``)."""
     from tokenizers import Tokenizer, processors
     from transformers import PreTrainedTokenizerFast
 
@@ -105,7 +119,7 @@ def hf_tokenizer(tokenizer: Any, model: nn.Module) -> Any:
         tokenizer_object=hf,
         clean_up_tokenization_spaces=False,
         model_max_length=max_len,
-        split_special_tokens=True,
+        split_special_tokens=text_spells_specials(tokenizer),
         **specials,
     )
 
