@@ -1,6 +1,7 @@
 """attnlab-train callbacks=harness: lm-evaluation-harness tasks scored every N steps during training,
 their numbers in metrics.jsonl (and every logger) at those steps only, equal to scoring the run's
-last checkpoint directly; the model goes back to training mode after each scoring."""
+last checkpoint directly; the model goes back to training mode, and the random generators to their
+state, after each scoring."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def test_the_harness_callback_logs_its_scores_every_n_steps(tasks: Path, tmp_pat
     assert scored[4] == {k: direct[k] for k in KEYS}
 
 
-def test_the_model_is_back_in_training_mode_after_scoring(tmp_path: Path) -> None:
+def test_scoring_leaves_the_model_training_and_the_random_state_as_it_was(tmp_path: Path) -> None:
     import torch
 
     from attnlab.harness import evaluate, flat_metrics
@@ -84,6 +85,10 @@ def test_the_model_is_back_in_training_mode_after_scoring(tmp_path: Path) -> Non
     model, tokenizer = test_harness.tiny_model()
     module = torch.nn.Module()
     module.model, module.tokenizer = model.train(), tokenizer
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
     metrics = HarnessEvaluation(["attnlab_tiny_choice"], str(tmp_path), every_n_steps=1).score(module)
+    assert torch.equal(torch.rand(3), expected)  # the harness's seeding does not reach the run
     assert model.training
     assert metrics == flat_metrics(evaluate(model, tokenizer, ["attnlab_tiny_choice"], str(tmp_path)))

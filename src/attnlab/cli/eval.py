@@ -34,6 +34,7 @@ from attnlab.cli.eval_data import (
     store_checkpoint_data,
     values_of,
 )
+from attnlab.cli.harness import check_harness_tasks
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain, to_object
 from attnlab.schema.run import EvalConfig, RunConfig
@@ -76,6 +77,7 @@ def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str
         config = OmegaConf.merge(config, {"ckpt_path": swept[0]})
     ev: EvalConfig = to_object(config)
     ev.check()
+    check_harness_tasks(ev)
     check_devices(ev.trainer, on_the_cpu="use trainer=cpu")
     check_trainer_target(ev.trainer._target_)
     if run_dir is not None:

@@ -1,5 +1,6 @@
 """``attnlab-export``: a trained checkpoint as a Hugging Face directory, that ``transformers`` loads
-with its ``Auto*`` classes (``AutoModelForCausalLM``, ``AutoModelForMaskedLM``, ``AutoTokenizer``...).
+with its ``Auto*`` classes (``AutoModelForCausalLM``, ``AutoModelForMaskedLM``, ``AutoTokenizer``, and
+for a ViT ``AutoImageProcessor``, with the run's image normalisation...).
 
     attnlab-export ckpt_path=outputs/.../checkpoints/last.ckpt out=exported/gpt
     python -c "from transformers import AutoModelForCausalLM; AutoModelForCausalLM.from_pretrained('exported/gpt')"

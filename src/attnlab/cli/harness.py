@@ -17,6 +17,28 @@ from attnlab.schema.run import EvalConfig
 from attnlab.schema.rundir import EVAL_METRICS_FILE
 
 
+def check_harness_tasks(ev: EvalConfig) -> None:
+    """Before the evaluation's folder exists: a ConfigError for a task whose requests the checkpoint's
+    model refuses (a perplexity task on an encoder-decoder). Decoders answer every kind: nothing to load."""
+    from attnlab.schema.model import Seq2SeqConfig
+
+    if not ev.harness.tasks or not isinstance(ev.model, Seq2SeqConfig):
+        return
+    try:
+        from lm_eval.tasks import TaskManager
+
+        from attnlab.harness.run import TaskRefused, check_requests
+        from attnlab.harness.seq2seq import AttnlabSeq2SeqLM
+    except ImportError:
+        return  # harness_eval names what to install
+    try:
+        check_requests(
+            AttnlabSeq2SeqLM, list(ev.harness.tasks), TaskManager(include_path=ev.harness.include_path)
+        )
+    except TaskRefused as err:
+        raise ConfigError("harness.tasks", ev.harness.tasks, str(err)) from None
+
+
 def harness_eval(ev: EvalConfig, model_changes: list[tuple[str, Any]], out_dir: Path) -> dict[str, float]:
     """Score ``ev.harness.tasks`` on the checkpoint's model; its metrics, also in ``metrics.json``."""
     from attnlab.checkpoint import load_checkpoint

@@ -67,21 +67,32 @@ class HarnessEvaluation(pl.Callback):
             logger.log_metrics(metrics, step=step)
 
     def score(self, pl_module: pl.LightningModule) -> dict[str, float]:
-        """``harness/<task>/<metric>`` of the model as it is now."""
+        """``harness/<task>/<metric>`` of the model as it is now. The harness seeds Python's, NumPy's
+        and torch's generators; the run's states are put back after, so training goes on as without it."""
+        import random
+
+        import numpy as np
+        import torch
+
         from attnlab.harness import evaluate, flat_metrics
 
         model = pl_module.model
-        was_training = model.training
+        was_training, python_state, numpy_state = model.training, random.getstate(), np.random.get_state()
         try:
-            results = evaluate(
-                model,
-                pl_module.tokenizer,
-                self.tasks,
-                self.include_path,
-                batch_size=self.batch_size,
-                num_fewshot=self.num_fewshot,
-                limit=self.limit,
-            )
+            with torch.random.fork_rng(
+                devices=[torch.cuda.current_device()] if torch.cuda.is_available() else []
+            ):
+                results = evaluate(
+                    model,
+                    pl_module.tokenizer,
+                    self.tasks,
+                    self.include_path,
+                    batch_size=self.batch_size,
+                    num_fewshot=self.num_fewshot,
+                    limit=self.limit,
+                )
         finally:
             model.train(was_training)
+            random.setstate(python_state)
+            np.random.set_state(numpy_state)
         return flat_metrics(results)
