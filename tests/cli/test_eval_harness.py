@@ -20,6 +20,7 @@ pytestmark = pytest.mark.slow  # trains two tiny runs (seconds each)
 RUNS = {
     "gpt": ["model=gpt-tiny", "data.seq_len=16", "data.batch_size=4"],
     "bert": ["model=bert-tiny", "data.num_train=32", "data.num_val=8", "data.num_test=8", "data.seq_len=32"],
+    "seq2seq": ["model=seq2seq-tiny", "data.num_train=32", "data.num_val=8", "data.num_test=8"],
 }
 COMMON = ["trainer.max_steps=2", "logger=none", "trainer.enable_progress_bar=false", "test_after_fit=false"]
 COMMON += ["sample.max_new_tokens=0", "trainer.val_every_n_steps=2", "trainer.limit_val_batches=1"]
@@ -78,7 +79,50 @@ def test_a_checkpoint_that_is_not_a_decoder_is_one_line(
         2,
         [
             "error: harness.tasks=[attnlab_tiny_choice,attnlab_tiny_gen]: lm-evaluation-harness scores "
-            "decoder-only checkpoints; this one is bert"
+            "decoder-only and encoder-decoder checkpoints; this one is bert"
         ],
     )
     assert not (tmp_path / "e").exists()  # refused before the evaluation's folder
+
+
+def test_a_perplexity_task_on_an_encoder_decoder_is_one_line(
+    checkpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An encoder-decoder's checkpoint is scored by the harness, but a task of whole texts
+    (loglikelihood_rolling) has no source: refused before scoring, exit 2, no folder."""
+    from attnlab.cli.eval import main
+
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "texts.jsonl").write_text(json.dumps({"text": "First Citizen"}) + "\n")
+    task = {
+        "task": "attnlab_tiny_ppl",
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": str(tasks / "texts.jsonl")},
+        "test_split": "train",
+        "output_type": "loglikelihood_rolling",
+        "doc_to_text": "",
+        "doc_to_target": "{{text}}",
+        "metric_list": [{"metric": "word_perplexity"}],
+    }
+    (tasks / "ppl.yaml").write_text(json.dumps(task))
+    out = tmp_path / "e"
+    args = [
+        f"ckpt_path={checkpoint('seq2seq')}",
+        "harness.tasks=[attnlab_tiny_ppl]",
+        f"harness.include_path={tasks}",
+        f"hydra.run.dir={out}",
+    ]
+    with pytest.MonkeyPatch.context() as patch:
+        code = run_command(main, args, patch, capsys)
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if "examples/s" not in line]
+    assert code == 2, (out / "eval.log").read_text() if (out / "eval.log").exists() else err
+    assert (code, err) == (
+        2,
+        [
+            "error: harness.tasks=[attnlab_tiny_ppl]: task attnlab_tiny_ppl asks for loglikelihood_rolling: an "
+            "encoder-decoder scores a target given a source; a text scored whole (loglikelihood_rolling: "
+            "perplexity tasks such as wikitext) has no source: score it with a decoder-only model"
+        ],
+    )
+    assert not out.exists()

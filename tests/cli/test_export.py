@@ -293,3 +293,33 @@ def test_vit_exports_as_an_image_classifier(
         assert (hf.eval()(images).logits - ours(images)).abs().max().item() < TOL
     back = load_hf(tmp_path / "vit").state_dict()
     assert all(torch.equal(back[k], v) for k, v in ours.state_dict().items())
+
+
+def test_the_exported_image_processor_prepares_an_image_as_attnlab_does(
+    checkpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``AutoImageProcessor`` of the export + the exported model: attnlab's logits for an image file
+    at the model's size, read and normalised as attnlab-sample reads it (the run's mean and std)."""
+    import numpy as np
+    from PIL import Image
+
+    from attnlab.checkpoint import image_normalisation, load_checkpoint, run_datamodule
+    from attnlab.data.image_loading import load_images
+
+    code, err = export(checkpoint("vit"), tmp_path / "vit", capsys)
+    assert code == 0, err
+    loaded = load_checkpoint(checkpoint("vit"))
+    ours = loaded.model.eval()
+    mean, std = image_normalisation(run_datamodule(loaded))
+    assert abs(mean.item()) > 0.05 and abs(std.item() - 1) > 0.05  # the normalisation is not a no-op
+    path = tmp_path / "digit.png"
+    pixels = np.random.default_rng(0).integers(0, 256, (8, 8), dtype=np.uint8)
+    Image.fromarray(pixels, "L").save(path)
+
+    processor = transformers.AutoImageProcessor.from_pretrained(tmp_path / "vit")
+    hf = transformers.AutoModelForImageClassification.from_pretrained(tmp_path / "vit").eval()
+    theirs = processor(Image.open(path), return_tensors="pt")["pixel_values"]
+    mine = load_images([path], image_size=8, channels=ours.cfg.channels, mean=mean, std=std)
+    assert (theirs - mine).abs().max().item() < 1e-6
+    with torch.no_grad():
+        assert (hf(theirs).logits - ours(mine)).abs().max().item() < TOL

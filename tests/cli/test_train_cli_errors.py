@@ -113,7 +113,8 @@ CASES = [
     *(
         (
             [f"{key}={value}"],
-            f"callbacks={value}: choose options of the callbacks group (default, early_stopping, or a list of "
+            f"callbacks={value}: choose options of the callbacks group (default, early_stopping, harness, or a "
+            "list of "
             "them); add a callback of your own by a name: '+callbacks.<name>={_target_: package.Class}'",
         )
         for key, value in [
@@ -121,6 +122,11 @@ CASES = [
             ("+callbacks", "[{_target_:pytorch_lightning.callbacks.Timer}]"),
             ("callbacks", "{_target_:nonexistent.Cls}"),
         ]
+    ),
+    (["callbacks=harness"], "callbacks.harness.tasks=[]: give a list of lm-evaluation-harness task names"),
+    (
+        ["callbacks=harness", "callbacks.harness.tasks=[t]", "callbacks.harness.every_n_steps=0"],
+        "callbacks.harness.every_n_steps=0: must be a whole number >= 1",
     ),
     (
         ["trainer._target_=nonexistent.Trainer"],

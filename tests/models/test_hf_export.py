@@ -196,6 +196,11 @@ def test_exported_model_computes_attnlabs_logits_and_reads_back_identically(
             "LlamaForCausalLM, needs model.activation=swiglu",
         ),
         (
+            replace(GPT2, parametrization="mup"),  # μP's output multiplier: no HF config holds it
+            "model.parametrization=mup: no Hugging Face architecture holds this model; the nearest, "
+            "GPT2LMHeadModel, needs model.parametrization=sp",
+        ),
+        (
             replace(BERT, norm_first=True),
             "model.norm_first=true: no Hugging Face architecture holds this model; the nearest, "
             "BertForMaskedLM, needs model.norm_first=false",
@@ -212,3 +217,51 @@ def test_training_only_settings_do_not_stop_an_export() -> None:
     cfg = replace(GPT2, dropout=0.1, attn_dropout=0.1, init_std=0.05, d_ff=None, ffn_mult=4.0)
     arch, hf_config = choose_architecture(cfg)
     assert (arch.model_type, hf_config["n_inner"], hf_config["resid_pdrop"]) == ("gpt2", 128, 0.1)
+
+
+SPELLED = (
+    "a <pad> b <bos><eos> <s></s> <unk> [CLS] <|endoftext|>\nend <mask>\n"  # specials' spellings as text
+)
+
+
+@pytest.mark.parametrize("kind", ["char", "bpe"])
+def test_the_exported_tokenizer_encodes_special_spellings_as_text_as_attnlab_does(
+    kind: str, tmp_path: Path
+) -> None:
+    """attnlab never turns text into a special id ("<pad>" in a corpus is five characters): the
+    tokenizer ``transformers`` loads from the export gives the same ids, for any text."""
+    from transformers import AutoTokenizer
+
+    from attnlab.data.tokenizers import char_tokenizer, train_bpe
+    from attnlab.export.hf import hf_tokenizer
+
+    roles = ("pad", "unk", "bos", "eos", "mask")
+    corpus = SPELLED * 3 + "The quick brown fox jumps over the lazy dog.\n"
+    ours = char_tokenizer([corpus], roles) if kind == "char" else train_bpe([corpus] * 5, 300, roles)
+    hf_tokenizer(ours, perturbed(GPT2)).save_pretrained(tmp_path)
+    theirs = AutoTokenizer.from_pretrained(tmp_path)
+
+    ids = ours.encode(corpus)
+    assert not set(ids) & set(ours.special_ids.values())  # the spellings stayed text
+    assert theirs(corpus)["input_ids"] == ids
+    assert theirs(SPELLED.splitlines(keepends=True))["input_ids"] == ours.encode_batch(
+        SPELLED.splitlines(keepends=True)
+    )
+    assert theirs.pad_token_id == ours.pad_id and theirs.eos_token_id == ours.eos_id
+    assert theirs.decode(ids) == corpus
+
+
+def test_a_char_vocabulary_that_cannot_spell_a_special_keeps_specials_matched(tmp_path: Path) -> None:
+    """Tiny Shakespeare has no "<": no text attnlab encodes holds "<eos>", and the exported tokenizer
+    still encodes the spelling as the special (lm-eval's Hugging Face backend encodes "<eos>" as a
+    stop sequence)."""
+    from transformers import AutoTokenizer
+
+    from attnlab.data.tokenizers import char_tokenizer
+    from attnlab.export.hf import hf_tokenizer
+
+    ours = char_tokenizer(["First Citizen:\nBefore we proceed\n"], ("pad", "eos"))
+    hf_tokenizer(ours, perturbed(GPT2)).save_pretrained(tmp_path)
+    theirs = AutoTokenizer.from_pretrained(tmp_path)
+    assert theirs.encode("<eos>") == [ours.eos_id]
+    assert theirs("Before we\n")["input_ids"] == ours.encode("Before we\n")

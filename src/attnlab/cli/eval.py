@@ -35,6 +35,7 @@ from attnlab.cli.eval_data import (
     values_of,
 )
 from attnlab.cli.eval_lengths import check_length_sweep
+from attnlab.cli.harness import check_harness_tasks
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain, to_object
 from attnlab.schema.run import EvalConfig, RunConfig
@@ -78,6 +79,7 @@ def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str
     ev: EvalConfig = to_object(config)
     ev.check()
     check_length_sweep(ev)
+    check_harness_tasks(ev)
     check_devices(ev.trainer, on_the_cpu="use trainer=cpu")
     check_trainer_target(ev.trainer._target_)
     if run_dir is not None:

@@ -1,5 +1,6 @@
 """``attnlab-export``: a trained checkpoint as a Hugging Face directory, that ``transformers`` loads
-with its ``Auto*`` classes (``AutoModelForCausalLM``, ``AutoModelForMaskedLM``, ``AutoTokenizer``...).
+with its ``Auto*`` classes (``AutoModelForCausalLM``, ``AutoModelForMaskedLM``, ``AutoTokenizer``, and
+for a ViT ``AutoImageProcessor``, with the run's image normalisation...).
 
     attnlab-export ckpt_path=outputs/.../checkpoints/last.ckpt out=exported/gpt
     python -c "from transformers import AutoModelForCausalLM; AutoModelForCausalLM.from_pretrained('exported/gpt')"
@@ -14,6 +15,7 @@ writes it as one file first).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
@@ -66,9 +68,19 @@ def export_checkpoint(ckpt: Path, out: Path) -> str:
             str(ckpt),
             f"is compressed ({done['method']}): export the checkpoint of attnlab-train it was made from",
         )
-    cls = write_hf(loaded.model, out, loaded.tokenizer)
+    cls = write_hf(loaded.model, out, loaded.tokenizer, image_normalisation_of(loaded))
     files = ", ".join(sorted(p.name for p in out.iterdir()))
     return f"{out}: {cls} ({files})"
+
+
+def image_normalisation_of(loaded: Any) -> tuple[Any, Any] | None:
+    """The mean and std with which an image model's run normalised its images (its data module is
+    rebuilt to read them), for the exported image processor; None for a model of tokens."""
+    if loaded.model.input_kind != "images":
+        return None
+    from attnlab.checkpoint import image_normalisation, run_datamodule
+
+    return image_normalisation(run_datamodule(loaded))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""``attnlab-eval harness.tasks=[...]``: a decoder's checkpoint scored by lm-evaluation-harness
+"""``attnlab-eval harness.tasks=[...]``: a decoder's or an encoder-decoder's checkpoint scored by lm-evaluation-harness
 (``attnlab.harness``) in place of its split; the results go to ``metrics.json`` (as
 ``harness/<task>/<metric>``) and to the loggers, as an evaluation of the split does.
 
@@ -17,42 +17,64 @@ from attnlab.schema.run import EvalConfig
 from attnlab.schema.rundir import EVAL_METRICS_FILE
 
 
+def check_harness_tasks(ev: EvalConfig) -> None:
+    """Before the evaluation's folder exists: a ConfigError for a task whose requests the checkpoint's
+    model refuses (a perplexity task on an encoder-decoder). Decoders answer every kind: nothing to load."""
+    from attnlab.schema.model import Seq2SeqConfig
+
+    if not ev.harness.tasks or not isinstance(ev.model, Seq2SeqConfig):
+        return
+    try:
+        from lm_eval.tasks import TaskManager
+
+        from attnlab.harness.run import TaskRefused, check_requests
+        from attnlab.harness.seq2seq import AttnlabSeq2SeqLM
+    except ImportError:
+        return  # harness_eval names what to install
+    try:
+        check_requests(
+            AttnlabSeq2SeqLM, list(ev.harness.tasks), TaskManager(include_path=ev.harness.include_path)
+        )
+    except TaskRefused as err:
+        raise ConfigError("harness.tasks", ev.harness.tasks, str(err)) from None
+
+
 def harness_eval(ev: EvalConfig, model_changes: list[tuple[str, Any]], out_dir: Path) -> dict[str, float]:
     """Score ``ev.harness.tasks`` on the checkpoint's model; its metrics, also in ``metrics.json``."""
     from attnlab.checkpoint import load_checkpoint
     from attnlab.models import DecoderLM
+    from attnlab.models.seq2seq import Seq2SeqModel
     from attnlab.training.console import print_summary
     from attnlab.training.loggers import build_loggers, finish_wandb, new_wandb_id
 
     h = ev.harness
     loaded = load_checkpoint(ev.ckpt_path, model_changes=dict(model_changes))
-    if not isinstance(loaded.model, DecoderLM):
+    if not isinstance(loaded.model, DecoderLM | Seq2SeqModel):
         raise ConfigError(
             "harness.tasks",
             h.tasks,
-            f"lm-evaluation-harness scores decoder-only checkpoints; this one is {loaded.family}",
+            "lm-evaluation-harness scores decoder-only and encoder-decoder checkpoints; "
+            f"this one is {loaded.family}",
         )
     try:
-        from attnlab.harness import evaluate
+        from attnlab.harness import TaskRefused, evaluate, flat_metrics
     except ImportError as err:
         raise ConfigError(
             "harness.tasks", h.tasks, f'needs lm-eval: pip install -e ".[eval]" ({err})'
         ) from None
-    results = evaluate(
-        loaded.model,
-        loaded.tokenizer,
-        list(h.tasks),
-        h.include_path,
-        batch_size=h.batch_size,
-        num_fewshot=h.num_fewshot,
-        limit=h.limit,
-    )
-    metrics = {
-        f"harness/{task}/{name.split(',')[0]}": float(value)
-        for task, values in results["results"].items()
-        for name, value in values.items()
-        if "," in name and "_stderr" not in name  # "<metric>,<filter>": the scores, not their bookkeeping
-    }
+    try:
+        results = evaluate(
+            loaded.model,
+            loaded.tokenizer,
+            list(h.tasks),
+            h.include_path,
+            batch_size=h.batch_size,
+            num_fewshot=h.num_fewshot,
+            limit=h.limit,
+        )
+    except TaskRefused as err:
+        raise ConfigError("harness.tasks", h.tasks, str(err)) from None
+    metrics = flat_metrics(results)
     record = {"ckpt_path": str(Path(ev.ckpt_path).resolve()), "harness": plain(h), "metrics": metrics}
     (out_dir / EVAL_METRICS_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     loggers = build_loggers(

@@ -1,5 +1,6 @@
 """An attnlab model (and its tokenizer) as a Hugging Face directory: config.json, model.safetensors,
-generation_config.json, and tokenizer.json with its settings as a ``PreTrainedTokenizerFast``.
+generation_config.json, tokenizer.json with its settings as a ``PreTrainedTokenizerFast``, and for an
+image model preprocessor_config.json (the run's resize and normalisation as a ``ViTImageProcessor``).
 
 The weights are saved under the names ``transformers`` saves them (tied ones once), and the directory
 is then loaded by the architecture's own class, which must find every weight with its shape and none
@@ -79,10 +80,26 @@ def special_token_ids(tokenizer: Any, hf_config: dict) -> dict[str, int | None]:
     return {key: ids[role] if role in ids else hf_config.get(key) for key, role in keys.items()}
 
 
+def text_spells_specials(tokenizer: Any) -> bool:
+    """Whether text may hold a special token's spelling that attnlab encodes as text ("<pad>" in a
+    corpus is five characters to attnlab, the pad id to a Hugging Face tokenizer that matches its
+    specials): a byte-level BPE or a tokenizer file can encode any text, a char vocabulary only where
+    it has every character of a spelling (Tiny Shakespeare has no "<"), a word vocabulary never (its
+    specials are words of its vocabulary). Where none can occur the specials stay matched, so that
+    ``tokenizer.encode("<eos>")`` (lm-eval's stop sequence) still works on a vocabulary without "<"."""
+    if tokenizer.split == "space":
+        return False
+    if tokenizer.split != "char":
+        return True
+    spellings = (tokenizer.hf.id_to_token(i) for i in tokenizer.special_ids.values())
+    return any(all(c in tokenizer.vocab for c in spelling) for spelling in spellings)
+
+
 def hf_tokenizer(tokenizer: Any, model: nn.Module) -> Any:
     """attnlab's tokenizer as a ``PreTrainedTokenizerFast`` with its special roles named. A classifier
     reads ``<cls>`` first, which attnlab's data puts there: the exported tokenizer adds it, so that
-    ``tokenizer(text)`` is what the classifier was trained on."""
+    ``tokenizer(text)`` is what the classifier was trained on. Special spellings in text stay text
+    where attnlab's tokenizer can encode them (``split_special_tokens``, see ``text_spells_specials``)."""
     from tokenizers import Tokenizer, processors
     from transformers import PreTrainedTokenizerFast
 
@@ -99,14 +116,46 @@ def hf_tokenizer(tokenizer: Any, model: nn.Module) -> Any:
     }
     max_len = getattr(model.cfg, "max_seq_len", None)
     return PreTrainedTokenizerFast(
-        tokenizer_object=hf, clean_up_tokenization_spaces=False, model_max_length=max_len, **specials
+        tokenizer_object=hf,
+        clean_up_tokenization_spaces=False,
+        model_max_length=max_len,
+        split_special_tokens=text_spells_specials(tokenizer),
+        **specials,
     )
 
 
-def write_hf(model: nn.Module, out: str | Path, tokenizer: Any = None) -> str:
-    """Write ``model`` (an attnlab ``FamilyModel``) and ``tokenizer`` (attnlab's, or None) to the new
-    directory ``out``; returns its architecture class. A ConfigError, and nothing written, for a model
-    no Hugging Face architecture expresses."""
+def image_processor(cfg: Any, mean: Tensor, std: Tensor) -> Any:
+    """A ``ViTImageProcessor`` that prepares an image as attnlab's data modules do: pixels scaled to
+    [0, 1], a bilinear resize to ``cfg.image_size``, ``(x - mean) / std`` with the run's statistics
+    (one value repeated per channel), RGB for a 3-channel model. A grey model takes grey images
+    (attnlab turns colour into grey first; the processor does not). The numbers agree exactly for
+    images already at the model's size; a resize is PIL's, not torch's, and differs by about 1e-2."""
+    from transformers import ViTImageProcessor
+
+    channels = cfg.channels
+    return ViTImageProcessor(
+        do_resize=True,
+        size={"height": cfg.image_size, "width": cfg.image_size},
+        resample=2,  # PIL's BILINEAR
+        do_rescale=True,
+        rescale_factor=1 / 255,
+        do_normalize=True,
+        image_mean=mean.flatten().expand(channels).tolist(),
+        image_std=std.flatten().expand(channels).tolist(),
+        do_convert_rgb=channels == 3,
+    )
+
+
+def write_hf(
+    model: nn.Module,
+    out: str | Path,
+    tokenizer: Any = None,
+    normalisation: tuple[Tensor, Tensor] | None = None,
+) -> str:
+    """Write ``model`` (an attnlab ``FamilyModel``), ``tokenizer`` (attnlab's, or None) and, for an image
+    model, the image processor of ``normalisation`` (the run's mean and std) to the new directory
+    ``out``; returns its architecture class. A ConfigError, and nothing written, for a model no Hugging
+    Face architecture expresses."""
     out = Path(out)
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     hf_config, tensors = export_checkpoint(model.cfg, state)
@@ -118,6 +167,8 @@ def write_hf(model: nn.Module, out: str | Path, tokenizer: Any = None) -> str:
         load_checked(tmp)
         if tokenizer is not None:
             hf_tokenizer(tokenizer, model).save_pretrained(tmp)
+        if normalisation is not None:
+            image_processor(model.cfg, *normalisation).save_pretrained(tmp)
         tmp.rename(out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

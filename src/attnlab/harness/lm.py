@@ -28,6 +28,13 @@ def batches(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield items[start : start + size]
 
 
+def cut_at_stops(text: str, until: str | Sequence[str] | None) -> str:
+    """``text`` up to the first of the ``until`` strings (a generation request's stop sequences)."""
+    for stop in [until] if isinstance(until, str) else until or []:
+        text = text.split(stop)[0]
+    return text
+
+
 class AttnlabLM(LM):
     """A decoder-only attnlab model and its tokenizer (``attnlab.data.tokenizers.Tokenizer``, or any
     object with ``encode``, ``decode`` and ``special_ids``) for ``lm_eval.simple_evaluate``."""
@@ -54,16 +61,17 @@ class AttnlabLM(LM):
     def score(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[tuple[float, bool]]:
         """Log-likelihood of each continuation given its context, and whether greedy decoding gives it."""
         out = []
+        device = next(self.model.parameters()).device  # the harness callback scores a model in training
         for chunk in batches(pairs, self.batch_size):
             rows = [(ctx + cont)[-(self.max_length + 1) :][:-1] for ctx, cont in chunk]
             width = max(len(r) for r in rows)
-            ids = torch.tensor([r + [0] * (width - len(r)) for r in rows])
-            mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows])
+            ids = torch.tensor([r + [0] * (width - len(r)) for r in rows], device=device)
+            mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], device=device)
             logp = self.model(ids, attention_mask=mask).float().log_softmax(-1)
             for row, (_, cont), lp in zip(rows, chunk, logp, strict=True):
                 end = len(row)
                 picked = lp[end - len(cont) : end]
-                target = torch.tensor(cont)
+                target = torch.tensor(cont, device=device)
                 total = picked.gather(-1, target[:, None]).sum().item()
                 out.append((total, bool((picked.argmax(-1) == target).all())))
         return out
@@ -102,9 +110,6 @@ class AttnlabLM(LM):
             stop = [self.prefix_id] if self.prefix_id is not None else []
             rows = generate(self.model, prompts, max_new_tokens=n, temperature=0.0, stop_tokens=stop)
             for ids, (_, options) in zip(rows, chunk, strict=True):
-                until = options.get("until") or []
                 text = self.tokenizer.decode(ids[: options.get("max_gen_toks", 256)])
-                for s in [until] if isinstance(until, str) else until:
-                    text = text.split(s)[0]
-                out.append(text)
+                out.append(cut_at_stops(text, options.get("until")))
         return out

@@ -12,7 +12,7 @@ from attnlab.schema.choice import Choice, missing
 from attnlab.schema.data import DataConfig, TextData
 from attnlab.schema.errors import ConfigError, not_negative, positive
 from attnlab.schema.lengths import LengthSweep
-from attnlab.schema.model import GPTConfig, ModelConfig
+from attnlab.schema.model import GPTConfig, ModelConfig, Seq2SeqConfig
 from attnlab.schema.optim import AdamWConfig, OptimConfig
 from attnlab.schema.task import CausalLMTask, TaskConfig
 
@@ -371,9 +371,9 @@ def no_logger() -> LoggerConfig:
 
 @dataclass
 class HarnessConfig:
-    """lm-evaluation-harness tasks that ``attnlab-eval`` scores in place of the split (a decoder's
-    checkpoint; ``pip install -e ".[eval]"``). Offline: tasks are named from ``include_path``, a folder
-    of the harness's task YAML files whose data are local files."""
+    """lm-evaluation-harness tasks that ``attnlab-eval`` scores in place of the split (a decoder's or an
+    encoder-decoder's checkpoint; ``pip install -e ".[eval]"``). Offline: tasks are named from
+    ``include_path``, a folder of the harness's task YAML files whose data are local files."""
 
     tasks: list[str] = field(default_factory=list)  # empty: evaluate the split as usual
     include_path: str | None = None
@@ -410,11 +410,16 @@ class EvalConfig:
     def check(self) -> None:
         self.harness.check()
         self.eval.check()
-        if self.harness.tasks and self.model is not None and not isinstance(self.model, GPTConfig):
+        if (
+            self.harness.tasks
+            and self.model is not None
+            and not isinstance(self.model, GPTConfig | Seq2SeqConfig)
+        ):
             raise ConfigError(
                 "harness.tasks",
                 self.harness.tasks,
-                f"lm-evaluation-harness scores decoder-only checkpoints; this one is {self.model.family}",
+                "lm-evaluation-harness scores decoder-only and encoder-decoder checkpoints; "
+                f"this one is {self.model.family}",
             )
         positive("batch_size", self.batch_size, allow_none=True)
         if self.limit_batches is not None and not batches_ok(self.limit_batches):

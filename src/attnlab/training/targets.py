@@ -20,6 +20,16 @@ def check_targets(run: RunConfig) -> None:
     if run.trainer._target_ != TrainerConfig._target_:
         targets.append(("trainer._target_", run.trainer._target_, "Trainer"))
     check_classes(targets)
+    for name, c in run.callbacks.items():  # a class that checks its own arguments (HarnessEvaluation)
+        check = (
+            getattr(
+                target_class(f"callbacks.{name}._target_", c["_target_"], "Callback"), "check_config", None
+            )
+            if c
+            else None
+        )
+        if check is not None:
+            check(f"callbacks.{name}", {k: v for k, v in c.items() if k != "_target_"})
 
 
 def check_trainer_target(path: str) -> None:

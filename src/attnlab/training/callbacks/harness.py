@@ -1,0 +1,98 @@
+"""lm-evaluation-harness tasks scored during training: every ``every_n_steps`` optimizer steps, rank 0
+scores the model being trained (``attnlab.harness.evaluate``, tasks from local YAML files) and hands
+``harness/<task>/<metric>`` to every logger, ``metrics.jsonl`` included, at that step.
+
+    attnlab-train callbacks=harness callbacks.harness.tasks=[my_task] \\
+        callbacks.harness.include_path=tasks/ callbacks.harness.every_n_steps=500
+
+The other ranks go on to their next step and wait there for rank 0, whose copy of the model is whole
+under DDP or on one device (a model sharded by FSDP or tensor parallelism is not scored here).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytorch_lightning as pl
+
+from attnlab.schema.errors import ConfigError
+
+
+class HarnessEvaluation(pl.Callback):
+    """Scores ``tasks`` on ``pl_module.model`` with ``pl_module.tokenizer`` every ``every_n_steps`` steps
+    (the model in eval mode meanwhile, then back in its mode); the arguments are those of
+    ``attnlab.harness.evaluate``."""
+
+    def __init__(
+        self,
+        tasks: list[str],
+        include_path: str | None = None,
+        every_n_steps: int = 1000,
+        batch_size: int = 8,
+        num_fewshot: int | None = None,
+        limit: int | None = None,
+    ) -> None:
+        self.check_config("callbacks.harness", locals())
+        self.tasks, self.include_path, self.every_n_steps = list(tasks), include_path, every_n_steps
+        self.batch_size, self.num_fewshot, self.limit = batch_size, num_fewshot, limit
+        self.scored_step = -1  # a step's batches under gradient accumulation: scored once
+
+    @staticmethod
+    def check_config(key: str, config: dict[str, Any]) -> None:
+        """A ConfigError naming the setting, for arguments that cannot work (checked before the run
+        directory, by ``training.targets``, and again when built)."""
+        tasks = config.get("tasks")
+        if not tasks or isinstance(tasks, str):
+            raise ConfigError(f"{key}.tasks", tasks, "give a list of lm-evaluation-harness task names")
+        for name in ("every_n_steps", "batch_size"):
+            value = config.get(name, 1)
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{key}.{name}", value, "must be a whole number >= 1")
+        try:
+            import lm_eval  # noqa: F401
+        except ImportError as err:
+            raise ConfigError(
+                f"{key}.tasks", tasks, f'needs lm-eval: pip install -e ".[eval]" ({err})'
+            ) from None
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        step = trainer.global_step
+        if step == self.scored_step or step == 0 or step % self.every_n_steps or not trainer.is_global_zero:
+            return
+        self.scored_step = step
+        metrics = self.score(pl_module)
+        for logger in trainer.loggers:
+            logger.log_metrics(metrics, step=step)
+
+    def score(self, pl_module: pl.LightningModule) -> dict[str, float]:
+        """``harness/<task>/<metric>`` of the model as it is now. The harness seeds Python's, NumPy's
+        and torch's generators; the run's states are put back after, so training goes on as without it."""
+        import random
+
+        import numpy as np
+        import torch
+
+        from attnlab.harness import evaluate, flat_metrics
+
+        model = pl_module.model
+        was_training, python_state, numpy_state = model.training, random.getstate(), np.random.get_state()
+        try:
+            with torch.random.fork_rng(
+                devices=[torch.cuda.current_device()] if torch.cuda.is_available() else []
+            ):
+                results = evaluate(
+                    model,
+                    pl_module.tokenizer,
+                    self.tasks,
+                    self.include_path,
+                    batch_size=self.batch_size,
+                    num_fewshot=self.num_fewshot,
+                    limit=self.limit,
+                )
+        finally:
+            model.train(was_training)
+            random.setstate(python_state)
+            np.random.set_state(numpy_state)
+        return flat_metrics(results)
