@@ -10,7 +10,7 @@ HERE=experiments/mup
 OUT=$HERE/results
 DATA=${1:-/work/shared/data/tinyshakespeare.txt}
 export OMP_NUM_THREADS=${THREADS:-1}
-PY=${PYTHON:-.venv/bin/python}
+PY=${PYTHON:-$(command -v python)}   # the environment attnlab is installed in
 mkdir -p "$OUT/lr_1e-2"
 "$PY" "$HERE/coord_check.py" | tee "$OUT/coord_check.txt"
 "$PY" "$HERE/coord_check.py" --lr 1e-2 --out "$OUT/lr_1e-2" | tee "$OUT/lr_1e-2/coord_check.txt"
