@@ -108,7 +108,7 @@ def train_once(
 def best_rates(runs: pd.DataFrame, loss: str = "held_out_loss") -> pd.DataFrame:
     """Per parametrisation, width and seed (``seed`` "mean": on the seed-mean loss of each rate) the
     rate of the lowest loss, its loss and its index in the sorted grid. A diverged run (NaN) never
-    wins; a seed-mean over a diverged seed is NaN."""
+    wins; a seed-mean over a diverged seed is NaN; a width where every rate diverged has no row."""
     grid = sorted(runs["lr"].unique())
     mean = runs.groupby(["parametrization", "width", "lr"], as_index=False)[loss].agg(
         lambda x: x.mean(skipna=False)
@@ -116,7 +116,10 @@ def best_rates(runs: pd.DataFrame, loss: str = "held_out_loss") -> pd.DataFrame:
     tables = [runs.assign(seed=runs["seed"].astype(str)), mean.assign(seed="mean")]
     rows = []
     for (p, width, seed), rates in pd.concat(tables).groupby(["parametrization", "width", "seed"]):
-        best = rates.loc[rates[loss].idxmin()]
+        finite = rates.dropna(subset=[loss])
+        if finite.empty:  # every rate diverged: no best rate at this width
+            continue
+        best = finite.loc[finite[loss].idxmin()]
         rows.append(
             {"parametrization": p, "width": width, "seed": seed, "lr": best["lr"], "loss": best[loss]}
             | {"grid_index": grid.index(best["lr"])}

@@ -67,3 +67,11 @@ def test_a_missing_corpus_stops_with_one_line_and_no_results(tmp_path, capsys) -
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(missing) in err and "tinyshakespeare" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_width_where_every_rate_diverged_has_no_best_rate() -> None:
+    runs = synthetic_runs()
+    runs.loc[(runs.parametrization == "sp") & (runs.width == 16), "held_out_loss"] = float("nan")
+    best = best_rates(runs)
+    assert set(best[best.parametrization == "sp"].width) == {32, 64}
+    assert movement(best)["sp"]["mean"] == {"range": 1, "narrow_to_wide": -1}
