@@ -79,3 +79,15 @@ def test_a_property_the_family_lacks_is_refused(tiny_model, family: str, prop: s
     batch = {"pixel_values": torch.randn(2, 1, 8, 8), "labels": torch.tensor([0, 1])}
     with pytest.raises(ValueError, match=message):
         probe_layers(tiny_model(family), [batch if family == "vit" else token_batches(1)[0]], prop)
+
+
+def test_the_probe_figure_names_its_axes_lines_and_chance() -> None:
+    from attnlab.explain.plots import probe_figure
+
+    figure = probe_figure(["layers.0.resid_post", "layers.1.resid_post"], [0.9, 0.8], [0.1, 0.05], 0.07)
+    ax = figure.axes[0]
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("site (layer)", "held-out accuracy")
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["probe", "control (shuffled labels)", "chance (0.07)"]
+    assert ax.get_ylim() == (-0.05, 1.1)  # accuracy on one fixed 0-1 scale
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["layers.0.resid_post", "layers.1.resid_post"]
