@@ -413,3 +413,72 @@ def test_explain_patches_a_corrupted_input_and_refuses_one_of_another_length(
         .splitlines()[-1]
         .startswith("error: corrupted=To go: patching needs answer= and wrong= (its metric)")
     )
+
+
+PROBED = [  # (run, input, probed property, an ablated head)
+    ("gpt", "To be", "token", "layers.1.attn_heads.0"),
+    ("mlm", "'import <mask>s'", "token", "layers.0.attn_heads.1"),
+    ("classifier", "'[MAX 2 3 ]'", "class", "layers.1.ffn_out"),
+    ("seq2seq", "march 3 2021", "token", "decoder.layers.0.cross_attn_heads.1"),
+    ("vit", "digits:0", "class", "layers.1.attn_heads.0"),
+]
+
+
+@pytest.mark.parametrize(("name", "given", "prop", "target"), PROBED, ids=[p[0] for p in PROBED])
+def test_explain_probes_and_ablates_every_family(
+    checkpoint, tmp_path, monkeypatch, capsys, name: str, given: str, prop: str, target: str
+) -> None:
+    from attnlab.cli.explain import main
+
+    out = tmp_path / "out"
+    args = [f"ckpt_path={checkpoint(name)}", f"input={given}", f"out_dir={out}", "head_importance=false"]
+    extra = [f"probe={prop}", f"ablate=[{target}]", "ablation=mean", "data_batches=2"]
+    assert run_command(main, [*args, *extra], monkeypatch, capsys) == 0
+    html = (out / "index.html").read_text(encoding="utf-8")
+    assert 'src="probes.png"' in html and "<h2>Linear probes</h2>" in html and (out / "probes.png").exists()
+    assert "<h2>Ablation (mean)</h2>" in html and f"<td>{target}</td>" in html
+    rows = (out / "ablation.csv").read_text(encoding="utf-8").splitlines()
+    assert rows[0] == "ablated,loss,change" and rows[2].startswith(f"{target},")
+
+
+@pytest.mark.parametrize(
+    ("name", "given", "extra", "message"),
+    [
+        (
+            "vit",
+            "digits:0",
+            "probe=token",
+            "error: probe=token: ViT reads no tokens ('input_ids'): probe=class",
+        ),
+        (
+            "gpt",
+            "To be",
+            "probe=class",
+            "error: probe=class: DecoderLM's batches carry no class labels: probe=token",
+        ),
+        ("gpt", "To be", "probe=colour", "error: probe=colour: token (the current token) or class"),
+        (
+            "gpt",
+            "To be",
+            "ablate=[layers.0.attn_heads.9]",
+            "error: ablate=layers.0.attn_heads.9: give a site",
+        ),
+        ("gpt", "To be", "ablation=half", "error: ablation=half: zero or mean"),
+    ],
+)
+def test_explain_refuses_a_probe_or_ablation_it_cannot_do(
+    checkpoint, tmp_path, monkeypatch, capsys, name: str, given: str, extra: str, message: str
+) -> None:
+    from attnlab.cli.explain import main
+
+    out = tmp_path / "out"
+    args = [
+        f"ckpt_path={checkpoint(name)}",
+        f"input={given}",
+        f"out_dir={out}",
+        "head_importance=false",
+        extra,
+    ]
+    assert run_command(main, args, monkeypatch, capsys) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(message)
+    assert not out.exists()

@@ -27,6 +27,7 @@ FAMILY_TASK = {
     "passkey": ("gpt", "causal_lm"),
     "recall": ("gpt", "causal_lm"),
     "addition": ("gpt", "causal_lm"),
+    "repeated_segments": ("gpt", "causal_lm"),
     "digits": ("vit", "classification"),
     "images": ("vit", "classification"),
 }

@@ -1,4 +1,4 @@
-"""The synthetic tasks (copy, passkey, recall, addition): exact answers, configured lengths and depths,
+"""The synthetic tasks (copy, passkey, recall, addition, repeated segments): exact answers, configured lengths and depths,
 examples fixed by the seed alone, bad settings refused."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from attnlab.schema.task import task_config
 from attnlab.tasks import build_task
 from attnlab.tasks.causal_lm import exact_answers
 
-KINDS = ("copy", "passkey", "recall", "addition")
+KINDS = ("copy", "passkey", "recall", "addition", "repeated_segments")
+SEQ_LEN = 40  # of the rows the oracle solves
 
 
 def solve(kind: str, prompt: str) -> str:
@@ -31,6 +32,11 @@ def solve(kind: str, prompt: str) -> str:
     if kind == "recall":
         pairs, asked = prompt.split("?")
         return dict((pairs[i : i + 2], pairs[i + 2]) for i in range(0, len(pairs), 3))[asked]
+    if kind == "repeated_segments":  # the row is SEQ_LEN + 1 letters: the segment's length follows
+        length = SEQ_LEN + 2 - len(prompt)
+        segment = prompt[-length - 1 : -1]
+        assert prompt[-1] == segment[0]  # the repeat has begun
+        return segment[1:]
     a, b = prompt.removesuffix("=").split("+")
     return str(int(a) + int(b)).zfill(len(a) + 1)
 
@@ -49,7 +55,7 @@ def score(dataset, predict) -> float:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_labels_are_the_exact_answer_and_an_oracle_scores_100(make_dm, kind: str) -> None:
-    dm = make_dm(kind, seq_len=40, num_train=8, num_val=200, num_test=8)
+    dm = make_dm(kind, seq_len=SEQ_LEN, num_train=8, num_val=200, num_test=8)
     val = dm.datasets["val"]
     for i in range(20):
         prompt, answer = val.example(i)
@@ -81,6 +87,13 @@ def test_rows_fill_the_configured_length(make_dm, kind: str, seq_len: int) -> No
     for i in range(8):
         row = val[i]
         assert seq_len - 3 <= len(row["input_ids"]) == len(row["labels"]) <= seq_len
+
+
+def test_repeated_segments_vary_in_length_and_start(make_dm) -> None:
+    """No fixed offset between the two occurrences: a model must find the earlier one by content."""
+    val = make_dm("repeated_segments", seq_len=64, num_train=8, num_val=200, num_test=8).datasets["val"]
+    lengths = {len(val.example(i)[1]) + 1 for i in range(200)}
+    assert min(lengths) == 16 and max(lengths) == 32 and len(lengths) > 10
 
 
 @pytest.mark.parametrize("depth", [0.0, 0.25, 0.5, 1.0])
@@ -123,6 +136,11 @@ def test_the_same_seed_gives_the_same_examples_in_any_order_and_process(make_dm)
             "addition",
             {"seq_len": 4},
             "data.seq_len=4: is too short for data.kind=addition; it needs at least 5",
+        ),
+        (
+            "repeated_segments",
+            {"seq_len": 6},
+            "data.seq_len=6: is too short for data.kind=repeated_segments; it needs at least 7",
         ),
     ],
 )

@@ -58,7 +58,7 @@ def test_each_kind_holds_only_the_fields_it_reads():
             "causal_lm",
             "digits",
             "data.kind=digits: cannot be consumed by model.family='gpt' with task.name='causal_lm'; "
-            "it accepts data.kind in: text, copy, passkey, recall, addition",
+            "it accepts data.kind in: text, copy, passkey, recall, addition, repeated_segments",
         ),
         ("gpt", "mlm", "text", "task.name=mlm: cannot train model.family='gpt'; it trains causal_lm"),
     ],

@@ -6,6 +6,7 @@ attnlab-explain ckpt_path=<seq2seq run> input="march 3, 2021" out_dir=explained/
 attnlab-explain ckpt_path=<vit run> input=digits:0 head_importance=false
 attnlab-explain ckpt_path=<vit run> input=my_digit.png
 attnlab-explain ckpt_path=<gpt run> input="To be" logit_lens=true corrupted="To go" answer=e wrong=o
+attnlab-explain ckpt_path=<gpt run> input="To be" probe=token ablate=[layers.1.attn_heads.0] ablation=mean
 """
 
 from __future__ import annotations
@@ -149,6 +150,40 @@ def patching_inputs(
     return corrupted, logit_difference(answer, wrong, position)
 
 
+def validation_batches(cmd: ExplainCommand, datamodule: Any) -> list | None:
+    """The first ``data_batches`` validation batches, for probes and ablations (None: neither asked)."""
+    from itertools import islice
+
+    if cmd.probe is None and not cmd.ablate:
+        return None
+    return list(islice(datamodule.val_dataloader(), cmd.data_batches))
+
+
+def check_probe_and_ablation(cmd: ExplainCommand, model: Any, batches: list | None) -> None:
+    """The probed property exists in this family's batches, and every ablated target in the model
+    (checked before anything is written)."""
+    from attnlab.explain.ablation import resolve_target
+    from attnlab.explain.probes import site_labels
+    from attnlab.explain.sites import resid_sites
+
+    if cmd.probe is not None:
+        sites = resid_sites(model, cmd.probe_site)
+        if not sites:
+            raise ConfigError(
+                "probe_site", cmd.probe_site, "a kind of site: resid_pre, resid_post, attn_out, ffn_out"
+            )
+        try:
+            for site in sites:
+                site_labels(model, batches[0], site, cmd.probe)
+        except ValueError as err:
+            raise ConfigError("probe", cmd.probe, str(err).split(": ", 1)[1]) from None
+    for target in cmd.ablate:
+        try:
+            resolve_target(model, target)
+        except ValueError as err:
+            raise ConfigError("ablate", target, str(err).split(": ", 2)[2]) from None
+
+
 def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
     """Load the checkpoint, prepare the input, write everything into ``folder``; returns index.html."""
     from attnlab.checkpoint import load_checkpoint, run_datamodule
@@ -164,6 +199,8 @@ def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
     datamodule = run_datamodule(loaded) if family.needs_data(cmd) else None
     example = family.explain_example(loaded, cmd, datamodule)
     corrupted, metric = patching_inputs(cmd, loaded, example, family, datamodule)
+    batches = validation_batches(cmd, datamodule)
+    check_probe_and_ablation(cmd, loaded.model, batches)
     return explain_to_folder(
         loaded.model,
         example,
@@ -176,6 +213,11 @@ def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
         lens=cmd.logit_lens,
         corrupted=corrupted,
         metric=metric,
+        data_batches=batches,
+        probe=cmd.probe,
+        probe_site=cmd.probe_site,
+        ablate_targets=cmd.ablate,
+        ablation=cmd.ablation,
         token_text=lambda i: loaded.tokenizer.decode([i], skip_special=False) if loaded.tokenizer else str(i),
     )
 

@@ -112,7 +112,7 @@ class FamilyCommands:
 
     def needs_data(self, cmd: ExplainCommand) -> bool:
         """Whether the explanation needs the run's data module (validation batches, image statistics)."""
-        return cmd.head_importance
+        return cmd.head_importance or cmd.probe is not None or bool(cmd.ablate)
 
     def explain_example(self, loaded: Loaded, cmd: ExplainCommand, datamodule: Any) -> Example:
         """The input as a batch of one, labelled, with a line saying what the model predicts."""

@@ -4,6 +4,7 @@
 - passkey: filler with 'k:<digits>;' at a depth, '?k:'    "the gr...k:40213;...ss ?k:" -> "40213"
 - recall: key-value pairs, '?', a key                     "ab3cd7ef1?cd" -> "7"
 - addition: two n-digit numbers                           "073+945=" -> "1018"
+- repeated_segments: letters, then a segment twice          "qxabcdea" -> "bcde" (segment "abcde")
 
 Each example is drawn from its own generator, seeded by (seed, split, index): the same seed gives the
 same examples on every rank and worker, in any order, and no example is held in memory. A row is the
@@ -69,6 +70,17 @@ def addition(rng: random.Random, cfg: SyntheticData) -> Example:
     n = (cfg.seq_len - 2) // 3
     a, b = rng.randrange(10**n), rng.randrange(10**n)
     return f"{a:0{n}d}+{b:0{n}d}=", f"{a + b:0{n + 1}d}"
+
+
+def repeated_segments(rng: random.Random, cfg: SyntheticData) -> Example:
+    """seq_len + 1 letters: a random prefix, a segment of seq_len // 4 to (seq_len + 1) // 2 letters,
+    and the segment again; the prompt ends with the repeat's first letter (which nothing predicts) and
+    the answer is the rest of the repeat."""
+    n = cfg.seq_len + 1
+    length = rng.randint(max(4, cfg.seq_len // 4), n // 2)
+    prefix = "".join(rng.choices(string.ascii_lowercase, k=n - 2 * length))
+    segment = "".join(rng.choices(string.ascii_lowercase, k=length))
+    return prefix + segment + segment[0], segment[1:]
 
 
 def example_rng(seed: int, split: str, index: int) -> random.Random:
@@ -163,3 +175,7 @@ class RecallDataModule(SyntheticDataModule):
 
 class AdditionDataModule(SyntheticDataModule):
     make = staticmethod(addition)
+
+
+class RepeatedSegmentsDataModule(SyntheticDataModule):
+    make = staticmethod(repeated_segments)

@@ -1,5 +1,5 @@
 """Explain one input into a folder: attention maps, rollout, attribution, head importance, the logit
-lens, activation patching, index.html.
+lens, activation patching, linear probes and ablations over validation batches, index.html.
 
 ``explain_to_folder`` takes a model and one prepared ``Example`` (the batch in the data layout plus
 what is needed to label the pictures) and writes PNGs and the page that shows them together.
@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from attnlab.explain.ablation import ablate
 from attnlab.explain.attention import (
     attention_maps,
     attention_rollout,
@@ -25,10 +26,11 @@ from attnlab.explain.attention import (
     self_attention_layers,
 )
 from attnlab.explain.attribution import token_attribution
-from attnlab.explain.head_importance import HeadImportance, head_importance
+from attnlab.explain.head_importance import HeadImportance, example_losses, head_importance
 from attnlab.explain.labels import display_label, patch_labels
 from attnlab.explain.lens import logit_lens
 from attnlab.explain.patching import Metric, Patching, patch_heads, patch_residual
+from attnlab.explain.probes import probe_layers
 from attnlab.explain.report import Section, scored_tokens_html, table_html, write_report
 
 
@@ -320,6 +322,53 @@ def write_patching(
     )
 
 
+def write_probes(
+    model: nn.Module, batches: list[dict[str, Tensor]], prop: str, kind: str, folder: Path
+) -> Section:
+    """``probes.png`` (held-out accuracy per layer, probe and shuffled-label control, chance line) and
+    ``probes.csv``, and the page section showing them."""
+    from attnlab.explain.plots import probe_figure, save_figure
+
+    result = probe_layers(model, batches, prop, kind)
+    what = f"{'the current token' if prop == 'token' else 'the class'} from {kind}, {result.examples} vectors"
+    figure = probe_figure(
+        result.sites, result.accuracy, result.control, result.chance, title=f"linear probes: {what}"
+    )
+    save_figure(figure, folder / "probes.png")
+    header = ["site", "probe accuracy", "control accuracy"]
+    rows = [[s, f"{a:.4f}", f"{c:.4f}"] for s, a, c in zip(result.sites, result.accuracy, result.control)]
+    with open(folder / "probes.csv", "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([header, *rows])
+    about = (
+        f"A logistic regression per layer predicting {what}, scored on a held-out quarter; the control "
+        f"learns shuffled labels (chance {result.chance:.3f}). Also in probes.csv."
+    )
+    return Section("Linear probes", about, ["probes.png"], table_html(header, rows))
+
+
+def write_ablation(
+    model: nn.Module, batches: list[dict[str, Tensor]], targets: Sequence[str], mode: str, folder: Path
+) -> Section:
+    """``ablation.csv``: the validation loss before and after ablating each target, and all together."""
+
+    def loss(_: dict[str, Tensor]) -> Tensor:
+        return torch.cat([example_losses(model, b) for b in batches]).mean()
+
+    result = ablate(model, batches[0], loss, list(targets), mode, reference=batches)
+    header = ["ablated", "loss", "change"]
+    rows = [["nothing", f"{result.before:.4f}", "0"]]
+    rows += [[t, f"{v:.4f}", f"{v - result.before:+.4f}"] for t, v in result.after.items()]
+    if len(targets) > 1:
+        rows.append(["all of them", f"{result.together:.4f}", f"{result.together - result.before:+.4f}"])
+    with open(folder / "ablation.csv", "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows([header, *rows])
+    about = (
+        f"The validation loss ({len(batches)} batches) with each site or head {mode}-ablated "
+        f"({'set to zero' if mode == 'zero' else 'set to its mean over those batches'}). Also in ablation.csv."
+    )
+    return Section(f"Ablation ({mode})", about, [], table_html(header, rows))
+
+
 def explain_to_folder(
     model: nn.Module,
     example: Example,
@@ -335,12 +384,19 @@ def explain_to_folder(
     token_text: Callable[[int], str] | None = None,
     corrupted: dict[str, Tensor] | None = None,
     metric: Metric | None = None,
+    data_batches: Sequence[dict[str, Tensor]] | None = None,
+    probe: str | None = None,
+    probe_site: str = "resid_post",
+    ablate_targets: Sequence[str] = (),
+    ablation: str = "zero",
 ) -> Path:
     """Write the explanation of ``example`` into ``folder``; returns the path of its ``index.html``.
 
     ``lens``: add the logit lens (``token_text`` names a token id in its picture); ``corrupted`` (a
     batch like ``example.batch``) and ``metric`` (e.g. ``logit_difference(answer, wrong)``): add
-    activation patching from the example into the corrupted input.
+    activation patching from the example into the corrupted input. Over ``data_batches`` (labelled
+    validation batches): ``probe`` (``token`` or ``class``) adds linear probes of ``probe_site`` per
+    layer; ``ablate_targets`` (sites or heads) adds the loss with each ``ablation`` (zero or mean)-ablated.
 
     Also ``attention_weights.npz``: every layer's and head's weights, by module name.
     """
@@ -374,4 +430,10 @@ def explain_to_folder(
         if metric is None:
             raise ValueError("patching needs a metric, e.g. attnlab.explain.logit_difference(answer, wrong)")
         sections.append(write_patching(model, example, corrupted, metric, folder))
+    if (probe is not None or ablate_targets) and not data_batches:
+        raise ValueError("probes and ablations need data_batches: labelled validation batches")
+    if probe is not None:
+        sections.append(write_probes(model, list(data_batches), probe, probe_site, folder))
+    if ablate_targets:
+        sections.append(write_ablation(model, list(data_batches), ablate_targets, ablation, folder))
     return write_report(folder, title, sections)

@@ -1,5 +1,5 @@
-"""Figures of attention maps, token scores, image patches, head importance, activation patching and
-the logit lens (matplotlib, no pyplot).
+"""Figures of attention maps, token scores, image patches, head importance, activation patching, the
+logit lens and linear probes (matplotlib, no pyplot).
 
 Every heat map is meant to be read without the text around it: it has a colour bar with its value
 range, a perceptually uniform colormap (viridis) starting at zero for non-negative maps and a
@@ -270,6 +270,40 @@ def lens_figure(
         colour = "black" if v > 0.6 else "white"
         ax.text(c, r, display_token(tokens[r][c])[:8], ha="center", va="center", fontsize=7, color=colour)
     fig.colorbar(image, ax=ax, label="top token's probability")
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+def probe_figure(
+    sites: Sequence[str],
+    accuracy: Sequence[float],
+    control: Sequence[float],
+    chance: float,
+    *,
+    title: str = "linear probes",
+) -> Figure:
+    """Held-out accuracy per layer of the probe and of its shuffled-label control, with the chance
+    line, on a 0-1 axis (each point's value written beside it)."""
+    fig = Figure(figsize=(max(5.0, 1.0 + 0.7 * len(sites)), 3.8), layout="constrained")
+    ax = fig.subplots()
+    x = np.arange(len(sites))
+    ax.plot(x, accuracy, "o-", color="tab:blue", label="probe")
+    ax.plot(x, control, "s--", color="tab:orange", label="control (shuffled labels)")
+    ax.axhline(chance, color="grey", linestyle=":", label=f"chance ({chance:.2f})")
+    for xi, a, c in zip(x, accuracy, control):
+        ax.annotate(f"{a:.2f}", (xi, a), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
+        ax.annotate(f"{c:.2f}", (xi, c), textcoords="offset points", xytext=(0, -12), ha="center", fontsize=8)
+    ax.set_xticks(
+        x,
+        list(sites),
+        rotation=30 if len(sites) > 4 else 0,
+        ha="right" if len(sites) > 4 else "center",
+        fontsize=8,
+    )
+    ax.set_ylim(-0.05, 1.1)
+    ax.set_xlabel("site (layer)")
+    ax.set_ylabel("held-out accuracy")
+    ax.legend(fontsize=8, loc="center right")
     ax.set_title(title, fontsize=10)
     return fig
 

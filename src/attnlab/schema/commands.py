@@ -83,6 +83,12 @@ class ExplainCommand:
     corrupted: str | None = None  # activation patching from input into this input of the same length
     answer: str | None = None  # patching's metric: logit[answer] - logit[wrong] (a token, or a class)
     wrong: str | None = None
+    probe: str | None = None  # linear probes per layer over validation batches: token or class
+    probe_site: str = "resid_post"  # the kind of site probed (resid_pre, attn_out, ffn_out, ...)
+    ablate: list[str] = field(default_factory=list)  # sites or heads (layers.1.attn_heads.3): the
+    #   validation loss with each ablated, and all together
+    ablation: str = "zero"  # zero, or mean (each site's mean over the validation batches)
+    data_batches: int = 8  # validation batches that probes and ablations read
     out_dir: str = "outputs/explain/${now:%Y-%m-%d}/${now:%H-%M-%S}"
     device: str = "cpu"
     mask_token: str = "<mask>"
@@ -92,6 +98,13 @@ class ExplainCommand:
         at_least_one("importance_batches", self.importance_batches)
         if self.corrupted is not None and (self.answer is None or self.wrong is None):
             raise ConfigError("corrupted", self.corrupted, "patching needs answer= and wrong= (its metric)")
+        if self.probe not in (None, "token", "class"):
+            raise ConfigError(
+                "probe", self.probe, "token (the current token) or class (the example's class), or null"
+            )
+        if self.ablation not in ("zero", "mean"):
+            raise ConfigError("ablation", self.ablation, "zero or mean")
+        at_least_one("data_batches", self.data_batches)
 
 
 class CompressMethod(Choice):

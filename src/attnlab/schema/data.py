@@ -44,6 +44,7 @@ class DataKind(Choice):
     passkey = "passkey"
     recall = "recall"
     addition = "addition"
+    repeated_segments = "repeated_segments"
     digits = "digits"
     images = "images"
 
@@ -413,6 +414,19 @@ class AdditionData(SyntheticData):
     kind: DataKind = DataKind.addition
     module: ClassVar[str] = "attnlab.data.synthetic:AdditionDataModule"
     min_seq_len: ClassVar[int] = 5
+
+
+@DATA.register
+@dataclass
+class RepeatedSegmentsData(SyntheticData):
+    """Random letters whose last stretch repeats a random segment: the answer is the repeat after its
+    first token, which only a model that looks back to what followed the earlier occurrence predicts
+    (an induction head, Olsson et al. 2022). The segment's length and start vary per example, so no
+    fixed offset finds it."""
+
+    kind: DataKind = DataKind.repeated_segments
+    module: ClassVar[str] = "attnlab.data.synthetic:RepeatedSegmentsDataModule"
+    min_seq_len: ClassVar[int] = 7  # a segment of at least 4 letters, twice
 
 
 @DATA.register

@@ -221,6 +221,7 @@ class GPTConfig(TokenModelConfig):
             DataKind.passkey,
             DataKind.recall,
             DataKind.addition,
+            DataKind.repeated_segments,
         )
     }
 
