@@ -171,6 +171,11 @@ CASES = [
         "from the data, or use the tokenizer the model was trained with",
     ),
     (
+        ["data=copy", "model.vocab_size=10"],
+        "model.vocab_size=10: the tokenizer has 43 tokens; set 0 to size the model from the data, or use "
+        "the tokenizer the model was trained with",
+    ),
+    (
         ["model=vit-tiny", "model.num_classes=3"],
         "model.num_classes=3: the data has 10 classes (data.kind=digits); set at least 10, or 0 to size "
         "the head from the data",

@@ -104,6 +104,11 @@ class AttnlabDataModule(pl.LightningDataModule):
         self.check_model()
         self.datasets = datasets
 
+    def tokenizer_label(self) -> str:
+        """`` (data.tokenizer=...)`` where the data kind names its tokenizer; generated kinds build their own."""
+        name = getattr(self.cfg, "tokenizer", None)
+        return f" (data.tokenizer={name!r})" if name is not None else ""
+
     def check_model(self) -> None:
         """The tokenizer and the labels must fit a model whose sizes are already fixed (e.g. a checkpoint)."""
         model = self.model_cfg
@@ -115,7 +120,7 @@ class AttnlabDataModule(pl.LightningDataModule):
             raise ConfigError(
                 "model.vocab_size",
                 model.vocab_size,
-                f"the tokenizer (data.tokenizer={self.cfg.tokenizer!r}) has {self.tokenizer.vocab_size} tokens; "
+                f"the tokenizer{self.tokenizer_label()} has {self.tokenizer.vocab_size} tokens; "
                 "set 0 to size the model from the data, or use the tokenizer the model was trained with",
             )
         if self.num_classes and model.num_classes > 0 and self.num_classes > model.num_classes:

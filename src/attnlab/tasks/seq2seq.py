@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from torchmetrics import MeanMetric, Metric
 
 from attnlab.generate.seq2seq import greedy_tokens
+from attnlab.generate.threads import single_query_threads
 from attnlab.schema import task
 from attnlab.schema.data import IGNORE_INDEX
 from attnlab.tasks.base import (
@@ -65,15 +66,16 @@ class Seq2SeqTask(TaskModule):
         if self.decodes:
             max_new = min(labels.shape[1] + 16, self.model.cfg.max_seq_len)
             tok = self.tokenizer
-            hyps = greedy_tokens(
-                self.model,
-                batch["src_ids"],
-                batch.get("src_mask"),
-                bos_id=tok.bos_id,
-                eos_id=tok.eos_id,
-                max_new_tokens=max_new,
-                pad_id=tok.pad_id,
-            )
+            with single_query_threads(self.model):  # one-query decoding steps on one CPU thread
+                hyps = greedy_tokens(
+                    self.model,
+                    batch["src_ids"],
+                    batch.get("src_mask"),
+                    bos_id=tok.bos_id,
+                    eos_id=tok.eos_id,
+                    max_new_tokens=max_new,
+                    pad_id=tok.pad_id,
+                )
             self.score_decoded(hyps, labels, metrics)
 
     def score_decoded(self, hyps: list[list[int]], labels: Tensor, metrics: nn.ModuleDict) -> None:
