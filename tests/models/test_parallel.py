@@ -144,9 +144,12 @@ def float8_and_float32_losses(rank: int, world: int) -> tuple[list[float], list[
 
     plain = tiny_builder()("gpt", "rope", **SIZE).train()
     converted = copy.deepcopy(plain)
-    convert_to_float8(converted, emulate=True)
+    convert_to_float8(converted, emulate=True, sharded=world > 1)
     assert not isinstance(converted.lm_head, Float8Linear)  # the output head stays in higher precision
-    assert any(isinstance(m, Float8Linear) for m in converted.stack.modules())
+    float8 = [m for m in converted.stack.modules() if isinstance(m, Float8Linear)]
+    assert float8
+    # under FSDP2 the shards are all-gathered as float8
+    assert all(m.config.enable_fsdp_float8_all_gather == (world > 1) for m in float8)
     if world > 1:
         mesh = init_device_mesh("cpu", (world,))
         plain, converted = shard_layers(plain, mesh), shard_layers(converted, mesh)

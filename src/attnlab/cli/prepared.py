@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from attnlab.cli.pretrained import FREE_MODEL_FIELDS
 from attnlab.schema.errors import ConfigError
-from attnlab.schema.run import RunConfig
+from attnlab.schema.run import RunConfig, Strategy
 
 if TYPE_CHECKING:
     from torch import nn
@@ -129,7 +129,11 @@ def speed_up(model: nn.Module, run: RunConfig) -> nn.Module:
     from attnlab.models.speedups import checkpoint_layers, compile_layers, convert_to_float8
 
     if run.trainer.float8:
-        convert_to_float8(model, emulate=run.trainer.float8 == "emulated")
+        convert_to_float8(
+            model,
+            emulate=run.trainer.float8 == "emulated",
+            sharded=run.trainer.strategy == Strategy.fsdp2,
+        )
     if run.trainer.activation_checkpointing != "none":
         checkpoint_layers(model, selective=run.trainer.activation_checkpointing == "selective")
     if run.compile == "block":

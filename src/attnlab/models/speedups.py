@@ -61,10 +61,12 @@ def float8_eligible(model: nn.Module) -> list[str]:
     ]
 
 
-def convert_to_float8(model: nn.Module, *, emulate: bool = False) -> list[str]:
+def convert_to_float8(model: nn.Module, *, emulate: bool = False, sharded: bool = False) -> list[str]:
     """Swap the eligible projections of ``model`` for torchao's ``Float8Linear`` in place; returns their
     names. ``emulate=True`` computes the float8 products in higher precision (a CPU, or a GPU before
-    compute capability 8.9), for tests; without it a GPU without float8 support is refused."""
+    compute capability 8.9), for tests; without it a GPU without float8 support is refused.
+    ``sharded=True`` (the model is to be sharded by FSDP2): FSDP2 all-gathers those weights already cast
+    to float8, half the bytes of bf16 (torchao's ``enable_fsdp_float8_all_gather``, as torchtitan does)."""
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
     if not emulate:
@@ -75,7 +77,7 @@ def convert_to_float8(model: nn.Module, *, emulate: bool = False) -> list[str]:
             f"{type(model).__name__} has no projection that float8 training can convert (linear layers "
             f"inside transformer layers with dimensions divisible by {FLOAT8_MULTIPLE})"
         )
-    config = Float8LinearConfig(emulate=emulate)
+    config = Float8LinearConfig(emulate=emulate, enable_fsdp_float8_all_gather=sharded)
     convert_to_float8_training(model, module_filter_fn=lambda _m, fqn: fqn in names, config=config)
     return sorted(names)
 
