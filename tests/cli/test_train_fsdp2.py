@@ -36,7 +36,12 @@ ARGS = [
     "logger=none",
     "test_after_fit=false",
 ]
-FAMILIES = {"gpt": ["experiment=tiny_gpt", "data.seq_len=32"], "bert": ["experiment=tiny_bert"]}
+FAMILIES = {
+    "gpt": ["experiment=tiny_gpt", "data.seq_len=32"],
+    "bert": ["experiment=tiny_bert"],
+    "seq2seq": ["experiment=tiny_seq2seq"],
+    "vit": ["experiment=tiny_vit"],
+}
 FSDP2 = ["trainer=fsdp2_sim", "data.batch_size=8"]  # 2 processes x 8 = one process's 16
 
 
