@@ -193,6 +193,23 @@ def test_a_sharded_checkpoint_resumes_exactly_and_consolidates_to_the_same_weigh
         [f"ckpt_path={last.with_name('whole-last.ckpt')}", "logger=none"], tmp_path, command="eval"
     )
     assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    assert_exports_with_its_logits(last.with_name("whole-last.ckpt"), tmp_path / "hf")
+
+
+def assert_exports_with_its_logits(ckpt: Path, out: Path) -> None:
+    """``attnlab-export`` of a consolidated checkpoint: transformers loads it and computes its logits."""
+    import torch
+    import transformers
+
+    from attnlab.checkpoint import load_checkpoint
+
+    exported = cli([f"ckpt_path={ckpt}", f"out={out}"], out.parent, command="cli.export")
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    ours = load_checkpoint(ckpt).model.eval()
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(out).eval()
+    ids = torch.randint(0, ours.cfg.vocab_size, (2, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert (theirs(ids).logits - ours(ids)).abs().max().item() < 1e-5
 
 
 def continuation(run: Path, reference: Path) -> dict[int, tuple[float, float]]:
