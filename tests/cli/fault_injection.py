@@ -177,15 +177,15 @@ class SignalInPhase(pl.Callback):
     def __init__(self, phase: str, signal: str) -> None:
         self.phase, self.signum, self.sent = phase, getattr(signal_module, signal), False
         if phase == "sampling":
-            import attnlab.generate
+            import attnlab.generate.decoder as decoder  # sample_in_windows calls its module's generate
 
-            original = attnlab.generate.generate
+            original = decoder.generate
 
             def generate(*args: object, **kwargs: object) -> object:
                 self.send("sampling")
                 return original(*args, **kwargs)
 
-            attnlab.generate.generate = generate
+            decoder.generate = generate
         self.send("start-up")
 
     def send(self, phase: str) -> None:

@@ -186,7 +186,11 @@ def exit_status(code: object) -> int:
 
 
 def finish() -> None:
-    """What the interpreter does on its way out: join the non-daemon threads, run atexit, flush."""
+    """What the interpreter does on its way out (``threading._shutdown``): tell the thread pools to stop
+    (``concurrent.futures`` registers that hook; torch.compile's workers are such a pool), join the
+    non-daemon threads, run atexit, flush."""
+    for hook in list(getattr(threading, "_threading_atexits", ())):
+        hook()
     for thread in threading.enumerate():
         if thread is not threading.main_thread() and not thread.daemon:
             thread.join()

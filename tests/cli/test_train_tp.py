@@ -64,7 +64,7 @@ def test_sequence_parallel_matches_one_process(gpt_runs: tuple[Path, Path], tmp_
     gradient norms, 20 steps, GPT with grouped-query attention, RoPE and SwiGLU."""
     _, single = gpt_runs
     args = [*ARGS, *GPT, *TP, "trainer.sequence_parallel=true", "run_dir=run"]
-    check(cli(args, tmp_path, timeout=600, fresh_interpreter=True))
+    check(cli(args, tmp_path, timeout=600))
     losses, expected = series(tmp_path / "run", "train/loss"), series(single, "train/loss")
     assert sorted(losses) == sorted(expected) == list(range(1, STEPS + 1))
     for step in expected:

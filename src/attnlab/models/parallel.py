@@ -100,11 +100,11 @@ def sequence_plan(stack: TransformerStack) -> dict[str, ParallelStyle]:
     """The sequence-parallel placements of a stack (module paths relative to it): the whole sequence
     split on the way in and gathered on the way out (for the heads and the loss); each ``Residual``'s
     norm and the final norm on the local positions; each sublayer's input (its first argument;
-    cross-attention's encoder output stays whole) gathered along the sequence before its projections."""
+    the encoder output, held by the view, stays whole) gathered along the sequence before its projections."""
     plan: dict[str, ParallelStyle] = {
-        "": PrepareModuleInputOutput(
-            input_layouts=(Replicate(),),
-            desired_input_layouts=(Shard(1),),
+        "": PrepareModuleInputOutput(  # the stack's arguments: (x, the AttentionView)
+            input_layouts=(Replicate(), None),
+            desired_input_layouts=(Shard(1), None),
             use_local_input=True,
             output_layouts=(Shard(1),),
             desired_output_layouts=(Replicate(),),
@@ -113,8 +113,9 @@ def sequence_plan(stack: TransformerStack) -> dict[str, ParallelStyle]:
     for name, module in stack.named_modules():
         if isinstance(module, Residual):
             plan[f"{name}.norm"] = SequenceParallel(use_local_output=True)
-            cross = name.rsplit(".", 1)[-1] == "cross_attn"  # TransformerLayer's cross-attention sublayer
-            arguments = (Shard(1), None) if cross else (Shard(1),)
+            # attention sublayers take (x, the AttentionView, a cache); the feed-forward takes x alone
+            attends = name.rsplit(".", 1)[-1] in ("self_attn", "cross_attn")
+            arguments = (Shard(1), None, None) if attends else (Shard(1),)
             plan[f"{name}.fn"] = PrepareModuleInput(
                 input_layouts=arguments,
                 desired_input_layouts=tuple(Replicate() if a else None for a in arguments),
