@@ -291,10 +291,8 @@ def attention_modules(model: nn.Module) -> dict[str, MultiHeadAttention]:
 
 
 @contextmanager
-def use_attention_path(model: nn.Module, path: str) -> Iterator[None]:
-    """Run every attention module of ``model`` on ``path`` (one of ATTENTION_PATHS) while the block runs."""
-    backend = backend_named(path)
-    modules = list(attention_modules(model).values())
+def swapped_backends(modules: list[MultiHeadAttention], backend: object) -> Iterator[None]:
+    """Run ``modules`` on ``backend`` while the block runs, each back on its own backend after."""
     previous = [m.backend for m in modules]
     for m in modules:
         m.backend = backend
@@ -303,6 +301,13 @@ def use_attention_path(model: nn.Module, path: str) -> Iterator[None]:
     finally:
         for m, p in zip(modules, previous):
             m.backend = p
+
+
+@contextmanager
+def use_attention_path(model: nn.Module, path: str) -> Iterator[None]:
+    """Run every attention module of ``model`` on ``path`` (one of ATTENTION_PATHS) while the block runs."""
+    with swapped_backends(list(attention_modules(model).values()), backend_named(path)):
+        yield
 
 
 @contextmanager

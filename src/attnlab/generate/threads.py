@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import torch
 from torch import Tensor, nn
 
-from attnlab.blocks.attention import MultiHeadAttention, attention_modules
+from attnlab.blocks.attention import MultiHeadAttention, attention_modules, swapped_backends
 from attnlab.blocks.backends import Keys, Sdpa
 from attnlab.blocks.flex import MaskMemo
 
@@ -59,11 +59,5 @@ def single_query_threads(model: nn.Module) -> Iterator[None]:
     """Within the block, the attention modules of ``model`` that run SDPA run its single-query calls on
     one CPU thread; the others (flex, a recording's explicit path) are left as they are."""
     modules = [m for m in attention_modules(model).values() if type(m.backend) is Sdpa]
-    previous = [m.backend for m in modules]
-    for m in modules:
-        m.backend = ONE_THREAD_SDPA
-    try:
+    with swapped_backends(modules, ONE_THREAD_SDPA):
         yield
-    finally:
-        for m, backend in zip(modules, previous):
-            m.backend = backend
