@@ -1,6 +1,7 @@
 """attnlab-eval harness.tasks=[...]: a trained decoder scored by lm-evaluation-harness on tasks given
-as local YAML files, its numbers in metrics.json equal to the harness library's on the same model;
-a checkpoint that is not a decoder is one line."""
+as local YAML files, its numbers in metrics.json and in the logger (wandb, offline) equal to the
+harness library's on the same model; a checkpoint that is not a decoder, and a task name no task
+defines, are one line."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from train_cli import run_command, tiny_checkpoints
+from train_cli import cli, run_command, tiny_checkpoints, wandb_history
 
 pytest.importorskip("lm_eval")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
@@ -126,3 +127,42 @@ def test_a_perplexity_task_on_an_encoder_decoder_is_one_line(
         ],
     )
     assert not out.exists()
+
+
+def test_harness_scores_reach_the_logger(checkpoint, tasks: Path, tmp_path: Path) -> None:
+    """logger=wandb (offline): the run's history holds metrics.json's numbers, read back from its file."""
+    out = tmp_path / "eval"
+    args = [f"ckpt_path={checkpoint('gpt')}", TASKS, f"harness.include_path={tasks}", f"hydra.run.dir={out}"]
+    result = cli([*args, "logger=wandb", "trainer.enable_progress_bar=false"], tmp_path, command="eval")
+    assert result.returncode == 0, result.stderr
+    record = json.loads((out / "metrics.json").read_text())
+    assert len(record["metrics"]) == 2
+    assert {key: wandb_history(out, key) for key in record["metrics"]} == {
+        key: {0: value} for key, value in record["metrics"].items()
+    }
+
+
+def test_a_task_name_no_task_defines_is_one_line_before_any_folder(
+    checkpoint, tasks: Path, tmp_path: Path
+) -> None:
+    """Refused before the evaluation's folder and the model: exit 2, one line naming the name, the
+    tasks the include_path folder holds and how to give a task of one's own."""
+    out = tmp_path / "e"
+    args = [
+        f"ckpt_path={checkpoint('gpt')}",
+        "harness.tasks=[attnlab_tiny_choice,no_such_task]",
+        f"harness.include_path={tasks}",
+        f"hydra.run.dir={out}",
+    ]
+    result = cli(args, tmp_path, command="eval")
+    assert (result.returncode, result.stderr.strip().splitlines()) == (
+        2,
+        [
+            "error: harness.tasks=[attnlab_tiny_choice,no_such_task]: no such task: no_such_task; "
+            f"harness.include_path={tasks} holds attnlab_tiny_choice, attnlab_tiny_gen; or one of the "
+            "harness's own tasks (lm-eval ls tasks lists them); a task of your own is a YAML file in the "
+            "folder harness.include_path names, or the path of that file"
+        ],
+    )
+    assert not out.exists()
+    assert not (checkpoint("gpt").parent.parent / "eval").exists()  # nor one in the run's directory

@@ -76,6 +76,12 @@ RUNS = {
     "bert-mlm": [*BERT, "task=mlm", "data=text", "data.seq_len=16", "data.batch_size=4"],
     "bert-classifier": [*BERT, "model.classifier_hidden=true", *LISTOPS],
 }
+RUNS["t5-v1.1"] = [  # T5 v1.1's: gated GELU (tanh) feed-forward, untied head, unscaled logits
+    *RUNS["t5"],
+    "model.activation=geglu_tanh",
+    "model.tie_embeddings=false",
+    "model.tied_output_scale=false",
+]
 COMMON = [
     "trainer.max_steps=3",
     "logger=none",
@@ -190,7 +196,14 @@ def test_bert_exports_as_a_masked_lm_or_a_classifier(
     assert tokenizer(text)["input_ids"] == cls + loaded.tokenizer.encode(text)
 
 
-@pytest.mark.parametrize(("arch", "cls"), [("t5", "T5ForConditionalGeneration"), ("marian", "MarianMTModel")])
+@pytest.mark.parametrize(
+    ("arch", "cls"),
+    [
+        ("t5", "T5ForConditionalGeneration"),
+        ("t5-v1.1", "T5ForConditionalGeneration"),
+        ("marian", "MarianMTModel"),
+    ],
+)
 def test_encoder_decoders_export_with_attnlabs_logits_and_greedy_tokens(
     arch: str, cls: str, checkpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -128,6 +128,15 @@ CASES = [
         ["callbacks=harness", "callbacks.harness.tasks=[t]", "callbacks.harness.every_n_steps=0"],
         "callbacks.harness.every_n_steps=0: must be a whole number >= 1",
     ),
+    *(  # rank 0 alone cannot score a model sharded across processes
+        (
+            [f"trainer={name}", "callbacks=harness", "callbacks.harness.tasks=[t]"],
+            "trainer.strategy=fsdp2: callbacks.harness scores the model on rank 0 alone, and this strategy "
+            "shards it across processes: train with trainer.strategy=ddp or auto, or score the run's "
+            "checkpoints with attnlab-eval harness.tasks=[...] (after attnlab-consolidate for a sharded one)",
+        )
+        for name in ("fsdp2_sim", "tp_sim")
+    ),
     (
         ["trainer._target_=nonexistent.Trainer"],
         "trainer._target_=nonexistent.Trainer: the import path of a Trainer",

@@ -1,5 +1,5 @@
 """attnlab-train callbacks=harness: lm-evaluation-harness tasks scored every N steps during training,
-their numbers in metrics.jsonl (and every logger) at those steps only, equal to scoring the run's
+their numbers in metrics.jsonl and the run's logger (csv) at those steps only, equal to scoring the run's
 last checkpoint directly; the model goes back to training mode, and the random generators to their
 state, after each scoring."""
 
@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from train_cli import train_in_process
+from train_cli import csv_series, train_in_process
 
 pytest.importorskip("lm_eval")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
@@ -55,7 +55,7 @@ def test_the_harness_callback_logs_its_scores_every_n_steps(tasks: Path, tmp_pat
             "trainer.enable_progress_bar=false",
             "test_after_fit=false",
             "sample.max_new_tokens=0",
-            "logger=none",
+            "logger=csv",
             "callbacks=harness",
             "callbacks.harness.tasks=[attnlab_tiny_choice,attnlab_tiny_gen]",
             f"callbacks.harness.include_path={tasks}",
@@ -67,6 +67,9 @@ def test_the_harness_callback_logs_its_scores_every_n_steps(tasks: Path, tmp_pat
     scored = {line["step"]: {k: line[k] for k in KEYS} for line in lines if KEYS[0] in line}
     assert sorted(scored) == [2, 4]
     assert all(KEYS[1] in line for line in lines if KEYS[0] in line)
+    assert {key: csv_series(run_dir, key) for key in KEYS} == {  # the training logger's, too
+        key: {step: values[key] for step, values in scored.items()} for key in KEYS
+    }
 
     loaded = load_checkpoint(ckpt)
     direct = flat_metrics(

@@ -19,6 +19,7 @@ from attnlab.export.hf import load_checked, write_model
 from attnlab.models import build_model
 from attnlab.models.hf import convert_checkpoint
 from attnlab.models.hf.export import choose_architecture, computed, export_checkpoint
+from attnlab.models.hf.io import read_config, read_weights
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.model import BertConfig, GPTConfig, ModelConfig, Seq2SeqConfig, ViTConfig
 from attnlab.schema.pos import AlibiPos, RelativePos, RopePos, SinusoidalPos
@@ -155,7 +156,9 @@ def test_exported_model_computes_attnlabs_logits_and_reads_back_identically(
     assert mine.abs().max() > 0.1  # not vacuous
     assert (theirs - mine).abs().max().item() < TOL
 
-    back_cfg, back = convert_checkpoint(hf_config, tensors)
+    back_cfg, back = convert_checkpoint(
+        read_config(tmp_path / case), read_weights(tmp_path / case)
+    )  # on disk
     assert computed(back_cfg) == computed(cfg)
     state = ours.state_dict()
     extra = {"embed.segments.weight"} if cfg.family == "bert" and not cfg.type_vocab_size else set()

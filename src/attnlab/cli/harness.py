@@ -18,23 +18,31 @@ from attnlab.schema.rundir import EVAL_METRICS_FILE
 
 
 def check_harness_tasks(ev: EvalConfig) -> None:
-    """Before the evaluation's folder exists: a ConfigError for a task whose requests the checkpoint's
-    model refuses (a perplexity task on an encoder-decoder). Decoders answer every kind: nothing to load."""
+    """Before the evaluation's folder exists and before the model is loaded: a ConfigError for a task
+    name no task defines, and for a task whose requests the checkpoint's model refuses (a perplexity
+    task on an encoder-decoder; decoders answer every kind)."""
     from attnlab.schema.model import Seq2SeqConfig
 
-    if not ev.harness.tasks or not isinstance(ev.model, Seq2SeqConfig):
+    if not ev.harness.tasks:
         return
     try:
         from lm_eval.tasks import TaskManager
 
-        from attnlab.harness.run import TaskRefused, check_requests
-        from attnlab.harness.seq2seq import AttnlabSeq2SeqLM
+        from attnlab.harness.names import unknown_tasks, unknown_tasks_message
     except ImportError:
         return  # harness_eval names what to install
+    tasks, include_path = list(ev.harness.tasks), ev.harness.include_path
+    unknown = unknown_tasks(tasks, include_path)
+    if unknown:
+        message = unknown_tasks_message(unknown, "harness.include_path", include_path)
+        raise ConfigError("harness.tasks", ev.harness.tasks, message)
+    if not isinstance(ev.model, Seq2SeqConfig):
+        return
+    from attnlab.harness.run import TaskRefused, check_requests
+    from attnlab.harness.seq2seq import AttnlabSeq2SeqLM
+
     try:
-        check_requests(
-            AttnlabSeq2SeqLM, list(ev.harness.tasks), TaskManager(include_path=ev.harness.include_path)
-        )
+        check_requests(AttnlabSeq2SeqLM, tasks, TaskManager(include_path=include_path))
     except TaskRefused as err:
         raise ConfigError("harness.tasks", ev.harness.tasks, str(err)) from None
 

@@ -21,13 +21,11 @@ def check_targets(run: RunConfig) -> None:
         targets.append(("trainer._target_", run.trainer._target_, "Trainer"))
     check_classes(targets)
     for name, c in run.callbacks.items():  # a class that checks its own arguments (HarnessEvaluation)
-        check = (
-            getattr(
-                target_class(f"callbacks.{name}._target_", c["_target_"], "Callback"), "check_config", None
-            )
-            if c
-            else None
-        )
+        cls = target_class(f"callbacks.{name}._target_", c["_target_"], "Callback") if c else None
+        check_trainer = getattr(cls, "check_trainer", None)  # and the trainer it can work under
+        if check_trainer is not None:
+            check_trainer(f"callbacks.{name}", run.trainer)
+        check = getattr(cls, "check_config", None)
         if check is not None:
             check(f"callbacks.{name}", {k: v for k, v in c.items() if k != "_target_"})
 

@@ -39,6 +39,8 @@ class Architecture:
     # ModelConfig -> config.json dict (with ``architectures``): the inverse of ``config``, for export
     export: Callable[[ModelConfig], dict] | None = None
     family: str = ""  # the attnlab family that ``config`` reads, and ``export`` takes
+    # (config.json dict, on-disk tensors) -> the dict with what only the weights tell (T5's head tying)
+    config_from_weights: Callable[[dict, Mapping[str, Tensor]], dict] | None = None
 
 
 ARCHITECTURES: dict[str, Architecture] = {}  # by model_type, in the order registered
@@ -139,6 +141,8 @@ def convert_checkpoint(
     a checkpoint tensor with no place in the model. Classifier heads the checkpoint lacks are left out.
     """
     arch, _ = find_architecture(hf_config, where)
+    if arch.config_from_weights is not None:
+        hf_config = arch.config_from_weights(hf_config, tensors)
     cfg = hf_model_config(hf_config, where=where, **overrides)
     ckpt = Checkpoint(tensors, arch.prefix)
     state, origin = {}, {}

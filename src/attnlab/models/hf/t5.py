@@ -6,6 +6,11 @@ stack; ``feed_forward_proj`` picks a plain or gated FFN.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+import torch
+from torch import Tensor
+
 from attnlab.blocks.ffn import ffn_width
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.spec import Table, Tied, attention, ffn, layers
@@ -61,6 +66,16 @@ def t5_config(c: dict, cls: str) -> Seq2SeqConfig:
             max_distance=c["relative_attention_max_distance"],
         ),
     )
+
+
+def t5_tying_from_weights(c: dict, tensors: Mapping[str, Tensor]) -> dict:
+    """``c`` with ``tie_word_embeddings: false`` where the weights hold an ``lm_head.weight`` of its own
+    (not equal to ``shared.weight``). transformers 5 writes every T5's config.json as tied, T5 v1.1's
+    too (``scale_decoder_outputs`` tells the versions apart), and keeps such a head untied on load."""
+    head, table = tensors.get("lm_head.weight"), tensors.get("shared.weight")
+    if head is None or table is None or torch.equal(head, table):
+        return c
+    return {**c, "tie_word_embeddings": False}
 
 
 # attnlab -> feed_forward_proj (the inverse of t5_activation; exact GeGLU has no spelling)
@@ -139,5 +154,6 @@ register(
         ignore=(r"^decoder\.block\.0\.layer\.1\.EncDecAttention\.relative_attention_bias\.weight$",),
         export=t5_export,
         family="seq2seq",
+        config_from_weights=t5_tying_from_weights,
     )
 )

@@ -6,7 +6,9 @@ scores the model being trained (``attnlab.harness.evaluate``, tasks from local Y
         callbacks.harness.include_path=tasks/ callbacks.harness.every_n_steps=500
 
 The other ranks go on to their next step and wait there for rank 0, whose copy of the model is whole
-under DDP or on one device (a model sharded by FSDP or tensor parallelism is not scored here).
+under DDP or on one device. A model sharded by FSDP, FSDP2 or tensor parallelism is not whole on rank 0:
+such runs are refused before they start (``check_trainer``); score their checkpoints with
+``attnlab-eval harness.tasks=[...]`` instead.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import pytorch_lightning as pl
 
 from attnlab.schema.errors import ConfigError
+from attnlab.schema.run import Strategy, TrainerConfig
 
 
 class HarnessEvaluation(pl.Callback):
@@ -54,6 +57,27 @@ class HarnessEvaluation(pl.Callback):
             raise ConfigError(
                 f"{key}.tasks", tasks, f'needs lm-eval: pip install -e ".[eval]" ({err})'
             ) from None
+        from attnlab.harness.names import unknown_tasks, unknown_tasks_message
+
+        include_path = config.get("include_path")
+        unknown = unknown_tasks(list(tasks), include_path)
+        if unknown:
+            message = unknown_tasks_message(unknown, f"{key}.include_path", include_path)
+            raise ConfigError(f"{key}.tasks", tasks, message)
+
+    @staticmethod
+    def check_trainer(key: str, trainer: TrainerConfig) -> None:
+        """A ConfigError for a strategy that shards the model (FSDP, FSDP2, and tensor or sequence
+        parallelism, which run under FSDP2): rank 0 alone would score a shard, or wait forever on the
+        others' parameters."""
+        if trainer.strategy in (Strategy.fsdp, Strategy.fsdp2):
+            raise ConfigError(
+                "trainer.strategy",
+                trainer.strategy.value,
+                f"{key} scores the model on rank 0 alone, and this strategy shards it across processes: "
+                "train with trainer.strategy=ddp or auto, or score the run's checkpoints with "
+                "attnlab-eval harness.tasks=[...] (after attnlab-consolidate for a sharded one)",
+            )
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int

@@ -1,0 +1,39 @@
+"""Task names checked before anything runs: a name that no task defines is one line naming it, where
+tasks were looked for and how to add one, instead of an error from inside the harness mid-run.
+Indexing tasks needs ``lm_eval`` only (no torch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def unknown_tasks(tasks: list[str], include_path: str | None) -> list[str]:
+    """The names of ``tasks`` that no task defines: neither a YAML file of ``include_path`` nor one of
+    the harness's own tasks (names, groups, tags or glob patterns, as ``lm_eval`` reads them), nor the
+    path of a YAML file. ``include_path`` is indexed first: the harness's thousands of tasks (a
+    minute on a loaded machine) only for a name the folder does not hold."""
+    from lm_eval.tasks import TaskManager
+
+    left = [name for name in tasks if not Path(name).is_file()]
+    if left and include_path:
+        local = TaskManager(include_path=include_path, include_defaults=False)
+        left = [name for name in left if not local.match_tasks([name])]
+    if left:
+        everything = TaskManager(include_path=include_path)
+        left = [name for name in left if not everything.match_tasks([name])]
+    return left
+
+
+def unknown_tasks_message(unknown: list[str], include_key: str, include_path: str | None) -> str:
+    """Why ``unknown`` cannot be scored, in one line: the names, the tasks of the folder
+    ``include_key`` names (if any), where the harness's own are listed, and how to add one."""
+    from lm_eval.tasks import TaskManager
+
+    found = "the harness's own tasks (lm-eval ls tasks lists them)"
+    if include_path:
+        local = TaskManager(include_path=include_path, include_defaults=False).all_tasks
+        found = f"{include_key}={include_path} holds {', '.join(local) or 'no task'}; or one of {found}"
+    return (
+        f"no such task: {', '.join(unknown)}; {found}; a task of your own is a YAML file in the folder "
+        f"{include_key} names, or the path of that file"
+    )
