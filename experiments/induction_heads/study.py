@@ -8,7 +8,8 @@ the loss on the repeat, the loss inside the first occurrence (random letters: no
 head's induction score. On the trained model: every head's induction and previous-token scores,
 activation patching of each head's output from clean sequences into ones whose first occurrence is
 replaced by other letters (metric: minus the loss on the repeat), and zero and mean ablation of the
-induction heads against the same number of the layer's other heads. Writes ``seed<N>.json``.
+induction heads, of layer 0's previous-token heads and of every other head (the control), each group
+together. Writes ``seed<N>.json``.
 """
 
 from __future__ import annotations
@@ -36,24 +37,26 @@ from attnlab.schema.pos import pos_config
 from attnlab.schema.task import CausalLMTask
 
 INDUCTION = 0.3  # a head whose induction score reaches this is called an induction head
+PREVIOUS = 0.3  # a layer-0 head whose previous-token score reaches this is called a previous-token head
 LETTERS = len(string.ascii_lowercase)
 
 
 @dataclass
 class Size:
-    """The study's model and training (the test runs a smaller one)."""
+    """The study's model and training (every field is a flag of this script)."""
 
     d_model: int = 64
     n_heads: int = 4
     seq_len: int = 32
     batch_size: int = 32
-    steps: int = 3000
-    eval_every: int = 100
-    lr: float = 3e-3
+    steps: int = 1000
+    eval_every: int = 50
+    lr: float = 1e-3
     eval_rows: int = 128
-    pos: str = "relative"  # T5's learned bias per offset: a previous-token head is one bias per head
-    ffn_mult: float = 4.0
+    pos: str = "rope"  # rotary: the heads formed sooner than with learned or T5-relative positions (README)
+    d_ff: int = 0  # 0: attention-only layers (Olsson et al.'s smallest models)
     init_std: float = 0.1
+    warmup: int = 100  # steps of linear learning-rate warm-up
 
 
 def build(seed: int, size: Size) -> tuple[nn.Module, object]:
@@ -68,7 +71,7 @@ def build(seed: int, size: Size) -> tuple[nn.Module, object]:
         dropout=0.0,
         max_seq_len=size.seq_len,
         pos=pos_config(size.pos),
-        ffn_mult=size.ffn_mult,
+        d_ff=size.d_ff,
         init_std=size.init_std,
     )
     dm = build_datamodule(data, needs=CausalLMTask.data_needs, seed=seed, model_cfg=model_cfg)
@@ -127,6 +130,7 @@ def train(
 ) -> list[dict]:
     """AdamW on the repeat loss; the evaluations along the way (the first before any step)."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=size.lr, weight_decay=0.0)
+    warmup = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / size.warmup))
     curve = [evaluate(model.eval(), held_out, 0)]
     for step in range(1, size.steps + 1):
         model.train()
@@ -134,6 +138,7 @@ def train(
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+        warmup.step()
         if step % size.eval_every == 0:
             curve.append(evaluate(model.eval(), held_out, step))
             if verbose:
@@ -179,26 +184,9 @@ def analyse(model: nn.Module, dm: object, size: Size, seed: int) -> dict:
     restored = result.restored().float()
     top_score = divmod(int(scores.argmax()), scores.shape[1])
     top_patch = divmod(int(restored.nan_to_num(-1e9).argmax()), restored.shape[1])
-    induction = [tuple(p) for p in torch.nonzero(scores >= INDUCTION).tolist()] or [top_score]
-    layer = induction[0][0]
-    others = [(layer, h) for h in scores[layer].argsort().tolist() if (layer, h) not in induction]
-    control = others[: len(induction)]
-
-    def loss(b: dict[str, Tensor]) -> Tensor:
-        return repeat_loss(model, b)
-
-    ablations = {}
-    for mode in ("zero", "mean"):
-        heads = ablate(model, batch, loss, [head_name(*h) for h in induction], mode, reference)
-        other = (
-            ablate(model, batch, loss, [head_name(*h) for h in control], mode, reference) if control else None
-        )
-        ablations[mode] = {
-            "before": heads.before,
-            "induction_heads": heads.together,
-            "each_induction_head": heads.after,
-            "control_heads": other.together if other else None,
-        }
+    heads = roles(scores, previous)
+    strongest = restored.nan_to_num(-1e9).flatten().argsort(descending=True)[: len(heads["induction"])]
+    patched = sorted(divmod(int(i), restored.shape[1]) for i in strongest)
     return {
         "induction_scores": scores.tolist(),
         "previous_token_scores": previous.tolist(),
@@ -208,10 +196,56 @@ def analyse(model: nn.Module, dm: object, size: Size, seed: int) -> dict:
         "top_head_by_induction_score": list(top_score),
         "top_head_by_patching": list(top_patch),
         "same_top_head": top_score == top_patch,
-        "induction_heads": [list(h) for h in induction],
-        "control_heads": [list(h) for h in control],
-        "ablation": ablations,
+        "top_heads_by_patching": [list(h) for h in patched],  # as many as there are induction heads
+        "same_heads": sorted(heads["induction"]) == patched,
+        "induction_heads": [list(h) for h in heads["induction"]],
+        "previous_token_heads": [list(h) for h in heads["previous_token"]],
+        "control_heads": [list(h) for h in heads["control"]],
+        "ablation": ablations(model, batch, reference, heads),
     }
+
+
+def roles(scores: Tensor, previous: Tensor) -> dict[str, list[tuple[int, int]]]:
+    """The heads by role: induction heads (induction score >= INDUCTION; else the top one), layer 0's
+    previous-token heads (previous-token score >= PREVIOUS), and the control heads: every head in
+    neither role (their ablation shows what removing heads that are not the circuit costs)."""
+    every = [(layer, h) for layer in range(scores.shape[0]) for h in range(scores.shape[1])]
+    top = divmod(int(scores.argmax()), scores.shape[1])
+    induction = [(layer, h) for layer, h in every if scores[layer, h] >= INDUCTION] or [top]
+    previous_token = [
+        (0, h) for h in range(scores.shape[1]) if previous[0, h] >= PREVIOUS and (0, h) not in induction
+    ]
+    control = [head for head in every if head not in induction and head not in previous_token]
+    return {"induction": induction, "previous_token": previous_token, "control": control}
+
+
+def ablations(
+    model: nn.Module, batch: dict[str, Tensor], reference: list[dict[str, Tensor]], heads: dict[str, list]
+) -> dict[str, dict]:
+    """Zero and mean ablation of each role's heads together (None where a role has no head), and of
+    each induction head alone: the loss on the repeat before and after."""
+
+    def loss(b: dict[str, Tensor]) -> Tensor:
+        return repeat_loss(model, b)
+
+    out = {}
+    for mode in ("zero", "mean"):
+        together = {
+            role: ablate(model, batch, loss, [head_name(*h) for h in group], mode, reference)
+            if group
+            else None
+            for role, group in heads.items()
+        }
+        out[mode] = {
+            "before": together["induction"].before,
+            "induction_heads": together["induction"].together,
+            "each_induction_head": together["induction"].after,
+            "previous_token_heads": together["previous_token"].together
+            if together["previous_token"]
+            else None,
+            "control_heads": together["control"].together if together["control"] else None,
+        }
+    return out
 
 
 def run(seed: int, size: Size, verbose: bool = False) -> dict:

@@ -19,33 +19,80 @@ def head(pair: list[int]) -> str:
     return f"L{pair[0]}H{pair[1]}"
 
 
+def previous_token_head(r: dict) -> str:
+    """Layer 0's head with the highest previous-token score, and the score."""
+    scores = r["previous_token_scores"][0]
+    h = max(range(len(scores)), key=scores.__getitem__)
+    return f"L0H{h} ({scores[h]:.3f})"
+
+
+def in_context_score(point: dict) -> float:
+    """Olsson et al.'s in-context learning score, here: the loss on the repeat minus the loss inside the
+    first occurrence (same rows; negative when the context helps)."""
+    return point["repeat_loss"] - point["first_occurrence_loss"]
+
+
+def steepest_drop(curve: list[dict], uniform: float) -> tuple[int, int, float, float]:
+    """The evaluation interval where the loss on the repeat fell most, once it is below a uniform guess
+    among the letters (the first steps' fall from the whole vocabulary to the letters is not the phase
+    change): (from step, to step, from, to)."""
+    start = next((i for i, point in enumerate(curve) if point["repeat_loss"] < uniform), len(curve) - 1)
+    pairs = list(zip(curve[start:], curve[start + 1 :])) or [(curve[-1], curve[-1])]
+    a, b = max(pairs, key=lambda ab: ab[0]["repeat_loss"] - ab[1]["repeat_loss"])
+    return a["step"], b["step"], a["repeat_loss"], b["repeat_loss"]
+
+
+def ablation_cell(a: dict) -> str:
+    """Before -> with the induction heads / layer 0's previous-token heads / the control heads ablated."""
+
+    def value(key: str) -> str:
+        return "none" if a.get(key) is None else f"{a[key]:.3f}"
+
+    return f"{a['before']:.3f} -> {value('induction_heads')} / {value('previous_token_heads')} / {value('control_heads')}"
+
+
+def mean_rise(results: list[dict], mode: str, group: str) -> str:
+    """The mean rise of the repeat loss when ``group``'s heads are ablated, over the seeds that have them."""
+    rises = [
+        r["ablation"][mode][group] - r["ablation"][mode]["before"]
+        for r in results
+        if r["ablation"][mode].get(group) is not None
+    ]
+    return f"{statistics.mean(rises):.3f} ({len(rises)} seeds)" if rises else "none"
+
+
 def table(results: list[dict]) -> str:
     """summary.md: a row per seed, then the mean over seeds of the numeric columns."""
     lines = [
-        "| seed | phase change step | top score >= 0.3 at step | repeat loss, final | first occurrence loss | "
-        "top head (induction score) | top head (patching share) | same | induction heads | "
-        "zero: before -> ablated (control) | mean: before -> ablated (control) | wall s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| seed | phase change step | steepest drop (steps: loss) | top score >= 0.3 at step | "
+        "repeat loss, final | in-context score, start -> final | induction heads (score >= 0.3) | "
+        "top head (induction score) | top heads (patching share) | same | previous-token head, layer 0 | "
+        "zero ablation: before -> induction / previous-token / control heads | "
+        "mean ablation: before -> induction / previous-token / control heads | control heads | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        top, patched = r["top_head_by_induction_score"], r["top_head_by_patching"]
+        top = r["top_head_by_induction_score"]
         score = r["induction_scores"][top[0]][top[1]]
-        share = r["patching_restored"][patched[0]][patched[1]]
-        abl = {m: r["ablation"][m] for m in ("zero", "mean")}
+        shares = " ".join(
+            f"{head(h)} ({r['patching_restored'][h[0]][h[1]]:.3f})" for h in r["top_heads_by_patching"]
+        )
+        first, last, before, after = steepest_drop(r["curve"], r["uniform_loss"])
         cells = [
             str(r["seed"]),
             str(r["phase_change_step"]),
+            f"{first}-{last}: {before:.3f} -> {after:.3f}",
             str(r["induction_step"]),
             f"{r['final_repeat_loss']:.3f}",
-            f"{r['final_first_occurrence_loss']:.3f}",
-            f"{head(top)} ({score:.3f})",
-            f"{head(patched)} ({share:.3f})",
-            "yes" if r["same_top_head"] else "no",
+            f"{in_context_score(r['curve'][0]):.3f} -> {in_context_score(r['curve'][-1]):.3f}",
             " ".join(head(h) for h in r["induction_heads"]),
-            *(
-                f"{a['before']:.3f} -> {a['induction_heads']:.3f} ({a['control_heads']:.3f})"
-                for a in abl.values()
-            ),
+            f"{head(top)} ({score:.3f})",
+            shares,
+            "yes" if r["same_heads"] else "no",
+            previous_token_head(r),
+            ablation_cell(r["ablation"]["zero"]),
+            ablation_cell(r["ablation"]["mean"]),
+            " ".join(head(h) for h in r["control_heads"]) or "none",
             f"{r['wall_s']:.0f}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -54,40 +101,38 @@ def table(results: list[dict]) -> str:
         for key in ("phase_change_step", "final_repeat_loss", "final_first_occurrence_loss", "wall_s")
         if all(r[key] is not None for r in results)
     }
-    gain = {
-        m: statistics.mean(r["ablation"][m]["induction_heads"] - r["ablation"][m]["before"] for r in results)
-        for m in ("zero", "mean")
-    }
-    control = {
-        m: statistics.mean(r["ablation"][m]["control_heads"] - r["ablation"][m]["before"] for r in results)
+    rise = {
+        (group, m): mean_rise(results, m, group)
+        for group in ("induction_heads", "previous_token_heads", "control_heads")
         for m in ("zero", "mean")
     }
     lines += [
         "",
         f"Mean over {len(results)} seeds: phase change step {mean.get('phase_change_step', float('nan')):.0f}, "
         f"final repeat loss {mean['final_repeat_loss']:.3f}, first occurrence loss "
-        f"{mean['final_first_occurrence_loss']:.3f}; ablating the induction heads raises the repeat loss by "
-        f"{gain['zero']:.3f} (zero) and {gain['mean']:.3f} (mean), the control heads by {control['zero']:.3f} "
-        f"(zero) and {control['mean']:.3f} (mean); total wall time {sum(r['wall_s'] for r in results):.0f} s "
+        f"{mean['final_first_occurrence_loss']:.3f}; ablating raises the repeat loss by (zero, mean): "
+        + "; ".join(
+            f"{g.replace('_', ' ')} {rise[g, 'zero']} and {rise[g, 'mean']}" for g, _ in list(rise)[::2]
+        )
+        + "; patching names the induction heads in "
+        f"{sum(r['same_heads'] for r in results)} of {len(results)} seeds; total wall time "
+        f"{sum(r['wall_s'] for r in results):.0f} s, CPU time {sum(r['cpu_s'] for r in results):.0f} s, "
         f"at {results[0]['threads']} thread(s).",
     ]
     return "\n".join(lines) + "\n"
 
 
 def phase_change_figure(results: list[dict], path: Path) -> None:
+    """Each seed's loss on the repeat (solid, left axis) and top induction score (dotted, right axis)
+    over training, a vertical dashed line at each seed's phase change step, the legend below the axes."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8, 4.2), layout="constrained")
+    fig = Figure(figsize=(8, 5), layout="constrained")
     ax = fig.subplots()
     twin = ax.twinx()
     for r, colour in zip(results, ("tab:blue", "tab:green", "tab:red", "tab:purple")):
         steps = [p["step"] for p in r["curve"]]
-        ax.plot(
-            steps,
-            [p["repeat_loss"] for p in r["curve"]],
-            color=colour,
-            label=f"seed {r['seed']}: loss on the repeat",
-        )
+        ax.plot(steps, [p["repeat_loss"] for p in r["curve"]], color=colour, label=f"seed {r['seed']}: loss")
         twin.plot(
             steps,
             [p["top_induction_score"] for p in r["curve"]],
@@ -96,17 +141,28 @@ def phase_change_figure(results: list[dict], path: Path) -> None:
             label=f"seed {r['seed']}: top induction score",
         )
         if r["phase_change_step"] is not None:
-            ax.axvline(r["phase_change_step"], color=colour, alpha=0.3)
-    ax.axhline(results[0]["uniform_loss"], color="grey", linestyle="--", label="ln 26 (a uniform guess)")
+            ax.axvline(
+                r["phase_change_step"],
+                color=colour,
+                linestyle="--",
+                linewidth=1,
+                label=f"seed {r['seed']}: phase change, step {r['phase_change_step']}",
+            )
+    uniform = results[0]["uniform_loss"]
+    ax.axhline(uniform, color="grey", linestyle="-.", linewidth=1, label="ln 26: a uniform guess")
+    ax.axhline(
+        uniform / 2, color="grey", linestyle=(0, (1, 3)), linewidth=1, label="ln 26 / 2: the threshold"
+    )
     ax.set_xlabel("training step")
     ax.set_ylabel("loss on the repeat (nats, solid)")
     twin.set_ylabel("top induction score (dotted)")
     twin.set_ylim(0, 1)
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, uniform * 1.05)
     handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
-    ax.legend(handles=handles, fontsize=7, loc="center right")
+    fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncol=3)
     ax.set_title(
-        "the phase change: loss on the repeat and the induction score (vertical: phase change step)",
+        "the phase change: loss on the repeat falls as the induction score rises "
+        "(dashed: the step the loss first falls below ln 26 / 2)",
         fontsize=9,
     )
     path.parent.mkdir(parents=True, exist_ok=True)

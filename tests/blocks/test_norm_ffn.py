@@ -120,7 +120,7 @@ def test_every_activation_of_the_schema_is_a_feed_forward() -> None:
 
 @pytest.mark.parametrize(
     ("d_model", "d_ff", "ffn_mult", "width"),
-    [(16, None, 4.0, 64), (16, 40, 4.0, 40), (48, None, 8 / 3, 128), (10, None, 2.5, 25), (16, 0, 2.0, 32)],
+    [(16, None, 4.0, 64), (16, 40, 4.0, 40), (48, None, 8 / 3, 128), (10, None, 2.5, 25)],
 )
 def test_ffn_width_from_d_ff_or_multiple(d_model: int, d_ff: int | None, ffn_mult: float, width: int) -> None:
     assert ffn_width(d_model, d_ff, ffn_mult) == width
@@ -128,3 +128,14 @@ def test_ffn_width_from_d_ff_or_multiple(d_model: int, d_ff: int | None, ffn_mul
         model_config("gpt", d_model=d_model, n_heads=2, d_ff=d_ff, ffn_mult=ffn_mult), None
     )
     assert layer.ffn.fn.fc_in.out_features == layer.ffn.fn.fc_out.in_features == width
+
+
+def test_d_ff_zero_builds_attention_only_layers() -> None:
+    """``model.d_ff=0``: no feed-forward sublayer; the layer is the attention's residual sublayer alone."""
+    torch.manual_seed(0)
+    assert ffn_width(16, 0, 4.0) == 0
+    layer = TransformerLayer(model_config("gpt", d_model=8, n_heads=2, d_ff=0), None).eval()
+    assert layer.ffn is None and not any("ffn" in name for name, _ in layer.named_parameters())
+    x = torch.randn(2, 5, 8)
+    view = AttentionView(torch.arange(5), causal=True)
+    torch.testing.assert_close(layer(x, view), layer.self_attn(x, view), atol=0, rtol=0)

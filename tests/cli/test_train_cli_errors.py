@@ -27,6 +27,7 @@ CASES = [
     (["model.n_heads=3"], "model.d_model=128: must be divisible by model.n_heads=3"),
     (["model.n_kv_heads=3"], "model.n_kv_heads=3: must divide model.n_heads=4"),
     (["model.d_model=-64"], "model.d_model=-64: must be positive"),
+    (["model.d_ff=-1"], "model.d_ff=-1: must be 0 or more"),
     (
         ["model.pos.name=spiral"],
         "model.pos.name=spiral: choose one of none, sinusoidal, learned, rope, alibi, relative",

@@ -204,6 +204,11 @@ def test_exported_model_computes_attnlabs_logits_and_reads_back_identically(
             "GPT2LMHeadModel, needs model.parametrization=sp",
         ),
         (
+            replace(GPT2, d_ff=0),
+            "model.d_ff=0: attention-only layers: no Hugging Face architecture has a layer without a "
+            "feed-forward",
+        ),
+        (
             replace(BERT, norm_first=True),
             "model.norm_first=true: no Hugging Face architecture holds this model; the nearest, "
             "BertForMaskedLM, needs model.norm_first=false",

@@ -48,5 +48,5 @@ class FeedForward(nn.Module):
 
 
 def ffn_width(d_model: int, d_ff: int | None, ffn_mult: float) -> int:
-    """``d_ff`` when given, else ``ffn_mult * d_model`` rounded to an integer."""
-    return int(d_ff) if d_ff else round(ffn_mult * d_model)
+    """``d_ff`` when given (0: no feed-forward sublayer), else ``ffn_mult * d_model`` rounded to an integer."""
+    return int(d_ff) if d_ff is not None else round(ffn_mult * d_model)

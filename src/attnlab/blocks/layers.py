@@ -66,8 +66,9 @@ def attention_settings(cfg: ModelConfig, heads: Heads) -> dict[str, object]:
 
 
 class TransformerLayer(nn.Module):
-    """Self-attention (applying ``pos``), optional cross-attention, feed-forward; each a ``Residual``
-    sublayer. ``self_heads`` and ``cross_heads`` prune their attention to those heads (None: all)."""
+    """Self-attention (applying ``pos``), optional cross-attention, feed-forward (none when
+    ``model.d_ff=0``: an attention-only layer); each a ``Residual`` sublayer. ``self_heads`` and
+    ``cross_heads`` prune their attention to those heads (None: all)."""
 
     def __init__(
         self,
@@ -87,7 +88,10 @@ class TransformerLayer(nn.Module):
             cross = CrossAttention(cfg.d_model, cfg.n_heads, **attention_settings(cfg, cross_heads))
             self.cross_attn = Residual(cross, cfg)
         d_ff = ffn_width(cfg.d_model, cfg.d_ff, cfg.ffn_mult)
-        self.ffn = Residual(FeedForward(cfg.d_model, d_ff, cfg.activation, cfg.bias, cfg.ffn_dropout), cfg)
+        self.ffn = None  # d_ff=0: an attention-only layer (the residual stream passes by unchanged)
+        if d_ff > 0:
+            ffn = FeedForward(cfg.d_model, d_ff, cfg.activation, cfg.bias, cfg.ffn_dropout)
+            self.ffn = Residual(ffn, cfg)
 
     def forward(
         self,
@@ -99,7 +103,7 @@ class TransformerLayer(nn.Module):
         x = self.self_attn(x, view, caches[0])
         if self.cross_attn is not None:
             x = self.cross_attn(x, view, caches[1])
-        return self.ffn(x)
+        return self.ffn(x) if self.ffn is not None else x
 
 
 def encoder_layer(cfg: ModelConfig, pos: PositionalEncoding | None = None) -> TransformerLayer:

@@ -56,7 +56,8 @@ def layer_sites(prefix: str, i: int, layer: TransformerLayer) -> list[Site]:
     if layer.cross_attn is not None:
         sites.append(Site(at + "cross_attn_heads", layer.cross_attn.fn.out_proj, reads_input=True))
         sites.append(Site(at + "cross_attn_out", layer.cross_attn.fn))
-    sites.append(Site(at + "ffn_out", layer.ffn.fn))
+    if layer.ffn is not None:  # none in an attention-only layer (model.d_ff=0)
+        sites.append(Site(at + "ffn_out", layer.ffn.fn))
     sites.append(Site(at + "resid_post", layer))
     return sites
 

@@ -94,7 +94,7 @@ class ModelConfig:
     n_layers: int = 4
     n_heads: int = 4
     n_kv_heads: int | None = None  # None: n_heads (grouped-query when smaller)
-    d_ff: int | None = None  # None: ffn_mult * d_model
+    d_ff: int | None = None  # None: ffn_mult * d_model; 0: no feed-forward sublayer (attention-only layers)
     ffn_mult: float = 4.0
     activation: Activation = Activation.gelu
     norm: Norm = Norm.layernorm
@@ -147,8 +147,10 @@ class ModelConfig:
                 f"model.init_from={self.init_from} is a Hugging Face checkpoint, trained in the standard "
                 "parametrisation: load it with model.parametrization=sp",
             )
-        for name in ("n_kv_heads", "d_ff", "attn_scale", "attn_window"):
+        for name in ("n_kv_heads", "attn_scale", "attn_window"):
             positive(f"model.{name}", getattr(self, name), allow_none=True)
+        if self.d_ff is not None:
+            not_negative("model.d_ff", self.d_ff)  # 0: attention-only layers
         check_heads(self.d_model, self.n_heads, self.n_kv_heads)
         for name in ("dropout", "attn_dropout", "ffn_dropout"):
             fraction(f"model.{name}", getattr(self, name))

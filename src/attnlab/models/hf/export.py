@@ -67,6 +67,12 @@ def differences(cfg: ModelConfig, arch: Architecture) -> tuple[dict, list[tuple[
 def choose_architecture(cfg: ModelConfig) -> tuple[Architecture, dict]:
     """The first architecture of ``cfg``'s family that expresses it, and its config.json; else a
     ConfigError naming the first setting that the nearest one (the fewest differences) lacks."""
+    if cfg.d_ff == 0:
+        raise ConfigError(
+            "model.d_ff",
+            0,
+            "attention-only layers: no Hugging Face architecture has a layer without a feed-forward",
+        )
     tried = []
     for arch in ARCHITECTURES.values():
         if arch.export is None or arch.family != cfg.family:
