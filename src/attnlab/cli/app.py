@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import atexit
 import gc
-import importlib.resources
 import logging
 import os
 import sys
@@ -30,9 +29,11 @@ from attnlab.cli.bad_input import (
     full_traceback,
     one_line,
 )
+from attnlab.cli.command_line import before_composing
 from attnlab.cli.eval_data import CHECKPOINT_DATA
 from attnlab.cli.help import fast_help
 from attnlab.cli.jobs import failed_jobs, job_rows, job_table
+from attnlab.cli.presets import config_dir, presets
 from attnlab.schema.commands import CompressCommand, ExplainCommand, ExportCommand, SampleCommand
 from attnlab.schema.load import UNIONS
 from attnlab.schema.run import EvalConfig, RunConfig
@@ -49,17 +50,6 @@ COMMANDS = {
     "compress": CompressCommand,
     "export": ExportCommand,
 }
-
-
-def config_dir() -> Path:
-    """The Hydra configs, installed with attnlab as the package ``attnlab.conf`` (``conf/`` of the
-    repository), so the commands find them from any directory and in any kind of install."""
-    return Path(str(importlib.resources.files("attnlab.conf")))
-
-
-def presets(group: str) -> list[str]:
-    """The options of ``group`` that ``conf/<group>/`` holds (not the schemas of the config store)."""
-    return sorted(path.stem for path in (config_dir() / group).glob("*.yaml"))
 
 
 def help_groups(command: str) -> str:
@@ -133,9 +123,6 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
     """Run ``task_function`` under Hydra, after the few things the command reads of its command line
     first (``cli.command_line``); bad input ends the process with one ``error:`` line (status 2), a
     run that failed after it started with one line and its traceback in the log file (status 1)."""
-    # imported here: it reads the commands' own modules, which import this one
-    from attnlab.cli.command_line import before_composing
-
     before_composing(config_name)
     freeze_heap_at_exit()
     register_schemas()

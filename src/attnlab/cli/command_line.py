@@ -30,10 +30,10 @@ from collections.abc import Callable
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 
-from attnlab.cli.app import presets
 from attnlab.cli.bad_input import exit_before_the_run, user_errors_as_one_line
 from attnlab.cli.eval_choices import refuse_other_trainers
 from attnlab.cli.eval_data import refuse_model_preset
+from attnlab.cli.presets import presets
 from attnlab.cli.teacher import use_teacher_defaults
 from attnlab.schema.errors import ConfigError
 from attnlab.training.signals import RunInterrupted
