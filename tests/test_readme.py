@@ -222,15 +222,14 @@ def check(name: str, overrides: list[str], composer) -> None:
         check_source(run.data, run.model)  # the heads of its files: the example images' sizes
         return
     if name == "eval":
-        eval_data.store_checkpoint_data(overrides)
         check_eval_job(composer(name, overrides=overrides), Path("eval"), overrides)
         return
-    if name == "sample":
-        eval_data.store_checkpoint_model(overrides)
     command = OmegaConf.to_object(composer(name, overrides=overrides))
     assert isinstance(command, COMMANDS[name])
     if hasattr(command, "check"):
         command.check()
+    if name == "sample":
+        eval_data.model_changes(command.ckpt_path, overrides)
 
 
 @pytest.mark.parametrize("command", HYDRA_LINES, ids=str)

@@ -1,58 +1,46 @@
-"""The command line around Hydra: the schemas in Hydra's config store, validation before any directory
-exists, one-line errors for bad input, DDP/torchrun/SLURM ranks sharing one run directory, and a
-multirun's table of its jobs and report of the failed ones.
-
-Hydra is told to raise (``HYDRA_FULL_ERROR=1``) instead of printing its multi-line report, so that
-composition errors (an unknown group choice or key) end in the same ``error: key=value: ...`` line
-as the schema's. Set ``HYDRA_FULL_ERROR=1`` yourself to see full tracebacks.
+"""The command line around Hydra: the schemas in Hydra's config store, the configs' resolvers, and
+validation before any directory exists (``ValidateOnStart``). Bad input ends in one line
+(``attnlab.cli.bad_input``); a failed job and a multirun's table are ``attnlab.cli.jobs``'.
 """
 
 from __future__ import annotations
 
 import atexit
 import gc
-import importlib.resources
-import json
 import logging
 import os
 import sys
-import time
-import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
 
 import hydra
 from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
+from attnlab.cli.bad_input import (
+    SCHEMA_NODE,
+    USER_ERRORS,
+    ConfigRejected,
+    DryRunDone,
+    exit_before_the_run,
+    full_traceback,
+    one_line,
+)
+from attnlab.cli.command_line import before_composing
+from attnlab.cli.eval_data import CHECKPOINT_DATA
 from attnlab.cli.help import fast_help
+from attnlab.cli.jobs import failed_jobs, job_rows, job_table
+from attnlab.cli.presets import config_dir, presets
 from attnlab.schema.commands import CompressCommand, ExplainCommand, ExportCommand, SampleCommand
-from attnlab.schema.errors import ConfigError
-from attnlab.schema.load import UNIONS, config_error
+from attnlab.schema.load import UNIONS
 from attnlab.schema.run import EvalConfig, RunConfig
-from attnlab.training.files import DiskFullError, disk_full, is_disk_full
 from attnlab.training.lock import unlock_run_dirs
 from attnlab.training.rundir import is_rank_zero, rank_suffix
 from attnlab.training.signals import RunInterrupted
 
-# Errors that mean bad input (config, data, checkpoint): one line, no traceback, status 2.
-USER_ERRORS = (
-    ConfigError,
-    HydraException,
-    OmegaConfBaseException,
-    ValueError,
-    FileNotFoundError,
-    NotADirectoryError,
-)
 # The schema each command's primary config (conf/<name>.yaml) starts from.
 COMMANDS = {
     "train": RunConfig,
@@ -62,22 +50,6 @@ COMMANDS = {
     "compress": CompressCommand,
     "export": ExportCommand,
 }
-SCHEMA_NODE = "{}_schema"  # the name of a schema node in Hydra's config store; not a choice for users
-log = logging.getLogger("attnlab")
-failed_jobs: list[str] = []  # one line per job of this multirun that failed
-job_rows: list[dict[str, str]] = []  # one row per job of this multirun, finished or failed: the final table
-full_traceback = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for tracebacks
-
-
-def config_dir() -> Path:
-    """The Hydra configs, installed with attnlab as the package ``attnlab.conf`` (``conf/`` of the
-    repository), so the commands find them from any directory and in any kind of install."""
-    return Path(str(importlib.resources.files("attnlab.conf")))
-
-
-def presets(group: str) -> list[str]:
-    """The options of ``group`` that ``conf/<group>/`` holds (not the schemas of the config store)."""
-    return sorted(path.stem for path in (config_dir() / group).glob("*.yaml"))
 
 
 def help_groups(command: str) -> str:
@@ -95,10 +67,15 @@ def register_schemas() -> None:
     """Put the schemas in Hydra's config store, so that every key exists (and is typed) before the
     groups and the command line are merged in: each command's (``train_schema``, ...), and each class
     of a tagged group (``model/gpt_schema``, ``pos/rope_schema``, ...), which the group's options in
-    ``conf/`` start from. Also the resolvers that the configs' Hydra settings use."""
+    ``conf/`` start from; and the untyped ``data/_checkpoint`` and ``model/_checkpoint`` that the
+    commands reading a checkpoint compose ``data.*`` and ``model.*`` onto, typed afterwards by the
+    checkpoint's classes (``attnlab.cli.eval_data``). Also the resolvers that the configs' Hydra
+    settings use."""
     store = ConfigStore.instance()
     for name, schema in COMMANDS.items():
         store.store(name=SCHEMA_NODE.format(name), node=schema)
+    for group in ("data", "model"):  # attnlab-eval's and -sample's: the checkpoint's, typed after composing
+        store.store(group=group, name=CHECKPOINT_DATA, node=OmegaConf.create({}, flags={"struct": False}))
     for union in UNIONS:
         group = union.group.rpartition(".")[2]  # model.pos: the pos group
         for tag, schema in union.schemas.items():
@@ -143,8 +120,10 @@ def freeze_heap_at_exit() -> None:
 
 
 def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: str) -> None:
-    """Run ``task_function`` under Hydra; bad input ends the process with one ``error:`` line (status 2),
-    a run that failed after it started with one line and its traceback in the log file (status 1)."""
+    """Run ``task_function`` under Hydra, after the few things the command reads of its command line
+    first (``cli.command_line``); bad input ends the process with one ``error:`` line (status 2), a
+    run that failed after it started with one line and its traceback in the log file (status 1)."""
+    before_composing(config_name)
     freeze_heap_at_exit()
     register_schemas()
     fast_help()  # --help fills only what its template shows, with each key's description
@@ -182,79 +161,6 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
             file=sys.stderr,
         )
         sys.exit(1)
-
-
-def exit_before_the_run(stop: RunInterrupted) -> NoReturn:
-    """A signal before the run began: one line, nothing to resume, the signal's exit status."""
-    print(f"interrupted by {stop}, before the run began", file=sys.stderr)
-    sys.exit(stop.exit_code)
-
-
-def one_line(err: BaseException, overrides: list[str] | None = None) -> str:
-    """The message of ``err`` on one line, as ``key=value: what is allowed`` where it names a key.
-
-    Read from the exception objects, never from their text: Hydra's missing group option (its
-    options), and an OmegaConf error at composition (its key, the schema node there) about a value
-    of the command line (the parsed override of that key in ``overrides``, default ``sys.argv``)."""
-    if isinstance(err, MissingConfigException) and err.missing_cfg_file and err.options:
-        group, _, value = err.missing_cfg_file.rpartition("/")
-        options = sorted(o for o in err.options if not o.endswith(SCHEMA_NODE.format("")))
-        return f"{group}={value}: choose one of {', '.join(options)}"
-    if isinstance(err, OverrideParseException):
-        return f"{err.override}: not a valid override ({str(err).splitlines()[0]})"
-    cause = err if isinstance(err, OmegaConfBaseException) else err.__cause__
-    if isinstance(cause, OmegaConfBaseException) and cause.full_key:
-        value = override_value(cause.full_key, overrides)
-        error = config_error(cause, value)
-        if isinstance(value, Below):  # foo.bar=1 where foo is not a key: named as given
-            error = ConfigError(f"{error.key}.{value.rest}", value.value, error.allowed)
-        return str(error)
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    lines = [line for line in lines if not line.startswith(("full_key:", "object_type=", "reference_type="))]
-    return "; ".join(lines) or type(err).__name__
-
-
-def override_value(key: str, overrides: list[str] | None = None) -> object:
-    """The value ``overrides`` (default: the command line) give ``key`` (``logger.names[0]``: the first
-    of its list), or ``?``. The last override of a key is the one composed (``max_steps=5 max_steps=ten``:
-    ``ten``); an override of a key below it (``foo.bar=1`` for ``foo``) is shown whole."""
-    name, _, index = key.partition("[")
-    parser = OverridesParser.create()
-    found: object = "?"
-    for arg in sys.argv[1:] if overrides is None else overrides:
-        with suppress(HydraException):
-            override = parser.parse_override(arg)
-            given = override.key_or_group.lstrip("+~")
-            if override.is_delete():
-                continue
-            if given == name:
-                value = override.value()
-                found = value[int(index.rstrip("]"))] if index and isinstance(value, list) else value
-            elif given.startswith(f"{name}.") and found == "?":
-                found = Below(given[len(name) + 1 :], override.value())
-    return found
-
-
-@dataclass
-class Below:
-    """A value given to a key below the one an error names: ``foo.bar=1`` where ``foo`` is unknown."""
-
-    rest: str
-    value: object
-
-
-class DryRunDone(BaseException):
-    """``dry_run=true``: the config was validated (and printed) before any directory exists; the command
-    ends there with status 0. A BaseException, for the reason ConfigRejected is one."""
-
-
-class ConfigRejected(BaseException):
-    """A bad config found by ValidateOnStart. A BaseException, because Hydra turns an Exception raised
-    in a callback into a warning and goes on to create the run directory."""
-
-    def __init__(self, error: BaseException) -> None:
-        super().__init__(str(error))
-        self.error = error
 
 
 class ValidateOnStart(Callback):
@@ -318,118 +224,3 @@ class ValidateOnStart(Callback):
             return self.check(config, run_dir, list(config.hydra.overrides.task))
         except USER_ERRORS as err:
             raise ConfigRejected(err) from err
-
-
-@contextmanager
-def user_errors_as_one_line() -> Iterator[None]:
-    """Bad input (config, checkpoint, image) exits with status 2 and one ``error:`` line, no traceback."""
-    try:
-        yield
-    except USER_ERRORS as err:
-        print(f"error: {one_line(err)}", file=sys.stderr)
-        sys.exit(2)
-
-
-def run_job(job: Callable[[], float]) -> float | None:
-    """Run one Hydra job; if it fails, its traceback goes to the run's log file and the console gets one
-    line. A single run then exits with status 1; in a multirun the job is reported and returns None (no
-    value: Optuna records the trial as failed), so the sweep goes on and the other jobs keep their results.
-    """
-    try:
-        return job()
-    except Exception as err:
-        if full_traceback:
-            raise
-        log_traceback(err)
-        hc = HydraConfig.get()
-        where = f" (traceback in {Path(hc.runtime.output_dir) / f'{hc.job.name}.log'})"
-        reason = error_line(err)
-        if is_disk_full(err):  # the log file could not take the traceback either
-            reason, where = disk_full_reason(err, Path(hc.runtime.output_dir)), ""
-        if hc.mode != RunMode.MULTIRUN:
-            print(f"error: {reason}{where}", file=sys.stderr)
-            tell_torchrun(reason)
-            sys.exit(1)
-        message = f"job {hc.job.num} ({' '.join(hc.overrides.task)}) failed: {reason}{where}"
-        print(f"error: {message}", file=sys.stderr)
-        failed_jobs.append(message)
-        if jobs_in_a_table():
-            from attnlab.training.names import run_name
-
-            name = run_name(None, list(hc.overrides.task), str(hc.job.num), multirun=True)
-            record_job(
-                {"job": str(hc.job.num), "run": name, "status": "failed", "folder": hc.runtime.output_dir}
-            )
-        return None
-
-
-def tell_torchrun(reason: str) -> None:
-    """Under torchrun, a failed process's one line goes into the error file its agent reads, so that the
-    agent's report names the cause instead of a link on how to see a traceback."""
-    path = os.environ.get("TORCHELASTIC_ERROR_FILE")
-    if path:
-        data = {"message": {"message": reason, "extraInfo": {"timestamp": str(int(time.time()))}}}
-        with suppress(OSError):
-            Path(path).write_text(json.dumps(data))
-
-
-LAUNCHER_LOGGER = "hydra._internal.core_plugins.basic_launcher"
-
-
-class DropJobLaunchLines(logging.Filter):
-    """Drops Hydra's line per job launched (``#3 : pos=rope seed=2``), for a command whose jobs print
-    one line each when they end (``attnlab-train -m``); its "Launching N jobs" line stays."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("\t#")
-
-
-def one_line_per_job() -> None:
-    """A multirun's jobs announce themselves when they end (``record_job``), not when Hydra launches
-    them, and the multirun ends with their table (failed jobs included)."""
-    if not jobs_in_a_table():
-        logging.getLogger(LAUNCHER_LOGGER).addFilter(DropJobLaunchLines())
-
-
-def jobs_in_a_table() -> bool:
-    """Whether this command's multirun jobs end in a table (``one_line_per_job``)."""
-    return any(isinstance(f, DropJobLaunchLines) for f in logging.getLogger(LAUNCHER_LOGGER).filters)
-
-
-def record_job(row: dict[str, str]) -> None:
-    """A row of the table a multirun prints when its last job is done (``job_table``)."""
-    job_rows.append(row)
-
-
-def job_table(rows: list[dict[str, str]]) -> str:
-    """``rows`` as aligned text columns under a header: every column any row has, in order of appearance."""
-    columns = list(dict.fromkeys(key for row in rows for key in row))
-    cells = [columns, *([row.get(c, "") for c in columns] for row in rows)]
-    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in cells)
-
-
-def error_line(err: BaseException) -> str:
-    """How a failed job's error is shown (and kept in its summary.json): ``key=value: ...`` for bad
-    input, the exception's type and message for anything else."""
-    return one_line(err) if isinstance(err, USER_ERRORS) else f"{type(err).__name__}: {one_line(err)}"
-
-
-def disk_full_reason(err: OSError, run_dir: Path) -> str:
-    """What did not fit where: the file and the space it needed (DiskFullError says it), else the file."""
-    if not isinstance(err, DiskFullError):
-        err = disk_full(Path(err.filename) if err.filename else run_dir)
-    return err.strerror
-
-
-def log_traceback(err: BaseException) -> None:
-    """Write the traceback of ``err`` to the log files only (the console gets one line)."""
-    log_to_file(logging.ERROR, "the run failed:\n%s", "".join(traceback.format_exception(err)))
-
-
-def log_to_file(level: int, message: str, *args: object) -> None:
-    """A record for the run's log files only, where the console shows its own rendering of it."""
-    record = log.makeRecord(log.name, level, __file__, 0, message, args, None)
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, logging.FileHandler):
-            handler.handle(record)

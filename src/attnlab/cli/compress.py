@@ -23,7 +23,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from attnlab.cli.app import run_hydra, user_errors_as_one_line
+from attnlab.cli.app import run_hydra
+from attnlab.cli.bad_input import user_errors_as_one_line
 from attnlab.schema.commands import CompressCommand, CompressMethod
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object

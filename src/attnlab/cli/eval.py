@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,24 +21,24 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, read_write
 
-from attnlab.cli.app import log_to_file, run_hydra, run_job, user_errors_as_one_line
+from attnlab.cli.app import run_hydra
 from attnlab.cli.devices import check_devices
-from attnlab.cli.eval_choices import help_groups, refuse_other_trainers
+from attnlab.cli.eval_choices import help_groups
 from attnlab.cli.eval_data import (
     changed_keys,
     chooses_preset,
     job_run_config,
     parse,
     saved_run,
-    store_checkpoint_data,
     values_of,
 )
 from attnlab.cli.eval_lengths import check_length_sweep
 from attnlab.cli.harness import check_harness_tasks
+from attnlab.cli.jobs import log_to_file, run_job
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain, to_object
 from attnlab.schema.run import EvalConfig, RunConfig
-from attnlab.schema.rundir import EVAL_DIR, EVAL_METRICS_FILE, check_checkpoint_file, eval_dir_of
+from attnlab.schema.rundir import EVAL_DIR, EVAL_METRICS_FILE, eval_dir_of
 from attnlab.training.lock import new_dir
 from attnlab.training.rundir import save_config
 from attnlab.training.targets import check_trainer_target
@@ -51,9 +50,6 @@ def main() -> None:
     """Console script ``attnlab-eval`` (also ``python -m attnlab.eval``)."""
     OmegaConf.register_new_resolver("attnlab.eval_dir", eval_dir_for, replace=True)
     OmegaConf.register_new_resolver("attnlab.eval_groups", help_groups, replace=True)
-    with user_errors_as_one_line():  # a bad checkpoint: one line, before any directory exists
-        refuse_other_trainers(sys.argv[1:])
-        store_checkpoint_data(sys.argv[1:])
     run_hydra(eval_job, "eval")
 
 
@@ -76,14 +72,13 @@ def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str
     swept = values_of("ckpt_path", parse(overrides)) if run_dir is None else []
     if swept and OmegaConf.is_missing(config, "ckpt_path"):  # -m ckpt_path=a,b: the base config has none
         config = OmegaConf.merge(config, {"ckpt_path": swept[0]})
-    ev: EvalConfig = to_object(config)
-    ev.check()
+    fixed = overrides if run_dir is not None else [o for o in overrides if not is_sweep(o)]
+    ev, _, _ = typed_eval_config(config, fixed)
     check_length_sweep(ev)
     check_harness_tasks(ev)
     check_devices(ev.trainer, on_the_cpu="use trainer=cpu")
     check_trainer_target(ev.trainer._target_)
     if run_dir is not None:
-        job_run_config(ev.ckpt_path, overrides, ev.data)
         return ev
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 
@@ -99,6 +94,22 @@ def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str
             named = " ".join(o for o in job if o.partition("=")[0] in swept)
             raise ValueError(f"job {number} ({named}): {err}") from err
     return ev
+
+
+def is_sweep(arg: str) -> bool:
+    """Whether a command-line override sweeps (``data.seq_len=64,128``): composed job by job."""
+    return not arg.startswith("-") and parse([arg])[0].is_sweep_override()
+
+
+def typed_eval_config(config: DictConfig, overrides: list[str]) -> tuple[EvalConfig, RunConfig, RunConfig]:
+    """The composed eval config as its schema class, with the data and model it measures typed by the
+    checkpoint's classes (composed untyped: ``attnlab.cli.eval_data``), checked; and the run the
+    checkpoint was trained in and the run this evaluation measures (``job_run_config``)."""
+    ev: EvalConfig = to_object(config)
+    run, evaluated = job_run_config(ev.ckpt_path, overrides, ev.data)
+    ev = replace(ev, data=evaluated.data, model=evaluated.model)
+    ev.check()
+    return ev, run, evaluated
 
 
 def claim_eval_dir(config: DictConfig, run_dir: Path | None) -> None:
@@ -123,9 +134,8 @@ def eval_job(config: DictConfig) -> float | None:
     out_dir = Path(hc.runtime.output_dir)
 
     def job() -> float:
-        ev = check_eval_config(config)
-        run, evaluated = job_run_config(ev.ckpt_path, list(hc.overrides.task), ev.data)
-        save_config(OmegaConf.structured(replace(ev, data=evaluated.data, model=evaluated.model)), out_dir)
+        ev, run, evaluated = typed_eval_config(config, list(hc.overrides.task))
+        save_config(OmegaConf.structured(ev), out_dir)
         if ev.harness.tasks:
             from attnlab.cli.harness import harness_eval
 
@@ -141,14 +151,6 @@ def eval_job(config: DictConfig) -> float | None:
         return metrics.get(monitor, math.nan)
 
     return run_job(job)
-
-
-def check_eval_config(config: DictConfig) -> EvalConfig:
-    """One eval config as its schema class, checked (its rules, and that the checkpoint exists)."""
-    ev: EvalConfig = to_object(config)
-    ev.check()
-    check_checkpoint_file("ckpt_path", ev.ckpt_path)
-    return ev
 
 
 def evaluate(

@@ -2,24 +2,23 @@
 ``data.*`` overrides on top (``data.seq_len=512``, ``data.path=...``, ``data.batch_size=4``), or the
 preset ``data=<name>`` chose; typed and checked by the schema before anything heavy starts.
 
-Why the checkpoint is read before Hydra composes: under Hydra's struct mode ``data.seq_len=512``
-composes only onto a typed ``data`` node, and the data's class (its kind) is known only from the
-checkpoint, and Hydra chooses a group's option and types its keys only from what it holds when it
-composes (the config store, ``conf/``, the command line), never from a value of the config being
-composed (``ckpt_path``). So ``store_checkpoint_data`` reads ``ckpt_path`` from the parsed command line first and
-stores that checkpoint's data config in Hydra's config store as the option ``data/_checkpoint``,
-which conf/eval.yaml names as the default of its ``data`` group: the command line's ``data.*``
-overrides are then typed and validated by Hydra against the checkpoint's own class, and
-``data=<preset>`` replaces the node as any group choice does. A multirun over several checkpoints
-(``-m ckpt_path=a,b data.seq_len=64,128``) composes against the first one; each job then applies
-its own explicit ``data.*`` overrides to its own checkpoint's data (``job_run_config``), so the
-checkpoints must share a data kind when ``data.*`` keys are overridden.
+Composed untyped, typed after, as a saved config is read (``schema.load.read_run_config``): the data's
+class (its kind) is known only from the checkpoint, a value of the config being composed, and Hydra
+types keys only by what it holds when it composes. So conf/eval.yaml's ``data`` defaults to the untyped,
+open node ``data/_checkpoint`` (registered with the schemas, ``cli.app.register_schemas``): Hydra
+composes ``data.seq_len=512`` onto it as a plain key, and ``job_run_config`` then applies the job's
+``data.*`` overrides to the checkpoint's own data, typed by the class its tag picks, so a key that
+class lacks or a value it refuses is one line naming the key, before any directory exists.
+``data=<preset>`` replaces the node as any group choice does (the preset is typed by its own schema).
+Each job of a multirun (``-m ckpt_path=a,b data.seq_len=64,128``) applies its overrides to its own
+checkpoint's data.
 
 The model is the checkpoint's too (``model/_checkpoint``, the same way), and only its keys that hold
 no weights may change (``schema.run.eval_may_change``: ``model.pos.rope_base=20000``, RoPE's
 scaling to longer contexts, ``model.attn_backend=flex``, ``model.attn_window=64``); ``model=<preset>``
-is refused. ``attnlab-sample`` stores the model the same way (``store_checkpoint_model``), for its
-``model.*`` keys.
+is refused before composing (a model preset's defaults list chooses the task and data groups that
+these commands lack: ``attnlab.cli.command_line``). ``attnlab-sample`` reads its ``model.*`` keys the
+same way (``model_changes``).
 """
 
 from __future__ import annotations
@@ -27,20 +26,18 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from attnlab.schema.checks import check_run, validate_saved
-from attnlab.schema.data import DataConfig
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import config_error, plain, to_object
 from attnlab.schema.run import RunConfig, eval_may_change
 from attnlab.schema.rundir import check_checkpoint_file
 
-CHECKPOINT_DATA = "_checkpoint"  # the option of the data group that holds the checkpoint's data config
+CHECKPOINT_DATA = "_checkpoint"  # the untyped option of the data and model groups: the checkpoint's own
 
 
 def parse(args: list[str]) -> list[Override]:
@@ -84,49 +81,26 @@ def saved_run(ckpt_path: str) -> RunConfig:
     return validate_saved(saved)
 
 
-def store_checkpoint_data(args: list[str]) -> None:
-    """Store the data config of the checkpoint(s) that ``args`` name as ``data/_checkpoint`` (see the
-    module's docstring); nothing when no ``ckpt_path`` is given (Hydra then says it is required)."""
-    overrides = parse(args)
-    paths = values_of("ckpt_path", overrides)
-    if not paths:
-        return
-    if chooses_preset(overrides, "model"):
-        raise ConfigError("model", values_of("model", overrides)[0], "the model is the checkpoint's own")
-    runs = [saved_run(path) for path in paths]
-    for group in ("data", "model"):
-        classes = {schema_classes(getattr(run, group)) for run in runs}
-        if len(classes) > 1 and key_overrides(group, overrides) and not chooses_preset(overrides, group):
-            raise ConfigError(
-                "ckpt_path",
-                ",".join(paths),
-                f"checkpoints of differently shaped {group} configs cannot share {group}.* overrides; "
-                "evaluate each in its own command",
-            )
-        ConfigStore.instance().store(group=group, name=CHECKPOINT_DATA, node=getattr(runs[0], group))
-
-
-def store_checkpoint_model(args: list[str]) -> None:
-    """attnlab-sample's ``model.*`` keys (``model.attn_backend=flex``): store the checkpoint's model config
-    as ``model/_checkpoint`` for them to compose onto; nothing when no model key is given."""
+def refuse_model_preset(args: list[str]) -> None:
+    """``model=<preset>`` on attnlab-eval's or attnlab-sample's command line: the model is the
+    checkpoint's own (only its keys without weights change)."""
     overrides = parse(args)
     if chooses_preset(overrides, "model"):
         raise ConfigError("model", values_of("model", overrides)[0], "the model is the checkpoint's own")
-    paths = values_of("ckpt_path", overrides)
-    if paths and key_overrides("model", overrides):
-        ConfigStore.instance().store(group="model", name=CHECKPOINT_DATA, node=saved_run(paths[0]).model)
 
 
-def model_changes(ckpt_path: str, composed: Any) -> dict[str, Any]:
-    """The model keys (dotted) whose value in ``composed`` differs from the checkpoint's model, checked:
-    each must hold no weights (``refuse_if_fixed``), and the changed model must pass its rules."""
-    if composed is None:
+def model_changes(ckpt_path: str, args: list[str]) -> dict[str, Any]:
+    """The model keys (dotted) that the ``model.*`` overrides of ``args`` change in the checkpoint's
+    model, checked: each must hold no weights (``refuse_if_fixed``), and the changed model must pass
+    its rules; {} without such overrides (the checkpoint is then not read here). ``model=<preset>``
+    was refused before composing (``refuse_model_preset``)."""
+    given = key_overrides("model", parse(args))
+    if not given:
         return {}
-    changes = dict(changed_keys(plain(saved_run(ckpt_path).model), plain(composed), "model"))
-    for key, value in changes.items():
-        refuse_if_fixed(key, value)
+    saved = saved_run(ckpt_path).model
+    composed = with_overrides("model", saved, given)
     composed.check()
-    return changes
+    return dict(changed_keys(plain(saved), plain(composed), "model"))
 
 
 def changed_keys(saved: dict, used: dict, prefix: str) -> list[tuple[str, Any]]:
@@ -140,21 +114,13 @@ def changed_keys(saved: dict, used: dict, prefix: str) -> list[tuple[str, Any]]:
     return changed
 
 
-def schema_classes(config: object) -> tuple[type, ...]:
-    """The schema class of a group's config and of its positional encoding, if it has one: the keys
-    an override may name."""
-    return (type(config), type(getattr(config, "pos", None)))
-
-
-def job_run_config(
-    ckpt_path: str, args: list[str], composed: DataConfig | None
-) -> tuple[RunConfig, RunConfig]:
+def job_run_config(ckpt_path: str, args: list[str], composed: Any) -> tuple[RunConfig, RunConfig]:
     """The run a checkpoint was trained in, and the run this evaluation job measures: the same with the
-    job's data (``composed``, where ``data=<preset>`` chose it; else the checkpoint's own data with the
-    job's ``data.*`` overrides), checked by the rules between groups (``data.seq_len`` beyond what the
+    job's data (``composed``, the typed preset where ``data=<preset>`` chose it; else the checkpoint's
+    own data with the job's ``data.*`` overrides) and model keys, checked by the rules between groups (``data.seq_len`` beyond what the
     model's learned positions hold names the limit)."""
-    run = saved_run(ckpt_path)
     overrides = parse(args)
+    run = saved_run(ckpt_path)
     if chooses_preset(overrides) and composed is not None:
         data = composed
     else:

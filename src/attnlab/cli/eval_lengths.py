@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from attnlab.cli.app import log_to_file
+from attnlab.cli.jobs import log_to_file
 from attnlab.schema.data import PasskeyData, SyntheticData
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import plain

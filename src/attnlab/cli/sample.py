@@ -15,13 +15,12 @@ may change as in attnlab-eval (``model.attn_backend``, ``model.attn_window``, ``
 
 from __future__ import annotations
 
-import sys
-
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from attnlab.cli.app import run_hydra, user_errors_as_one_line
-from attnlab.cli.eval_data import key_overrides, model_changes, parse, store_checkpoint_model
+from attnlab.cli.app import run_hydra
+from attnlab.cli.bad_input import user_errors_as_one_line
+from attnlab.cli.eval_data import model_changes
 from attnlab.schema.commands import SampleCommand
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
@@ -29,9 +28,6 @@ from attnlab.schema.load import to_object
 
 def main() -> None:
     """Console script ``attnlab-sample`` (also ``python -m attnlab.sample``)."""
-    with user_errors_as_one_line():  # a bad checkpoint or model key: one line
-        # before Hydra composes: model.* keys compose onto the checkpoint's model class (eval_data: why)
-        store_checkpoint_model(sys.argv[1:])
     run_hydra(sample_job, "sample")
 
 
@@ -43,8 +39,7 @@ def sample_job(config: DictConfig) -> None:
         from attnlab.checkpoint import load_checkpoint  # torch: only once the command line is valid
         from attnlab.cli.families import FAMILY_COMMANDS
 
-        given = key_overrides("model", parse(list(HydraConfig.get().overrides.task)))
-        changes = model_changes(cmd.ckpt_path, cmd.model) if given else {}  # else: no model/_checkpoint
+        changes = model_changes(cmd.ckpt_path, list(HydraConfig.get().overrides.task))
         loaded = load_checkpoint(cmd.ckpt_path, cmd.device, model_changes=changes)
         refuse_other_inputs(cmd, loaded.model.input_kind, loaded.family)
         print(FAMILY_COMMANDS[loaded.family].sample(loaded, cmd))

@@ -1,8 +1,8 @@
 """The teacher of ``attnlab-train task=distill task.teacher=<ckpt>``: its run's model and data as the
 student's defaults, and the checks that it can teach this student, all before the run directory exists.
 
-Why the teacher is read before Hydra composes (as attnlab-eval reads its checkpoint,
-``attnlab.cli.eval_data``): the student's defaults are the teacher's model, data and objective, and
+Why the teacher is read before Hydra composes (``attnlab.cli.command_line``, the one place that
+reads the command line first, calls ``use_teacher_defaults``): the student's defaults are the teacher's model, data and objective, and
 ``model.n_layers=2`` must compose onto the teacher's model class. So ``with_teacher_defaults`` stores
 the teacher's model and data configs in Hydra's config store as the options ``model/_teacher`` and
 ``data/_teacher`` and adds the overrides that choose them (and ``pos=<the teacher's>`` and
@@ -30,7 +30,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from attnlab.cli.app import user_errors_as_one_line
+from attnlab.cli.bad_input import user_errors_as_one_line
 from attnlab.cli.eval_data import chooses_preset, parse, values_of
 from attnlab.cli.prepared import Handoff
 from attnlab.schema.checks import validate_saved

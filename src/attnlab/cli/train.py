@@ -25,21 +25,14 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attnlab.cli.app import (
-    error_line,
-    exit_before_the_run,
-    log_to_file,
-    one_line_per_job,
-    presets,
-    run_hydra,
-    run_job,
-    user_errors_as_one_line,
-)
+from attnlab.cli.app import run_hydra
+from attnlab.cli.bad_input import error_line
 from attnlab.cli.budget import with_budget_steps
 from attnlab.cli.devices import check_attention_backend, check_devices, check_float8, check_strategy
+from attnlab.cli.jobs import log_to_file, one_line_per_job, run_job
 from attnlab.cli.prepared import build_model_for, prepare_datamodule, take_datamodule
 from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
-from attnlab.cli.teacher import check_teacher, check_teacher_run, take_teacher, use_teacher_defaults
+from attnlab.cli.teacher import check_teacher, check_teacher_run, take_teacher
 from attnlab.schema.checks import validate, validate_saved
 from attnlab.schema.data import SyntheticData
 from attnlab.schema.errors import ConfigError
@@ -80,39 +73,8 @@ def main() -> None:
         except RunInterrupted as stop:  # rank 0 tells the user how to resume
             sys.exit(stop.exit_code)
         return
-    try:
-        use_teacher_defaults()  # task=distill: the teacher's run gives the student's defaults
-    except RunInterrupted as stop:
-        exit_before_the_run(stop)
-    with user_errors_as_one_line():  # before Hydra, which fails on them with a traceback
-        refuse_callbacks_as_values(sys.argv[1:])
     one_line_per_job()  # under -m: each job prints one line when it ends, the multirun a table
     run_hydra(train_job, "train")
-
-
-def refuse_callbacks_as_values(args: list[str]) -> None:
-    """``callbacks`` is a config group: a list given to it chooses its options
-    (``callbacks=[default,early_stopping]``), and Hydra fails with a traceback on a callback's mapping
-    in it (``callbacks=[{_target_: ...}]``) or given as its value. A callback of one's own is a key
-    of it, ``+callbacks.<name>={_target_: ...}``, whose class is checked before the run directory."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    parser = OverridesParser.create()
-    for arg in args:
-        try:
-            override = parser.parse_override(arg)
-        except HydraException:  # Hydra says what is wrong with it
-            continue
-        value = override.value() if not override.is_sweep_override() else None
-        listed = isinstance(value, list) and not all(isinstance(v, str) for v in value)
-        if override.key_or_group.lstrip("+~") == "callbacks" and (listed or isinstance(value, dict)):
-            raise ConfigError(
-                "callbacks",
-                arg.partition("=")[2],
-                f"choose options of the callbacks group ({', '.join(presets('callbacks'))}, or a list of "
-                "them); add a callback of your own by a name: '+callbacks.<name>={_target_: package.Class}'",
-            )
 
 
 def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> RunConfig:
@@ -252,7 +214,7 @@ def announce_job(number: int, name: str, run_dir: Path, summary: RunSummary) -> 
     import json
     from datetime import timedelta
 
-    from attnlab.cli.app import record_job
+    from attnlab.cli.jobs import record_job
 
     row = {"job": str(number), "run": name, "status": "completed"}
     best = summary.fields.get("best")

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from omegaconf import MISSING
 
 from attnlab.schema.choice import Choice
 from attnlab.schema.errors import ConfigError, at_least_one, not_negative, positive
-from attnlab.schema.model import ModelConfig
 
 
 @dataclass
@@ -28,9 +28,10 @@ class SampleCommand:
     image: str | None = None  # vit: an image file
     images: list[str] = field(default_factory=list)  # vit: several image files
     device: str = "cpu"
-    # The checkpoint's model config (model/_checkpoint, stored when model.* keys are given): only keys
-    # that hold no weights may change (schema.run.eval_may_change), e.g. model.attn_backend=flex.
-    model: ModelConfig | None = None
+    # model.* keys, composed untyped (model/_checkpoint) and applied to the checkpoint's model by its
+    # class (attnlab.cli.eval_data.model_changes): only keys that hold no weights may change
+    # (schema.run.eval_may_change), e.g. model.attn_backend=flex.
+    model: Any = field(default_factory=dict)
     # decoder-only sampling
     num_samples: int = 1
     max_new_tokens: int = 200

@@ -393,12 +393,13 @@ class EvalConfig:
 
     ckpt_path: str = MISSING  # a checkpoint written by attnlab-train
     split: Split = Split.test
-    # The checkpoint's own data config (conf/eval.yaml's data/_checkpoint, see attnlab.cli.eval_data),
-    # with data.* overrides on top, or data=<preset>; None only while no checkpoint is named.
-    data: DataConfig | None = None
-    # The checkpoint's model config (model/_checkpoint): only keys that hold no weights may change
-    # (eval_may_change), e.g. model.pos.rope_base; None only while no checkpoint is named.
-    model: ModelConfig | None = None
+    # The checkpoint's own data config with data.* overrides on top, or data=<preset>: composed untyped
+    # (conf/eval.yaml's data/_checkpoint), a DataConfig once typed by the checkpoint's class
+    # (attnlab.cli.eval_data).
+    data: Any = field(default_factory=dict)
+    # The checkpoint's model config, composed and typed the same way (model/_checkpoint): only keys that
+    # hold no weights may change (eval_may_change), e.g. model.pos.rope_base.
+    model: Any = field(default_factory=dict)
     batch_size: int | None = None  # None: the run's data.batch_size
     limit_batches: Any = None  # None: the run's trainer.limit_<split>_batches (as its end-of-training test)
     trainer: EvalTrainerConfig = field(default_factory=EvalTrainerConfig)
