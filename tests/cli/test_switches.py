@@ -12,8 +12,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from attnlab.cli.app import config_dir, one_line, register_schemas
-from attnlab.cli.prepared import take_datamodule
-from attnlab.cli.train import build_model_for
+from attnlab.cli.prepared import build_model_for, take_datamodule
 from attnlab.schema.checks import validate
 from attnlab.tasks import build_task
 
