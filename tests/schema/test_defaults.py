@@ -15,8 +15,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
 from attnlab.cli.app import COMMANDS, config_dir, register_schemas
+from attnlab.schema.eval import EvalConfig
 from attnlab.schema.load import UNIONS, to_object
-from attnlab.schema.run import RUN_DIR, EvalConfig, LoggerConfig, RunConfig, TrainerConfig
+from attnlab.schema.run import RUN_DIR, LoggerConfig, RunConfig, TrainerConfig
 
 CONF = config_dir()
 # The groups whose options are values of one schema class, and that class.

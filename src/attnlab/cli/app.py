@@ -35,8 +35,9 @@ from attnlab.cli.help import fast_help
 from attnlab.cli.jobs import failed_jobs, job_rows, job_table
 from attnlab.cli.presets import config_dir, presets
 from attnlab.schema.commands import CompressCommand, ExplainCommand, ExportCommand, SampleCommand
+from attnlab.schema.eval import EvalConfig
 from attnlab.schema.load import UNIONS
-from attnlab.schema.run import EvalConfig, RunConfig
+from attnlab.schema.run import RunConfig
 from attnlab.training.lock import unlock_run_dirs
 from attnlab.training.rundir import is_rank_zero, rank_suffix
 from attnlab.training.signals import RunInterrupted

@@ -36,8 +36,9 @@ from attnlab.cli.eval_lengths import check_length_sweep
 from attnlab.cli.harness import check_harness_tasks
 from attnlab.cli.jobs import log_to_file, run_job
 from attnlab.schema.errors import ConfigError
+from attnlab.schema.eval import EvalConfig
 from attnlab.schema.load import plain, to_object
-from attnlab.schema.run import EvalConfig, RunConfig
+from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import EVAL_DIR, EVAL_METRICS_FILE, eval_dir_of
 from attnlab.training.lock import new_dir
 from attnlab.training.rundir import save_config

@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 from attnlab.cli.eval_data import parse, values_of
 from attnlab.cli.presets import config_dir, presets
 from attnlab.schema.errors import ConfigError
-from attnlab.schema.run import EvalTrainerConfig
+from attnlab.schema.eval import EvalTrainerConfig
 
 
 def eval_trainers() -> list[str]:

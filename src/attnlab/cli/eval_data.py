@@ -14,7 +14,7 @@ Each job of a multirun (``-m ckpt_path=a,b data.seq_len=64,128``) applies its ov
 checkpoint's data.
 
 The model is the checkpoint's too (``model/_checkpoint``, the same way), and only its keys that hold
-no weights may change (``schema.run.eval_may_change``: ``model.pos.rope_base=20000``, RoPE's
+no weights may change (``schema.eval.eval_may_change``: ``model.pos.rope_base=20000``, RoPE's
 scaling to longer contexts, ``model.attn_backend=flex``, ``model.attn_window=64``); ``model=<preset>``
 is refused before composing (a model preset's defaults list chooses the task and data groups that
 these commands lack: ``attnlab.cli.command_line``). ``attnlab-sample`` reads its ``model.*`` keys the
@@ -33,8 +33,9 @@ from omegaconf.errors import OmegaConfBaseException
 
 from attnlab.schema.checks import check_run, validate_saved
 from attnlab.schema.errors import ConfigError
+from attnlab.schema.eval import eval_may_change
 from attnlab.schema.load import config_error, plain, to_object
-from attnlab.schema.run import RunConfig, eval_may_change
+from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import check_checkpoint_file
 
 CHECKPOINT_DATA = "_checkpoint"  # the untyped option of the data and model groups: the checkpoint's own

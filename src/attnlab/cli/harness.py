@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.schema.errors import ConfigError
+from attnlab.schema.eval import EvalConfig
 from attnlab.schema.load import plain
-from attnlab.schema.run import EvalConfig
 from attnlab.schema.rundir import EVAL_METRICS_FILE
 
 

@@ -20,18 +20,12 @@ from attnlab.schema.commands import (
 )
 from attnlab.schema.data import DATA, DataConfig, DataKind, data_config
 from attnlab.schema.errors import ConfigError
+from attnlab.schema.eval import EvalConfig
 from attnlab.schema.load import plain, read_run_config, to_object
 from attnlab.schema.model import MODELS, Family, ModelConfig, model_config
 from attnlab.schema.optim import OPTIMIZERS, OptimConfig
 from attnlab.schema.pos import POSITIONS, PosConfig, PosName, pos_config
-from attnlab.schema.run import (
-    CheckpointConfig,
-    EvalConfig,
-    LoggerConfig,
-    RunConfig,
-    SampleConfig,
-    TrainerConfig,
-)
+from attnlab.schema.run import CheckpointConfig, LoggerConfig, RunConfig, SampleConfig, TrainerConfig
 from attnlab.schema.task import TASKS, TaskConfig
 
 __all__ = [

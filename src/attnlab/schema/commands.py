@@ -30,7 +30,7 @@ class SampleCommand:
     device: str = "cpu"
     # model.* keys, composed untyped (model/_checkpoint) and applied to the checkpoint's model by its
     # class (attnlab.cli.eval_data.model_changes): only keys that hold no weights may change
-    # (schema.run.eval_may_change), e.g. model.attn_backend=flex.
+    # (schema.eval.eval_may_change), e.g. model.attn_backend=flex.
     model: Any = field(default_factory=dict)
     # decoder-only sampling
     num_samples: int = 1
