@@ -29,12 +29,19 @@ sweep() {  # sweep <name> <budgets> <widths>: one Hydra multirun into runs/<name
 lane_a() { sweep large 4e11 16,24,32,48,64 && sweep left_5e10 5e10 8,12 && sweep left_2e11 2e11 12; }
 lane_b() { sweep small 5e10,1e11,2e11 16,24,32,48,64 && sweep left_1e11 1e11 8,12; }
 rm -rf "$RUNS" && mkdir -p "$RUNS" "$OUT"
-start=$(date +%s)
 lane_a &
 a=$!
 lane_b &
 b=$!
 wait "$a"
 wait "$b"
-echo "sweep wall time: $(($(date +%s) - start)) s (two lanes side by side, one thread each)" | tee "$OUT/wall_time.txt"
+"$BIN/python" - <<'EOF' | tee "$OUT/wall_time.txt"   # from the runs' own summary.json
+import datetime as dt, json, pathlib
+runs = [json.loads(p.read_text()) for p in pathlib.Path("experiments/scaling/runs").glob("*/*/summary.json")]
+start = min(dt.datetime.fromisoformat(r["started"]) for r in runs)
+end = max(dt.datetime.fromisoformat(r["ended"]) for r in runs)
+print(f"runs: {len(runs)}; first run started {start:%H:%M:%S}, last ended {end:%H:%M:%S} (UTC, {end:%Y-%m-%d})")
+print(f"sweep wall time: {(end - start).total_seconds():.0f} s, two lanes side by side, one torch thread each, niced")
+print(f"sum of the runs' own wall times: {sum(r['wall_time_s'] for r in runs):.0f} s")
+EOF
 "$BIN/attnlab-report" "$RUNS" --out "$OUT" | tee "$OUT/report.txt"
