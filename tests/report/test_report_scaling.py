@@ -40,8 +40,12 @@ def test_a_sweep_with_parameters_tokens_and_flops_gets_the_fit_table_and_plots(
     values = dict(zip(table["estimate"], table["value"].astype(float)))
     assert values["alpha"] == pytest.approx(LAW.alpha, abs=0.05)
     assert values["a2"] == pytest.approx(LAW.beta / (LAW.alpha + LAW.beta), abs=0.05)
+    minima = report.tables[report_write.PROFILES_TITLE]
+    assert len(minima) == 3  # one row per budget
+    n_opt = minima["N_opt"].str.replace(",", "").astype(float).to_numpy()
+    assert np.all(np.diff(np.log(n_opt)) > 0)  # the optimal size grows with the budget
     names = {p.name for p in report.plots}
-    assert {"isoflop.png", "loss_vs_flops.png", "optimal_allocation.png"} <= names
+    assert {"isoflop.png", "loss_vs_flops.png", "law_fit.png", "optimal_allocation.png"} <= names
     for path in report.plots:
         assert path.read_bytes().startswith(PNG)
     text = report.markdown.read_text()

@@ -52,6 +52,18 @@ def test_keys_a_shown_key_determines_show_once(tmp_path: Path) -> None:
     assert hidden == {"model.pos.rope_base": "model.pos.name"}
 
 
+def test_the_steps_a_compute_budget_buys_follow_the_budget(tmp_path: Path) -> None:
+    """A scaling sweep: the budget and the width are swept, the steps derived from both (each steps
+    value alone names its budget, yet the budget is the key that was swept)."""
+    runs = [(1e11, 16, 1281), (1e11, 32, 436), (4e11, 16, 5125), (4e11, 32, 1745)]
+    for job, (budget, width, steps) in enumerate(runs):
+        cfg = config(trainer__compute_budget=budget, trainer__max_steps=steps, model__d_model=width)
+        write_run(tmp_path / str(job), cfg)
+    shown, hidden = shown_keys(read_sweep([tmp_path]).configs)
+    assert set(shown) == {"model.d_model", "trainer.compute_budget"}
+    assert hidden == {"trainer.max_steps": "trainer.compute_budget"}
+
+
 def test_values_show_as_the_configs_hold_them(tmp_path: Path) -> None:
     """A key null in one run and a number in another is no float column: 128, not 128.0."""
     write_run(tmp_path / "0", config(model__max_seq_len=None, optim__lr=1.0))

@@ -53,3 +53,15 @@ def test_an_isoflop_profile_whose_minimum_lies_outside_the_sizes_is_refused() ->
 def test_runs_of_nearly_equal_compute_share_a_budget() -> None:
     groups = budget_groups(np.array([1e18, 1.1e18, 9.5e17, 1e19, 1.05e19]))
     assert list(groups) == [0, 0, 0, 1, 1]
+
+
+@pytest.mark.parametrize("law", [HOFFMANN_2022, BESIROGLU_2024], ids=["hoffmann2022", "besiroglu2024"])
+def test_the_laws_optimal_allocation_minimises_it_at_fixed_compute(law: Law) -> None:
+    """Along C = 6 N D, the law's loss is lowest at optimal_n (a grid of 2,001 sizes over four
+    decades), and optimal_d spends the rest of the compute."""
+    c = 1e21
+    n = np.logspace(8, 12, 2001)
+    best = n[np.argmin(law(n, c / (6 * n)))]
+    assert law.optimal_n(c) == pytest.approx(best, rel=0.005)
+    assert 6 * law.optimal_n(c) * law.optimal_d(c) == pytest.approx(c)
+    assert law.optimal_n(8 * c) / law.optimal_n(c) == pytest.approx(8 ** law.values()["a"])

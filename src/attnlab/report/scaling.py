@@ -97,6 +97,16 @@ class Law:
             + self.B / np.asarray(d, dtype=float) ** self.beta
         )
 
+    def optimal_n(self, c: np.ndarray) -> np.ndarray:
+        """The N that minimises the law at compute ``c`` spent as C = 6 N D (Hoffmann et al. 2022,
+        eq. 4): ``G (C/6)^a`` with ``G = (alpha A / (beta B))^(1/(alpha+beta))``."""
+        g = (self.alpha * self.A / (self.beta * self.B)) ** (1 / (self.alpha + self.beta))
+        return g * (np.asarray(c, dtype=float) / 6) ** self.values()["a"]
+
+    def optimal_d(self, c: np.ndarray) -> np.ndarray:
+        """The tokens that go with ``optimal_n`` at compute ``c`` (C = 6 N D)."""
+        return np.asarray(c, dtype=float) / (6 * self.optimal_n(c))
+
     def values(self) -> dict[str, float]:
         """Its parameters and the allocation exponents it implies (N_opt ∝ C^a, D_opt ∝ C^b)."""
         total = self.alpha + self.beta or float("nan")  # a degenerate fit: no allocation exponents
@@ -274,11 +284,8 @@ def synthetic_runs(
     per budget, ``sizes_per_budget`` sizes spread over ``span_dex`` decades on both sides of the
     law's compute-optimal N. For tests, and to see what a sweep of a given shape can resolve."""
     rng = np.random.default_rng(seed)
-    values = law.values()
-    # N_opt(C) = G (C/6)^a with G = (alpha A / (beta B))^(1/(alpha+beta)) (Hoffmann et al. 2022, eq. 4).
-    g = (law.alpha * law.A / (law.beta * law.B)) ** (1 / (law.alpha + law.beta))
     n = np.concatenate(
-        [g * (c / 6) ** values["a"] * np.logspace(-span_dex, span_dex, sizes_per_budget) for c in budgets]
+        [law.optimal_n(c) * np.logspace(-span_dex, span_dex, sizes_per_budget) for c in budgets]
     )
     c = np.repeat(np.asarray(budgets, dtype=float), sizes_per_budget)
     d = c / (6 * n)

@@ -10,6 +10,9 @@ from attnlab.report.sweep import SEED, Sweep, evaluated_settings
 
 # Keys that say where a run lives or logs, not what it computes: never a difference worth a column.
 BOOKKEEPING = ("run_dir", "ckpt_path", "logger.")
+# Keys that training derives from another swept key: a scaling sweep's steps are what its compute
+# budget buys at each size, so the budget is the swept key shown and the steps follow it.
+DERIVED = {"trainer.max_steps": "trainer.compute_budget"}
 FINISHED = ("completed", "unknown")  # runs whose results enter means (unknown: made before summary.json)
 SUMMARY_COLUMNS = {
     "status": "status",
@@ -33,11 +36,16 @@ def shown_keys(configs: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
     """The swept keys worth a column, and the others, each with the shown key that determines it
     (each value of the shown key always goes with one value of the other, as ``data.kind`` with
     ``model.family`` when families are swept, or ``model.pos.rope_base``, set only for RoPE, with
-    ``model.pos.name``): such a column would say nothing new."""
+    ``model.pos.name``; or training derives it from a swept key, as the steps from a compute
+    budget): such a column would say nothing new."""
     shown: list[str] = []
     hidden: dict[str, str] = {}
     text = as_text(configs)
-    for key in swept_keys(configs):
+    swept = swept_keys(configs)
+    for key in swept:
+        if DERIVED.get(key) in swept:
+            hidden[key] = DERIVED[key]
+            continue
         twin = next((k for k in shown if k != SEED and key != SEED and determines(text, k, key)), None)
         if twin is None:
             shown.append(key)

@@ -10,7 +10,7 @@ import pandas as pd
 
 from attnlab.report.plots import write_plots
 from attnlab.report.scaling import Runs, ScalingFit, fit_scaling
-from attnlab.report.scaling_plots import scaling_plots, scaling_table
+from attnlab.report.scaling_plots import profile_table, scaling_plots, scaling_table
 from attnlab.report.sweep import SEED, Sweep, evaluated_settings, metric_mode
 from attnlab.report.table import eval_table, job_table, seed_table, shown_keys
 
@@ -18,6 +18,7 @@ REPORT_FILE = "report.md"
 PLOTS_DIR = "plots"
 RUNS_CSV = "runs.csv"
 SCALING_TITLE = "Scaling fit (Chinchilla approaches 2 and 3, 95% bootstrap intervals)"
+PROFILES_TITLE = "IsoFLOP minima (approach 2: each budget's parabola in log N)"
 SCALING_RESAMPLES = 100
 MIN_SCALING_RUNS = 6  # two budgets of three sizes: the least that gives a parabola per budget and a line
 
@@ -39,6 +40,8 @@ def write_report(sweep: Sweep, out_dir: Path, command: str = "attnlab-report") -
     fit = sweep_scaling_fit(sweep)
     if fit is not None:
         tables[SCALING_TITLE] = scaling_table(fit)
+        if fit.profiles:
+            tables[PROFILES_TITLE] = profile_table(fit)
         plots += scaling_plots(fit, out_dir / PLOTS_DIR)
     csv = write_atomic(out_dir / RUNS_CSV, runs_csv(sweep))
     text = markdown(sweep, tables, [p.relative_to(out_dir) for p in plots], command)
@@ -124,7 +127,7 @@ def overview(sweep: Sweep) -> list[str]:
     lines.append(f"Swept: {', '.join(keys) or 'nothing (all runs share one config)'}.")
     if hidden:
         pairs = ", ".join(f"{k} (with {twin})" for k, twin in hidden.items())
-        lines.append(f"Not shown, as a shown key determines them: {pairs}.")
+        lines.append(f"Not shown, as shown keys determine them: {pairs}.")
     return lines
 
 
@@ -149,6 +152,12 @@ def table_notes(title: str, sweep: Sweep) -> list[str]:
             "compute), its minimum, and log-log lines through the minima (`a2`, `b2`). Approach 3: "
             "L(N, D) = E + A/N^α + B/D^β by Huber loss on log L and L-BFGS (Hoffmann et al. 2022). "
             f"Intervals: {SCALING_RESAMPLES} refits on runs resampled with replacement.",
+            "",
+        ]
+    if title == PROFILES_TITLE:
+        return [
+            "A budget has a row when its parabola opens upward and its minimum lies between its "
+            "smallest and largest size; D_opt is read off the budget's line of log D against log N.",
             "",
         ]
     keys = ", ".join(f"`eval {k}`" for k in sweep.eval_keys) or "none"
