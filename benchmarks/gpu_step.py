@@ -30,7 +30,7 @@ from torch import Tensor, nn
 from attnlab.generate import generate
 from attnlab.models.flops import flops_per_token, matmul_params
 from attnlab.models.speedups import compile_layers, convert_to_float8
-from attnlab.tasks.base import cross_entropy
+from attnlab.tasks.losses import cross_entropy
 from benchmarks import models
 from benchmarks.common import interleaved
 from benchmarks.mfu import matmul_flops
@@ -83,7 +83,7 @@ def losses(
         return m(ids, labels)[1] if nanogpt_dir is not None else ce(m(ids))
 
     models_and_losses = {
-        # attnlab-train's loss: compiled with the model (attnlab.tasks.base.cross_entropy)
+        # attnlab-train's loss: compiled with the model (attnlab.tasks.losses.cross_entropy)
         "attnlab": (
             ours.to(device),
             lambda m, compiled=False: cross_entropy(m(ids), labels, compiled=compiled),

@@ -1,11 +1,11 @@
-"""The loss is compiled where the model is (``attnlab.tasks.base.cross_entropy``): the same value, and
+"""The loss is compiled where the model is (``attnlab.tasks.losses.cross_entropy``): the same value, and
 a compiled model is recognised as such."""
 
 from __future__ import annotations
 
 import torch
 
-from attnlab.tasks.base import cross_entropy, is_compiled
+from attnlab.tasks.losses import cross_entropy, is_compiled
 
 
 def test_the_compiled_loss_equals_the_plain_one_with_ignored_labels_and_smoothing() -> None:

@@ -12,16 +12,14 @@ weights_only=True)`` (Lightning's own loader) rebuilds a trained task from its c
 from __future__ import annotations
 
 import copy
-import functools
 import math
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pytorch_lightning as pl
 import torch
-import torch.nn.functional as F
 from pytorch_lightning.plugins.precision import Precision
 from torch import Tensor, nn
 from torch.distributed.fsdp import FullyShardedDataParallel
@@ -31,12 +29,12 @@ from attnlab.models import build_model
 from attnlab.models.flops import flops_per_token, matmul_params
 from attnlab.models.parallel import average_replicated_gradients, is_sharded, shard_layers, tensor_parallel
 from attnlab.schema.builders import Builders
-from attnlab.schema.data import IGNORE_INDEX
 from attnlab.schema.load import plain, read_model_config, read_optim_config, read_task_config
 from attnlab.schema.model import ModelConfig
 from attnlab.schema.optim import OnExtend
 from attnlab.schema.task import TASKS
 from attnlab.tasks.lightning_shims import sets_hook_name
+from attnlab.tasks.losses import count_labels, cross_entropy, is_compiled
 from attnlab.tasks.nonfinite import NonFiniteGuard, check_finite_weights, clip_gradients, gradient_norm
 from attnlab.tasks.optim import (
     Schedule,
@@ -378,50 +376,3 @@ class TaskModule(pl.LightningModule):
         if cached is None or cached[0] is not self.tokenizer:
             self._saved_tokenizer = cached = (self.tokenizer, tokenizer_files(self.tokenizer))
         return None if cached[1] is None else dict(cached[1])  # each checkpoint its own dict
-
-
-def plain_cross_entropy(logits: Tensor, labels: Tensor, smoothing: float = 0.0) -> Tensor:
-    """Mean cross-entropy of logits (..., V) over positions whose label is not IGNORE_INDEX."""
-    return F.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]),
-        labels.reshape(-1),
-        ignore_index=IGNORE_INDEX,
-        label_smoothing=smoothing,
-    )
-
-
-@functools.cache
-def _compiled_cross_entropy() -> Callable[..., Tensor]:
-    return torch.compile(plain_cross_entropy)  # asked for at the first compiled loss: imports dynamo
-
-
-def cross_entropy(
-    logits: Tensor, labels: Tensor, smoothing: float = 0.0, *, compiled: bool = False
-) -> Tensor:
-    """``plain_cross_entropy``, compiled with ``compiled=True``. Under bf16 autocast the eager loss casts
-    the (B, T, V) logits to float32 and keeps their float32 log-softmax for the backward pass, two
-    copies of the largest tensor of a language model's step (2.3 GiB each for GPT-2 at B 12, T 1024);
-    compiled, the cast happens inside fused kernels, as in nanoGPT, whose compiled forward holds its
-    loss (a compiled GPT-2 step measured 2.3 GiB over nanoGPT's and 0.88x its speed without this)."""
-    return (_compiled_cross_entropy() if compiled else plain_cross_entropy)(logits, labels, smoothing)
-
-
-def is_compiled(module: nn.Module) -> bool:
-    """Whether ``module.compile()`` was called (it compiles the module in place)."""
-    return getattr(module, "_compiled_call_impl", None) is not None
-
-
-def token_hits(logits: Tensor, labels: Tensor) -> Tensor:
-    """1.0 where the argmax of ``logits`` equals a label that is not IGNORE_INDEX (a flat vector)."""
-    keep = labels != IGNORE_INDEX
-    return (logits.argmax(-1)[keep] == labels[keep]).float()
-
-
-def labelled(logits: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
-    """The rows of ``logits`` (..., C) whose label is not IGNORE_INDEX, as (N, C), and those labels (N,)."""
-    keep = labels != IGNORE_INDEX
-    return logits[keep], labels[keep]
-
-
-def count_labels(labels: Tensor) -> Tensor:
-    return (labels != IGNORE_INDEX).sum()

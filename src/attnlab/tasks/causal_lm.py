@@ -9,7 +9,8 @@ from torchmetrics import MeanMetric, Metric
 
 from attnlab.schema import task
 from attnlab.schema.data import IGNORE_INDEX
-from attnlab.tasks.base import TASK_CLASSES, TaskModule, count_labels, labelled
+from attnlab.tasks.base import TASK_CLASSES, TaskModule
+from attnlab.tasks.losses import count_labels, labelled
 
 
 @TASK_CLASSES.builds(task.CausalLMTask)

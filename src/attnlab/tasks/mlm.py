@@ -8,7 +8,8 @@ from torchmetrics import MeanMetric, Metric
 from attnlab.schema import task
 from attnlab.schema.data import IGNORE_INDEX
 from attnlab.schema.model import ModelConfig
-from attnlab.tasks.base import TASK_CLASSES, TaskModule, count_labels, token_hits
+from attnlab.tasks.base import TASK_CLASSES, TaskModule
+from attnlab.tasks.losses import count_labels, token_hits
 
 
 @TASK_CLASSES.builds(task.MaskedLMTask)

@@ -20,15 +20,8 @@ from attnlab.generate.seq2seq import greedy_tokens
 from attnlab.generate.threads import single_query_threads
 from attnlab.schema import task
 from attnlab.schema.data import IGNORE_INDEX
-from attnlab.tasks.base import (
-    TASK_CLASSES,
-    TaskModule,
-    Work,
-    count_labels,
-    flops_per_token,
-    labelled,
-    token_hits,
-)
+from attnlab.tasks.base import TASK_CLASSES, TaskModule, Work, flops_per_token
+from attnlab.tasks.losses import count_labels, labelled, token_hits
 
 
 @TASK_CLASSES.builds(task.Seq2SeqTask)
