@@ -1,5 +1,5 @@
 """The layers of docs/architecture.md hold: import-linter's contracts (pyproject.toml), no import cycle
-among attnlab's modules, and what importing a package loads in a fresh interpreter."""
+among attnlab's modules, what importing a package loads in a fresh interpreter, and no module over 400 lines."""
 
 from __future__ import annotations
 
@@ -66,3 +66,14 @@ def test_importing_a_package_loads_only_what_lies_below_it(statement: str, absen
     loaded = loaded_after(statement)
     assert statement.split()[-1] in loaded
     assert not loaded & absent
+
+
+MAX_MODULE_LINES = 400  # the house limit (nanoGPT's files are shorter): a longer module holds two ideas
+
+
+def test_no_source_module_is_longer_than_the_house_limit() -> None:
+    lengths = {
+        p.relative_to(ROOT).as_posix(): len(p.read_text().splitlines()) for p in (ROOT / "src").rglob("*.py")
+    }
+    too_long = {path: n for path, n in lengths.items() if n > MAX_MODULE_LINES}
+    assert too_long == {}, f"split these by idea (at most {MAX_MODULE_LINES} lines each): {too_long}"

@@ -31,9 +31,10 @@ from attnlab.data import build_datamodule
 from attnlab.explain import ablate, patch_heads
 from attnlab.explain.induction import induction_scores, previous_token_scores, repeats
 from attnlab.models import build_model
-from attnlab.schema.data import IGNORE_INDEX, RepeatedSegmentsData
+from attnlab.schema.data import IGNORE_INDEX
 from attnlab.schema.model import GPTConfig
 from attnlab.schema.pos import pos_config
+from attnlab.schema.synthetic_data import RepeatedSegmentsData
 from attnlab.schema.task import CausalLMTask
 
 INDUCTION = 0.3  # a head whose induction score reaches this is called an induction head

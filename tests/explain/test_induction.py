@@ -47,9 +47,9 @@ def make_repeated(tmp_path):
     from torch.utils.data import default_collate
 
     from attnlab.data import build_datamodule
-    from attnlab.schema.data import RepeatedSegmentsData
     from attnlab.schema.model import GPTConfig
     from attnlab.schema.pos import pos_config
+    from attnlab.schema.synthetic_data import RepeatedSegmentsData
     from attnlab.schema.task import CausalLMTask
 
     def make(seq_len: int, count: int) -> dict:

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from attnlab.cli.jobs import log_to_file
-from attnlab.schema.data import PasskeyData, SyntheticData
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.eval import EvalConfig
 from attnlab.schema.load import plain
 from attnlab.schema.pos import LearnedPos, RopePos, RopeScalingKind
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import EVAL_METRICS_FILE
+from attnlab.schema.synthetic_data import PasskeyData, SyntheticData
 
 SYNTHETIC_KINDS = "copy, passkey, recall, addition"
 

@@ -18,10 +18,10 @@ from omegaconf import OmegaConf
 from attnlab.cli.jobs import log_to_file
 from attnlab.cli.prepared import build_model_for, take_datamodule
 from attnlab.cli.teacher import take_teacher
-from attnlab.schema.data import SyntheticData
 from attnlab.schema.load import plain
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import LAST, TEST_METRICS_FILE, checkpoint_dir, run_dir_of
+from attnlab.schema.synthetic_data import SyntheticData
 from attnlab.schema.task import CausalLMTask
 from attnlab.training.files import write_atomically
 from attnlab.training.rundir import (

@@ -29,7 +29,8 @@ from attnlab.data.module import AttnlabDataModule
 from attnlab.data.pairs import collate_pairs
 from attnlab.data.sampling import Key, split_key
 from attnlab.data.tokenizers import char_tokenizer
-from attnlab.schema.data import IGNORE_INDEX, PasskeyData, SyntheticData
+from attnlab.schema.data import IGNORE_INDEX
+from attnlab.schema.synthetic_data import PasskeyData, SyntheticData
 
 FILLER = "the grass is green. the sky is blue. the sun is yellow. here we go. there and back again. "
 # Every character any task writes: the vocabulary is the same for every task, length and seed, so a

@@ -21,11 +21,13 @@ from attnlab.schema.commands import (
 from attnlab.schema.data import DATA, DataConfig, DataKind, data_config
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.eval import EvalConfig
+from attnlab.schema.image_data import ImageData  # its kinds join DATA
 from attnlab.schema.load import plain, read_run_config, to_object
 from attnlab.schema.model import MODELS, Family, ModelConfig, model_config
 from attnlab.schema.optim import OPTIMIZERS, OptimConfig
 from attnlab.schema.pos import POSITIONS, PosConfig, PosName, pos_config
 from attnlab.schema.run import CheckpointConfig, LoggerConfig, RunConfig, SampleConfig, TrainerConfig
+from attnlab.schema.synthetic_data import SyntheticData  # its kinds join DATA
 from attnlab.schema.task import TASKS, TaskConfig
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "ExportCommand",
     "ExportFormat",
     "Family",
+    "ImageData",
     "LoggerConfig",
     "ModelConfig",
     "OptimConfig",
@@ -53,6 +56,7 @@ __all__ = [
     "RunConfig",
     "SampleCommand",
     "SampleConfig",
+    "SyntheticData",
     "TaskConfig",
     "TrainerConfig",
     "check_run",

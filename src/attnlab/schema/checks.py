@@ -8,8 +8,9 @@ from collections.abc import Mapping
 
 from omegaconf import DictConfig
 
-from attnlab.schema.data import ImageData, Packing, SequenceData, TextData
+from attnlab.schema.data import Packing, SequenceData, TextData
 from attnlab.schema.errors import ConfigError
+from attnlab.schema.image_data import ImageData
 from attnlab.schema.load import read_run_config, to_object
 from attnlab.schema.model import MODELS, AttnBackend, GPTConfig, TokenModelConfig, ViTConfig
 from attnlab.schema.optim import MuonConfig

@@ -6,10 +6,12 @@ come from small bases:
     SequenceData        seq_len: the kinds made of token sequences
     TokenizedData       the tokenizer: the kinds that build one from their text
     GeneratedData       sizes of the sets attnlab generates from the seed
-    SyntheticData       a synthetic task of data.seq_len tokens with an exact answer (+ GeneratedData)
     CarvedData          val/test fractions carved from the training data
     SourcedData         a local path or a Hugging Face dataset to read (+ CarvedData)
-    ImageData           sizes, augmentation and normalisation of images (+ CarvedData)
+
+The synthetic tasks' kinds are in ``schema.synthetic_data`` (``SyntheticData``: a task of data.seq_len
+tokens with an exact answer), the images' in ``schema.image_data`` (``ImageData``: sizes, augmentation
+and normalisation); ``attnlab.schema`` imports both, so every kind is registered in ``DATA``.
 
 Paths are used as given (relative ones against the working directory of the process): a config file
 may spell them with ``${oc.env:HOME}`` or ``${hydra:runtime.cwd}``. Nothing is ever written under
@@ -18,13 +20,13 @@ may spell them with ``${oc.env:HOME}`` or ``${hydra:runtime.cwd}``. Nothing is e
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 from omegaconf import MISSING
 
 from attnlab.schema.choice import Choice, TaggedUnion
-from attnlab.schema.errors import ConfigError, at_least_one, fraction, not_negative, positive, show
+from attnlab.schema.errors import ConfigError, at_least_one, fraction, not_negative, show
 
 # The label of a position that no loss or metric scores (padding, unmasked tokens, a document's end):
 # torch's cross_entropy default, and Hugging Face's
@@ -185,29 +187,6 @@ class SourcedData(CarvedData):
             raise ConfigError("data.path", None, f"data.kind={self.kind} needs {self.needs}")
 
 
-@dataclass
-class ImageData(CarvedData):
-    image_size: int | None = None  # None: the model's image_size
-    augment: bool = False  # random crop with padding (+ horizontal flip) on training images
-    crop_padding: int = 4
-    hflip: bool = True
-    mean: list[float] = field(default_factory=list)  # empty: the digits' own statistics, else 0.5
-    std: list[float] = field(default_factory=list)
-
-    def check(self) -> None:
-        super().check()
-        positive("data.image_size", self.image_size, allow_none=True)
-        not_negative("data.crop_padding", self.crop_padding)
-        if len(self.mean) != len(self.std) or len(self.mean) not in (0, 1, 3):
-            raise ConfigError(
-                "data.mean",
-                self.mean,
-                f"with data.std={show(self.std)}: give both with 1 or 3 values, or leave both empty",
-            )
-        if any(s <= 0 for s in self.std):
-            raise ConfigError("data.std", self.std, "must be positive")
-
-
 @DATA.register
 @dataclass
 class TextData(TokenizedData, SourcedData):
@@ -338,126 +317,6 @@ class ReverseData(GeneratedPairsData):
     def check(self) -> None:
         super().check()
         at_least_one("data.reverse_max_len", self.reverse_max_len)
-
-
-@dataclass
-class SyntheticData(SequenceData, GeneratedData):
-    """A synthetic task, generated per example from the seed: a prompt, then an exact answer, in at
-    most ``seq_len`` + 1 characters (one token each). A causal LM's labels are the answer's tokens
-    only, so its loss is the answer-token loss and ``exact_match`` scores whole answers; an
-    encoder-decoder reads the prompt as source and the answer as target."""
-
-    seq_len: int = 64
-    batch_size: int = 64
-    min_seq_len: ClassVar[int] = 2  # the shortest row that holds one example of the task
-
-    def check(self) -> None:
-        super().check()
-        if self.seq_len < self.min_seq_len:
-            raise ConfigError(
-                "data.seq_len",
-                self.seq_len,
-                f"is too short for data.kind={self.kind}; it needs at least {self.min_seq_len}",
-            )
-
-
-@DATA.register
-@dataclass
-class CopyData(SyntheticData):
-    """A random string of letters, '=', then the same string again (the answer)."""
-
-    kind: DataKind = DataKind.copy
-    module: ClassVar[str] = "attnlab.data.synthetic:CopyDataModule"
-
-
-@DATA.register
-@dataclass
-class PasskeyData(SyntheticData):
-    """Filler text with 'k:<digits>;' hidden at ``passkey_depth`` of it, then '?k:' asks for the digits."""
-
-    kind: DataKind = DataKind.passkey
-    module: ClassVar[str] = "attnlab.data.synthetic:PasskeyDataModule"
-    passkey_digits: int = 5
-    passkey_depth: float | None = (
-        None  # where the key sits in the filler, 0 (start) to 1 (end); None: uniform
-    )
-
-    @property
-    def min_seq_len(self) -> int:  # type: ignore[override]
-        return 2 * self.passkey_digits + 5  # needle, query and answer with no filler
-
-    def check(self) -> None:
-        at_least_one("data.passkey_digits", self.passkey_digits)
-        if self.passkey_depth is not None and not 0.0 <= self.passkey_depth <= 1.0:
-            raise ConfigError(
-                "data.passkey_depth", self.passkey_depth, "must be in [0, 1], or null (uniform)"
-            )
-        super().check()
-
-
-@DATA.register
-@dataclass
-class RecallData(SyntheticData):
-    """Associative recall: key-value pairs (two letters, one digit), then '?' and a key; the answer is
-    its value."""
-
-    kind: DataKind = DataKind.recall
-    module: ClassVar[str] = "attnlab.data.synthetic:RecallDataModule"
-    min_seq_len: ClassVar[int] = 6
-
-
-@DATA.register
-@dataclass
-class AdditionData(SyntheticData):
-    """Multi-digit addition 'a+b=' of two n-digit numbers; the answer is the sum in n + 1 digits."""
-
-    kind: DataKind = DataKind.addition
-    module: ClassVar[str] = "attnlab.data.synthetic:AdditionDataModule"
-    min_seq_len: ClassVar[int] = 5
-
-
-@DATA.register
-@dataclass
-class RepeatedSegmentsData(SyntheticData):
-    """Random letters whose last stretch repeats a random segment: the answer is the repeat after its
-    first token, which only a model that looks back to what followed the earlier occurrence predicts
-    (an induction head, Olsson et al. 2022). The segment's length and start vary per example, so no
-    fixed offset finds it."""
-
-    kind: DataKind = DataKind.repeated_segments
-    module: ClassVar[str] = "attnlab.data.synthetic:RepeatedSegmentsDataModule"
-    min_seq_len: ClassVar[int] = 7  # a segment of at least 4 letters, twice
-
-
-@DATA.register
-@dataclass
-class DigitsData(ImageData):
-    """scikit-learn's bundled 8x8 handwritten digits (1797 images, no download)."""
-
-    kind: DataKind = DataKind.digits
-    module: ClassVar[str] = "attnlab.data.images:ImageDataModule"
-    batch_size: int = 64
-    val_fraction: float = 0.1
-    test_fraction: float = 0.1
-
-
-@DATA.register
-@dataclass
-class ImagesData(ImageData, SourcedData):
-    """Labelled images: a folder of class folders, a Hugging Face dataset, or a torchvision dataset."""
-
-    kind: DataKind = DataKind.images
-    module: ClassVar[str] = "attnlab.data.images:ImageDataModule"
-    batch_size: int = 64
-    val_fraction: float = 0.1
-    test_fraction: float = 0.1
-    augment: bool = True
-    image_column: str = "image"  # of a Hugging Face dataset
-    label_column: str = "label"
-    torchvision: str | None = None  # a torchvision.datasets class name, e.g. "CIFAR10" (vision extra)
-
-    source_fields: ClassVar[tuple[str, ...]] = ("path", "hf_name", "torchvision")
-    needs: ClassVar[str | None] = "data.path (a folder of class folders), data.hf_name or data.torchvision"
 
 
 def data_config(kind: str, **settings: object) -> DataConfig:
