@@ -40,16 +40,29 @@ def as_decimal(text: str) -> Decimal | None:
         return None
 
 
+SAVED_RUN = re.compile(r"[-+]?\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?")
+THOUSANDS = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
+
+
+def readings(run: str) -> list[str]:
+    """The numbers a run of digits, commas and points may be: each comma-separated piece (``3,3.3997``
+    in a CSV cell or a list is 3 and 3.3997), and the whole when its commas are thousands separators
+    (``1,554``; every comma followed by exactly three digits)."""
+    pieces = [p.rstrip(".") for p in run.split(",") if p.rstrip(".")]
+    return [*pieces, run] if THOUSANDS.fullmatch(run.rstrip(".")) else pieces
+
+
 def saved_numbers(results: Path) -> set[Decimal]:
     """Every number in the text files under ``results``, with its sign dropped."""
     numbers: set[Decimal] = set()
     for path in results.rglob("*"):
         if path.is_file() and path.suffix in RESULT_SUFFIXES:
             text = path.read_text(encoding="utf-8", errors="replace")
-            for raw in re.findall(r"[-+]?\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?", text):
-                value = as_decimal(raw.rstrip(",."))
-                if value is not None:
-                    numbers.add(abs(value))
+            for run in SAVED_RUN.findall(text):
+                for raw in readings(run.rstrip(",.")):
+                    value = as_decimal(raw)
+                    if value is not None:
+                        numbers.add(abs(value))
     return numbers
 
 

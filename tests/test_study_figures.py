@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
-from check_figures import is_saved, missing_figures, quoted_figures, studies
+from check_figures import is_saved, missing_figures, quoted_figures, saved_numbers, studies
 
 # Studies whose READMEs still quote figures no saved file holds, and why; strict, so that the entry
 # must go once the study's run.sh saves them.
@@ -44,3 +44,14 @@ def test_a_figure_is_saved_when_a_saved_number_rounds_to_it() -> None:
     assert is_saved("0.211", saved)  # as a float prints it
     assert not is_saved("2.0214", saved)
     assert not is_saved("2.021275", saved)  # more digits than any file holds: typed by hand
+
+
+def test_a_comma_inside_a_csv_cell_or_a_list_separates_numbers(tmp_path: Path) -> None:
+    from decimal import Decimal
+
+    (tmp_path / "runs.csv").write_text('task,lengths,loss\npasskey,"3,3.3997",[16,128,256]\n')
+    (tmp_path / "wall.txt").write_text("copy took 1,912 s\n")
+    saved = saved_numbers(tmp_path)
+    assert {Decimal("3"), Decimal("3.3997"), Decimal("16"), Decimal("128"), Decimal("1912")} <= saved
+    assert Decimal("33.3997") not in saved  # "3,3.3997" is not a thousands separator
+    assert is_saved("3.3997", saved) and not is_saved("33.3997", saved)

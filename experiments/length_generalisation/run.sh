@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The whole study, from the repository root:  experiments/length_generalisation/run.sh [all|TASK...|eval TASK...|report]
+# The whole study, from the repository root:
+#   experiments/length_generalisation/run.sh [all|TASK...|eval TASK...|report|longer TASK...]
 #   for each task (default: copy passkey recall addition, two side by side):
 #     train   18 runs (experiment=length_generalisation: 6 encodings x 3 seeds, 300 steps at length 16)
 #     eval    every last checkpoint at 16, 32, 64, 128, 256 characters (1x-16x) on the first 32 val
 #             examples, in one attnlab-eval call per task; the RoPE ones also with linear, NTK and YaRN
 #             scaling at factor length / 16
 #   report  attnlab-report over the runs: heatmaps, line plots and tables into $HERE/results/
+#   longer  a probe of whether more training teaches a task at the trained length: the six encodings,
+#           seed 1 only, 5x the steps (1,500), scored at 16 and 32, reported into $HERE/results/longer/
 # One thread per process: the 2 cores of the machine this was written on are shared with other work.
 set -euo pipefail
 HERE=experiments/length_generalisation
@@ -45,14 +48,33 @@ tasks() {  # train and evaluate each task in turn; each one's wall time into res
   done
 }
 
-report() {
-  "$BIN/attnlab-report" "$RUNS" --out "$HERE/results"
+longer() {  # one task's six encodings at 1,500 steps (seed 1), scored at 1x and 2x
+  local runs=$RUNS/longer start
+  start=$(date +%s)
+  mkdir -p "$runs"
+  # shellcheck disable=SC2046
+  "$BIN/attnlab-train" experiment=length_generalisation $(task_args "$1") hydra.sweeper.params.seed=1 \
+    trainer.max_steps=1500 trainer.val_every_n_steps=1500 checkpoint.every_n_steps=1500 \
+    hydra.sweep.dir="$runs/$1" > "$runs/train_$1.log" 2>&1
+  "$BIN/attnlab-eval" -m ckpt_path="$(find "$runs/$1" -path '*/checkpoints/last.ckpt' | sort | paste -sd, -)" \
+    "eval.lengths=[16,32]" eval.examples=32 split=val logger=none > "$runs/eval_$1.log" 2>&1
+  mkdir -p "$HERE/results/longer"
+  echo "$1: train 6 runs of 1,500 steps and evaluate them: $(($(date +%s) - start)) s wall" \
+    >> "$HERE/results/longer/wall_time.txt"
+}
+
+report() {  # the four tasks' sweeps only: runs/longer is the probe's, reported into results/longer
+  local sweeps
+  mapfile -t sweeps < <(find "$RUNS" -mindepth 1 -maxdepth 1 -type d ! -name longer | sort)
+  "$BIN/attnlab-report" "${sweeps[@]}" --out "$HERE/results"
 }
 
 mkdir -p "$RUNS" "$HERE/results"
 case ${1:-all} in
   report) report ;;
   eval) shift; for task in "$@"; do evaluate "$task"; done ;;
+  longer) shift; for task in "$@"; do longer "$task"; done
+    "$BIN/attnlab-report" "$RUNS/longer" --out "$HERE/results/longer" ;;
   all)
     tasks copy recall &     # two streams side by side
     a=$!
