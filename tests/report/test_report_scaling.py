@@ -72,3 +72,17 @@ def test_seeds_of_one_size_and_length_get_no_scaling_fit(tmp_path: Path) -> None
         )
     report = write_report(read_sweep([tmp_path]), tmp_path / "out")
     assert report_write.SCALING_TITLE not in report.tables
+
+
+def test_runs_that_differ_in_more_than_size_and_length_get_no_scaling_fit(tmp_path: Path) -> None:
+    """The scaling sweep's runs with the positional encoding swept too (a comparison of encodings whose
+    parameter counts differ by a position table): no law in N and D describes them."""
+    runs = synthetic_runs(LAW, np.logspace(18, 20, 3), sizes_per_budget=5, noise=0.002, seed=3)
+    for job, (n, d, loss) in enumerate(zip(runs.n, runs.d, runs.loss)):
+        fields = {"train_tokens": d, "flops_per_token": {"chinchilla": PER_TOKEN * n}}
+        pos = ("rope", "learned")[job % 2]
+        write_run(tmp_path / str(job), config(seed=job, model__pos__name=pos), val=val_losses(float(loss)),
+                  n_params=int(n), summary_fields=fields)  # fmt: skip
+    report = write_report(read_sweep([tmp_path]), tmp_path / "out")
+    assert report_write.SCALING_TITLE not in report.tables
+    assert not {"isoflop.png", "loss_vs_flops.png"} & {p.name for p in report.plots}

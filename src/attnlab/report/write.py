@@ -12,7 +12,7 @@ from attnlab.report.plots import write_plots
 from attnlab.report.scaling import Runs, ScalingFit, fit_scaling
 from attnlab.report.scaling_plots import profile_table, scaling_plots, scaling_table
 from attnlab.report.sweep import SEED, Sweep, evaluated_settings, metric_mode
-from attnlab.report.table import eval_table, job_table, seed_table, shown_keys
+from attnlab.report.table import eval_table, job_table, seed_table, shown_keys, swept_keys
 
 REPORT_FILE = "report.md"
 PLOTS_DIR = "plots"
@@ -21,6 +21,11 @@ SCALING_TITLE = "Scaling fit (Chinchilla approaches 2 and 3, 95% bootstrap inter
 PROFILES_TITLE = "IsoFLOP minima (approach 2: each budget's parabola in log N)"
 SCALING_RESAMPLES = 100
 MIN_SCALING_RUNS = 6  # two budgets of three sizes: the least that gives a parabola per budget and a line
+# The config keys a scaling sweep may vary: the model's shape, how long it trains, and the seed. A sweep
+# that varies anything else (the positional encoding, the task) compares different things, not sizes.
+SCALING_KEYS = ("model.d_model", "model.n_layers", "model.n_heads", "model.n_kv_heads", "model.d_ff",
+                "model.head_dim", "trainer.max_steps", "trainer.max_epochs", "trainer.compute_budget",
+                "data.batch_size", SEED)  # fmt: skip
 
 
 @dataclass
@@ -80,8 +85,10 @@ def report_tables(sweep: Sweep) -> dict[str, pd.DataFrame]:
 
 def scaling_runs(sweep: Sweep) -> Runs | None:
     """The finished runs that carry parameters, tokens and FLOPs per token, as points (N, D, C = D x
-    FLOPs per token, final value of the monitored loss); None unless there are enough of them and the
-    monitor is a loss (lower is better)."""
+    FLOPs per token, final value of the monitored loss); None unless they differ only in size, length
+    and seed (``SCALING_KEYS``), there are enough of them, and the monitor is a loss (lower is better)."""
+    if any(key not in SCALING_KEYS for key in swept_keys(sweep.configs)):
+        return None  # the runs differ in more than size and length: no one law describes them
     runs = sweep.runs
     monitor = sweep.monitors[0] if sweep.monitors else None
     if monitor is None or metric_mode(monitor, {}) != "min" or f"{monitor} final" not in runs:
