@@ -47,7 +47,15 @@ train vit_distilled experiment=vit_digits model.n_layers=2 trainer.max_steps=300
   task=distill task.teacher="$RUNS/vit_teacher/checkpoints/last.ckpt"
 train gpt_scratch model.n_layers=2
 train gpt_distilled model.n_layers=2 task=distill task.teacher="$RUNS/gpt_teacher/checkpoints/last.ckpt"
+# (a) again for the ViT with three seeds of each student (the same teacher): the spread one seed
+# cannot show (the GPT's students, 20-30 minutes each on the loaded machine, have one seed)
+for seed in 1337 1338 1339; do
+  train "vit_scratch_seed$seed" experiment=vit_digits model.n_layers=2 trainer.max_steps=300 seed="$seed"
+  train "vit_distilled_seed$seed" experiment=vit_digits model.n_layers=2 trainer.max_steps=300 seed="$seed" \
+    task=distill task.teacher="$RUNS/vit_teacher/checkpoints/last.ckpt"
+done
 "$BIN/attnlab-report" "$RUNS/vit_scratch" "$RUNS/vit_distilled" --out "$OUT/distill_vit"
+"$BIN/attnlab-report" "$RUNS"/vit_scratch_seed*/ "$RUNS"/vit_distilled_seed*/ --out "$OUT/distill_vit_seeds"
 "$BIN/attnlab-report" "$RUNS/gpt_scratch" "$RUNS/gpt_distilled" --out "$OUT/distill_gpt"
 "$BIN/python" "$HERE/tables.py" "$RUNS" > "$OUT/tables.md"
 "$BIN/python" "$HERE/derived.py" "$OUT" > "$OUT/derived.md"

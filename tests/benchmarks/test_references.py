@@ -178,6 +178,25 @@ def test_throughput_and_val_loss_are_read_from_both_programs_output() -> None:
     assert whole_run.attnlab_rate(attnlab) == (7500.0, "1.888")
 
 
+def test_the_scored_checkpoint_keeps_nanogpts_estimates_and_median_iteration_from_its_console() -> None:
+    from benchmarks.nanogpt.val_loss import console_figures
+
+    console = "\n".join(
+        [
+            "Overriding: seed = 1338",
+            "step 0: train loss 4.2164, val loss 4.2084",
+            "iter 0: loss 4.2000, time 900.00ms, mfu -100.00%",
+            "iter 1: loss 4.1000, time 150.00ms, mfu 0.01%",
+            "step 2: train loss 2.4254, val loss 2.4521",
+            "iter 2: loss 4.0000, time 3000.00ms, mfu 0.01%",
+            "iter 3: loss 3.9000, time 97.50ms, mfu 0.01%",
+        ]
+    )
+    figures = console_figures(console)
+    assert figures["estimate_loss"] == {0: 4.2084, 2: 2.4521}
+    assert figures["median_iteration_ms"] == 150.0  # of 150, 3000 and 97.5: iteration 0 left out
+
+
 def test_the_lightning_overhead_section_runs_a_bare_step_at_each_batch_and_times_both() -> None:
     from types import SimpleNamespace
 

@@ -1,0 +1,63 @@
+"""The studies' own scripts compute their reference points and summaries right (on small inputs
+whose answers are known by hand)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+
+def script(relative: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(Path(relative).stem, EXPERIMENTS / relative)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+references = script("families/references.py")
+
+
+def windows(*rows: list[int]) -> list[dict[str, torch.Tensor]]:
+    return [{"input_ids": torch.tensor(r), "labels": torch.tensor(r)} for r in rows]
+
+
+def test_the_unigram_reference_is_the_training_entropy_and_an_add_one_cross_entropy() -> None:
+    splits = {
+        "train": windows([0, 0, 1, 1], [-100, 0, 1, -100]),
+        "val": windows([0, 1]),
+        "test": windows([2, 2]),
+    }
+    out = references.unigram(splits)
+    assert out["train_unigram_entropy"] == pytest.approx(math.log(2))  # padding (-100) left out
+    assert out["val_unigram_cross_entropy"] == pytest.approx(-math.log(4 / 9))  # (3 + 1) / (6 + 3 tokens)
+    assert out["test_unigram_cross_entropy"] == pytest.approx(-math.log(1 / 9))  # unseen in training
+
+
+def test_the_classifier_reference_answers_the_training_majority_on_every_split() -> None:
+    labelled = lambda *ys: [{"labels": y} for y in ys]  # noqa: E731
+    splits = {"train": labelled(3, 3, 1), "val": labelled(3, 1, 1, 1), "test": labelled(3, 3)}
+    out = references.reference(splits)
+    assert (out["majority_label"], out["classes"], out["chance_acc"]) == (3, 2, 0.5)
+    assert (out["val_majority_acc"], out["test_majority_acc"]) == (0.25, 1.0)
+
+
+def test_the_translation_reference_copies_the_source() -> None:
+    pair = lambda s, t: {"src": torch.tensor(s), "tgt": torch.tensor(t)}  # noqa: E731
+    splits = {
+        "train": [pair([1], [2])],
+        "val": [pair([1, 2], [1, 2]), pair([1], [2])],
+        "test": [pair([5], [6])],
+    }
+    assert references.reference(splits) == {"val_copy_exact_match": 0.5, "test_copy_exact_match": 0.0}
+
+
+def test_the_baby_summary_gives_mean_and_sample_standard_deviation() -> None:
+    summary = script("nanogpt_baby/summary.py")
+    assert summary.mean_std([1.0, 2.0, 3.0]) == "2.0000 ± 1.0000"
