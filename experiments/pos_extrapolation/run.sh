@@ -2,7 +2,8 @@
 # The whole study, from the repository root:  experiments/pos_extrapolation/run.sh [train|eval|report|all]
 #   train   the 18 trainings (experiment=pos_extrapolation: 6 encodings x 3 seeds, 1,500 steps at length 64)
 #   eval    every last checkpoint at 64, 128, 256, 512, 1024 tokens on the first quarter of the val
-#           split; the RoPE ones again with linear, NTK (dynamic) and YaRN scaling, factor 16 = 1024 / 64
+#           split; the RoPE ones again at each longer length L with linear, NTK (dynamic) and YaRN
+#           scaling, factor L / 64
 #           (attnlab-eval multiruns, two side by side)
 #   report  attnlab-report over the runs: report.md, runs.csv and plots/ into $HERE/results/
 # Tiny Shakespeare is read from $TINYSHAKESPEARE (default ../shared/data/tinyshakespeare.txt).
@@ -59,11 +60,16 @@ base_eval() {  # every checkpoint in $1 at every length
 }
 
 rope_eval() {
-  # RoPE stretched to 1024 = 16 x the training length 64 (rope_original_max_len: the models' own
-  # max_seq_len is 1024, for the learned table to reach 1024, but the RoPE models trained at 64).
-  "$BIN/attnlab-eval" -m ckpt_path="$(checkpoints rope)" data.seq_len=$LENGTHS split=val \
-    limit_batches="$EVAL_FRACTION" model.pos.rope_scaling=linear,ntk,yarn model.pos.rope_factor=16 \
-    model.pos.rope_original_max_len=64 logger=none trainer.enable_progress_bar=false
+  # RoPE stretched to each longer length L with the factor L / 64 (the trained length; the models' own
+  # max_seq_len is 1024, for the learned table to reach 1024, so rope_original_max_len says 64).
+  local length
+  for length in ${LENGTHS//,/ }; do
+    [ "$length" -gt 64 ] || continue   # at 64 the factor is 1: plain RoPE, scored by base_eval
+    "$BIN/attnlab-eval" -m ckpt_path="$(checkpoints rope)" data.seq_len="$length" split=val \
+      limit_batches="$EVAL_FRACTION" model.pos.rope_scaling=linear,ntk,yarn \
+      model.pos.rope_factor=$((length / 64)) model.pos.rope_original_max_len=64 logger=none \
+      trainer.enable_progress_bar=false
+  done
 }
 
 report() {
