@@ -14,6 +14,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import itertools
+import json
 import re
 import shlex
 import shutil
@@ -176,11 +177,31 @@ def composer():
 def readme_folder(tmp_path_factory) -> Path:
     """A folder where the README's ``python`` commands have run (they write the example images)."""
     folder = tmp_path_factory.mktemp("readme")
+    write_own_harness_task(folder / "my_tasks")
     for command in COMMAND_LINES:
         if command.args[0] == "python":
             script, *args = command.args[1:]
             subprocess.run([sys.executable, ROOT / script, *args], cwd=folder, check=True, timeout=120)
     return folder
+
+
+def write_own_harness_task(folder: Path) -> None:
+    """The README's ``harness.include_path=my_tasks``: a folder holding the user's own task, ``my_task``
+    (a multiple-choice task on a local JSON-lines file, as the README describes it)."""
+    folder.mkdir()
+    (folder / "my_task.jsonl").write_text('{"q": "1+1=", "choices": ["2", "3"], "a": 0}\n')
+    task = {
+        "task": "my_task",
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": str(folder / "my_task.jsonl")}},
+        "test_split": "test",
+        "output_type": "multiple_choice",
+        "doc_to_text": "{{q}}",
+        "doc_to_choice": "{{choices}}",
+        "doc_to_target": "{{a}}",
+        "metric_list": [{"metric": "acc"}],
+    }
+    (folder / "my_task.yaml").write_text(json.dumps(task))  # JSON is YAML
 
 
 @pytest.fixture(scope="module")
