@@ -160,5 +160,10 @@ def test_a_missing_checkpoint_among_swept_ones_stops_the_evaluation_at_once(swee
     missing = sweep["jobs"][2] / "checkpoints" / "best-step000006.ckpt"  # seed 3 failed before it
     result = cli(["-m", f"ckpt_path={good},{missing}", "logger=csv"], sweep["dir"], command="eval")
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == [f"error: ckpt_path={missing}: no such checkpoint file"]
+    assert (
+        result.stderr.strip().splitlines()
+        == [  # as every refused job of a sweep: its number, what it sweeps
+            f"error: job 1 (ckpt_path={missing}): ckpt_path={missing}: no such checkpoint file"
+        ]
+    )
     assert not (sweep["jobs"][1] / "eval").exists()

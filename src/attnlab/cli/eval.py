@@ -92,8 +92,6 @@ def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str
             else:
                 job_run_config(ckpt_path[0], job, None)
         except ConfigError as err:
-            if err.key in swept:  # the error names the job's own swept value: said once is enough
-                raise
             named = " ".join(o for o in job if o.partition("=")[0] in swept)
             raise ValueError(f"job {number} ({named}): {err}") from err
     return ev
