@@ -5,7 +5,8 @@
 #           split; the RoPE ones again at each longer length L with linear, NTK (dynamic) and YaRN
 #           scaling, factor L / 64
 #           (attnlab-eval multiruns, two side by side)
-#   report  attnlab-report over the runs: report.md, runs.csv and plots/ into $HERE/results/
+#   report  attnlab-report over the runs: report.md, runs.csv and plots/ into $HERE/results/, and the
+#           README's tables (tables.py: mean ± std per length, each seed's difference from 64) in tables.md
 # Tiny Shakespeare is read from $TINYSHAKESPEARE (default ../shared/data/tinyshakespeare.txt).
 #
 # The 2 cores of the machine this was written on are shared with other developers' (niced) test runs;
@@ -74,6 +75,7 @@ rope_eval() {
 
 report() {
   "$BIN/attnlab-report" "$RUNS" --out "$HERE/results"
+  "$BIN/python" "$HERE/tables.py" "$HERE/results/runs.csv" > "$HERE/results/tables.md"   # the README's tables
 }
 
 mkdir -p "$RUNS"
