@@ -220,6 +220,31 @@ def test_length_plot_lines_are_means_over_seeds(tmp_path: Path, monkeypatch: pyt
     assert ax.get_ylabel() == "val/loss (nats per token)"
 
 
+def test_a_setting_the_length_sets_does_not_split_a_length_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RoPE stretched at each length by its own factor (length / 64): one line per scaling across the
+    lengths, not one point per factor."""
+    root = pos_seed_sweep(tmp_path)
+    for job in range(6):
+        if (root / str(job) / "test_metrics.json").exists():
+            for length in (128, 256):
+                for scaling in ("linear", "yarn"):
+                    overrides = {"data.seq_len": length, "model.pos.rope_scaling": scaling,
+                                 "model.pos.rope_factor": length // 64}  # fmt: skip
+                    write_eval(
+                        root / str(job), f"e/{length}/{scaling}", {"val/loss": 2.5}, overrides=overrides
+                    )
+    figures = capture_figures(monkeypatch)
+    length_plots(read_sweep([root]), tmp_path)
+    labels = {line.get_label() for line in figures[0].axes[0].lines} - {"training length"}
+    assert all("rope_factor" not in label for label in labels)
+    assert any(label.endswith("model.pos.rope_scaling=linear") for label in labels)
+    for line in figures[0].axes[0].lines:
+        if line.get_label().endswith("rope_scaling=yarn"):
+            np.testing.assert_allclose(line.get_xdata(), [128, 256])
+
+
 def test_200_jobs(tmp_path: Path) -> None:
     """A 200-job sweep: 40 configurations of 5 seeds, each with a 100-line metrics file."""
     job = 0

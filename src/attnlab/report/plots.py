@@ -279,15 +279,28 @@ def eval_lengths(sweep: Sweep) -> pd.Series:
 def length_line_labels(sweep: Sweep, evals: pd.DataFrame) -> pd.Series:
     """The line of each evaluation: its run's configuration, and the evaluation settings other than
     the length that differ between the evaluations (``model.pos.rope_scaling=yarn``; the checkpoint
-    where both best and last were used)."""
+    where both best and last were used), except those the length sets (``model.pos.rope_factor`` =
+    length / trained length: one line across the lengths, not a point per factor)."""
     keys, _ = shown_keys(sweep.configs)
     labels = configuration_labels(sweep.configs, keys)[evals["job"]].set_axis(evals.index)
-    settings = [k for k in sweep.eval_keys if k != LENGTH_KEY and as_text(evals[k]).nunique() > 1]
+    lengths = eval_lengths(sweep)[evals.index]
+    settings = [
+        k
+        for k in sweep.eval_keys
+        if k != LENGTH_KEY and as_text(evals[k]).nunique() > 1 and not follows_length(evals[k], lengths)
+    ]
     settings += ["ckpt"] if evals["ckpt"].nunique() > 1 else []
     for key in settings:
         given = evals[key].notna()
         labels[given] = labels[given] + f", eval {key}=" + as_text(evals.loc[given, key])
     return labels
+
+
+def follows_length(values: pd.Series, lengths: pd.Series) -> bool:
+    """Whether, where ``values`` is given, each evaluation length goes with a single value of it."""
+    given = values.notna()
+    pairs = pd.DataFrame({"length": lengths[given], "value": as_text(values[given])}).drop_duplicates()
+    return bool(given.any()) and pairs["length"].is_unique
 
 
 def plot_length_lines(ax: Axes, lengths: pd.Series, values: pd.Series, labels: pd.Series) -> None:
