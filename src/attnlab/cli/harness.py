@@ -28,14 +28,11 @@ def check_harness_tasks(ev: EvalConfig) -> None:
     try:
         from lm_eval.tasks import TaskManager
 
-        from attnlab.harness.names import unknown_tasks, unknown_tasks_message
+        from attnlab.harness.names import check_task_names
     except ImportError:
         return  # harness_eval names what to install
     tasks, include_path = list(ev.harness.tasks), ev.harness.include_path
-    unknown = unknown_tasks(tasks, include_path)
-    if unknown:
-        message = unknown_tasks_message(unknown, "harness.include_path", include_path)
-        raise ConfigError("harness.tasks", ev.harness.tasks, message)
+    check_task_names(ev.harness.tasks, include_path, "harness")
     if not isinstance(ev.model, Seq2SeqConfig):
         return
     from attnlab.harness.run import TaskRefused, check_requests

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from attnlab.schema.errors import ConfigError
+
 
 def unknown_tasks(tasks: list[str], include_path: str | None) -> list[str]:
     """The names of ``tasks`` that no task defines: neither a YAML file of ``include_path`` nor one of
@@ -37,3 +39,12 @@ def unknown_tasks_message(unknown: list[str], include_key: str, include_path: st
         f"no such task: {', '.join(unknown)}; {found}; a task of your own is a YAML file in the folder "
         f"{include_key} names, or the path of that file"
     )
+
+
+def check_task_names(tasks: list[str], include_path: str | None, key: str) -> None:
+    """A ConfigError on ``<key>.tasks`` naming the tasks that no task defines (``unknown_tasks``), where
+    tasks were looked for (``<key>.include_path``) and how to add one."""
+    unknown = unknown_tasks(list(tasks), include_path)
+    if unknown:
+        message = unknown_tasks_message(unknown, f"{key}.include_path", include_path)
+        raise ConfigError(f"{key}.tasks", tasks, message)

@@ -57,13 +57,9 @@ class HarnessEvaluation(pl.Callback):
             raise ConfigError(
                 f"{key}.tasks", tasks, f'needs lm-eval: pip install -e ".[eval]" ({err})'
             ) from None
-        from attnlab.harness.names import unknown_tasks, unknown_tasks_message
+        from attnlab.harness.names import check_task_names
 
-        include_path = config.get("include_path")
-        unknown = unknown_tasks(list(tasks), include_path)
-        if unknown:
-            message = unknown_tasks_message(unknown, f"{key}.include_path", include_path)
-            raise ConfigError(f"{key}.tasks", tasks, message)
+        check_task_names(tasks, config.get("include_path"), key)
 
     @staticmethod
     def check_trainer(key: str, trainer: TrainerConfig) -> None:
