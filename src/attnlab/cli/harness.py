@@ -26,9 +26,9 @@ def check_harness_tasks(ev: EvalConfig) -> None:
     if not ev.harness.tasks:
         return
     try:
-        from lm_eval.tasks import TaskManager
+        import lm_eval.tasks  # noqa: F401 (installed? else harness_eval names what to install)
 
-        from attnlab.harness.names import check_task_names
+        from attnlab.harness.names import check_task_names, task_manager
     except ImportError:
         return  # harness_eval names what to install
     tasks, include_path = list(ev.harness.tasks), ev.harness.include_path
@@ -39,7 +39,7 @@ def check_harness_tasks(ev: EvalConfig) -> None:
     from attnlab.harness.seq2seq import AttnlabSeq2SeqLM
 
     try:
-        check_requests(AttnlabSeq2SeqLM, tasks, TaskManager(include_path=include_path))
+        check_requests(AttnlabSeq2SeqLM, tasks, task_manager(tasks, include_path))
     except TaskRefused as err:
         raise ConfigError("harness.tasks", ev.harness.tasks, str(err)) from None
 

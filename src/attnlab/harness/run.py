@@ -49,16 +49,17 @@ def evaluate(
     document's scored responses under ``samples``. TaskRefused, before any scoring, for a task whose
     requests the model cannot answer (a perplexity task on an encoder-decoder)."""
     from lm_eval import simple_evaluate
-    from lm_eval.tasks import TaskManager
 
-    lm, task_manager = harness_lm(model, tokenizer, batch_size), TaskManager(include_path=include_path)
-    check_requests(lm, tasks, task_manager)
+    from attnlab.harness.names import task_manager
+
+    lm, index = harness_lm(model, tokenizer, batch_size), task_manager(tasks, include_path)
+    check_requests(lm, tasks, index)
     return simple_evaluate(
         model=lm,
         tasks=tasks,
         num_fewshot=num_fewshot,
         limit=limit,
-        task_manager=task_manager,
+        task_manager=index,
         log_samples=True,
         bootstrap_iters=0,
     )
