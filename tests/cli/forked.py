@@ -9,8 +9,9 @@ minus its number). It only skips the seconds of imports that every new interpret
 were most of the time of a tiny training run in the test suite.
 
 A two-process run (DDP, FSDP2, tensor parallel) forks its rank 0 like any command; Lightning starts
-the other ranks as new interpreters (``python -m attnlab.<command>``, read from ``__main__.__spec__``
-as ``-m`` leaves it). What depends on the interpreter's own start stays in real subprocesses:
+the other ranks as ``sys.executable -m attnlab.<command>`` (read from ``__main__.__spec__`` as ``-m``
+leaves it), and a forked command's ``sys.executable`` forks them from the same server
+(``forked_ranks``). What depends on the interpreter's own start stays in real subprocesses:
 warnings printed while modules are imported (test_clean_output, its commands in one interpreter,
 ``one_interpreter``), and the imports themselves (test_validation_imports_neither_torch_nor_lightning).
 """
@@ -21,7 +22,9 @@ import atexit
 import contextlib
 import importlib
 import multiprocessing
+import multiprocessing.forkserver
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,6 +33,8 @@ import threading
 import traceback
 from multiprocessing.context import ForkServerContext
 from pathlib import Path
+
+import forked_ranks
 
 # What a command imports on its way to training, evaluating or sampling; a module left out is
 # imported by each child instead (correct, only slower).
@@ -40,6 +45,8 @@ PRELOAD = [
     "hydra",
     "omegaconf",
     "wandb",
+    # wandb.init imports its launch package on every run (StagedLaunchInputs): 2.7 CPU-s of pydantic models
+    "wandb.sdk.launch.inputs.internal",
     "tokenizers",
     "matplotlib.pyplot",
     "attnlab.train",
@@ -54,14 +61,19 @@ PRELOAD = [
     "forked",
 ]
 _context: ForkServerContext | None = None
+_launcher: Path | None = None
 
 
 def fork_server() -> ForkServerContext:
-    """This process's fork server, started (and its modules imported) on first use."""
-    global _context
+    """This process's fork server, started (and its modules imported) on first use, and the launcher
+    that its commands' other ranks are started by (``forked_ranks``)."""
+    global _context, _launcher
     if _context is None:
         _context = multiprocessing.get_context("forkserver")
         _context.set_forkserver_preload(PRELOAD)
+        folder = Path(tempfile.mkdtemp(prefix="forked-launcher-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        _launcher = forked_ranks.write_launcher(folder)
     return _context
 
 
@@ -73,7 +85,9 @@ class Forked:
     ) -> None:
         self.argv = [sys.executable, "-m", f"attnlab.{command}", *args]
         self.output = Path(tempfile.mkdtemp(prefix="forked-"))
-        self.process = fork_server().Process(
+        server = fork_server()
+        env = {**env, forked_ranks.LAUNCHER_ENV: str(_launcher)}
+        self.process = server.Process(
             target=run_command,
             args=(command, args, str(cwd), env, str(self.output), new_session),
             daemon=False,
@@ -126,10 +140,13 @@ def run(
 
 
 def run_command(
-    command: str, args: list[str], cwd: str, env: dict[str, str], output: str, new_session: bool
+    command: str, args: list[str], cwd: str, env: dict[str, str], output: str | None, new_session: bool
 ) -> None:
     """The child: set up the process as the interpreter would for ``python -m attnlab.<command>``,
-    run the command's ``main``, and exit with the status the interpreter would give."""
+    run the command's ``main``, and exit with the status the interpreter would give.
+
+    ``output``: the folder its stdout and stderr are captured in; None for another rank, which takes
+    its launcher's streams and dies with it (``forked_ranks``)."""
     if new_session:
         os.setsid()
     os.chdir(cwd)
@@ -138,8 +155,15 @@ def run_command(
     for entry in reversed(env.get("PYTHONPATH", "").split(os.pathsep)):
         if entry and entry not in sys.path:
             sys.path.insert(0, entry)
-    capture(1, Path(output) / "stdout")
-    capture(2, Path(output) / "stderr")
+    if output is None:
+        stdin, stdout, stderr, lifeline = multiprocessing.forkserver.get_inherited_fds()
+        for inherited, fd in ((stdin, 0), (stdout, 1), (stderr, 2)):
+            os.dup2(inherited, fd)
+        threading.Thread(target=die_with_launcher, args=(lifeline,), daemon=True).start()
+    else:
+        capture(1, Path(output) / "stdout")
+        capture(2, Path(output) / "stderr")
+    forked_ranks.start_other_ranks_forked()
     sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)  # noqa: SIM115 (the process's own streams)
     sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
     module = importlib.import_module(f"attnlab.{command}")
@@ -147,6 +171,12 @@ def run_command(
     # What ``-m`` leaves in ``__main__``: Lightning's DDP launcher restarts ``python -m <__spec__.name>``.
     sys.modules["__main__"].__spec__ = module.__spec__
     os._exit(status_of(module.main))
+
+
+def die_with_launcher(lifeline: int) -> None:
+    """Block until the launcher of this rank is gone (its end of the pipe closed), then die as it did."""
+    os.read(lifeline, 1)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def capture(fd: int, path: Path) -> None:

@@ -1,0 +1,113 @@
+"""The other ranks of a forked two-process run, forked from the same fork server as its rank 0.
+
+Lightning starts rank 1 of a DDP, FSDP2 or tensor-parallel run as ``[sys.executable, "-m",
+"attnlab.train", *args]``, a new interpreter that pays the seconds of imports that ``forked`` saves
+rank 0 (about 7 CPU-seconds per run, most of a tiny two-process test). A forked command's
+``sys.executable`` is therefore this launcher: a small script (``write_launcher``) that asks the fork
+server for a child running ``attnlab.<command>`` with the launcher's arguments, working directory,
+environment and standard streams, and then stands in for that child: it forwards the signals it
+gets, dies with it (a SIGKILL of the launcher, which it cannot forward, ends the child through a
+pipe it holds, ``LIFELINE``) and ends with the child's exit status. Any other command line (a
+compiler worker, ``-c``) is handed to the real interpreter unchanged (``os.execv``).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import socket
+import sys
+from multiprocessing import forkserver, process, reduction
+from multiprocessing.context import ForkServerContext, set_spawning_popen
+from pathlib import Path
+
+# Where the launcher finds the fork server (its socket address, hex-encoded: it may begin with NUL).
+FORK_SERVER_ENV = "ATTNLAB_TEST_FORK_SERVER"
+# The launcher script, set by ``forked.Forked`` in the environment of every forked command.
+LAUNCHER_ENV = "ATTNLAB_TEST_LAUNCHER"
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+
+
+def write_launcher(folder: Path) -> Path:
+    """The launcher script, run by this interpreter, in ``folder``."""
+    path = folder / "python"
+    here = str(Path(__file__).resolve().parent)
+    path.write_text(
+        f"#!{sys.executable}\n"
+        f"import sys\nsys.path.insert(0, {here!r})\n"
+        f"import forked_ranks\nforked_ranks.launch({sys.executable!r}, sys.argv[1:])\n"
+    )
+    path.chmod(0o755)
+    return path
+
+
+def start_other_ranks_forked() -> None:
+    """In a forked command: make the ranks that Lightning starts (``sys.executable -m ...``) forked too."""
+    launcher = os.environ.get(LAUNCHER_ENV)
+    address = forkserver._forkserver._forkserver_address  # inherited from the server that forked us
+    if launcher and address:
+        sys.executable = launcher
+        raw = address if isinstance(address, bytes) else address.encode()
+        os.environ[FORK_SERVER_ENV] = raw.hex()
+
+
+def launch(interpreter: str, args: list[str]) -> None:
+    """Run ``python *args``: forked when it is ``-m attnlab.<command> ...`` and a fork server is named."""
+    address = os.environ.get(FORK_SERVER_ENV)
+    if not (address and len(args) >= 2 and args[0] == "-m" and args[1].startswith("attnlab.")):
+        os.execv(interpreter, [interpreter, *args])
+    lifeline, _keep_alive = os.pipe()  # the child dies when _keep_alive closes, i.e. with this process
+    pid, status = start_forked(bytes.fromhex(address), args[1].removeprefix("attnlab."), args[2:], lifeline)
+    os.close(lifeline)
+    for signum in FORWARDED:
+        signal.signal(signum, lambda signum, _frame: os.kill(pid, signum))
+    code = forkserver.read_signed(status)
+    if code < 0:  # the child was killed by a signal: so is this process
+        signal.signal(-code, signal.SIG_DFL)
+        os.kill(os.getpid(), -code)
+    os._exit(code)
+
+
+class _PassFds:
+    """What multiprocessing's pickler asks of the process being started (``set_spawning_popen``)."""
+
+    def __init__(self) -> None:
+        self.fds: list[int] = []
+
+
+def start_forked(address: bytes, command: str, args: list[str], lifeline: int) -> tuple[int, int]:
+    """Ask the fork server at ``address`` for a child running ``forked.run_command``; its pid and the
+    pipe on which the server writes its exit status (the protocol of ``multiprocessing.forkserver``)."""
+    import forked  # the child side; imported only here, where a command is forked
+
+    child = ForkServerContext().Process(
+        target=forked.run_command,
+        args=(command, args, os.getcwd(), dict(os.environ), None, False),
+        daemon=False,
+    )
+    preparation = {
+        "name": child.name,
+        "sys_path": sys.path,
+        "dir": os.getcwd(),
+        "authkey": process.current_process().authkey,
+    }
+    data = io.BytesIO()
+    set_spawning_popen(_PassFds())
+    try:
+        reduction.dump(preparation, data)
+        reduction.dump(child, data)
+    finally:
+        set_spawning_popen(None)
+    status, child_w = os.pipe()
+    child_r, data_w = os.pipe()
+    devnull = os.open(os.devnull, os.O_WRONLY)  # the server's liveness pipe and resource tracker
+    with socket.socket(socket.AF_UNIX) as client:
+        client.connect(address)
+        # The server keeps child_r and child_w; the child gets the rest (forkserver.get_inherited_fds).
+        reduction.sendfds(client, [child_r, child_w, devnull, devnull, 0, 1, 2, lifeline])
+    for fd in (child_r, child_w, devnull):
+        os.close(fd)
+    with open(data_w, "wb") as pipe:
+        pipe.write(data.getbuffer())
+    return forkserver.read_signed(status), status
