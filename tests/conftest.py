@@ -13,6 +13,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# wandb.init lists every installed package for the run (0.45 CPU-s each time); no test reads that list
+os.environ.setdefault("WANDB__SAVE_REQUIREMENTS", "false")
 # Tiny test models gain nothing from intra-op threads, and on a busy 2-core machine OpenMP's
 # spinning threads make them up to 100x slower; subprocesses (DDP ranks, CLI runs) inherit this.
 os.environ.setdefault("OMP_NUM_THREADS", "1")

@@ -30,11 +30,22 @@ def reap_orphans() -> None:
             return
 
 
+def run_reaping_orphans(command: list[str]) -> int:
+    """Run ``command``; its exit status. Orphans reparented here meanwhile are reaped as they end: a
+    zombie left in a process group keeps ``os.killpg(group, 0)`` succeeding, and the tests that wait
+    for a killed group to be gone (``train_cli.wait_until_group_is_gone``) would wait out their timeout."""
+    child = subprocess.Popen(command)
+    while True:
+        pid, status = os.wait()
+        if pid == child.pid:
+            return os.waitstatus_to_exitcode(status)
+
+
 def main(command: list[str]) -> int:
     """Run ``command``; its exit status, after printing the CPU and wall seconds to stderr."""
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     start = time.monotonic()
-    status = subprocess.call(command)
+    status = run_reaping_orphans(command)
     wall = time.monotonic() - start
     reap_orphans()
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)

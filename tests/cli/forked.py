@@ -59,6 +59,7 @@ PRELOAD = [
     "attnlab.tasks",
     "attnlab.data",
     "forked",
+    "forked_server_frozen",  # last: what the modules above made, out of the children's collections
 ]
 _context: ForkServerContext | None = None
 _launcher: Path | None = None

@@ -9,9 +9,9 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
+import forked
 import pytest
 import torch
 from train_cli import TEXT, TINY, check, cli_env
@@ -39,22 +39,15 @@ ARGS = [
 
 
 def slurm_job(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """``python -m attnlab.train *args`` as a task of SLURM job 4242, with a stand-in ``scontrol``."""
+    """``python -m attnlab.train *args`` as a task of SLURM job 4242, with a stand-in ``scontrol``
+    (a process forked with that environment, ``forked``)."""
     bin_dir = cwd / "bin"
     bin_dir.mkdir(exist_ok=True)
     scontrol = bin_dir / "scontrol"
     scontrol.write_text(f'#!/bin/sh\necho "$@" >> {cwd / "scontrol.calls"}\n')
     scontrol.chmod(0o755)
     env = {**cli_env(cwd), **SLURM, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    return subprocess.run(
-        [sys.executable, "-m", "attnlab.train", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
+    return forked.run("train", args, cwd, env, timeout=300)
 
 
 def test_the_requeue_signal_saves_the_step_requeues_and_the_job_continues(tmp_path: Path) -> None:

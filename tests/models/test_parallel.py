@@ -11,6 +11,7 @@ import copy
 import importlib.util
 import os
 import socket
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -75,6 +76,18 @@ def shard_and_compare(rank: int, port: int, out: Path) -> None:
         dist.destroy_process_group()
 
 
+def two_processes(rank_function: Callable[..., None], *args: object) -> None:
+    """``mp.spawn`` of ``rank_function(rank, *args)`` on two ranks, forked from the suite's fork server
+    (``tests/cli/forked.py``: torch and attnlab already imported) instead of two new interpreters."""
+    cli_helpers = str(Path(__file__).parents[1] / "cli")
+    if cli_helpers not in sys.path:
+        sys.path.insert(0, cli_helpers)
+    import forked
+
+    forked.fork_server()
+    mp.start_processes(rank_function, args=args, nprocs=2, join=True, start_method="forkserver")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -82,7 +95,7 @@ def free_port() -> int:
 
 
 def test_two_processes_hold_half_each_and_compute_the_unsharded_gradients(tmp_path: Path) -> None:
-    mp.spawn(shard_and_compare, args=(free_port(), tmp_path), nprocs=2, join=True)
+    two_processes(shard_and_compare, free_port(), tmp_path)
     sizes = [tuple(map(int, (tmp_path / f).read_text().split())) for f in ("sizes0", "sizes1")]
     total = sizes[0][2]
     assert sum(local for local, _, _ in sizes) == total  # every element once, none replicated
@@ -125,7 +138,7 @@ def split_sequence_and_compare(rank: int, port: int, pos: str) -> None:
 
 @pytest.mark.parametrize("pos", ["learned", "rope"])
 def test_the_sequence_split_computes_the_unsplit_loss_and_gradients(pos: str) -> None:
-    mp.spawn(split_sequence_and_compare, args=(free_port(), pos), nprocs=2, join=True)
+    two_processes(split_sequence_and_compare, free_port(), pos)
 
 
 FLOAT8_STEPS = 200
@@ -201,6 +214,6 @@ def test_float8_trains_within_two_percent_of_float32_for_200_steps() -> None:
 def test_float8_under_fsdp2_trains_within_two_percent_of_float32_for_200_steps(tmp_path: Path) -> None:
     import ast
 
-    mp.spawn(float8_under_fsdp2, args=(free_port(), tmp_path), nprocs=2, join=True)
+    two_processes(float8_under_fsdp2, free_port(), tmp_path)
     float8, float32 = map(ast.literal_eval, (tmp_path / "losses.txt").read_text().splitlines())
     assert_within_two_percent(float8, float32)
