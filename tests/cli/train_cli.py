@@ -89,8 +89,8 @@ def cli(
     args: list[str], cwd: Path, *, command: str = "train", timeout: float = 300
 ) -> subprocess.CompletedProcess:
     """``python -m attnlab.<command> *args`` in ``cwd``, offline, with the fault-injection helpers
-    importable, as a process forked from one with attnlab imported (``forked``; rank 0 of a
-    two-process run too: Lightning starts the other ranks as new interpreters)."""
+    importable, as a process forked from one with attnlab imported (``forked``; a
+    two-process run's ranks too, ``forked_ranks``)."""
     return forked.run(command, args, cwd, cli_env(cwd), timeout)
 
 
