@@ -42,14 +42,21 @@ def write_launcher(folder: Path) -> Path:
     return path
 
 
+def fork_server_address() -> str | None:
+    """This process's fork server's socket address as ``FORK_SERVER_ENV`` holds it (None if it has none):
+    the server's own in the process that started it, inherited in the processes it forked."""
+    address = forkserver._forkserver._forkserver_address
+    if not address:
+        return None
+    return (address if isinstance(address, bytes) else address.encode()).hex()
+
+
 def start_other_ranks_forked() -> None:
     """In a forked command: make the ranks that Lightning starts (``sys.executable -m ...``) forked too."""
-    launcher = os.environ.get(LAUNCHER_ENV)
-    address = forkserver._forkserver._forkserver_address  # inherited from the server that forked us
+    launcher, address = os.environ.get(LAUNCHER_ENV), fork_server_address()
     if launcher and address:
         sys.executable = launcher
-        raw = address if isinstance(address, bytes) else address.encode()
-        os.environ[FORK_SERVER_ENV] = raw.hex()
+        os.environ[FORK_SERVER_ENV] = address
 
 
 def launch(interpreter: str, args: list[str]) -> None:

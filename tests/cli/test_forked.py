@@ -19,9 +19,7 @@ from train_cli import cli_env
 def launcher_env(cwd: Path) -> dict[str, str]:
     """A forked command's environment, as its rank 0 hands it to the ranks it starts."""
     forked.run("train", ["--help"], cwd, cli_env(cwd), timeout=120)  # the server is up
-    address = multiprocessing.forkserver._forkserver._forkserver_address
-    raw = address if isinstance(address, bytes) else address.encode()
-    return {**cli_env(cwd), forked_ranks.FORK_SERVER_ENV: raw.hex()}
+    return {**cli_env(cwd), forked_ranks.FORK_SERVER_ENV: forked_ranks.fork_server_address()}
 
 
 def children_of(pid: int) -> set[int]:
