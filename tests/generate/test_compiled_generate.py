@@ -1,6 +1,10 @@
 """Compiled decoding with a static KV cache (``generate(..., compile=True)``): the eager path's
 tokens for every positional encoding, grouped-query heads, a sliding window and a left-padded batch,
-from two graphs (the prompt's and one token's) however many tokens are decoded."""
+from two graphs (the prompt's and one token's) however many tokens are decoded.
+
+Every compiled case decodes the same batch to the same length (``PROMPTS``, ``NEW_TOKENS``): inductor
+bakes the shapes into its C++ kernels (``dynamic=False``), and each kernel costs a g++ run (~2 CPU-s)
+on a cold cache, so cases of one shape share the kernels of the layers their settings leave alike."""
 
 from __future__ import annotations
 
@@ -13,13 +17,14 @@ from attnlab.schema.pos import PosName
 
 GENERATOR = dict(vocab_size=41, d_model=32, max_seq_len=96, tie_embeddings=False)
 PROMPTS = [[5, 9, 2, 7, 1, 3], [4], [8, 8, 3]]  # three lengths: a left-padded batch
+NEW_TOKENS = 24  # one cache length (6 + 24 columns) for every case of the shapes above
 
 
 @pytest.mark.parametrize("pos", list(PosName))
 def test_compiled_greedy_equals_eager_for_every_encoding(tiny_model, pos: str) -> None:
     model = tiny_model("gpt", pos, **GENERATOR)
-    eager = generate(model, PROMPTS, max_new_tokens=24, temperature=0)
-    assert generate(model, PROMPTS, max_new_tokens=24, temperature=0, compile=True) == eager
+    eager = generate(model, PROMPTS, max_new_tokens=NEW_TOKENS, temperature=0)
+    assert generate(model, PROMPTS, max_new_tokens=NEW_TOKENS, temperature=0, compile=True) == eager
     assert all(len(set(row)) > 1 for row in eager)  # not a constant sequence that any model would give
 
 
@@ -30,29 +35,30 @@ def test_compiled_greedy_equals_eager_for_every_encoding(tiny_model, pos: str) -
 )
 @pytest.mark.parametrize("pos", ["rope", "alibi"])
 def test_compiled_greedy_equals_eager_with_grouped_heads_and_windows(tiny_model, pos: str, settings) -> None:
+    """The left-padded batch of the encodings' cases: its windows slide past the padding too."""
     model = tiny_model("gpt", pos, **GENERATOR, **settings)
-    prompt = torch.tensor([[1, 2, 3, 4, 5, 6, 7]])
-    eager = generate(model, prompt, max_new_tokens=30, temperature=0)
-    assert generate(model, prompt, max_new_tokens=30, temperature=0, compile=True) == eager
+    eager = generate(model, PROMPTS, max_new_tokens=NEW_TOKENS, temperature=0)
+    assert generate(model, PROMPTS, max_new_tokens=NEW_TOKENS, temperature=0, compile=True) == eager
 
 
 def test_compiled_sampling_with_penalty_and_stops_equals_eager(tiny_model) -> None:
     model = tiny_model("gpt", "rope", **GENERATOR)
-    kwargs = dict(max_new_tokens=20, temperature=1.0, seed=0, repetition_penalty=1.3, stop_tokens=[7])
+    kwargs = dict(max_new_tokens=NEW_TOKENS, temperature=1.0, seed=0, repetition_penalty=1.3, stop_tokens=[7])
     assert generate(model, PROMPTS, compile=True, **kwargs) == generate(model, PROMPTS, **kwargs)
 
 
 def test_one_graph_for_the_prompt_and_one_for_every_token(tiny_model) -> None:
-    """64 new tokens after a prompt: two graphs, and a second call of the same shapes compiles none."""
+    """24 new tokens (23 steps) after a prompt: two graphs, and a second call of the same shapes
+    compiles none. The shapes of the rope case above: dynamo traces anew after reset(), inductor's
+    kernels come from its cache."""
     torch._dynamo.reset()
     model = tiny_model("gpt", "rope", **GENERATOR)
-    prompt = torch.tensor([[3, 1, 4, 1, 5]])
     before = counters["stats"]["unique_graphs"]  # dynamo's counters outlive reset(): count the growth
-    first = generate(model, prompt, max_new_tokens=64, temperature=0, compile=True)
+    first = generate(model, PROMPTS, max_new_tokens=NEW_TOKENS, temperature=0, compile=True)
     assert counters["stats"]["unique_graphs"] - before == 2, dict(counters["stats"])
-    again = generate(model, prompt, max_new_tokens=64, temperature=0, compile=True)
+    again = generate(model, PROMPTS, max_new_tokens=NEW_TOKENS, temperature=0, compile=True)
     assert counters["stats"]["unique_graphs"] - before == 2, dict(counters["stats"])
-    assert first == again == generate(model, prompt, max_new_tokens=64, temperature=0)
+    assert first == again == generate(model, PROMPTS, max_new_tokens=NEW_TOKENS, temperature=0)
 
 
 def test_compile_without_a_cache_is_refused(tiny_model) -> None:
