@@ -21,6 +21,8 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib
+import io
+import logging
 import multiprocessing
 import multiprocessing.forkserver
 import os
@@ -76,6 +78,20 @@ def fork_server() -> ForkServerContext:
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
         _launcher = forked_ranks.write_launcher(folder)
     return _context
+
+
+def torchrun_environment(forked_pids: Path) -> dict[str, str]:
+    """What makes torchrun start its workers (``PYTHON_EXEC -u -m attnlab.<command> ...``) forked from
+    this process's fork server (started here if it is not yet) through the launcher, each launcher
+    writing its child's pid under ``forked_pids`` (``forked_ranks.FORKED_PIDS_ENV``)."""
+    fork_server()
+    multiprocessing.forkserver.ensure_running()
+    return {
+        "PYTHON_EXEC": str(_launcher),
+        forked_ranks.LAUNCHER_ENV: str(_launcher),
+        forked_ranks.FORK_SERVER_ENV: forked_ranks.fork_server_address(),
+        forked_ranks.FORKED_PIDS_ENV: str(forked_pids),
+    }
 
 
 class Forked:
@@ -165,13 +181,38 @@ def run_command(
         capture(1, Path(output) / "stdout")
         capture(2, Path(output) / "stderr")
     forked_ranks.start_other_ranks_forked()
-    sys.stdout = sys.__stdout__ = open(1, "w", closefd=False)  # noqa: SIM115 (the process's own streams)
-    sys.stderr = sys.__stderr__ = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+    lightning_loggers_as_a_command_imports_them()
+    sys.stdout = sys.__stdout__ = standard_stream(1)
+    sys.stderr = sys.__stderr__ = standard_stream(2)
     module = importlib.import_module(f"attnlab.{command}")
     sys.argv = [str(module.__file__), *args]
     # What ``-m`` leaves in ``__main__``: Lightning's DDP launcher restarts ``python -m <__spec__.name>``.
     sys.modules["__main__"].__spec__ = module.__spec__
     os._exit(status_of(module.main))
+
+
+def lightning_loggers_as_a_command_imports_them() -> None:
+    """Lightning's loggers as a command leaves them, propagating to the root logger (so its INFO lines,
+    such as "Restoring states from the checkpoint path at ...", reach ``train.log``).
+
+    Lightning, imported before any logging is configured, gives its loggers a console handler of their
+    own and stops them propagating; the fork server imports it so, whereas a command imports it only
+    after Hydra has configured logging, where Lightning does neither."""
+    for name in ("pytorch_lightning", "lightning_fabric"):
+        logger = logging.getLogger(name)
+        if not logger.propagate:
+            logger.handlers = [h for h in logger.handlers if type(h) is not logging.StreamHandler]
+            logger.propagate = True
+
+
+def standard_stream(fd: int) -> io.TextIOWrapper:
+    """The text stream on ``fd`` (1: stdout, 2: stderr) as the interpreter makes it: stderr line
+    buffered, and with ``PYTHONUNBUFFERED`` (``python -u``, as torchrun runs its workers) both written
+    through to the file at once."""
+    if os.environ.get("PYTHONUNBUFFERED"):
+        raw = io.FileIO(fd, "w", closefd=False)
+        return io.TextIOWrapper(raw, line_buffering=fd == 2, write_through=True)
+    return open(fd, "w", buffering=1 if fd == 2 else -1, closefd=False)
 
 
 def die_with_launcher(lifeline: int) -> None:

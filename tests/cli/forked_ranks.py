@@ -9,6 +9,10 @@ environment and standard streams, and then stands in for that child: it forwards
 gets, dies with it (a SIGKILL of the launcher, which it cannot forward, ends the child through a
 pipe it holds, ``LIFELINE``) and ends with the child's exit status. Any other command line (a
 compiler worker, ``-c``) is handed to the real interpreter unchanged (``os.execv``).
+
+torchrun's workers (``PYTHON_EXEC -u -m attnlab.train ...``) are forked by the same launcher
+(``forked.torchrun_environment``); a test that must stop or kill a node's worker finds it through the
+file the launcher writes under ``FORKED_PIDS_ENV`` (the child is the fork server's, not the launcher's).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from pathlib import Path
 FORK_SERVER_ENV = "ATTNLAB_TEST_FORK_SERVER"
 # The launcher script, set by ``forked.Forked`` in the environment of every forked command.
 LAUNCHER_ENV = "ATTNLAB_TEST_LAUNCHER"
+# A folder where each launcher writes the pid of its forked child in a file named by its own pid.
+FORKED_PIDS_ENV = "ATTNLAB_TEST_FORKED_PIDS"
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
@@ -60,13 +66,21 @@ def start_other_ranks_forked() -> None:
 
 
 def launch(interpreter: str, args: list[str]) -> None:
-    """Run ``python *args``: forked when it is ``-m attnlab.<command> ...`` and a fork server is named."""
+    """Run ``python *args``: forked when it is ``[-u] -m attnlab.<command> ...`` and a fork server is
+    named (``-u``, torchrun's, as ``PYTHONUNBUFFERED`` in the child's environment)."""
     address = os.environ.get(FORK_SERVER_ENV)
-    if not (address and len(args) >= 2 and args[0] == "-m" and args[1].startswith("attnlab.")):
+    unbuffered = args[:1] == ["-u"]
+    module_args = args[1:] if unbuffered else args
+    forkable = len(module_args) >= 2 and module_args[0] == "-m" and module_args[1].startswith("attnlab.")
+    if not (address and forkable):
         os.execv(interpreter, [interpreter, *args])
+    if unbuffered:
+        os.environ["PYTHONUNBUFFERED"] = "1"
+    command = module_args[1].removeprefix("attnlab.")
     lifeline, _keep_alive = os.pipe()  # the child dies when _keep_alive closes, i.e. with this process
-    pid, status = start_forked(bytes.fromhex(address), args[1].removeprefix("attnlab."), args[2:], lifeline)
+    pid, status = start_forked(bytes.fromhex(address), command, module_args[2:], lifeline)
     os.close(lifeline)
+    record_forked_child(pid)
     for signum in FORWARDED:
         signal.signal(signum, lambda signum, _frame: os.kill(pid, signum))
     code = forkserver.read_signed(status)
@@ -74,6 +88,24 @@ def launch(interpreter: str, args: list[str]) -> None:
         signal.signal(-code, signal.SIG_DFL)
         os.kill(os.getpid(), -code)
     os._exit(code)
+
+
+def record_forked_child(pid: int) -> None:
+    """Write ``pid``, this launcher's forked child, in ``FORKED_PIDS_ENV``'s folder (if set), in a file
+    named by this launcher's pid: whoever stops or kills this process's descendants finds it there."""
+    folder = os.environ.get(FORKED_PIDS_ENV)
+    if folder:
+        written = Path(folder) / f"{os.getpid()}.tmp"
+        written.write_text(str(pid))
+        written.rename(written.with_suffix(""))  # complete when it appears
+
+
+def forked_child(launcher: int, folder: Path) -> int | None:
+    """The pid of the child that the launcher ``launcher`` forked, as it recorded in ``folder``."""
+    try:
+        return int((folder / str(launcher)).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 class _PassFds:

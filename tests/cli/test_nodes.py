@@ -9,7 +9,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -53,9 +53,14 @@ def run_nodes(nodes: list[Node], rendezvous: list[str], args: list[str], cwd: Pa
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The run directory of two nodes started as the issue starts them (static rendezvous)."""
-    cwd = tmp_path_factory.mktemp("two_nodes")
+def uninterrupted(built_once: Callable[..., Path]) -> Path:
+    """The run directory of two nodes started as the issue starts them (static rendezvous); built once
+    for the whole session, however many pytest-xdist workers run this module's tests."""
+    return built_once("two-nodes", run_two_nodes) / "run"
+
+
+def run_two_nodes(cwd: Path) -> None:
+    """Two nodes training ``NODES`` into ``cwd / "run"``; both must succeed."""
     nodes: list[Node] = []
     try:
         codes = run_nodes(nodes, static_rendezvous(free_port()), [*NODES, "run_dir=run"], cwd)
@@ -63,7 +68,6 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     finally:
         for node in nodes:
             node.kill()
-    return cwd / "run"
 
 
 def test_two_nodes_write_one_run_directory_and_one_logger_run(uninterrupted: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -156,8 +157,17 @@ def test_activation_checkpointing_under_fsdp2_keeps_the_losses(
     assert_same_losses(tmp_path / "run", sharded, abs=1e-6)
 
 
+def copy_killed_sharded_run(built_once: Callable[..., Path], cwd: Path) -> None:
+    """Into ``cwd / "run"``: a copy of the 2-process FSDP2 gpt run with sharded checkpoints, killed after
+    its first (``kill_after_first_checkpoint``), which is run once for the two tests that resume it (on
+    two processes and on one); its ``last.ckpt`` is a relative link, so the copy is a run of its own."""
+    args = [*ARGS, *FAMILIES["gpt"], *FSDP2, "checkpoint.sharded=true", "run_dir=run"]
+    killed = built_once("fsdp2-killed-sharded", lambda folder: kill_after_first_checkpoint(args, folder))
+    shutil.copytree(killed / "run", cwd / "run", symlinks=True)
+
+
 def test_a_sharded_checkpoint_resumes_exactly_and_consolidates_to_the_same_weights(
-    gpt_runs: tuple[Path, Path], tmp_path: Path
+    gpt_runs: tuple[Path, Path], built_once: Callable[..., Path], tmp_path: Path
 ) -> None:
     """Each process writes its shards (torch.distributed.checkpoint); a kill -9 after the first one,
     ``ckpt_path=last``: the uninterrupted (one-file) run's losses; consolidated, its weights."""
@@ -167,7 +177,7 @@ def test_a_sharded_checkpoint_resumes_exactly_and_consolidates_to_the_same_weigh
 
     sharded, _ = gpt_runs
     args = [*ARGS, *FAMILIES["gpt"], *FSDP2, "checkpoint.sharded=true", "run_dir=run"]
-    kill_after_first_checkpoint(args, tmp_path)
+    copy_killed_sharded_run(built_once, tmp_path)
     check(cli([*args, "ckpt_path=last"], tmp_path, timeout=600))
     resumed, expected = series(tmp_path / "run", "train/loss"), series(sharded, "train/loss")
     assert sorted(resumed) == list(range(1, STEPS + 1))
@@ -222,14 +232,14 @@ def continuation(run: Path, reference: Path) -> dict[int, tuple[float, float]]:
 
 
 def test_two_processes_sharded_checkpoint_resumes_in_one_process(
-    gpt_runs: tuple[Path, Path], tmp_path: Path
+    gpt_runs: tuple[Path, Path], built_once: Callable[..., Path], tmp_path: Path
 ) -> None:
     """Saved by 2 FSDP2 processes (each its shards), resumed by one process without sharding and the
     doubled batch (every shard read there, no process group): the same weights and optimizer state,
     so the next steps' losses are the 2-process continuation's."""
     sharded, _ = gpt_runs
     args = [*ARGS, *FAMILIES["gpt"], "run_dir=run"]
-    kill_after_first_checkpoint([*args, *FSDP2, "checkpoint.sharded=true"], tmp_path)
+    copy_killed_sharded_run(built_once, tmp_path)
     check(cli([*args, "data.batch_size=16", "ckpt_path=last"], tmp_path, timeout=600))
     for step, (loss, expected) in continuation(tmp_path / "run", sharded).items():
         assert loss == pytest.approx(expected, abs=1e-5), f"step {step}"
