@@ -28,6 +28,10 @@ GLOO = "[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] "
             RuntimeError(f"{GLOO}Timed out waiting 20000ms for recv operation to complete"),
             "Timed out waiting 20000ms for recv operation to complete",
         ),
+        (  # what gloo raises on a process's other pairs once one of its operations timed out
+            RuntimeError("Application timeout caused pair closure"),
+            "Application timeout caused pair closure",
+        ),
         (
             dist.DistBackendError("NCCL communicator was aborted on rank 0.\nmore"),
             "NCCL communicator was aborted on rank 0",

@@ -1,6 +1,7 @@
 """A distributed run whose peer process died or froze: the collective that failed raises the backend's
 own error (gloo's ``[.../pair.cc:553] Connection closed by peer ... GLHF!``, its ``Timed out waiting
-20000ms for recv``, NCCL's watchdog timeout or abort), which says neither what happened nor how to go
+20000ms for recv``, or on the other pairs of that process the bare ``Application timeout caused
+pair closure`` that gloo signals after such a timeout, NCCL's watchdog timeout or abort), which says neither what happened nor how to go
 on. ``lost_peer`` recognises such an error, so the command can say both in one line (``PeerLost``).
 
 Torch-free: it reads the error's type name and text.
@@ -12,7 +13,8 @@ import re
 
 # torch.distributed's own error types (DistBackendError, DistNetworkError, DistStoreError, ...)
 DIST_ERRORS = {"DistError", "DistBackendError", "DistNetworkError", "DistStoreError", "DistQueueEmptyError"}
-BACKEND = re.compile(r"gloo|nccl|processgroup|c10d", re.IGNORECASE)
+# gloo's "Application timeout caused pair closure" names no backend: its words are gloo's own
+BACKEND = re.compile(r"gloo|nccl|processgroup|c10d|pair closure", re.IGNORECASE)
 PEER_GONE = re.compile(
     r"closed by peer|reset by peer|broken pipe|timed out|timeout|aborted|remote process exited",
     re.IGNORECASE,
