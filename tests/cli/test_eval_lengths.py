@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from train_cli import check, cli, run_command, tiny_checkpoints
+from train_cli import check, cli, copy_learned_at_16, run_command, tiny_checkpoints
 
 pytestmark = pytest.mark.slow  # trains tiny runs (about 1 s each), then runs attnlab-eval in process
 
@@ -145,22 +145,10 @@ def test_an_encoder_decoder_is_scored_on_its_greedy_decodings(checkpoint, monkey
         assert 0.0 <= row["exact_match"] <= 1.0 and row["answer_loss"] > 0
 
 
-def test_a_tiny_gpt_learns_copy_at_16_and_is_scored_at_16_and_32_in_one_call(tmp_path: Path) -> None:
-    train = [
-        "model=gpt-tiny",
-        "pos=rope",
-        "data=copy",
-        "data.seq_len=16",
-        "data.num_test=256",
-        "optim.lr=3e-3",
-        "trainer.max_steps=300",
-        "trainer.val_every_n_steps=300",
-        "trainer.enable_progress_bar=false",
-        "logger=none",
-        "sample.max_new_tokens=0",
-        "run_dir=run",
-    ]
-    check(cli(train, tmp_path, timeout=300))
+def test_a_tiny_gpt_learns_copy_at_16_and_is_scored_at_16_and_32_in_one_call(
+    built_once: Callable[..., Path], tmp_path: Path
+) -> None:
+    copy_learned_at_16(built_once, tmp_path)
     trained = json.loads((tmp_path / "run" / "test_metrics.json").read_text())["metrics"]
     ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
     result = check(

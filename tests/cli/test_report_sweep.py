@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from train_cli import TEXT, TINY, check, cli, csv_series, job_dirs
+from train_cli import TEXT, TINY, check, cli, csv_series, job_dirs, jobs_in
 
 from attnlab.report.table import format_number
 
@@ -21,10 +22,21 @@ ERROR = "RuntimeError: deliberate failure at step 2"
 
 
 @pytest.fixture(scope="module")
-def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def sweep(built_once: Callable[..., Path]) -> dict:
     """pos=learned,alibi x seed=1,2,3 (seed 3 fails); the best checkpoints of jobs 0 and 3 (seed 1 of
-    each) evaluated on val at the run's batch size and at 4 in one multirun; the report of it all."""
-    cwd = tmp_path_factory.mktemp("report")
+    each) evaluated on val at the run's batch size and at 4 in one multirun; the report of it all.
+    Made once per session (``built_once``): pytest-xdist's workers that run this module's tests share
+    it instead of each making its own (~18 CPU-seconds); the tests only read it."""
+    built = built_once("report-sweep", train_evaluate_and_report)
+    jobs = jobs_in(Path((built / "sweep.dir").read_text()))
+    return {"jobs": jobs, "stdout": (built / "report.stdout").read_text(), "dir": jobs[0].parent}
+
+
+def train_evaluate_and_report(built: Path) -> None:
+    """The sweep of ``sweep`` run in ``built / "cwd"``; in ``built``, what the report printed
+    (report.stdout) and the training multirun's folder (sweep.dir)."""
+    cwd = built / "cwd"
+    cwd.mkdir()
     trained = cli(["-m", "pos=learned,alibi", "seed=1,2,3", FAIL_SEED_3, *GPT], cwd, timeout=900)
     assert trained.returncode == 1, trained.stderr[-3000:]  # two jobs failed, the others ran
     jobs = job_dirs(cwd)
@@ -32,7 +44,8 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> dict:
     evaluate = ["-m", f"ckpt_path={best}", "split=val", "batch_size=8,4", "logger=csv"]
     check(cli([*evaluate, "trainer.enable_progress_bar=false"], cwd, command="eval"))
     report = check(cli([str(jobs[0].parent)], cwd, command="cli.report"))
-    return {"jobs": jobs, "stdout": report.stdout, "dir": jobs[0].parent}
+    (built / "report.stdout").write_text(report.stdout)
+    (built / "sweep.dir").write_text(str(jobs[0].parent))  # the evaluations' multirun lies beside it
 
 
 def test_each_evaluation_lies_in_the_run_it_evaluated(sweep: dict) -> None:

@@ -368,6 +368,7 @@ def test_explain_draws_the_logit_lens_and_refuses_it_for_a_vit(
 
     out = tmp_path / "out"
     args = [f"ckpt_path={checkpoint('gpt')}", "input=To be", f"out_dir={out}", "head_importance=false"]
+    args += ["layers=[-1]"]  # one attention map per stack: what this test reads is the logit lens
     assert run_command(main, [*args, "logit_lens=true"], monkeypatch, capsys) == 0
     html = (out / "index.html").read_text(encoding="utf-8")
     assert (
@@ -392,6 +393,7 @@ def test_explain_patches_a_corrupted_input_and_refuses_one_of_another_length(
 
     out = tmp_path / "out"
     args = [f"ckpt_path={checkpoint('gpt')}", "input=To be", "head_importance=false", "answer=e", "wrong=o"]
+    args += ["layers=[-1]"]  # one attention map per stack: what this test reads is the patching
     assert run_command(main, [*args, f"out_dir={out}", "corrupted=To go"], monkeypatch, capsys) == 0
     html = (out / "index.html").read_text(encoding="utf-8")
     assert 'src="patching_resid.png"' in html and 'src="patching_heads.png"' in html
@@ -433,6 +435,7 @@ def test_explain_probes_and_ablates_every_family(
     out = tmp_path / "out"
     args = [f"ckpt_path={checkpoint(name)}", f"input={given}", f"out_dir={out}", "head_importance=false"]
     extra = [f"probe={prop}", f"ablate=[{target}]", "ablation=mean", "data_batches=2"]
+    extra += ["layers=[-1]"]  # one attention map per stack: what this test reads is the probes and ablation
     assert run_command(main, [*args, *extra], monkeypatch, capsys) == 0
     html = (out / "index.html").read_text(encoding="utf-8")
     assert 'src="probes.png"' in html and "<h2>Linear probes</h2>" in html and (out / "probes.png").exists()

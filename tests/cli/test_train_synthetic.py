@@ -4,10 +4,11 @@ learns copy at length 16 and is scored at 16 and 32 by one attnlab-eval call."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from train_cli import TINY, check, cli
+from train_cli import TINY, check, cli, copy_learned_at_16
 
 
 @pytest.mark.parametrize(
@@ -34,22 +35,10 @@ def test_bad_settings_fail_in_one_line_before_the_run_directory(
 
 
 @pytest.mark.slow
-def test_a_tiny_gpt_learns_copy_at_16_and_is_scored_at_16_and_32_in_one_call(tmp_path: Path) -> None:
-    train = [
-        "model=gpt-tiny",
-        "pos=rope",
-        "data=copy",
-        "data.seq_len=16",
-        "data.num_val=256",
-        "data.num_test=256",
-        "optim.lr=3e-3",
-        "trainer.max_steps=300",
-        "trainer.val_every_n_steps=300",
-        "trainer.enable_progress_bar=false",
-        "logger=none",
-        "run_dir=run",
-    ]
-    check(cli(train, tmp_path, timeout=300))
+def test_a_tiny_gpt_learns_copy_at_16_and_is_scored_at_16_and_32_in_one_call(
+    built_once: Callable[..., Path], tmp_path: Path
+) -> None:
+    copy_learned_at_16(built_once, tmp_path)
     trained = json.loads((tmp_path / "run" / "test_metrics.json").read_text())["metrics"]
     assert trained["test/exact_match"] >= 0.95
     ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"

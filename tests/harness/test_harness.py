@@ -127,6 +127,25 @@ def test_tasks_all_in_the_folder_are_scored_without_indexing_the_harness_own(tmp
     assert sorted(index.all_tasks) == ["attnlab_tiny_choice", "attnlab_tiny_gen"]
 
 
+@pytest.mark.parametrize(
+    ("name", "may_be_one"),
+    [
+        ("hellaswag", True),  # a task
+        ("mmlu", True),  # a group
+        ("mmlu_*", True),  # a glob pattern
+        ("no_such_task", False),
+    ],
+)
+def test_only_a_name_written_in_the_harness_task_files_is_looked_up_in_its_index(
+    name: str, may_be_one: bool
+) -> None:
+    """A plain name that no file of lm-eval's task folder holds is unknown without indexing its 14.7k
+    tasks (10-12 CPU-seconds); every name of the index is written in those files."""
+    from attnlab.harness.names import may_name_a_harness_task
+
+    assert may_name_a_harness_task(name) is may_be_one
+
+
 def test_rolling_loglikelihood_is_the_sum_over_the_text(tmp_path: Path) -> None:
     from lm_eval.api.instance import Instance
 
