@@ -19,7 +19,8 @@ composing again:
   ``hydra.mode=MULTIRUN``, ``experiment=pos_sweep``, may succeed where a run does not), and a run
   fails with the same error without composing again: the one override it adds, ``hydra.mode=RUN``,
   is applied after everything else, so nothing that failed without it would have passed with it.
-* A multirun (``-m``, or a config's ``hydra.mode=MULTIRUN``) composes as before.
+* A multirun (``-m``, or a config's ``hydra.mode=MULTIRUN``) composes as before; so does any command
+  whose overrides sweep (or cannot be parsed), which a run composition would refuse.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def get_mode(hydra: Hydra, config_name: str | None, overrides: list[str]) -> Run
     """``hydra.mode`` as Hydra's ``get_mode`` reads it, from the config composed for the run, which is
     kept for ``Hydra.run``."""
     composed.clear()
+    if has_sweeps(overrides):  # a multirun (-m) or the error of one without -m: Hydra's own way
+        return HYDRA_GET_MODE(hydra, config_name, overrides)
     loader = hydra.config_loader
     try:
         config = HYDRA_LOAD_CONFIGURATION(loader, config_name, list(overrides), RunMode.RUN)
@@ -79,6 +82,15 @@ def get_mode(hydra: Hydra, config_name: str | None, overrides: list[str]) -> Run
     if mode != RunMode.MULTIRUN:
         composed.append(Composed(loader, config_name, run_overrides(overrides, mode), config))
     return mode
+
+
+def has_sweeps(overrides: list[str]) -> bool:
+    """Whether an override sweeps (``pos=rope,alibi``), which a run composition refuses; also where one
+    cannot be parsed (Hydra says why)."""
+    try:
+        return any(o.is_sweep_override() for o in OverridesParser.create().parse_overrides(overrides))
+    except Exception:
+        return True
 
 
 def run_overrides(overrides: list[str], mode: RunMode | None) -> list[str]:
