@@ -219,6 +219,7 @@ def decode_rows(args: argparse.Namespace, notes: list[str]) -> list[GpuRow]:
     size = gpu_step.GPT2_TINY if args.tiny else GPT2_SMALL
     new_tokens = args.new_tokens or (8 if args.tiny else 256)
     rounds = args.rounds or (2 if args.tiny else 5)
+    prompt_len = gpu_step.TINY_PROMPT_LEN if args.tiny else gpu_step.PROMPT_LEN
     bandwidth = gpu_step.copy_bandwidth(args.device)
     if args.device == "cuda":
         notes.append(
@@ -227,10 +228,11 @@ def decode_rows(args: argparse.Namespace, notes: list[str]) -> list[GpuRow]:
     rows = []
     for dtype_name in args.decode_dtypes:
         results = gpu_step.decode_figures(
-            size, args.device, tuple(args.decode_batches), new_tokens, rounds, DTYPES[dtype_name]
+            size, args.device, tuple(args.decode_batches), new_tokens, rounds, DTYPES[dtype_name], prompt_len
         )
         for batch, figures in results.items():
-            rows += decode_batch_rows(size, batch, dtype_name, new_tokens, rounds, figures, bandwidth)
+            shape = (batch, prompt_len, new_tokens)
+            rows += decode_batch_rows(size, shape, dtype_name, rounds, figures, bandwidth)
             notes.append(
                 f"(c) {dtype_name}, batch {batch}: attnlab compiled and HF greedy tokens agree for "
                 f"{figures.same_as_hf} of {figures.new_tokens} (row 0; TF32 off)"
@@ -238,12 +240,12 @@ def decode_rows(args: argparse.Namespace, notes: list[str]) -> list[GpuRow]:
     return rows
 
 
-def decode_batch_rows(size, batch, dtype_name, new_tokens, rounds, figures, bandwidth) -> list[GpuRow]:
-    """Eager and compiled attnlab against HF at one batch size; the bandwidth floor's share in detail."""
-    from benchmarks import gpu_step
-
+def decode_batch_rows(size, shape, dtype_name, rounds, figures, bandwidth) -> list[GpuRow]:
+    """Eager and compiled attnlab against HF at one (batch, prompt length, new tokens); the bandwidth
+    floor's share in detail."""
+    batch, prompt_len, new_tokens = shape
     config = f"L{size.n_layers} H{size.n_heads} d{size.d_model} V{size.vocab}, B{batch}, {dtype_name}"
-    config += f", prompt {gpu_step.PROMPT_LEN} + {new_tokens} new, greedy"
+    config += f", prompt {prompt_len} + {new_tokens} new, greedy"
     ceiling = batch * bandwidth / figures.weight_bytes  # tokens/s if each step only read the weights once
     rows = []
     for name in ("attnlab", "attnlab compiled"):
