@@ -7,9 +7,9 @@ read once consolidated."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import forked
 import pytest
-from train_cli import TEST_PRESETS, check, cli, cli_env, wait_until_group_is_gone
+from train_cli import TEST_PRESETS, check, cli, cli_env, copy_of_run_built_once, wait_until_group_is_gone
 
 pytestmark = pytest.mark.slow
 STEPS = 20
@@ -162,8 +162,8 @@ def copy_killed_sharded_run(built_once: Callable[..., Path], cwd: Path) -> None:
     its first (``kill_after_first_checkpoint``), which is run once for the two tests that resume it (on
     two processes and on one); its ``last.ckpt`` is a relative link, so the copy is a run of its own."""
     args = [*ARGS, *FAMILIES["gpt"], *FSDP2, "checkpoint.sharded=true", "run_dir=run"]
-    killed = built_once("fsdp2-killed-sharded", lambda folder: kill_after_first_checkpoint(args, folder))
-    shutil.copytree(killed / "run", cwd / "run", symlinks=True)
+    kill = functools.partial(kill_after_first_checkpoint, args)
+    copy_of_run_built_once(built_once, "fsdp2-killed-sharded", kill, cwd)
 
 
 def test_a_sharded_checkpoint_resumes_exactly_and_consolidates_to_the_same_weights(

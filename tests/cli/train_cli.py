@@ -140,12 +140,23 @@ def start_and_kill_after_first_checkpoint(args: list[str], cwd: Path, run_dir: P
     return torch.load(last, map_location="cpu", weights_only=True)["global_step"]
 
 
+def copy_of_run_built_once(
+    built_once: Callable[..., Path], name: str, build: Callable[[Path], object], cwd: Path
+) -> Path:
+    """Into ``cwd / "run"``: a copy of the run directory ``run`` that ``build(folder)`` makes, once per
+    session (``built_once(name, build)``), so that each test changes (resumes, evaluates) a run of its
+    own. ``last.ckpt`` stays the relative link it is, so the copy is a run of its own."""
+    built = built_once(name, build)
+    return Path(shutil.copytree(built / "run", cwd / "run", symlinks=True))
+
+
 def copy_learned_at_16(built_once: Callable[..., Path], cwd: Path) -> Path:
     """A copy of the run of ``COPY_AT_16`` (trained once per session, attnlab-train as a user runs it)
     in ``cwd / "run"``: each test scores its own copy, so one test's evaluations never show in
     another's run directory. Training it once instead of once per test saves ~10 CPU-seconds."""
-    built = built_once("copy-at-16", lambda directory: check(cli(COPY_AT_16, directory, timeout=300)))
-    return Path(shutil.copytree(built / "run", cwd / "run"))
+    return copy_of_run_built_once(
+        built_once, "copy-at-16", lambda folder: check(cli(COPY_AT_16, folder, timeout=300)), cwd
+    )
 
 
 def check(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
