@@ -54,7 +54,7 @@ def run_nodes(nodes: list[Node], rendezvous: list[str], args: list[str], cwd: Pa
 
 @pytest.fixture(scope="module")
 def uninterrupted(built_once: Callable[..., Path]) -> Path:
-    """The run directory of two nodes started as the issue starts them (static rendezvous); built once
+    """The run directory of two nodes started by hand with a static rendezvous (a fixed master address and port); built once
     for the whole session, however many pytest-xdist workers run this module's tests."""
     return built_once("two-nodes", run_two_nodes) / "run"
 
