@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from train_cli import TEXT, TINY, cli
+import pytest
+from train_cli import TEXT, TINY, cli, run_command
 
 GPT = [*TINY, *TEXT, "model=gpt-tiny", "sample.max_new_tokens=0", "logger=none"]
 
@@ -68,3 +69,27 @@ def test_the_jobs_checked_are_the_jobs_the_sweeper_runs() -> None:
     (run,) = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(lines), None)
     assert [overrides for _, overrides in jobs] == run
     assert swept_keys(config) == {"seed", "pos"}  # the job folders stay named by the preset's seeds too
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["-m", "hydra.job.chdir=true,false"],  # refused by the multirun's own composition
+            "error: Sweeping over Hydra's configuration is not supported : 'hydra.job.chdir=true,false'",
+        ),
+        (["pos=rope,alibi"], "error: Ambiguous value for argument 'pos=rope,alibi'; "),  # a sweep without -m
+    ],
+)
+def test_a_sweep_hydra_refuses_is_one_line_before_any_directory(
+    args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """The composition that reads ``hydra.mode`` is kept for the multirun's (``cli.compose_once``): the
+    sweeps are still checked as Hydra checks them."""
+    from attnlab.cli.train import main
+
+    monkeypatch.chdir(tmp_path)
+    assert run_command(main, [*args, *GPT], monkeypatch, capsys) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(message)
+    assert list(tmp_path.iterdir()) == []
