@@ -151,9 +151,9 @@ def test_a_tiny_gpt_learns_copy_at_16_and_is_scored_at_16_and_32_in_one_call(
     copy_learned_at_16(built_once, tmp_path)
     trained = json.loads((tmp_path / "run" / "test_metrics.json").read_text())["metrics"]
     ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
-    result = check(
-        cli([f"ckpt_path={ckpt}", "eval.lengths=[16,32]", "eval.examples=256"], tmp_path, command="eval")
-    )
+    # RoPE as trained and stretched linearly: the rows below (every scaling: the test of rope above)
+    args = [f"ckpt_path={ckpt}", "eval.lengths=[16,32]", "eval.examples=256", "eval.rope_scalings=[linear]"]
+    result = check(cli(args, tmp_path, command="eval"))
     (path,) = eval_dirs(ckpt)
     rows = {(r["rope_scaling"], r["length"]): r for r in json.loads(path.read_text())["lengths"]}
     assert rows["none", 16]["exact_match"] >= 0.95

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from train_cli import TEXT, TINY, cli
+import pytest
+from train_cli import TEXT, TINY, cli, run_command
 
 GPT = [*TINY, *TEXT, "model=gpt-tiny", "sample.max_new_tokens=0", "logger=none"]
 
@@ -46,3 +47,49 @@ def test_a_non_finite_value_of_a_grid_stops_the_multirun_before_any_job(tmp_path
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert line == "error: job 1 (optim.lr=nan): optim.lr=nan: must be a finite number (not nan, inf or -inf)"
     assert not (tmp_path / "multirun").exists()
+
+
+def test_the_jobs_checked_are_the_jobs_the_sweeper_runs() -> None:
+    """A preset's swept ``params`` come first and the command line's value of a key replaces theirs,
+    as the sweeper reads them: ``experiment=pos_extrapolation seed=1 pos=learned,rope`` checks its two
+    jobs, not the preset's 18 (3 seeds x 6 encodings)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    from attnlab.cli.sweep_jobs import sweep_jobs, swept_keys
+
+    task = ["experiment=pos_extrapolation", "seed=1", "pos=learned,rope"]
+    params = {"seed": "1,2,3", "pos": "none,learned,rope,alibi"}
+    config = OmegaConf.create({"hydra": {"overrides": {"task": task}, "sweeper": {"params": params}}})
+    jobs = list(sweep_jobs(config))
+    assert [name for name, _ in jobs] == ["job 0 (seed=1 pos=learned)", "job 1 (seed=1 pos=rope)"]
+    # BasicSweeper.sweep's own order: its params, then the command line
+    lines = [*(f"{key}={value}" for key, value in params.items()), *task]
+    (run,) = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(lines), None)
+    assert [overrides for _, overrides in jobs] == run
+    assert swept_keys(config) == {"seed", "pos"}  # the job folders stay named by the preset's seeds too
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["-m", "hydra.job.chdir=true,false"],  # refused by the multirun's own composition
+            "error: Sweeping over Hydra's configuration is not supported : 'hydra.job.chdir=true,false'",
+        ),
+        (["pos=rope,alibi"], "error: Ambiguous value for argument 'pos=rope,alibi'; "),  # a sweep without -m
+    ],
+)
+def test_a_sweep_hydra_refuses_is_one_line_before_any_directory(
+    args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """The composition that reads ``hydra.mode`` is kept for the multirun's (``cli.compose_once``): the
+    sweeps are still checked as Hydra checks them."""
+    from attnlab.cli.train import main
+
+    monkeypatch.chdir(tmp_path)
+    assert run_command(main, [*args, *GPT], monkeypatch, capsys) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(message)
+    assert list(tmp_path.iterdir()) == []

@@ -35,6 +35,7 @@ from attnlab.cli.eval_data import CHECKPOINT_DATA
 from attnlab.cli.help import fast_help
 from attnlab.cli.jobs import failed_jobs, job_rows, job_table
 from attnlab.cli.presets import config_dir, presets
+from attnlab.cli.sweep_jobs import validate_batches_once
 from attnlab.schema.commands import CompressCommand, ExplainCommand, ExportCommand, SampleCommand
 from attnlab.schema.eval import EvalConfig
 from attnlab.schema.load import UNIONS
@@ -149,6 +150,7 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
     freeze_heap_at_exit()
     register_schemas()
     compose_once()  # Hydra composes the config once, not once for its mode and again for the run
+    validate_batches_once()  # a multirun's jobs checked up front are not composed again to validate
     fast_help()  # --help fills only what its template shows, with each key's description
     logging.raiseExceptions = (
         False  # a log file that cannot be written (a full disk) must not flood the console

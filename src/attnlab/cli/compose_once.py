@@ -19,8 +19,13 @@ composing again:
   ``hydra.mode=MULTIRUN``, ``experiment=pos_sweep``, may succeed where a run does not), and a run
   fails with the same error without composing again: the one override it adds, ``hydra.mode=RUN``,
   is applied after everything else, so nothing that failed without it would have passed with it.
-* A multirun (``-m``, or a config's ``hydra.mode=MULTIRUN``) composes as before; so does any command
-  whose overrides sweep (or cannot be parsed), which a run composition would refuse.
+* A command whose overrides sweep (``pos=rope,alibi``) is a multirun or refused: ``get_mode`` composes
+  its config as Hydra's does (multirun mode, sweeps not checked; any error swallowed) and keeps it
+  for the multirun's composition, which differs only in checking the sweeps, done on the kept config's
+  overrides as Hydra does before composing, and in the override ``hydra.mode=MULTIRUN`` that Hydra
+  adds under ``-m`` where no config set the mode, applied last. A run of it composes as before (and
+  fails), as does a multirun with no sweep (``-m`` alone) and any command whose overrides cannot be
+  parsed.
 """
 
 from __future__ import annotations
@@ -37,20 +42,29 @@ from omegaconf import DictConfig
 HYDRA_GET_MODE = Hydra.get_mode
 HYDRA_LOAD_CONFIGURATION = ConfigLoaderImpl.load_configuration
 RUN_MODE_OVERRIDE = "hydra.mode=RUN"  # what Hydra's ``_run_app`` adds where no config set the mode
+MULTIRUN_MODE_OVERRIDE = "hydra.mode=MULTIRUN"  # what it adds under ``-m`` instead
 
 
 @dataclass
 class Composed:
-    """What ``get_mode`` composed (a config, or the error composing it) for the run composition that
-    follows: that of ``loader``, ``config_name`` and ``overrides`` in run mode."""
+    """What ``get_mode`` composed (a config, or the error composing it) for the composition that
+    follows: that of ``loader``, ``config_name`` and ``overrides`` in ``run_mode``."""
 
     loader: ConfigLoaderImpl
     config_name: str | None
     overrides: list[str]
     result: DictConfig | Exception
+    run_mode: RunMode = RunMode.RUN
 
-    def is_for(self, loader: ConfigLoaderImpl, config_name: str | None, overrides: list[str]) -> bool:
-        return loader is self.loader and config_name == self.config_name and overrides == self.overrides
+    def is_for(
+        self, loader: ConfigLoaderImpl, config_name: str | None, overrides: list[str], run_mode: RunMode
+    ) -> bool:
+        return (
+            loader is self.loader
+            and config_name == self.config_name
+            and overrides == self.overrides
+            and run_mode == self.run_mode
+        )
 
 
 composed: list[Composed] = []  # at most one, taken by the next composition
@@ -66,8 +80,8 @@ def get_mode(hydra: Hydra, config_name: str | None, overrides: list[str]) -> Run
     """``hydra.mode`` as Hydra's ``get_mode`` reads it, from the config composed for the run, which is
     kept for ``Hydra.run``."""
     composed.clear()
-    if has_sweeps(overrides):  # a multirun (-m) or the error of one without -m: Hydra's own way
-        return HYDRA_GET_MODE(hydra, config_name, overrides)
+    if has_sweeps(overrides):  # a multirun (-m) or the error of one without -m
+        return multirun_mode(hydra, config_name, overrides)
     loader = hydra.config_loader
     try:
         config = HYDRA_LOAD_CONFIGURATION(loader, config_name, list(overrides), RunMode.RUN)
@@ -82,6 +96,33 @@ def get_mode(hydra: Hydra, config_name: str | None, overrides: list[str]) -> Run
     if mode != RunMode.MULTIRUN:
         composed.append(Composed(loader, config_name, run_overrides(overrides, mode), config))
     return mode
+
+
+def multirun_mode(hydra: Hydra, config_name: str | None, overrides: list[str]) -> RunMode | None:
+    """``hydra.mode`` as Hydra's ``get_mode`` reads it (its composition, any error swallowed); the
+    config is kept for the multirun's composition."""
+    loader = hydra.config_loader
+    try:
+        config = HYDRA_LOAD_CONFIGURATION(
+            loader, config_name, list(overrides), RunMode.MULTIRUN, validate_sweep_overrides=False
+        )
+    except Exception:
+        return None
+    composed.append(Composed(loader, config_name, list(overrides), config, RunMode.MULTIRUN))
+    return config.hydra.mode
+
+
+def kept_multirun(kept: Composed, overrides: list[str], from_shell: bool) -> DictConfig:
+    """The multirun's config from the one ``get_mode`` composed for ``kept.overrides`` (``overrides``
+    are those, or those and ``hydra.mode=MULTIRUN``): the sweeps checked as Hydra checks them before
+    composing (its error if one is not legal), Hydra's override applied last."""
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    ConfigLoaderImpl.validate_sweep_overrides_legal(parsed, RunMode.MULTIRUN, from_shell)
+    config = kept.result
+    assert isinstance(config, DictConfig)
+    if len(overrides) > len(kept.overrides):
+        with_mode(config, MULTIRUN_MODE_OVERRIDE)
+    return config
 
 
 def has_sweeps(overrides: list[str]) -> bool:
@@ -100,10 +141,13 @@ def run_overrides(overrides: list[str], mode: RunMode | None) -> list[str]:
 
 def with_run_mode(config: DictConfig) -> None:
     """Apply ``hydra.mode=RUN`` to a composed config as Hydra does, its last override."""
-    ConfigLoaderImpl._apply_overrides_to_config(
-        OverridesParser.create().parse_overrides([RUN_MODE_OVERRIDE]), config
-    )
-    config.hydra.overrides.hydra.append(RUN_MODE_OVERRIDE)
+    with_mode(config, RUN_MODE_OVERRIDE)
+
+
+def with_mode(config: DictConfig, override: str) -> None:
+    """Apply ``override`` (``hydra.mode=...``) to a composed config as Hydra does, its last override."""
+    ConfigLoaderImpl._apply_overrides_to_config(OverridesParser.create().parse_overrides([override]), config)
+    config.hydra.overrides.hydra.append(override)
 
 
 def load_configuration(
@@ -117,10 +161,18 @@ def load_configuration(
     """Hydra's ``load_configuration``; the run composition that ``get_mode`` made already, if this is it."""
     kept = composed.pop() if composed else None
     is_the_run = run_mode == RunMode.RUN and from_shell and validate_sweep_overrides
-    if kept is not None and is_the_run and kept.is_for(loader, config_name, overrides):
+    if kept is not None and is_the_run and kept.is_for(loader, config_name, overrides, run_mode):
         if isinstance(kept.result, Exception):
             raise kept.result
         return kept.result
+    is_the_multirun = run_mode == RunMode.MULTIRUN and validate_sweep_overrides
+    if (
+        kept is not None
+        and is_the_multirun
+        and overrides[len(kept.overrides) :] in ([], [MULTIRUN_MODE_OVERRIDE])
+        and kept.is_for(loader, config_name, overrides[: len(kept.overrides)], run_mode)
+    ):
+        return kept_multirun(kept, overrides, from_shell)
     return HYDRA_LOAD_CONFIGURATION(
         loader, config_name, overrides, run_mode, from_shell, validate_sweep_overrides
     )

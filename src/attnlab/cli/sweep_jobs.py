@@ -6,23 +6,32 @@ the sweeper expands them (``BasicSweeper.split_arguments``). An Optuna search ch
 it goes, so each value it could choose at the edges of its space is checked instead: every choice of
 a ``choice(...)``/``range(...)``, both bounds of an ``interval(...)``. Each job's config is composed
 as the sweeper composes it (``ConfigLoader.load_sweep_config``).
+
+The basic sweeper then composes each job of its batch once more, only to find a composition error
+early (``Sweeper.validate_batch_is_legal``), before its launcher composes each job again to run it.
+A batch whose every job was composed here, from the same multirun config, is legal: composing it
+again gave the same config (0.1-0.2 CPU-s a job), so ``validate_batches_once`` skips it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import IntervalSweep, Override
+from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
 
 def sweep_overrides(config: DictConfig) -> list[Override]:
-    """The multirun's overrides: the command line's, then the sweeper's ``params`` (``key: sweep``)."""
+    """The multirun's overrides in the order its sweeper reads them (the basic and the Optuna
+    sweeper alike): the sweeper's ``params`` (``key: sweep``), then the command line's, whose value of
+    a key replaces that of ``params`` (``experiment=pos_extrapolation seed=1`` runs one seed)."""
     params = OmegaConf.select(config, "hydra.sweeper.params", default=None) or {}
-    lines = [*config.hydra.overrides.task, *(f"{k}={v}" for k, v in params.items())]
+    lines = [*(f"{k}={v}" for k, v in params.items()), *config.hydra.overrides.task]
     return OverridesParser.create().parse_overrides(lines)
 
 
@@ -36,14 +45,15 @@ def sweep_jobs(config: DictConfig) -> Iterator[tuple[str, list[str]]]:
     ``<key>=<value> of the search space`` for each edge of a search."""
     overrides = sweep_overrides(config)
     fixed = [o.input_line for o in overrides if not o.is_sweep_override()]
-    swept = [o for o in overrides if o.is_sweep_override()]
     if is_search(config):
+        last_of_each_key = {o.get_key_element(): o for o in overrides}.values()
+        swept = [o for o in last_of_each_key if o.is_sweep_override()]
         for override in swept:
             for value in edge_values(override):
                 line = f"{override.get_key_element()}={value}"
                 yield f"{line} of the search space", [*fixed, line]
         return
-    keys = {o.get_key_element() for o in swept}
+    keys = {o.get_key_element() for o in overrides if o.is_sweep_override()}
     for number, job in enumerate(BasicSweeper.split_arguments(overrides, None)[0]):
         named = " ".join(line for line in job if line.partition("=")[0] in keys)
         yield f"job {number} ({named})", job
@@ -62,7 +72,40 @@ def edge_values(override: Override) -> list[str]:
     return list(override.sweep_string_iterator())
 
 
+HYDRA_VALIDATE_BATCH = Sweeper.validate_batch_is_legal
+
+
+@dataclass
+class ComposedJobs:
+    """The jobs (their overrides) that ``compose_job`` composed from the multirun config ``config``."""
+
+    config: DictConfig
+    jobs: set[tuple[str, ...]] = field(default_factory=set)
+
+
+composed_jobs: list[ComposedJobs] = []  # at most one: that of this process's multirun
+
+
 def compose_job(config: DictConfig, overrides: list[str]) -> DictConfig:
     """The config of the job with ``overrides``, composed as the multirun's sweeper composes it."""
     loader = GlobalHydra.instance().hydra.config_loader  # type: ignore[union-attr]
-    return loader.load_sweep_config(config, overrides)
+    job = loader.load_sweep_config(config, overrides)
+    if not composed_jobs or composed_jobs[0].config is not config:
+        composed_jobs[:] = [ComposedJobs(config)]
+    composed_jobs[0].jobs.add(tuple(overrides))
+    return job
+
+
+def validate_batches_once() -> None:
+    """Replace ``Sweeper.validate_batch_is_legal`` (once per process) by ``validate_batch``."""
+    Sweeper.validate_batch_is_legal = validate_batch
+
+
+def validate_batch(sweeper: Sweeper, batch: Sequence[Sequence[str]]) -> None:
+    """Hydra's check that every job of ``batch`` composes, skipped where ``compose_job`` composed each
+    from this sweeper's config already (the same composition: it succeeded)."""
+    kept = composed_jobs[0] if composed_jobs else None
+    config = getattr(sweeper, "config", None)
+    if kept is not None and kept.config is config and all(tuple(job) in kept.jobs for job in batch):
+        return
+    HYDRA_VALIDATE_BATCH(sweeper, batch)
