@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from train_cli import run_command, tiny_checkpoints
+from train_cli import run_command, shared_tiny_checkpoints
 
 from attnlab.blocks import flex as flex_module
 
@@ -56,8 +56,10 @@ SAMPLES = {
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    return tiny_checkpoints(tmp_path_factory, RUNS, COMMON)
+def checkpoint(built_once: Callable[..., Path]) -> Callable[[str], Path]:
+    """``checkpoint(name)``: the last.ckpt of ``RUNS[name]``, trained once per session for every worker
+    (the commands write only into folders of their own)."""
+    return shared_tiny_checkpoints(built_once, "flex_cli", RUNS, COMMON)
 
 
 @pytest.fixture

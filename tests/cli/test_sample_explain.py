@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
-from train_cli import RunsCode, run_command, tiny_checkpoints
+from train_cli import RunsCode, run_command, shared_tiny_checkpoints
 
 pytest.importorskip("attnlab.train", reason="attnlab.train is not in the tree yet")
 pytestmark = pytest.mark.slow  # end to end: trains five tiny runs (about 1 s each), then runs the commands
@@ -51,9 +51,10 @@ COMMON = [
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """``checkpoint(name)``: the last.ckpt of a tiny run of that default experiment, trained on first use."""
-    return tiny_checkpoints(tmp_path_factory, RUNS, COMMON)
+def checkpoint(built_once: Callable[..., Path]) -> Callable[[str], Path]:
+    """``checkpoint(name)``: the last.ckpt of a tiny run of that default experiment, trained on first use,
+    once per session for every worker (the commands write into folders of their own: out_dir)."""
+    return shared_tiny_checkpoints(built_once, "sample_explain", RUNS, COMMON)
 
 
 @pytest.fixture

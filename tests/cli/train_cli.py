@@ -271,6 +271,21 @@ def tiny_checkpoints(
     return get
 
 
+def shared_tiny_checkpoints(
+    built_once: Callable[..., Path], module: str, runs: dict[str, list[str]], common: list[str]
+) -> Callable[[str], Path]:
+    """``get(name)``: as ``tiny_checkpoints``, but each run trained once per test session and shared by
+    every pytest-xdist worker (``built_once``, under ``module-name``): a module-scoped fixture trains
+    again on each worker that gets one of its tests. Only for tests that write nothing into the run
+    folder but into folders of their own (another worker may read the run at the same time)."""
+
+    def get(name: str) -> Path:
+        run = built_once(f"{module}-{name}", lambda folder: train_in_process(runs[name] + common, folder))
+        return run / "checkpoints" / "last.ckpt"
+
+    return get
+
+
 def compressed_checkpoints(
     checkpoint: Callable[[str], Path], method: str, *args: str
 ) -> Callable[[str], Path]:

@@ -17,7 +17,7 @@ from typing import NamedTuple, Protocol
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from attnlab.blocks.flex import MaskMemo, block_mask, flex, per_row
+from attnlab.blocks.flex import MaskMemo, PassMask, block_mask, flex, per_row
 from attnlab.blocks.masks import KeyRule, additive_mask
 from attnlab.blocks.positional import ScoreMod
 from attnlab.schema.model import AttnBackend
@@ -101,11 +101,13 @@ class Flex:
     def attend(
         self, attn: AttentionHeads, q: Tensor, k: Tensor, v: Tensor, keys: Keys, masks: MaskMemo
     ) -> Tensor:
-        q_rows, k_rows = per_row(keys.q_pos, q.shape[0]), per_row(keys.k_pos, q.shape[0])
         kind = "cross" if attn.cross else "self"
         if kind not in masks:
-            masks[kind] = block_mask(keys.rule, q_rows, k_rows, keys.padding, keys.documents)
-        return flex(q, k, v, mask=masks[kind], score_mod=attn.score_mod(q_rows, k_rows), scale=attn.scale)
+            q_rows, k_rows = per_row(keys.q_pos, q.shape[0]), per_row(keys.k_pos, q.shape[0])
+            mask = block_mask(keys.rule, q_rows, k_rows, keys.padding, keys.documents)
+            masks[kind] = PassMask(mask, q_rows, k_rows)
+        mask, q_rows, k_rows = masks[kind]
+        return flex(q, k, v, mask=mask, score_mod=attn.score_mod(q_rows, k_rows), scale=attn.scale)
 
 
 def dense_mask(

@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -35,7 +35,20 @@ from attnlab.blocks.positional import ScoreMod
 from attnlab.schema.model import FLEX_CPU_BACKWARD
 
 MaskMod = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]
-MaskMemo = dict[str, BlockMask | None]  # one forward pass's block masks, by "self" / "cross"
+
+
+class PassMask(NamedTuple):
+    """One forward pass's block mask of self- or cross-attention, with the (B, T) position rows it was
+    built over: every layer passes these same tensors to its ``score_mod``, so that dynamo's guards on
+    the ``mask_mod`` and ``score_mod`` closures (whether both hold one tensor) are alike in every layer
+    and the layers share one graph (new rows in each layer would trace a second one for layers 2+)."""
+
+    mask: BlockMask | None
+    q_rows: Tensor
+    k_rows: Tensor
+
+
+MaskMemo = dict[str, PassMask]  # one forward pass's block masks, by "self" / "cross"
 COMPILE_FROM = 2  # queries from which the compiled kernel runs (a decoding step has 1)
 
 
