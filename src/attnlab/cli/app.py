@@ -93,6 +93,18 @@ def schema_nodes() -> list[ConfigNode]:
 SCHEMA_NODES = schema_nodes()
 
 
+def share_the_config_store() -> None:
+    """Make Hydra's copies of its config repository share the config store instead of copying it.
+
+    Every composition deep-copies the repository (Hydra's ``CachingConfigRepository``, so that
+    re-initialising the copy's sources leaves the original's alone), and with it the whole config store,
+    every node of every command's schema. The store is a process-wide singleton that a structured
+    source takes again when it is re-initialised (``ConfigStore.instance()``) and that hands out only
+    copies of its nodes (``ConfigStore.load``), so its copy protects nothing: a fifth of the Python calls
+    of a command refused by validation."""
+    ConfigStore.__deepcopy__ = lambda store, memo: store
+
+
 def register_schemas() -> None:
     """Put the schemas in Hydra's config store (``SCHEMA_NODES``, again where a test took some out), so
     that every key exists (and is typed) before the groups and the command line are merged in. Also the
@@ -148,6 +160,7 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
     run that failed after it started with one line and its traceback in the log file (status 1)."""
     before_composing(config_name)
     freeze_heap_at_exit()
+    share_the_config_store()
     register_schemas()
     compose_once()  # Hydra composes the config once, not once for its mode and again for the run
     validate_batches_once()  # a multirun's jobs checked up front are not composed again to validate
