@@ -60,6 +60,7 @@ PRELOAD = [
     "attnlab.training.trainer",
     "attnlab.tasks",
     "attnlab.data",
+    "forked_server_modules",  # every attnlab module, and what multi-process runs import on their way
     "forked",
     "forked_server_frozen",  # last: what the modules above made, out of the children's collections
 ]
