@@ -22,6 +22,11 @@ install: $(STAMP) ## create .venv and install attnlab with the dev extra, pinned
 train: $(STAMP) ## train the default small GPT on the embedded corpus, then print a sample (ARGS="model=vit ...")
 	$(BIN)/attnlab-train $(ARGS)
 
+# The suite starts hundreds of processes (commands, ranks, fork servers, workers): each reads attnlab's
+# and the tests' modules compiled by the first, as Python does by default, even where the environment
+# turns bytecode files off (PYTHONDONTWRITEBYTECODE; they go in __pycache__/, which git ignores).
+test test-fast: export PYTHONDONTWRITEBYTECODE =
+
 test: $(STAMP) ## the whole test suite (slow cases included), on every core (pytest-xdist)
 	$(BIN)/pytest -q -n auto --dist worksteal
 
