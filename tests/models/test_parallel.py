@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import json
 import os
 import socket
 import sys
@@ -145,19 +146,17 @@ FLOAT8_STEPS = 200
 LR = 1e-3  # a gradual descent: float8's rounding shifts a steep drop by a step or two
 
 
-def float8_and_float32_losses(rank: int, world: int, float32: bool = True) -> tuple[list[float], list[float]]:
+def float8_losses(rank: int, world: int) -> list[float]:
     """The per-step losses (mean over all processes' batches) of a tiny GPT trained ``FLOAT8_STEPS``
-    AdamW steps with torchao's float8 projections (emulated) and, if ``float32``, without (else an
-    empty list), from the same weights on the same batches; under FSDP2 (each layer a unit) when
-    ``world`` > 1, this process taking its part."""
+    AdamW steps with torchao's float8 projections (emulated), from ``float32_losses``' weights on its
+    batches; under FSDP2 (each layer a unit) when ``world`` > 1, this process taking its part."""
     from torch.distributed.device_mesh import init_device_mesh
     from torchao.float8.float8_linear import Float8Linear
 
     from attnlab.models.parallel import shard_layers
     from attnlab.models.speedups import convert_to_float8
 
-    plain = tiny_builder()("gpt", "rope", **SIZE).train()
-    converted = copy.deepcopy(plain)
+    converted = tiny_builder()("gpt", "rope", **SIZE).train()  # seeded: float32_losses' weights
     convert_to_float8(converted, emulate=True, sharded=world > 1)
     assert not isinstance(converted.lm_head, Float8Linear)  # the output head stays in higher precision
     float8 = [m for m in converted.stack.modules() if isinstance(m, Float8Linear)]
@@ -166,8 +165,20 @@ def float8_and_float32_losses(rank: int, world: int, float32: bool = True) -> tu
     assert all(m.config.enable_fsdp_float8_all_gather == (world > 1) for m in float8)
     if world > 1:
         converted = shard_layers(converted, init_device_mesh("cpu", (world,)))
-    float8_losses = trained_losses(converted, rank, world)
-    return float8_losses, trained_losses(plain, 0, 1) if float32 else []
+    return trained_losses(converted, rank, world)
+
+
+@pytest.fixture(scope="module")
+def float32_losses(built_once: Callable[..., Path]) -> list[float]:
+    """The per-step losses of the tiny GPT trained ``FLOAT8_STEPS`` AdamW steps in float32 in one
+    process on the whole batch: the reference of both float8 tests (with and without FSDP2), trained
+    once per session (``built_once``) rather than once in each (2 CPU-s)."""
+
+    def train(directory: Path) -> None:
+        losses = trained_losses(tiny_builder()("gpt", "rope", **SIZE).train(), 0, 1)
+        (directory / "losses.json").write_text(json.dumps(losses))
+
+    return json.loads((built_once("float8-float32-reference", train) / "losses.json").read_text())
 
 
 def trained_losses(model: torch.nn.Module, rank: int, world: int) -> list[float]:
@@ -198,7 +209,7 @@ def float8_under_fsdp2(rank: int, port: int, out: Path) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2)
     try:
-        float8, _ = float8_and_float32_losses(rank, 2, float32=False)
+        float8 = float8_losses(rank, 2)
         if rank == 0:
             (out / "losses.txt").write_text(f"{float8}")
     finally:
@@ -212,11 +223,13 @@ def assert_within_two_percent(float8: list[float], float32: list[float]) -> None
         assert ours == pytest.approx(reference, rel=0.02), f"step {step}"
 
 
-def test_float8_trains_within_two_percent_of_float32_for_200_steps() -> None:
-    assert_within_two_percent(*float8_and_float32_losses(0, 1))
+def test_float8_trains_within_two_percent_of_float32_for_200_steps(float32_losses: list[float]) -> None:
+    assert_within_two_percent(float8_losses(0, 1), float32_losses)
 
 
-def test_float8_under_fsdp2_trains_within_two_percent_of_float32_for_200_steps(tmp_path: Path) -> None:
+def test_float8_under_fsdp2_trains_within_two_percent_of_float32_for_200_steps(
+    tmp_path: Path, float32_losses: list[float]
+) -> None:
     """float8 under FSDP2 against float32 in one process on the whole batch: the losses of float32
     under FSDP2 (the mean of the two halves' losses, the gradients averaged: test_train_fsdp2.py; here
     within 1e-6 of each other at every step), without training float32 on two processes as well."""
@@ -224,5 +237,4 @@ def test_float8_under_fsdp2_trains_within_two_percent_of_float32_for_200_steps(t
 
     two_processes(float8_under_fsdp2, free_port(), tmp_path)
     float8 = ast.literal_eval((tmp_path / "losses.txt").read_text())
-    float32 = trained_losses(tiny_builder()("gpt", "rope", **SIZE).train(), 0, 1)
-    assert_within_two_percent(float8, float32)
+    assert_within_two_percent(float8, float32_losses)
