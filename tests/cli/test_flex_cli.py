@@ -136,10 +136,10 @@ def test_sample_with_flex_prints_what_sdpa_prints(checkpoint, uncompiled, monkey
 
 
 def test_sample_runs_the_compiled_kernel(checkpoint, monkeypatch, capsys) -> None:
-    """The prompts run torch.compile(flex_attention), the decoding steps the uncompiled kernel: the gpt
-    case of ``test_sample_with_flex_prints_what_sdpa_prints``, as the command runs it (an uncompiled
-    prompt too would prove nothing more: the same comparison with the same decoding steps, and the
-    uncompiled kernel equals SDPA on prompts in tests/blocks/test_flex.py)."""
+    """The gpt case of ``test_sample_with_flex_prints_what_sdpa_prints``, with the kernels the command
+    chooses (``COMPILE_FROM`` as shipped). generate() runs under torch.compiler.set_stance("force_eager")
+    unless compile=true, so torch.compile(flex_attention) runs its prompts eagerly as well: no dynamo
+    graph is traced here (counted), and the same case with ``uncompiled`` ran the same code."""
     from attnlab.cli.sample import main
 
     args = [f"ckpt_path={checkpoint('gpt')}", *SAMPLES["gpt"]]
