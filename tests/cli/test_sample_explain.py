@@ -57,11 +57,16 @@ def checkpoint(built_once: Callable[..., Path]) -> Callable[[str], Path]:
     return shared_tiny_checkpoints(built_once, "sample_explain", RUNS, COMMON)
 
 
-@pytest.fixture
-def digit(tmp_path: Path) -> str:
-    path = tmp_path / "digit.png"
+def write_digit(folder: Path) -> str:
+    """An 8x8 grey image of seeded noise, ``folder / "digit.png"``: a ViT's input given as a file."""
+    path = folder / "digit.png"
     Image.fromarray((np.random.default_rng(0).random((8, 8)) * 255).astype(np.uint8)).save(path)
     return str(path)
+
+
+@pytest.fixture
+def digit(tmp_path: Path) -> str:
+    return write_digit(tmp_path)
 
 
 # -- attnlab-sample --------------------------------------------------------------------------------
@@ -179,18 +184,29 @@ def test_sample_and_explain_refuse_a_checkpoint_that_would_run_code(
 
 # -- attnlab-explain -------------------------------------------------------------------------------
 
-EXPLAIN_INPUTS = {
+PROBED = {  # run: (probed property, an ablated head or site)
+    "gpt": ("token", "layers.1.attn_heads.0"),
+    "mlm": ("token", "layers.0.attn_heads.1"),
+    "classifier": ("class", "layers.1.ffn_out"),
+    "seq2seq": ("token", "decoder.layers.0.cross_attn_heads.1"),
+    "vit": ("class", "layers.1.attn_heads.0"),
+}
+LENS_AND_PATCHING = ["logit_lens=true", "corrupted=To go", "answer=e", "wrong=o"]  # of the gpt run
+EXPLAIN_INPUTS = {  # run: (its input, the pictures of its attention and attribution, of what else it adds)
     "gpt": (
         "input=To be",
         ["attention/layer_1_self.png", "rollout.png", "tokens.png"],
+        ["logit_lens.png", "patching_heads.png", "patching_resid.png"],
     ),
     "mlm": (
         "input='import <mask>s'",
         ["attention/layer_1_self.png", "rollout.png", "tokens.png"],
+        [],
     ),
     "classifier": (
         "input='[MAX 2 3 ]'",
         ["attention/layer_1_self.png", "rollout.png", "tokens.png"],
+        [],
     ),
     "seq2seq": (
         "input=march 3 2021",
@@ -201,31 +217,53 @@ EXPLAIN_INPUTS = {
             "rollout.png",
             "tokens.png",
         ],
+        [],
     ),
-    "vit": (None, ["attention/layer_1_self.png", "image.png"]),
+    "vit": (None, ["attention/layer_1_self.png", "image.png"], []),
 }
 
 
-@pytest.mark.parametrize("name", list(EXPLAIN_INPUTS))
-def test_explain_writes_pngs_and_an_index_page(
-    checkpoint, digit, tmp_path, monkeypatch, capsys, name
-) -> None:
-    from attnlab.cli.explain import main
+@pytest.fixture
+def explained(checkpoint, built_once, monkeypatch, capsys) -> Callable[[str], tuple[Path, str]]:
+    """``explained(name)``: the folder of one attnlab-explain run of ``checkpoint(name)`` (its page in
+    ``out/``) and what the command printed, run once per session for every worker. One run per family
+    draws everything the tests of its page read (head importance, probes and an ablation; for gpt the
+    logit lens and activation patching too): each picture costs a matplotlib draw, and the sections
+    are computed independently of each other."""
 
-    given, pictures = EXPLAIN_INPUTS[name]
-    args = [
-        f"ckpt_path={checkpoint(name)}",
-        given or f"input={digit}",
-        f"out_dir={tmp_path / 'out'}",
-        "importance_batches=2",
-        "max_new_tokens=10",
-        "layers=[-1]",  # the last layer of each stack: fewer pictures to draw
-    ]
-    assert run_command(main, args, monkeypatch, capsys) == 0
-    page = Path(capsys.readouterr().out.strip().splitlines()[-1])
-    assert page == tmp_path / "out" / "index.html"
+    def run(name: str, folder: Path) -> None:
+        from attnlab.cli.explain import main
+
+        given, _, _ = EXPLAIN_INPUTS[name]
+        prop, target = PROBED[name]
+        args = [
+            f"ckpt_path={checkpoint(name)}",
+            given or f"input={write_digit(folder)}",
+            f"out_dir={folder / 'out'}",
+            "importance_batches=2",
+            "max_new_tokens=10",
+            "layers=[-1]",  # the last layer of each stack: fewer pictures to draw
+            *[f"probe={prop}", f"ablate=[{target}]", "ablation=mean", "data_batches=2"],
+            *(LENS_AND_PATCHING if name == "gpt" else []),
+        ]
+        assert run_command(main, args, monkeypatch, capsys) == 0, capsys.readouterr().err
+        (folder / "printed.txt").write_text(capsys.readouterr().out, encoding="utf-8")
+
+    def get(name: str) -> tuple[Path, str]:
+        folder = built_once(f"sample_explain-explained-{name}", lambda folder: run(name, folder))
+        return folder, (folder / "printed.txt").read_text(encoding="utf-8")
+
+    return get
+
+
+@pytest.mark.parametrize("name", list(EXPLAIN_INPUTS))
+def test_explain_writes_pngs_and_an_index_page(explained, name) -> None:
+    folder, printed = explained(name)
+    _, pictures, added = EXPLAIN_INPUTS[name]
+    page = Path(printed.strip().splitlines()[-1])
+    assert page == folder / "out" / "index.html"
     pngs = sorted(str(p.relative_to(page.parent)) for p in page.parent.rglob("*.png"))
-    assert pngs == sorted([*pictures, "head_importance.png"])
+    assert pngs == sorted([*pictures, *added, "head_importance.png", "probes.png"])
     html = page.read_text(encoding="utf-8")
     assert all(f'src="{png}"' in html for png in pngs)
     assert "<h2>Prediction</h2>" in html and "<h2>Head importance (Michel et al. 2019)</h2>" in html
@@ -363,14 +401,11 @@ def test_sampling_past_the_trained_length_is_said(pos, longest, max_context, exp
 
 
 def test_explain_draws_the_logit_lens_and_refuses_it_for_a_vit(
-    checkpoint, digit, tmp_path, monkeypatch, capsys
+    checkpoint, explained, digit, tmp_path, monkeypatch, capsys
 ) -> None:
     from attnlab.cli.explain import main
 
-    out = tmp_path / "out"
-    args = [f"ckpt_path={checkpoint('gpt')}", "input=To be", f"out_dir={out}", "head_importance=false"]
-    args += ["layers=[-1]"]  # one attention map per stack: what this test reads is the logit lens
-    assert run_command(main, [*args, "logit_lens=true"], monkeypatch, capsys) == 0
+    out = explained("gpt")[0] / "out"  # asked with logit_lens=true
     html = (out / "index.html").read_text(encoding="utf-8")
     assert (
         (out / "logit_lens.png").exists() and 'src="logit_lens.png"' in html and "<h2>Logit lens</h2>" in html
@@ -388,17 +423,14 @@ def test_explain_draws_the_logit_lens_and_refuses_it_for_a_vit(
 
 
 def test_explain_patches_a_corrupted_input_and_refuses_one_of_another_length(
-    checkpoint, tmp_path, monkeypatch, capsys
+    checkpoint, explained, tmp_path, monkeypatch, capsys
 ) -> None:
     from attnlab.cli.explain import main
 
-    out = tmp_path / "out"
-    args = [f"ckpt_path={checkpoint('gpt')}", "input=To be", "head_importance=false", "answer=e", "wrong=o"]
-    args += ["layers=[-1]"]  # one attention map per stack: what this test reads is the patching
-    assert run_command(main, [*args, f"out_dir={out}", "corrupted=To go"], monkeypatch, capsys) == 0
-    html = (out / "index.html").read_text(encoding="utf-8")
+    html = (explained("gpt")[0] / "out" / "index.html").read_text(encoding="utf-8")  # corrupted=To go
     assert 'src="patching_resid.png"' in html and 'src="patching_heads.png"' in html
     assert "<h2>Activation patching</h2>" in html and "layers.0.resid_pre</td><td>" in html
+    args = [f"ckpt_path={checkpoint('gpt')}", "input=To be", "head_importance=false", "answer=e", "wrong=o"]
     bad = [*args, f"out_dir={tmp_path / 'bad'}", "corrupted=To gone"]
     assert run_command(main, bad, monkeypatch, capsys) == 2
     message = "error: patching: the corrupted batch's 'input_ids' must have the clean one's shape (1, 5)"
@@ -418,26 +450,10 @@ def test_explain_patches_a_corrupted_input_and_refuses_one_of_another_length(
     )
 
 
-PROBED = [  # (run, input, probed property, an ablated head)
-    ("gpt", "To be", "token", "layers.1.attn_heads.0"),
-    ("mlm", "'import <mask>s'", "token", "layers.0.attn_heads.1"),
-    ("classifier", "'[MAX 2 3 ]'", "class", "layers.1.ffn_out"),
-    ("seq2seq", "march 3 2021", "token", "decoder.layers.0.cross_attn_heads.1"),
-    ("vit", "digits:0", "class", "layers.1.attn_heads.0"),
-]
-
-
-@pytest.mark.parametrize(("name", "given", "prop", "target"), PROBED, ids=[p[0] for p in PROBED])
-def test_explain_probes_and_ablates_every_family(
-    checkpoint, tmp_path, monkeypatch, capsys, name: str, given: str, prop: str, target: str
-) -> None:
-    from attnlab.cli.explain import main
-
-    out = tmp_path / "out"
-    args = [f"ckpt_path={checkpoint(name)}", f"input={given}", f"out_dir={out}", "head_importance=false"]
-    extra = [f"probe={prop}", f"ablate=[{target}]", "ablation=mean", "data_batches=2"]
-    extra += ["layers=[-1]"]  # one attention map per stack: what this test reads is the probes and ablation
-    assert run_command(main, [*args, *extra], monkeypatch, capsys) == 0
+@pytest.mark.parametrize("name", list(PROBED))
+def test_explain_probes_and_ablates_every_family(explained, name: str) -> None:
+    out = explained(name)[0] / "out"
+    target = PROBED[name][1]
     html = (out / "index.html").read_text(encoding="utf-8")
     assert 'src="probes.png"' in html and "<h2>Linear probes</h2>" in html and (out / "probes.png").exists()
     assert "<h2>Ablation (mean)</h2>" in html and f"<td>{target}</td>" in html

@@ -19,6 +19,7 @@ def test_gpt_page_links_the_lens_and_the_patching_pictures(tiny_model, tmp_path:
         tiny_model("gpt"),
         example,
         tmp_path,
+        layers=[-1],  # one attention map: what this test reads is the lens and the patching
         lens=True,
         token_text=lambda i: f"t{i}",
         corrupted={"input_ids": torch.tensor([[3, 4, 15, 6, 7]])},
@@ -37,8 +38,14 @@ def test_vit_patching_pictures_and_a_lens_refused_in_one_line(tiny_model, tmp_pa
     model = tiny_model("vit")
     metric = logit_difference(answer=0, wrong=1)
     explain_to_folder(
-        model, Example({"pixel_values": images}), tmp_path, corrupted={"pixel_values": -images}, metric=metric
+        model,
+        Example({"pixel_values": images}),
+        tmp_path,
+        layers=[-1],  # one attention map: what this test reads is the patching
+        corrupted={"pixel_values": -images},
+        metric=metric,
     )
     assert (tmp_path / "patching_resid.png").exists() and (tmp_path / "patching_heads.png").exists()
     with pytest.raises(ValueError, match="ViT predicts classes on this batch, not tokens"):
-        explain_to_folder(model, Example({"pixel_values": images}), tmp_path, lens=True)
+        # no attention maps (layers=[]): the refusal comes after them, and they are not what is tested
+        explain_to_folder(model, Example({"pixel_values": images}), tmp_path, layers=[], lens=True)
