@@ -23,6 +23,8 @@ same way (``model_changes``).
 
 from __future__ import annotations
 
+import copy
+import os
 from dataclasses import replace
 from typing import Any
 
@@ -31,10 +33,10 @@ from hydra.core.override_parser.types import Override
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from attnlab.schema.checks import check_run, validate_saved
+from attnlab.schema.checks import check_run
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.eval import eval_may_change
-from attnlab.schema.load import config_error, plain, to_object
+from attnlab.schema.load import config_error, plain, read_run_config, to_object
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import check_checkpoint_file
 
@@ -71,15 +73,41 @@ def chooses_preset(overrides: list[Override], group: str = "data") -> bool:
 def saved_run(ckpt_path: str) -> RunConfig:
     """The checked run config that a checkpoint of attnlab-train holds; ConfigError naming ckpt_path
     for a missing file, a file that is not such a checkpoint, or one without a run config."""
+    check_checkpoint_file("ckpt_path", ckpt_path)
+    identity = checkpoint_identity(ckpt_path)
+    if identity not in _SAVED_RUNS:
+        _SAVED_RUNS[identity] = read_saved_run(ckpt_path)
+    run = copy.deepcopy(_SAVED_RUNS[identity])  # callers may change theirs
+    check_run(run)  # every time: a rule may look beyond the file (a data path that must exist)
+    return run
+
+
+# The typed run configs of the checkpoint files read so far, by ``checkpoint_identity``: one evaluation
+# reads its checkpoint's config several times (each job checked before the multirun starts, then typed
+# again in the job), and each read loads the checkpoint and types its config (a quarter of a CPU-second
+# for a tiny model).
+_SAVED_RUNS: dict[tuple[str, int, int, int], RunConfig] = {}
+
+
+def checkpoint_identity(ckpt_path: str) -> tuple[str, int, int, int]:
+    """The file a checkpoint path names (links followed) and its inode, size and modification time:
+    another file, or the same one written again, is another identity."""
+    path = os.path.realpath(ckpt_path)
+    stat = os.stat(path)
+    return path, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
+def read_saved_run(ckpt_path: str) -> RunConfig:
+    """The run config that a checkpoint of attnlab-train holds, typed (not yet checked); ConfigError
+    naming ckpt_path for a file that is not such a checkpoint, or one without a run config."""
     from attnlab.training.resume import read_run_state
 
-    check_checkpoint_file("ckpt_path", ckpt_path)
     saved = read_run_state(ckpt_path).get("config")
     if not saved:
         raise ConfigError(
             "ckpt_path", ckpt_path, "holds no attnlab run config: evaluate a checkpoint of attnlab-train"
         )
-    return validate_saved(saved)
+    return read_run_config(saved)
 
 
 def refuse_model_preset(args: list[str]) -> None:
