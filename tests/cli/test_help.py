@@ -41,7 +41,9 @@ def test_train_help_lists_every_group_of_conf_with_its_presets(monkeypatch, caps
     groups, config = help_text("train", monkeypatch, capsys, tmp_path)
     assert "_schema" not in groups
     listed = named_groups(groups)
-    folders = sorted(p.name for p in config_dir().iterdir() if p.is_dir() and p.name != "hydra")
+    folders = sorted(
+        p.name for p in config_dir().iterdir() if p.is_dir() and p.name not in ("hydra", "__pycache__")
+    )
     assert sorted(listed) == folders
     assert listed["model"] == presets("model") and "gpt-tiny" in listed["model"]
     assert listed["pos"] == ["alibi", "learned", "none", "relative", "rope", "sinusoidal"]
