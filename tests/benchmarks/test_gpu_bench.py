@@ -47,6 +47,23 @@ def forked_attnlab_commands() -> types.SimpleNamespace:
     )
 
 
+def compiled_without_code_generation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``torch.compile`` as the benchmark calls it (whole models, ``compile_layers``, ``generate``'s
+    decoding step), but through dynamo and AOTAutograd only (``backend="aot_eager"``, its ``mode`` left
+    out): the graphs are captured, functionalised and differentiated as on the GPU, where inductor then
+    writes Triton kernels; on a CPU it would write C++ instead, one g++ run per kernel on a cold cache
+    (43 of this test's 60 CPU-s), which says nothing of the GPU's kernels. Inductor's CPU code for
+    attnlab's compiled layers, loss and decoding is checked where it is the point (test_speedups,
+    test_compiled_loss, test_compiled_generate)."""
+    compile_with_inductor = torch.compile
+
+    def compile_without_inductor(model: object = None, *, mode: str | None = None, **options: object):
+        options["backend"] = "aot_eager"
+        return compile_with_inductor(model, **options)
+
+    monkeypatch.setattr(torch, "compile", compile_without_inductor)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without CUDA")
 def test_without_cuda_it_says_so_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert gpu.main(["--parts", "train"]) == 2
@@ -85,8 +102,10 @@ def test_best_nanogpt_val_is_the_lowest_evaluation_line() -> None:
 def test_tiny_cpu_run_of_every_part_and_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The whole table at tiny shapes: the recipe through attnlab-train (nanoGPT's train.py left out:
     no NANOGPT_DIR; the command forked, ``forked_attnlab_commands``), the four training modes (float8
-    emulated) against nanoGPT's model, and eager and compiled decoding against HF, every ratio finite."""
+    emulated) against nanoGPT's model, and eager and compiled decoding against HF, every ratio finite;
+    compiled without inductor's CPU code (``compiled_without_code_generation``)."""
     monkeypatch.setattr(gpu_recipe, "subprocess", forked_attnlab_commands())
+    compiled_without_code_generation(monkeypatch)
     text = tmp_path / "input.txt"
     text.write_text("To be, or not to be, that is the question.\n" * 40, encoding="utf-8")
     out = tmp_path / "gpu.md"
