@@ -75,10 +75,31 @@ def fork_server() -> ForkServerContext:
     if _context is None:
         _context = multiprocessing.get_context("forkserver")
         _context.set_forkserver_preload(PRELOAD)
+        start_server_with_this_folder_importable()
         folder = Path(tempfile.mkdtemp(prefix="forked-launcher-"))
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
         _launcher = forked_ranks.write_launcher(folder)
     return _context
+
+
+def start_server_with_this_folder_importable() -> None:
+    """Start the fork server now, with this folder on its ``PYTHONPATH`` for as long as that takes.
+
+    The modules of ``PRELOAD`` that live here (``forked_server_modules``, ``forked``,
+    ``forked_server_frozen``) are found only on the test process's ``sys.path``, which Python 3.11's
+    fork server is handed but never applies (``multiprocessing.forkserver.main`` ignores its
+    ``sys_path``), and a preload that raises ImportError is skipped without a word: the server
+    imported none of them, and each forked command imported what they would have."""
+    here = str(Path(__file__).resolve().parent)
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([here, before] if before else [here])
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before
 
 
 def torchrun_environment(forked_pids: Path) -> dict[str, str]:

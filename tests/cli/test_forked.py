@@ -77,3 +77,16 @@ def test_a_killed_launcher_takes_its_forked_rank_with_it(tmp_path: Path) -> None
     while rank in children_of(server) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert rank not in children_of(server), "the forked rank outlived its launcher"
+
+
+def modules_of_a_forked_child(names: list[str]) -> list[str]:
+    """Which of ``names`` a child of the fork server holds before it imports anything."""
+    return [name for name in names if name in sys.modules]
+
+
+def test_the_fork_server_imported_every_module_it_preloads() -> None:
+    """Those that live in tests/cli too (Python 3.11's server is not given the test process's sys.path,
+    and skips a preload that fails to import without a word), and every attnlab module they import."""
+    expected = [*forked.PRELOAD, "attnlab.data.images", "optuna", "torch.distributed.checkpoint"]
+    with forked.fork_server().Pool(1) as pool:
+        assert pool.apply(modules_of_a_forked_child, (expected,)) == expected
