@@ -2,14 +2,21 @@
 attnlab (``attnlab.data``'s submodules and others are imported only when a command reaches them, so
 each forked command imported, and with ``PYTHONDONTWRITEBYTECODE`` compiled, them again) but the
 harness's (lm-eval, which two test files read), and what two-process runs (torch.distributed's
-checkpoint and tensor modules), TensorBoard's logger and the Optuna sweeper import on their way.
+checkpoint and tensor modules), TensorBoard's logger and the Optuna sweeper import on their way; and
+every config file of attnlab's and Hydra's, parsed once (``attnlab.cli.composition_costs.PARSED``),
+which each command would parse again.
 1.1 CPU-s once per server, against about 1,400 samples of imports in forked children over the suite
 (py-spy, 25 Hz)."""
 
 import importlib
 import pkgutil
+from pathlib import Path
+
+import hydra
 
 import attnlab
+from attnlab.cli.composition_costs import OmegaConfParsingEachFileOnce
+from attnlab.cli.presets import config_dir
 
 OUTSIDE_ATTNLAB = [
     "torch.distributed.checkpoint",
@@ -25,3 +32,6 @@ for module in pkgutil.walk_packages(attnlab.__path__, "attnlab."):
         importlib.import_module(module.name)
 for name in OUTSIDE_ATTNLAB:
     importlib.import_module(name)
+for path in sorted([*config_dir().rglob("*.yaml"), *(Path(hydra.__file__).parent / "conf").rglob("*.yaml")]):
+    with open(path, encoding="utf-8") as file:
+        OmegaConfParsingEachFileOnce.load(file)

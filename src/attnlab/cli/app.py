@@ -31,6 +31,7 @@ from attnlab.cli.bad_input import (
 )
 from attnlab.cli.command_line import before_composing
 from attnlab.cli.compose_once import compose_once
+from attnlab.cli.composition_costs import interpolation_map_only_when_needed, parse_each_config_file_once
 from attnlab.cli.eval_data import CHECKPOINT_DATA
 from attnlab.cli.help import fast_help
 from attnlab.cli.jobs import failed_jobs, job_rows, job_table
@@ -161,6 +162,8 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
     before_composing(config_name)
     freeze_heap_at_exit()
     share_the_config_store()
+    parse_each_config_file_once()
+    interpolation_map_only_when_needed()
     register_schemas()
     compose_once()  # Hydra composes the config once, not once for its mode and again for the run
     validate_batches_once()  # a multirun's jobs checked up front are not composed again to validate
