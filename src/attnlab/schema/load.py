@@ -33,6 +33,7 @@ from attnlab.schema.data import DATA
 from attnlab.schema.errors import ConfigError, finite
 from attnlab.schema.model import MODELS, ModelConfig
 from attnlab.schema.optim import OPTIMIZERS, OptimConfig
+from attnlab.schema.plain_data import Unusual, plain_fields
 from attnlab.schema.pos import POSITIONS
 from attnlab.schema.run import RunConfig
 from attnlab.schema.task import TASKS, TaskConfig
@@ -181,7 +182,15 @@ def _read(node: DictConfig, values: Mapping) -> Any:
 
 def plain(config: Any) -> dict:
     """A dataclass config as plain data, enums as their names: what checkpoints and loggers are given
-    (``torch.load(weights_only=True)`` reads back nothing else)."""
+    (``torch.load(weights_only=True)`` reads back nothing else). OmegaConf's conversion, read straight
+    from the fields where no value needs converting (``attnlab.schema.plain_data``)."""
+    try:
+        return plain_fields(config)
+    except Unusual:
+        return plain_by_omegaconf(config)
+
+
+def plain_by_omegaconf(config: Any) -> dict:
     return OmegaConf.to_container(OmegaConf.structured(config), enum_to_str=True)
 
 
