@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import forked
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra._internal import defaults_list
 from hydra._internal.core_plugins import file_config_source, importlib_resources_config_source
+from hydra.core.plugins import Plugins
+from hydra.core.singleton import Singleton
 from omegaconf import OmegaConf
 
 from attnlab.cli import composition_costs
@@ -95,3 +98,20 @@ def test_a_config_file_is_parsed_once_and_again_when_it_changes(tmp_path: Path) 
     assert len(composition_costs.PARSED) == parsed  # the second load parsed nothing
     path.write_text("lr: 0.01\n")
     assert OmegaConf.to_container(load()) == {"lr": 0.01}
+
+
+def files_parsed_by_a_composition_before_hydra_scanned_its_plugins() -> int:
+    """In a child of the fork server: how many files a command's composition parsed through
+    ``PARSED``, Hydra's plugins not yet scanned, as in a new process (the scan executes the config
+    sources' modules again)."""
+    Singleton._instances.pop(Plugins, None)
+    composition_costs.PARSED.clear()
+    parse_each_config_file_once()
+    register_schemas()
+    composed("train", ["model=gpt-tiny"])
+    return len(composition_costs.PARSED)
+
+
+def test_a_commands_composition_parses_its_files_through_the_cache() -> None:
+    with forked.fork_server().Pool(1) as pool:
+        assert pool.apply(files_parsed_by_a_composition_before_hydra_scanned_its_plugins) > 10

@@ -19,6 +19,7 @@ from typing import IO, Any
 import yaml
 from hydra._internal import defaults_list
 from hydra._internal.core_plugins import file_config_source, importlib_resources_config_source
+from hydra.core.plugins import Plugins
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf._utils import get_yaml_loader
 
@@ -50,7 +51,11 @@ class OmegaConfParsingEachFileOnce(OmegaConf):
 
 
 def parse_each_config_file_once() -> None:
-    """Make Hydra's file and package config sources read their files through ``PARSED``."""
+    """Make Hydra's file and package config sources read their files through ``PARSED``.
+
+    Hydra's first use in a process scans its plugins (``Plugins.instance()``), executing the modules of
+    its config sources again, which would put their own ``OmegaConf`` back: the scan is done first."""
+    Plugins.instance()
     file_config_source.OmegaConf = OmegaConfParsingEachFileOnce
     importlib_resources_config_source.OmegaConf = OmegaConfParsingEachFileOnce
 
