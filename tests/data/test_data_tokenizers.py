@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from attnlab.data.tokenizers import (
@@ -43,6 +44,25 @@ def test_text_a_char_tokenizer_cannot_encode_is_an_error_naming_it():
         tok.encode("a Zé")
     with pytest.raises(ValueError, match=r"cannot encode: '\\n', 'x' \("):
         tok.encode_corpus("abc\nx")
+
+
+def test_a_char_tokenizers_id_array_is_its_lookup_of_every_character():
+    """By code point, characters of one to four UTF-8 bytes; an unknown one is the lookup's error, or
+    its unknown token; after specials are added the table follows the vocabulary."""
+    text = TEXT + "emoji 😀 and a tab\t"
+    tok = char_tokenizer([text])
+    ids = tok.encode_corpus_array(text)
+    assert ids.dtype == np.int32 and ids.tolist() == tok.encode_corpus(text)
+    with pytest.raises(ValueError, match=r"1 character\(s\) the tokenizer cannot encode: 'Z' \("):
+        tok.encode_corpus_array(text + "Z")
+    assert tok.add_specials(("pad", "eos")).encode_corpus_array(text).tolist() == tok.encode_corpus(text)
+    with_unknown = char_tokenizer(["abc"], roles=("unk",))
+    assert with_unknown.encode_corpus_array("aZc😀").tolist() == [
+        with_unknown.vocab["a"],
+        with_unknown.unk_id,
+        with_unknown.vocab["c"],
+        with_unknown.unk_id,
+    ]
 
 
 def test_specials_come_first_in_one_order_and_text_never_yields_them():

@@ -19,6 +19,8 @@ import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from attnlab.schema.rundir import TOKENIZER_FILE
 
 # role -> token text, in the order trained tokenizers give them ids (0, 1, ...).
@@ -70,6 +72,7 @@ class Tokenizer:
         self.sep_id = self.special_ids.get("sep")
         self.split = _word_level_split(hf)  # "char", "space" or None (the library encodes)
         self.vocab = hf.get_vocab(with_added_tokens=False) if self.split else {}
+        self._char_table: np.ndarray | None = None  # code point -> id, built on first use (_char_ids)
 
     @property
     def vocab_size(self) -> int:
@@ -94,6 +97,34 @@ class Tokenizer:
         if self.split is not None:
             return self.encode(text)
         return [i for ids in self.encode_batch(text.splitlines(keepends=True)) for i in ids]
+
+    def encode_corpus_array(self, text: str) -> np.ndarray:
+        """``encode_corpus`` as an int32 array; a char tokenizer's through a table indexed by code
+        point (the 0.46 MB default corpus: 18 -> 0.6 ms), falling back to the lookup where a character
+        is not in the table (whose error names it, or which maps it to the unknown token)."""
+        if self.split == "char":
+            ids = self._char_ids(text)
+            if ids is not None:
+                return ids
+        return np.array(self.encode_corpus(text), dtype=np.int32)
+
+    def _char_ids(self, text: str) -> np.ndarray | None:
+        """The ids of ``text``'s characters by code point; None where one has no id in the table."""
+        if self._char_table is None:
+            chars = [(ord(c), i) for c, i in self.vocab.items() if len(c) == 1]
+            table = np.full(max((code for code, _ in chars), default=0) + 1, -1, dtype=np.int32)
+            for code, i in chars:
+                table[code] = i
+            self._char_table = table
+        try:
+            codes = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+        except UnicodeEncodeError:  # a lone surrogate (text decoded with surrogateescape)
+            return None
+        table = self._char_table
+        if codes.size and int(codes.max()) >= len(table):
+            return None
+        ids = table[codes]
+        return None if ids.size and int(ids.min()) < 0 else ids
 
     def _look_up(self, pieces: list[str]) -> list[int]:
         vocab = self.vocab
