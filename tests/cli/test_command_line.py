@@ -6,19 +6,16 @@ nothing stored in Hydra's config store first, and are typed afterwards by the ch
 from __future__ import annotations
 
 import ast
-import copy
 import sys
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
-from hydra._internal.core_plugins.structured_config_source import StructuredConfigSource
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 import attnlab.cli
-from attnlab.cli.app import config_dir, register_schemas, share_the_config_store
-from attnlab.cli.bad_input import SCHEMA_NODE
+from attnlab.cli.app import config_dir, register_schemas
 from attnlab.cli.command_line import before_composing
 from attnlab.cli.eval_data import CHECKPOINT_DATA, parse, with_overrides
 from attnlab.schema.data import TextData
@@ -125,20 +122,3 @@ def test_the_commands_that_read_a_checkpoint_leave_their_command_line_to_hydra(m
     before_composing("sample")
     before_composing("eval")
     assert sys.argv == typed
-
-
-def test_hydras_copies_of_its_config_repository_share_the_config_store() -> None:
-    """Each composition copies Hydra's config repository (``CachingConfigRepository``): the config store
-    its structured source holds is shared, not copied (``share_the_config_store``), and what is loaded
-    from it is still a copy of the stored node, so a composition that changes it changes no schema."""
-    share_the_config_store()
-    register_schemas()
-    store = ConfigStore.instance()
-    source = copy.deepcopy(StructuredConfigSource(provider="schema", path="structured://"))
-    assert source.store is store
-    name = SCHEMA_NODE.format("train")
-    stored = OmegaConf.to_yaml(store.load(f"{name}.yaml").node)
-    loaded = source.load_config(name).config
-    loaded.seed = 12345
-    assert OmegaConf.to_yaml(store.load(f"{name}.yaml").node) == stored
-    assert "seed: 12345" not in stored

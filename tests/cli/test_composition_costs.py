@@ -1,9 +1,10 @@
-"""The two costs of Hydra's composition that ``attnlab.cli.composition_costs`` removes: the configs
+"""The costs of Hydra's composition that ``attnlab.cli.composition_costs`` removes: the configs
 composed with and without them are the same, an interpolated default is still resolved, and a config
-file edited on disk is parsed again."""
+file edited on disk is parsed again, and Hydra's copies of its config repository share the config store."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import forked
@@ -11,17 +12,21 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra._internal import defaults_list
 from hydra._internal.core_plugins import file_config_source, importlib_resources_config_source
+from hydra._internal.core_plugins.structured_config_source import StructuredConfigSource
+from hydra.core.config_store import ConfigStore
 from hydra.core.plugins import Plugins
 from hydra.core.singleton import Singleton
 from omegaconf import OmegaConf
 
 from attnlab.cli import composition_costs
-from attnlab.cli.app import config_dir, register_schemas, share_the_config_store
+from attnlab.cli.app import config_dir, register_schemas
+from attnlab.cli.bad_input import SCHEMA_NODE
 from attnlab.cli.composition_costs import (
     HYDRA_INTERPOLATION_MAP,
     OmegaConfParsingEachFileOnce,
     interpolation_map_only_when_needed,
     parse_each_config_file_once,
+    share_the_config_store,
 )
 
 COMMANDS = [
@@ -115,3 +120,20 @@ def files_parsed_by_a_composition_before_hydra_scanned_its_plugins() -> int:
 def test_a_commands_composition_parses_its_files_through_the_cache() -> None:
     with forked.fork_server().Pool(1) as pool:
         assert pool.apply(files_parsed_by_a_composition_before_hydra_scanned_its_plugins) > 10
+
+
+def test_hydras_copies_of_its_config_repository_share_the_config_store() -> None:
+    """Each composition copies Hydra's config repository (``CachingConfigRepository``): the config store
+    its structured source holds is shared, not copied (``share_the_config_store``), and what is loaded
+    from it is still a copy of the stored node, so a composition that changes it changes no schema."""
+    share_the_config_store()
+    register_schemas()
+    store = ConfigStore.instance()
+    source = copy.deepcopy(StructuredConfigSource(provider="schema", path="structured://"))
+    assert source.store is store
+    name = SCHEMA_NODE.format("train")
+    stored = OmegaConf.to_yaml(store.load(f"{name}.yaml").node)
+    loaded = source.load_config(name).config
+    loaded.seed = 12345
+    assert OmegaConf.to_yaml(store.load(f"{name}.yaml").node) == stored
+    assert "seed: 12345" not in stored

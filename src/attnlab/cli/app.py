@@ -31,7 +31,11 @@ from attnlab.cli.bad_input import (
 )
 from attnlab.cli.command_line import before_composing
 from attnlab.cli.compose_once import compose_once
-from attnlab.cli.composition_costs import interpolation_map_only_when_needed, parse_each_config_file_once
+from attnlab.cli.composition_costs import (
+    interpolation_map_only_when_needed,
+    parse_each_config_file_once,
+    share_the_config_store,
+)
 from attnlab.cli.eval_data import CHECKPOINT_DATA
 from attnlab.cli.help import fast_help
 from attnlab.cli.jobs import failed_jobs, job_rows, job_table
@@ -92,18 +96,6 @@ def schema_nodes() -> list[ConfigNode]:
 # (0.08 CPU-s of a command's 0.5 that fails validation); a process that forks commands (the test suite's)
 # builds them once for all. The store never hands out these nodes themselves (``ConfigStore.load`` copies).
 SCHEMA_NODES = schema_nodes()
-
-
-def share_the_config_store() -> None:
-    """Make Hydra's copies of its config repository share the config store instead of copying it.
-
-    Every composition deep-copies the repository (Hydra's ``CachingConfigRepository``, so that
-    re-initialising the copy's sources leaves the original's alone), and with it the whole config store,
-    every node of every command's schema. The store is a process-wide singleton that a structured
-    source takes again when it is re-initialised (``ConfigStore.instance()``) and that hands out only
-    copies of its nodes (``ConfigStore.load``), so its copy protects nothing: a fifth of the Python calls
-    of a command refused by validation."""
-    ConfigStore.__deepcopy__ = lambda store, memo: store
 
 
 def register_schemas() -> None:
