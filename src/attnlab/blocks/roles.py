@@ -1,0 +1,81 @@
+"""What each parameter of a model is, declared once where its module is built.
+
+Weight decay, Muon's split, μP's initialisation and learning-rate multipliers, float8 eligibility,
+FLOP counting, initialisation and the tensor-parallel plans all ask this table instead of guessing
+from module types each in its own way. A module declares the roles of its own parameters with
+``declare_roles(self, name=ParamRole.X, ...)`` right after creating them; a parameter its module does
+not declare gets the default of its module's type (``default_role``): an ``nn.Linear``'s weight inside
+a block is a hidden matrix and its bias a vector, an ``nn.Embedding``'s weight an embedding, every
+one-dimensional tensor a vector. ``parameter_roles(model)`` reads the whole table, each shared (tied)
+parameter once, under its first name.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from torch import nn
+
+
+class ParamRole(str, Enum):
+    """What a parameter is, in the words μP (Yang et al., Tensor Programs V, table 3) uses."""
+
+    embedding = "embedding"  # token/segment embedding tables: input weights (width grows in one dimension)
+    position_table = "position_table"  # learned absolute or relative position tables: input weights
+    input_matrix = "input_matrix"  # a matrix from a fixed-size input into the width (ViT patch projection)
+    hidden_matrix = "hidden_matrix"  # width x width matrices inside the blocks and the heads' dense layers
+    readout = "readout"  # the output head's matrix (vocabulary or classes by width)
+    vector = "vector"  # norm gains, biases, scalars and per-head vectors (sinks, gate biases, λ, decays)
+
+
+ROLES_ATTRIBUTE = "param_roles"
+
+
+def declare_roles(module: nn.Module, **roles: ParamRole) -> None:
+    """Record the roles of ``module``'s own (direct) parameters by attribute name."""
+    declared: dict[str, ParamRole] = dict(getattr(module, ROLES_ATTRIBUTE, {}))
+    for name, role in roles.items():
+        if not isinstance(role, ParamRole):
+            raise TypeError(f"declare_roles({type(module).__name__}, {name}=...): a ParamRole, got {role!r}")
+        declared[name] = role
+    object.__setattr__(module, ROLES_ATTRIBUTE, declared)
+
+
+def default_role(module: nn.Module, name: str, param: nn.Parameter) -> ParamRole:
+    """The role of a parameter its module does not declare: embeddings' tables are embeddings,
+    every tensor of one dimension (or none) a vector, any other matrix a hidden matrix."""
+    if isinstance(module, nn.Embedding) and name == "weight":
+        return ParamRole.embedding
+    if param.dim() <= 1:
+        return ParamRole.vector
+    return ParamRole.hidden_matrix
+
+
+def parameter_roles(model: nn.Module) -> dict[str, ParamRole]:
+    """Every parameter of ``model`` by its full name (as ``named_parameters`` yields it, each shared
+    parameter once) and its role. A role declared for a parameter a module does not hold is an error
+    naming both, so a renamed parameter cannot silently fall back to its default."""
+    roles: dict[str, ParamRole] = {}
+    seen: set[int] = set()
+    for prefix, module in model.named_modules():
+        declared: dict[str, ParamRole] = getattr(module, ROLES_ATTRIBUTE, {})
+        own = dict(module.named_parameters(recurse=False))
+        unknown = sorted(set(declared) - set(own))
+        if unknown:
+            raise ValueError(
+                f"{type(module).__name__} at {prefix or '<root>'} declares roles for {unknown}, "
+                f"which it does not hold (it holds {sorted(own)})"
+            )
+        for name, param in own.items():
+            if id(param) in seen:
+                continue
+            seen.add(id(param))
+            role = declared.get(name) or default_role(module, name, param)
+            roles[f"{prefix}.{name}" if prefix else name] = role
+    return roles
+
+
+def params_with_role(model: nn.Module, *wanted: ParamRole) -> list[nn.Parameter]:
+    """The parameters of ``model`` whose role is one of ``wanted``, in ``named_parameters`` order."""
+    roles = parameter_roles(model)
+    return [p for name, p in model.named_parameters() if roles.get(name) in wanted]
