@@ -8,7 +8,7 @@ export WANDB_MODE ?= offline
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install train test test-fast lint format bench clean
+.PHONY: install train test test-fast test-latest lint format bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,23 @@ test: $(STAMP) ## the whole test suite (slow cases included), on every core (pyt
 test-fast: $(STAMP) ## the suite without the slow end-to-end cases
 	$(BIN)/pytest -q -n auto --dist worksteal -m "not slow"
 
+# attnlab as a user installs it (`pip install .`, no constraints.txt: the newest releases pyproject.toml
+# allows), in a virtual environment of its own made anew, then the commands' smoke tests: train, eval,
+# sample, sweep + report, export. It fails when a new release of a dependency breaks attnlab.
+LATEST := .venv-latest
+SMOKE  := tests/cli/test_train_families.py tests/cli/test_eval_overrides.py tests/cli/test_sample_explain.py \
+          tests/cli/test_report_sweep.py tests/cli/test_export.py
+
+test-latest: export PYTHONDONTWRITEBYTECODE =
+test-latest: ## the smoke tests against the newest dependencies pyproject.toml allows (pip install ., no constraints)
+	rm -rf $(LATEST)
+	$(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/pip install --quiet --upgrade pip
+	$(LATEST)/bin/pip install --quiet torch==2.13.0
+	$(LATEST)/bin/pip install --quiet ".[dev]"
+	$(LATEST)/bin/pip list --format=freeze | grep -iE '^(hydra-core|omegaconf|pytorch-lightning|torch|transformers|wandb|datasets)=='
+	$(LATEST)/bin/pytest -q -n auto --dist worksteal -p no:cacheprovider $(SMOKE)
+
 lint: $(STAMP) ## ruff, then the import contracts of docs/architecture.md (pyproject.toml [tool.importlinter])
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -46,4 +63,4 @@ bench: $(STAMP) ## the benchmark suite: writes benchmarks/results.md and plots
 	$(BIN)/python -m benchmarks.run
 
 clean:
-	rm -rf $(VENV) outputs multirun wandb .pytest_cache
+	rm -rf $(VENV) $(LATEST) outputs multirun wandb .pytest_cache
