@@ -263,7 +263,7 @@ def nth(numbers: list[Decimal], index: int, where: str) -> Decimal:
 def evaluate(study: Path, source: str) -> Decimal:
     """A source, or an arithmetic expression over sources in brackets."""
     source = source.strip()
-    if not source.startswith(("[", "(")):
+    if not re.match(r"[\[(\d]", source):  # a source alone, not an expression
         return source_value(study, source)
     values: list[Decimal] = []
     expression, depth, inner = "", 0, ""
