@@ -92,7 +92,7 @@ def test_bad_data_fails_before_the_run_directory(tmp_path: Path, args: list[str]
 
 
 def test_own_grey_images_the_readme_example(tmp_path: Path) -> None:
-    """README's worked example: a folder of 28x28 grey images with the ViT preset (8x8 inputs) is refused
+    """docs/data.md's worked example: a folder of 28x28 grey images with the ViT preset (8x8 inputs) is refused
     naming the sizes to set; with them, the model gets one channel and the images' own mean/std."""
     from PIL import Image
 
