@@ -68,7 +68,7 @@ class Decay(Choice):
     """Which parameters weight decay shrinks (``attnlab.tasks.optim.param_groups``)."""
 
     matrices = "matrices"  # weights of linear and convolution layers; never embeddings, norms, biases
-    matrices_and_embeddings = "matrices_and_embeddings"  # every tensor of 2+ dimensions (nanoGPT)
+    matrices_and_embeddings = "matrices_and_embeddings"  # every tensor of 2+ dimensions (nanoGPT): no vector
     all = "all"  # every parameter
 
 
@@ -153,7 +153,7 @@ class AdamWConfig(OptimConfig):
 
 @dataclass
 class AdamWPart:
-    """The AdamW that ``optim=muon`` runs on the parameters Muon does not take (embeddings, heads,
+    """The AdamW that ``optim=muon`` runs on the parameters Muon does not take (embeddings, readouts,
     norms, biases, convolutions): its own peak learning rate and weight decay, scheduled like Muon's.
     The defaults are ``optim=adamw``'s, so those parameters train as they do under it."""
 
@@ -176,7 +176,8 @@ MAX_NS_STEPS = 99  # torch.optim.Muon refuses 100 or more Newton-Schulz steps wh
 @dataclass
 class MuonConfig(OptimConfig):
     """Muon (Jordan et al. 2024, ``torch.optim.Muon``: momentum orthogonalised by Newton-Schulz steps)
-    on the weight matrices of the Transformer layers, at ``lr`` with decoupled ``weight_decay``; AdamW
+    on the hidden matrices (the Transformer layers' projections, the heads' dense layers: role
+    ``hidden_matrix`` of ``attnlab.blocks.roles``), at ``lr`` with decoupled ``weight_decay``; AdamW
     on every other parameter, with the settings of ``adamw``. One schedule scales both learning rates."""
 
     name: OptimName = OptimName.muon
