@@ -97,6 +97,15 @@ def check_adam(prefix: str, betas: list[float], eps: float) -> None:
 OPTIMIZERS = TaggedUnion("optim", "name", "optim={}")
 
 
+@dataclass(frozen=True)
+class FusedChoice:
+    """The setting of PyTorch's fused AdamW kernel: its key and its value (None: chosen for the run,
+    ``attnlab.tasks.optim.uses_fused_adamw``)."""
+
+    key: str
+    fused: bool | None
+
+
 @dataclass
 class OptimConfig:
     """What every optimiser reads: the learning rate, its schedule, weight decay; ``name`` is the tag."""
@@ -113,8 +122,8 @@ class OptimConfig:
     on_resume: OnResume = OnResume.refuse  # a resume with changed optim settings: refuse | apply
 
     @property
-    def fused_adamw(self) -> tuple[str, bool | None]:
-        """The key and value of the AdamW kernel choice (``fused``): None picks it (see ``AdamWConfig``)."""
+    def fused_adamw(self) -> FusedChoice:
+        """The AdamW kernel choice (``fused``): None picks it (see ``AdamWConfig``)."""
         raise NotImplementedError
 
     def check(self) -> None:
@@ -143,8 +152,8 @@ class AdamWConfig(OptimConfig):
     fused: bool | None = None
 
     @property
-    def fused_adamw(self) -> tuple[str, bool | None]:
-        return "optim.fused", self.fused
+    def fused_adamw(self) -> FusedChoice:
+        return FusedChoice("optim.fused", self.fused)
 
     def check(self) -> None:
         super().check()
@@ -191,8 +200,8 @@ class MuonConfig(OptimConfig):
     adamw: AdamWPart = field(default_factory=AdamWPart)
 
     @property
-    def fused_adamw(self) -> tuple[str, bool | None]:
-        return "optim.adamw.fused", self.adamw.fused
+    def fused_adamw(self) -> FusedChoice:
+        return FusedChoice("optim.adamw.fused", self.adamw.fused)
 
     def check(self) -> None:
         super().check()
