@@ -180,3 +180,6 @@ def test_a_role_declared_for_a_parameter_the_module_does_not_hold_is_an_error():
         parameter_roles(linear)
     with pytest.raises(TypeError, match="a ParamRole"):
         declare_roles(linear, weight="readout")
+    unbiased = nn.Linear(4, 4, bias=False)  # an optional parameter left out (None) may be declared
+    declare_roles(unbiased, weight=ParamRole.readout, bias=ParamRole.vector)
+    assert parameter_roles(unbiased) == {"weight": ParamRole.readout}

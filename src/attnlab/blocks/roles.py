@@ -96,9 +96,9 @@ def params_with_own_init(model: nn.Module) -> set[str]:
 
 
 def check_held(module: nn.Module, prefix: str, declared: set[str], held: set[str]) -> None:
-    """A ValueError naming a declaration for a parameter ``module`` does not hold: a renamed
-    parameter must not silently fall back to its default."""
-    unknown = sorted(declared - held)
+    """A ValueError naming a declaration for a parameter ``module`` does not hold (an optional one set
+    to None is fine): a renamed parameter must not silently fall back to its default."""
+    unknown = sorted(name for name in declared - held if getattr(module, name, 0) is not None)
     if unknown:
         raise ValueError(
             f"{type(module).__name__} at {prefix or '<root>'} declares roles for {unknown}, "
