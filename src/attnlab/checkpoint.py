@@ -28,7 +28,7 @@ from attnlab.data.tokenizers import load_tokenizer
 from attnlab.models import build_model
 from attnlab.schema.checks import check_trains, validate_saved
 from attnlab.schema.errors import ConfigError
-from attnlab.schema.load import plain, read_model_config, read_optim_config, read_task_config, upgrade_group
+from attnlab.schema.load import read_model_config, read_optim_config, read_task_config, upgrade_group
 from attnlab.schema.model import ModelConfig
 from attnlab.schema.rundir import LABELS_FILE, TOKENIZER_FILE, is_sharded_checkpoint, run_dir_of
 from attnlab.tasks import TASK_CLASSES, TaskModule
@@ -137,11 +137,11 @@ def load_task_from_checkpoint(
     try:
         model_cfg = with_changes(read_model_config(hparams["model"]), model_changes or {})
         task_cfg = read_task_config(hparams["task"])
-        read_optim_config(hparams["optim"])
+        optim_cfg = read_optim_config(hparams["optim"])
     except ConfigError as err:
         raise ValueError(f"{path!r} holds a config this attnlab cannot read: {err}") from None
     check_trains(model_cfg.family, task_cfg.name)
-    model: Any = plain(model_cfg)
+    model: Any = model_cfg  # the task module takes it typed, and saves it as plain data
     if quantization is not None:  # written by attnlab-compress: its weights fit the quantized layout
         model = quantized_layout(build_model(model_cfg), quantization["method"])
     try:
@@ -150,7 +150,7 @@ def load_task_from_checkpoint(
             path,
             map_location=map_location,
             weights_only=True,
-            **{**hparams, "model": model},  # each overrides the saved one of its name
+            **{**hparams, "model": model, "task": task_cfg, "optim": optim_cfg},  # typed, read once
             tokenizer=_restore_tokenizer(tokenizer),
         )
     except RuntimeError as err:  # torch lists every mismatch; the first two say enough

@@ -68,6 +68,19 @@ def test_float8_converts_the_layers_projections_and_keeps_the_head(tiny_model) -
     assert not isinstance(model.lm_head.proj, Float8Linear)  # the output head stays in high precision
 
 
+def test_float8_converts_the_heads_dense_layers_and_keeps_the_readouts(tiny_model) -> None:
+    """The heads' dense layers are hidden matrices (``blocks.roles``): converted like the layers'."""
+    from torchao.float8.float8_linear import Float8Linear
+
+    model = tiny_model("bert", **SIZE, d_ff=48, num_classes=3, classifier_hidden=True)
+    names = convert_to_float8(model, emulate=True)
+    assert {"mlm_head.dense", "cls_head.pre.0"} <= set(names)
+    assert not isinstance(model.cls_head.classifier, Float8Linear)
+    assert not isinstance(model.mlm_head.decoder.proj, Float8Linear)
+    logits = model.logits({"input_ids": torch.randint(0, 64, (2, 16))})
+    assert logits.shape == (2, 3) and logits.isfinite().all()
+
+
 def test_float8_skips_projections_whose_sizes_float8_cannot_multiply(tiny_model) -> None:
     model = tiny_model("gpt", "rope", **{**SIZE, "d_model": 24, "n_heads": 2}, d_ff=32)
     assert float8_eligible(model) == []  # d_model 24 is no multiple of 16: every projection touches it

@@ -16,6 +16,7 @@ from test_tasks_fit import FAMILY_TASKS, SIZES, LossRecorder, family_batch, trai
 from torch import nn
 from torch.utils.data import DataLoader
 
+from attnlab.blocks.heads import LMHead
 from attnlab.checkpoint import load_task_from_checkpoint
 from attnlab.data.tokenizers import SPECIAL_TOKENS, char_tokenizer
 from attnlab.schema.errors import ConfigError
@@ -35,8 +36,12 @@ FAMILY_SETUPS = [
     ("vit", {"num_classes": 4}),  # a convolution as patch embedding, a class token
 ]
 # Named independently of the rule in hidden_matrices: a 2-D weight of a projection or feed-forward
-# layer inside a Transformer layer (stack.layers.3.self_attn.fn.qkv_proj.weight, ...ffn.fn.fc_in.weight).
-HIDDEN = re.compile(r"(stack|encoder|decoder)\.layers\.\d+\.(self_attn|cross_attn|ffn)\.fn\.\w+\.weight")
+# layer inside a Transformer layer (stack.layers.3.self_attn.fn.qkv_proj.weight, ...ffn.fn.fc_in.weight),
+# or a head's dense layer (BERT's masked-LM transform, the classifier's pooler): width x width too.
+HIDDEN = re.compile(
+    r"(stack|encoder|decoder)\.layers\.\d+\.(self_attn|cross_attn|ffn)\.fn\.\w+\.weight"
+    r"|mlm_head\.dense\.weight|(cls_head|head)\.pre\.0\.weight"
+)
 
 
 def muon_cfg(**settings: object) -> MuonConfig:
@@ -44,7 +49,7 @@ def muon_cfg(**settings: object) -> MuonConfig:
 
 
 @pytest.mark.parametrize(("family", "overrides"), FAMILY_SETUPS)
-def test_muon_takes_the_layers_matrices_and_adamw_everything_else(tiny_model, family, overrides):
+def test_muon_takes_the_hidden_matrices_and_adamw_everything_else(tiny_model, family, overrides):
     model = tiny_model(family, **overrides, **SIZES)
     optimizer = configure_optimizers(model, muon_cfg(), max_steps=10)["optimizer"]
     muon_ids = {id(p) for group in optimizer.muon.param_groups for p in group["params"]}
@@ -54,7 +59,7 @@ def test_muon_takes_the_layers_matrices_and_adamw_everything_else(tiny_model, fa
     assert len(set(adamw_ids)) == len(adamw_ids) and not muon_ids & set(adamw_ids)
     assert muon_ids | set(adamw_ids) == {id(p) for p in model.parameters()}
     for name, module in model.named_modules():
-        if isinstance(module, (nn.Embedding, nn.Conv2d)) or "head" in name:
+        if isinstance(module, (nn.Embedding, nn.Conv2d, LMHead)) or name.endswith("classifier"):  # readouts
             assert not {id(p) for p in module.parameters()} & muon_ids, name
 
 

@@ -15,7 +15,13 @@ from attnlab.schema.load import read_optim_config
 from attnlab.schema.model import model_config
 from attnlab.schema.optim import AdamWConfig, Decay
 from attnlab.schema.pos import RelativePos
-from attnlab.tasks.optim import build_schedule, configure_optimizers, param_groups, stretch_schedule
+from attnlab.tasks.optim import (
+    build_schedule,
+    configure_optimizers,
+    param_groups,
+    stretch_schedule,
+    uses_fused_adamw,
+)
 
 # Two heads, a narrow feed-forward and the usual init: losses near log(vocab) at the start.
 SIZES = dict(n_heads=2, d_ff=32, init_std=0.02)
@@ -197,6 +203,39 @@ def test_optim_fused_chooses_the_adamw_kernel(tiny_model, optim: str, fused: boo
     optimizer = task.configure_optimizers()["optimizer"]
     adamw = optimizer if optim == "adamw" else optimizer.adamw
     assert bool(adamw.defaults["fused"]) == (True if fused is None else fused)
+
+
+@pytest.mark.parametrize(
+    ("fused", "clips_mixed", "expected"),
+    [(None, False, True), (None, True, False), (True, True, True), (False, False, False)],
+)
+def test_the_fused_kernel_is_decided_in_one_function(tiny_model, fused, clips_mixed, expected) -> None:
+    """``uses_fused_adamw``: the setting where one is given, else fused unless Lightning clips under
+    mixed precision; never off a CPU or CUDA device. The same for optim=muon's AdamW part."""
+    from attnlab.schema.optim import MuonConfig
+
+    model = tiny_model("gpt", **SIZES)
+    muon = MuonConfig()
+    muon.adamw.fused = fused
+    for cfg, key in ((AdamWConfig(fused=fused), "optim.fused"), (muon, "optim.adamw.fused")):
+        assert cfg.fused_adamw.key == key and cfg.fused_adamw.fused is fused
+        assert uses_fused_adamw(cfg, model, clips_mixed) is expected
+        assert uses_fused_adamw(cfg, model.to("meta"), clips_mixed) is False
+        model.to_empty(device="cpu")
+
+
+def test_a_task_module_keeps_its_typed_configs_and_saves_plain_data(tiny_model) -> None:
+    """No round trip through plain data on the way to the optimiser: the task module holds the very
+    configs it was given; its hyperparameters (what a checkpoint holds) are their plain data."""
+    from attnlab.schema.load import plain
+    from attnlab.schema.task import task_config
+    from attnlab.tasks import build_task
+
+    optim, task_cfg = AdamWConfig(lr=3e-3, decay=Decay.all), task_config("causal_lm")
+    task = build_task(task_cfg, optim, tiny_model("gpt", **SIZES), max_steps=10)
+    assert task.optim_cfg is optim and task.task_cfg is task_cfg
+    assert task.hparams["optim"] == plain(optim) and task.hparams["optim"]["decay"] == "all"
+    assert type(task.hparams["optim"]["decay"]) is str and task.hparams["model"] == plain(task.model.cfg)
 
 
 def test_a_fused_adamw_that_lightning_cannot_clip_is_refused() -> None:

@@ -25,6 +25,7 @@ from attnlab.blocks.cache import AttentionCache
 from attnlab.blocks.masks import KeyRule
 from attnlab.blocks.norm import RMSNorm
 from attnlab.blocks.positional import PositionalEncoding, ScoreMod
+from attnlab.blocks.roles import ParamRole, declare_roles
 from attnlab.blocks.static_cache import StaticAttentionCache
 from attnlab.blocks.view import AttentionView
 from attnlab.schema.model import ModelConfig, check_heads, kept_kv_groups
@@ -84,6 +85,9 @@ class MultiHeadAttention(nn.Module):
     def _add_output(self, d_model: int, bias: bool) -> None:
         """The output projection (its input: the heads concatenated) and the probe of the weights."""
         self.out_proj = nn.Linear(self.n_heads * self.head_dim, d_model, bias=bias)
+        for name in ("qkv_proj", "q_proj", "kv_proj", "out_proj"):  # the projections: hidden matrices
+            if name in self._modules:
+                declare_roles(self._modules[name], weight=ParamRole.hidden_matrix)
         self.weights_probe = (
             nn.Identity()
         )  # the explicit backend passes its weights (B, H, Tq, Tk) through it

@@ -10,6 +10,7 @@ from torch import Tensor, nn
 from attnlab.blocks.guards import check_index
 from attnlab.blocks.norm import build_norm
 from attnlab.blocks.positional import PositionalEncoding
+from attnlab.blocks.roles import ParamRole, declare_roles
 
 
 class TokenEmbedding(nn.Module):
@@ -35,6 +36,9 @@ class TokenEmbedding(nn.Module):
         super().__init__()
         self.tokens = nn.Embedding(vocab_size, d_model)
         self.segments = nn.Embedding(type_vocab_size, d_model) if type_vocab_size else None
+        for table in (self.tokens, self.segments):
+            if table is not None:
+                declare_roles(table, weight=ParamRole.embedding)
         self.pos = pos
         self.scale = math.sqrt(d_model) if scale else 1.0
         self.norm = build_norm(norm, d_model, norm_eps, norm_bias) if norm else None

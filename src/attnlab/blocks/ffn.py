@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from attnlab.blocks.roles import ParamRole, declare_roles
 from attnlab.schema.model import Activation, ModelConfig
 
 ACTIVATIONS = {
@@ -38,6 +39,9 @@ class FeedForward(nn.Module):
         self.fc_in = nn.Linear(d_model, d_ff, bias=bias)
         self.fc_gate = nn.Linear(d_model, d_ff, bias=bias) if self.gated else None
         self.fc_out = nn.Linear(d_ff, d_model, bias=bias)
+        for linear in (self.fc_in, self.fc_gate, self.fc_out):
+            if linear is not None:
+                declare_roles(linear, weight=ParamRole.hidden_matrix)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -8,6 +8,7 @@ from torch import Tensor, nn
 
 from attnlab.blocks.ffn import ACTIVATIONS
 from attnlab.blocks.norm import build_norm
+from attnlab.blocks.roles import ParamRole, declare_roles
 from attnlab.schema.model import Activation, Pooling
 
 
@@ -32,6 +33,8 @@ class LMHead(nn.Module):
         self.proj = None if tied_to is not None else nn.Linear(d_model, vocab_size, bias=False)
         self.bias = nn.Parameter(torch.zeros(vocab_size)) if bias else None
         self.scale = scale
+        if self.proj is not None:  # a tied readout is the token table: an embedding
+            declare_roles(self.proj, weight=ParamRole.readout)
 
     @property
     def weight(self) -> Tensor:
@@ -58,6 +61,7 @@ class MaskedLMHead(nn.Module):
     ) -> None:
         super().__init__()
         self.dense = nn.Linear(d_model, d_model)
+        declare_roles(self.dense, weight=ParamRole.hidden_matrix)
         self.act = ACTIVATIONS.get(Activation(activation), ACTIVATIONS[Activation.gelu])  # gated: plain GELU
         self.norm = build_norm(norm, d_model, norm_eps, norm_bias)
         self.decoder = LMHead(d_model, vocab_size, tied_to, bias=True)
@@ -90,6 +94,9 @@ class ClassificationHead(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(d_model, num_classes)
         self.scale = 1.0
+        if hidden:
+            declare_roles(self.pre[0], weight=ParamRole.hidden_matrix)
+        declare_roles(self.classifier, weight=ParamRole.readout)
 
     def forward(self, hidden: Tensor, mask: Tensor | None = None) -> Tensor:
         pooled = self.dropout(self.pre(pool(hidden, mask, self.pooling)))

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.blocks.guards import check_index
+from attnlab.blocks.roles import ParamRole, declare_own_init, declare_roles
 from attnlab.blocks.rope_scaling import RopeScaling, attention_factor, inv_freq, rope_scaling
 from attnlab.schema.builders import Builders
 from attnlab.schema.pos import (
@@ -111,6 +112,8 @@ class LearnedPositionalEncoding(PositionalEncoding):
         self.max_len = max_len
         self.weight = nn.Parameter(torch.zeros(max_len, d_model))
         nn.init.normal_(self.weight, std=0.02)
+        declare_roles(self, weight=ParamRole.position_table)
+        declare_own_init(self, "weight")  # N(0, 0.02) whatever model.init_std
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
         check_index(
@@ -237,6 +240,7 @@ class RelativePositionBias(PositionalEncoding):
         self.max_distance = max_distance
         self.bidirectional = bidirectional
         self.bias = nn.Embedding(num_buckets, n_heads)
+        declare_roles(self.bias, weight=ParamRole.position_table)
 
     def score_bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor:
         offset = _per_batch(k_pos).unsqueeze(-2) - _per_batch(q_pos).unsqueeze(-1)  # (B, Tq, Tk)

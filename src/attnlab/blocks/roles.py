@@ -7,7 +7,11 @@ from module types each in its own way. A module declares the roles of its own pa
 not declare gets the default of its module's type (``default_role``): an ``nn.Linear``'s weight inside
 a block is a hidden matrix and its bias a vector, an ``nn.Embedding``'s weight an embedding, every
 one-dimensional tensor a vector. ``parameter_roles(model)`` reads the whole table, each shared (tied)
-parameter once, under its first name.
+parameter once, under its first name (a tied output matrix is the token table: an embedding).
+
+A module that sets a parameter's initial values itself (a learned position table, the ViT class
+token) says so with ``declare_own_init(self, name, ...)``: the model's initialisation
+(``models.common.init_weights``) then leaves them as built.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ class ParamRole(str, Enum):
 
 
 ROLES_ATTRIBUTE = "param_roles"
+OWN_INIT_ATTRIBUTE = "param_own_init"
 
 
 def declare_roles(module: nn.Module, **roles: ParamRole) -> None:
@@ -39,6 +44,13 @@ def declare_roles(module: nn.Module, **roles: ParamRole) -> None:
             raise TypeError(f"declare_roles({type(module).__name__}, {name}=...): a ParamRole, got {role!r}")
         declared[name] = role
     object.__setattr__(module, ROLES_ATTRIBUTE, declared)
+
+
+def declare_own_init(module: nn.Module, *names: str) -> None:
+    """Record that ``module`` initialised these (direct) parameters itself, so that the model's
+    initialisation by role leaves them as they are."""
+    own = set(getattr(module, OWN_INIT_ATTRIBUTE, ())) | set(names)
+    object.__setattr__(module, OWN_INIT_ATTRIBUTE, frozenset(own))
 
 
 def default_role(module: nn.Module, name: str, param: nn.Parameter) -> ParamRole:
@@ -60,12 +72,7 @@ def parameter_roles(model: nn.Module) -> dict[str, ParamRole]:
     for prefix, module in model.named_modules():
         declared: dict[str, ParamRole] = getattr(module, ROLES_ATTRIBUTE, {})
         own = dict(module.named_parameters(recurse=False))
-        unknown = sorted(set(declared) - set(own))
-        if unknown:
-            raise ValueError(
-                f"{type(module).__name__} at {prefix or '<root>'} declares roles for {unknown}, "
-                f"which it does not hold (it holds {sorted(own)})"
-            )
+        check_held(module, prefix, set(declared), set(own))
         for name, param in own.items():
             if id(param) in seen:
                 continue
@@ -73,6 +80,30 @@ def parameter_roles(model: nn.Module) -> dict[str, ParamRole]:
             role = declared.get(name) or default_role(module, name, param)
             roles[f"{prefix}.{name}" if prefix else name] = role
     return roles
+
+
+def params_with_own_init(model: nn.Module) -> set[str]:
+    """The full names of the parameters of ``model`` whose modules initialised them themselves
+    (``declare_own_init``)."""
+    names: set[str] = set()
+    for prefix, module in model.named_modules():
+        own_init: frozenset[str] = getattr(module, OWN_INIT_ATTRIBUTE, frozenset())
+        check_held(
+            module, prefix, set(own_init), {name for name, _ in module.named_parameters(recurse=False)}
+        )
+        names |= {f"{prefix}.{name}" if prefix else name for name in own_init}
+    return names
+
+
+def check_held(module: nn.Module, prefix: str, declared: set[str], held: set[str]) -> None:
+    """A ValueError naming a declaration for a parameter ``module`` does not hold (an optional one set
+    to None is fine): a renamed parameter must not silently fall back to its default."""
+    unknown = sorted(name for name in declared - held if getattr(module, name, 0) is not None)
+    if unknown:
+        raise ValueError(
+            f"{type(module).__name__} at {prefix or '<root>'} declares roles for {unknown}, "
+            f"which it does not hold (it holds {sorted(held)})"
+        )
 
 
 def params_with_role(model: nn.Module, *wanted: ParamRole) -> list[nn.Parameter]:

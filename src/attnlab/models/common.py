@@ -14,6 +14,7 @@ from attnlab.blocks.embedding import TokenEmbedding
 from attnlab.blocks.layers import TransformerStack
 from attnlab.blocks.masks import document_positions
 from attnlab.blocks.positional import PositionalEncoding, build_positional
+from attnlab.blocks.roles import ParamRole, parameter_roles, params_with_own_init
 from attnlab.schema.builders import Builders
 from attnlab.schema.model import MODELS, ModelConfig, TokenModelConfig
 from attnlab.schema.pos import SinusoidalPos
@@ -163,23 +164,34 @@ def token_positions(input_ids: Tensor, document_ids: Tensor | None, offset: int 
     return document_positions(document_ids)
 
 
+# The roles whose weights start at N(0, init_std) (residual outputs at init_std / sqrt(2L)); vectors
+# keep their modules' values (norm gains at one), but a matrix's bias starts at zero.
+DRAWN_ROLES = (
+    ParamRole.embedding,
+    ParamRole.position_table,
+    ParamRole.input_matrix,
+    ParamRole.hidden_matrix,
+    ParamRole.readout,
+)
+RESIDUAL_OUTPUTS = ("out_proj.weight", "fc_out.weight")  # the projections that write into the residual stream
+
+
 def init_weights(model: nn.Module, std: float, n_layers: int) -> None:
-    """GPT-2's initialisation: N(0, std) weights, zero biases, residual outputs scaled by 1/sqrt(2L).
+    """GPT-2's initialisation, by role (``blocks.roles``): N(0, std) matrices and tables, zero biases,
+    residual outputs scaled by 1/sqrt(2L); what a module initialised itself (a learned position table,
+    the ViT class token) and the other vectors stay as built.
 
     Token tables that are multiplied by sqrt(d_model) start at N(0, 1/d_model) instead, as in the
     original Transformer, so scaled embeddings have unit variance and are not drowned by sinusoids.
     """
-    for name, module in model.named_modules():
-        if isinstance(module, nn.Linear):
-            scaled = name.endswith(("out_proj", "fc_out"))
-            nn.init.normal_(module.weight, std=std / math.sqrt(2 * n_layers) if scaled else std)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, std=std)
-        elif isinstance(module, nn.Conv2d):
-            nn.init.normal_(module.weight, std=std)
-            nn.init.zeros_(module.bias)
+    roles, own = parameter_roles(model), params_with_own_init(model)
+    drawn = {name for name, role in roles.items() if role in DRAWN_ROLES and name not in own}
+    for name, param in model.named_parameters():  # module by module, as the draws always came
+        if name in drawn:
+            residual = name.endswith(RESIDUAL_OUTPUTS)
+            nn.init.normal_(param, std=std / math.sqrt(2 * n_layers) if residual else std)
+        elif name.endswith("bias") and f"{name[: -len('bias')]}weight" in drawn:
+            nn.init.zeros_(param)
     for module in model.modules():
         if isinstance(module, TokenEmbedding) and module.scale != 1.0:
             nn.init.normal_(module.tokens.weight, std=1.0 / module.scale)

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from torch import nn
 
 from attnlab.blocks.ffn import GATED, ffn_width
-from attnlab.blocks.positional import PositionalEncoding
+from attnlab.blocks.roles import ParamRole, parameter_roles
 from attnlab.models.decoder import DecoderLM
 from attnlab.schema.model import Activation, ModelConfig
 
@@ -37,9 +37,10 @@ def flops_per_token(n_params: int, n_layers: int, seq_len: int, d_model: int) ->
 
 
 def matmul_params(module: nn.Module) -> int:
-    """Parameters that enter matrix products: all but positional tables (lookups, not products)."""
-    skip = {id(p) for m in module.modules() if isinstance(m, PositionalEncoding) for p in m.parameters()}
-    return sum(p.numel() for p in module.parameters() if id(p) not in skip)
+    """Parameters that enter matrix products: all but position tables (``blocks.roles``; lookups, not
+    products), as nanoGPT counts them (token tables included: the tied output is a product)."""
+    roles = parameter_roles(module)
+    return sum(p.numel() for name, p in module.named_parameters() if roles[name] != ParamRole.position_table)
 
 
 def chinchilla_flops_per_token(cfg: ModelConfig, vocab_size: int, seq_len: int) -> float:

@@ -53,6 +53,7 @@ from torch.distributed.tensor.parallel import (
 from attnlab.blocks.attention import MultiHeadAttention
 from attnlab.blocks.ffn import FeedForward
 from attnlab.blocks.layers import Residual, TransformerStack
+from attnlab.blocks.roles import ParamRole, parameter_roles
 from attnlab.models.speedups import transformer_layers
 
 
@@ -81,6 +82,7 @@ def tensor_parallel(
     (``attention_plan``, ``ffn_plan``); with ``sequence``, also the residual stream along the sequence
     (``sequence_plan``); with ``asynchronous``, torch's async tensor parallel (``enable_async_tp``).
     Returns ``model``."""
+    check_split_roles(model)
     for layer in transformer_layers(model).values():
         for module in list(layer.modules()):
             if isinstance(module, MultiHeadAttention):
@@ -94,6 +96,28 @@ def tensor_parallel(
     if asynchronous:
         enable_async_tp()
     return model
+
+
+# The projections the plans split (before a fused one is split into its parts), by module kind
+SPLIT_PROJECTIONS = {
+    MultiHeadAttention: ("qkv_proj", "q_proj", "kv_proj", "out_proj"),
+    FeedForward: ("fc_in", "fc_gate", "fc_out"),
+}
+
+
+def check_split_roles(model: nn.Module) -> None:
+    """A ValueError unless every weight the plans split is a hidden matrix (``blocks.roles``): tensor
+    parallel splits the width x width projections and replicates embeddings, readouts and vectors."""
+    roles = parameter_roles(model)
+    for prefix, layer in transformer_layers(model).items():
+        for name, module in layer.named_modules(prefix=prefix):
+            split = [c for kind, cs in SPLIT_PROJECTIONS.items() if isinstance(module, kind) for c in cs]
+            for weight in [f"{name}.{c}.weight" for c in split if module._modules.get(c) is not None]:
+                role = roles.get(weight)  # None: a weight held elsewhere first (tied)
+                if role != ParamRole.hidden_matrix:
+                    raise ValueError(
+                        f"tensor parallel would split {weight}, a {role.value if role else 'tied weight'}"
+                    )
 
 
 def sequence_plan(stack: TransformerStack) -> dict[str, ParallelStyle]:

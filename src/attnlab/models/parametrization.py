@@ -20,16 +20,47 @@ Muon (``optim=muon``) updates the hidden matrices by an orthogonalised step whos
 by the learning rate and the matrix's shape, not its width (the spectral condition that μP's
 1/fan-in rate approximates for Adam; Bernstein & Newhouse 2024), so its rate is left unscaled: under
 Muon, μP changes the initialisation and the readout only.
+
+The scalings are data, ``MUP``: one ``RoleScaling`` per parameter role (``blocks.roles``), as powers
+of m, read by the initialisation here and by every optimiser's parameter groups (``tasks.optim``).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from torch import nn
 
-from attnlab.blocks import ClassificationHead, LMHead, MaskedLMHead, MultiHeadAttention, TransformerLayer
+from attnlab.blocks import ClassificationHead, LMHead, MultiHeadAttention
+from attnlab.blocks.roles import ParamRole, parameter_roles, params_with_role
 from attnlab.schema.model import ModelConfig, Parametrization
+
+
+@dataclass(frozen=True)
+class RoleScaling:
+    """What μP does to the parameters of one role, as powers of the width multiplier m."""
+
+    init: float = 0.0  # initial weights times m**init
+    adam_lr: float = 0.0  # Adam's (AdamW's) learning rate times m**adam_lr
+    muon_lr: float = (
+        0.0  # Muon's learning rate times m**muon_lr (its step's spectral size is already width-free)
+    )
+    zero_init: bool = False  # initialised at zero (the readout: logits start at zero at every width)
+
+
+# Table 3 of Tensor Programs V (Adam) in the readout-multiplier form of the ``mup`` package: hidden
+# matrices at 1/fan-in variance and rate; input weights (embeddings, position tables, the patch
+# projection) and vectors unchanged; the readout at zero, its logits times 1/m (``apply_mup``).
+MUP: dict[ParamRole, RoleScaling] = {
+    ParamRole.embedding: RoleScaling(),
+    ParamRole.position_table: RoleScaling(),
+    ParamRole.input_matrix: RoleScaling(),
+    ParamRole.hidden_matrix: RoleScaling(init=-0.5, adam_lr=-1.0),
+    ParamRole.readout: RoleScaling(zero_init=True),
+    ParamRole.vector: RoleScaling(),
+}
+OPTIMISER_RATES = {"adam": "adam_lr", "muon": "muon_lr"}  # which field of RoleScaling each optimiser reads
 
 
 def is_mup(cfg: ModelConfig) -> bool:
@@ -41,49 +72,31 @@ def width_multiplier(cfg: ModelConfig) -> float:
 
 
 def hidden_matrices(model: nn.Module) -> list[nn.Parameter]:
-    """The weights whose two dimensions grow with the width: every linear layer inside a transformer
-    layer, and the dense layers of the output heads."""
-    found: dict[int, nn.Parameter] = {}
-    for module in model.modules():
-        if isinstance(module, TransformerLayer):
-            linears = [m for m in module.modules() if isinstance(m, nn.Linear)]
-        elif isinstance(module, MaskedLMHead):
-            linears = [module.dense]
-        elif isinstance(module, ClassificationHead):
-            linears = [m for m in module.pre.modules() if isinstance(m, nn.Linear)]
-        else:
-            continue
-        found.update({id(m.weight): m.weight for m in linears})
-    return list(found.values())
+    """The weights whose two dimensions grow with the width (role ``hidden_matrix``): every projection
+    inside a transformer layer, and the dense layers of the output heads."""
+    return params_with_role(model, ParamRole.hidden_matrix)
 
 
 def apply_mup(model: nn.Module, cfg: ModelConfig) -> None:
-    """Turn a freshly initialised standard-parametrised ``model`` into μP: hidden weights scaled by
-    m^-1/2, logits by 1/m, attention scores by sqrt(base d_head)/d_head (unless ``model.attn_scale``
-    sets them)."""
+    """Turn a freshly initialised standard-parametrised ``model`` into μP: each parameter's initial
+    values scaled as its role says (``MUP``: hidden weights by m^-1/2, an untied readout at zero),
+    logits by 1/m, attention scores by sqrt(base d_head)/d_head (unless ``model.attn_scale`` sets them)."""
     m = width_multiplier(cfg)
-    for weight in hidden_matrices(model):
-        weight.data.mul_(m**-0.5)
+    roles = parameter_roles(model)
+    for name, param in model.named_parameters():
+        scaling = MUP[roles[name]]
+        if scaling.zero_init:
+            param.data.zero_()
+        elif scaling.init:
+            param.data.mul_(m**scaling.init)
     for module in model.modules():
         if isinstance(module, LMHead | ClassificationHead):
             module.scale = module.scale / m
-            zero_readout(module)
         elif isinstance(module, MultiHeadAttention):
             zero_queries(module)
             if cfg.attn_scale is None:
                 base_head_dim = cfg.mup_base_width / cfg.n_heads
                 module.scale = math.sqrt(base_head_dim) / module.head_dim
-
-
-def zero_readout(head: LMHead | ClassificationHead) -> None:
-    """An untied readout initialised at zero (the ``mup`` package's ``readout_zero_init``): logits
-    start at zero at every width, instead of shrinking as 1/sqrt(width) under the 1/width multiplier.
-    A tied one is the token table too, and keeps that table's initialisation."""
-    weight = (
-        head.classifier.weight if isinstance(head, ClassificationHead) else head.proj and head.proj.weight
-    )
-    if weight is not None:
-        weight.data.zero_()
 
 
 def zero_queries(attention: MultiHeadAttention) -> None:
@@ -96,11 +109,15 @@ def zero_queries(attention: MultiHeadAttention) -> None:
         attention.q_proj.weight.data.zero_()
 
 
-def learning_rate_multipliers(model: nn.Module) -> dict[int, float]:
-    """Adam's learning rate multiplier of each parameter (by ``id``) that μP scales: 1/m for the hidden
-    matrices; empty under the standard parametrisation (every multiplier 1)."""
+def learning_rate_multipliers(model: nn.Module, optimiser: str = "adam") -> dict[int, float]:
+    """The learning-rate multiplier (by ``id``) of each parameter of ``model`` that μP scales when
+    ``optimiser`` (``adam`` or ``muon``) updates it: m**power, the power its role's ``RoleScaling``
+    gives that optimiser (1/m for Adam's hidden matrices); empty under the standard parametrisation
+    (every multiplier 1)."""
     cfg = getattr(model, "cfg", None)
     if cfg is None or not is_mup(cfg):
         return {}
-    m = width_multiplier(cfg)
-    return {id(w): 1.0 / m for w in hidden_matrices(model)}
+    m, field = width_multiplier(cfg), OPTIMISER_RATES[optimiser]
+    roles = parameter_roles(model)
+    powers = {id(p): getattr(MUP[roles[name]], field) for name, p in model.named_parameters()}
+    return {key: 1.0 / m**-power for key, power in powers.items() if power}  # 1/m exactly for power -1

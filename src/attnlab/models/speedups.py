@@ -8,10 +8,11 @@ compile time falls, and each layer stays a unit that FSDP2 and activation checkp
 ``nn.Module.compile`` works in place, so parameter names and checkpoints are those of the plain model.
 
 Float8 training is torchao's ``convert_to_float8_training`` (the maintained implementation): the
-``nn.Linear`` projections inside the transformer layers become ``Float8Linear``, whose matrix products
-run in float8 with dynamic per-tensor scales. Embeddings, output heads and any projection whose
-dimensions are not multiples of 16 (what float8 kernels need) stay as they are: the output head's
-logits are the most sensitive to rounding, and torchtitan keeps it in higher precision too.
+``nn.Linear`` layers whose weights are hidden matrices (``blocks.roles``: the projections inside the
+transformer layers, the heads' dense layers) become ``Float8Linear``, whose matrix products run in
+float8 with dynamic per-tensor scales. Embeddings, readouts (output heads, classifiers) and any
+projection whose dimensions are not multiples of 16 (what float8 kernels need) stay as they are: the
+output head's logits are the most sensitive to rounding, and torchtitan keeps it in higher precision too.
 
 Activation checkpointing (``full``) keeps of each transformer layer only its input for the backward
 pass and runs its forward again there to get the rest (``selective``: also the outputs of its matrix
@@ -27,6 +28,7 @@ import torch
 from torch import nn
 
 from attnlab.blocks.layers import TransformerLayer
+from attnlab.blocks.roles import ParamRole, parameter_roles
 
 FLOAT8_MULTIPLE = 16  # float8 matrix products need both dimensions of the weight divisible by this
 
@@ -48,14 +50,14 @@ def compile_layers(model: nn.Module, **compile_options: object) -> nn.Module:
 
 
 def float8_eligible(model: nn.Module) -> list[str]:
-    """Names of the linear layers that float8 training converts: inside a transformer layer, with both
-    weight dimensions multiples of 16."""
-    prefixes = tuple(f"{name}." for name in transformer_layers(model))
+    """Names of the linear layers that float8 training converts: those whose weight is a hidden matrix
+    (``blocks.roles``), with both weight dimensions multiples of 16."""
+    roles = parameter_roles(model)
     return [
         name
         for name, m in model.named_modules()
         if isinstance(m, nn.Linear)
-        and name.startswith(prefixes)
+        and roles.get(f"{name}.weight") == ParamRole.hidden_matrix
         and m.in_features % FLOAT8_MULTIPLE == 0
         and m.out_features % FLOAT8_MULTIPLE == 0
     ]

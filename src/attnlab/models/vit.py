@@ -6,6 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.blocks.heads import ClassificationHead
+from attnlab.blocks.roles import ParamRole, declare_own_init, declare_roles
 from attnlab.blocks.view import AttentionView
 from attnlab.models.common import (
     MODEL_CLASSES,
@@ -29,6 +30,7 @@ class PatchEmbedding(nn.Module):
     def __init__(self, channels: int, d_model: int, patch_size: int) -> None:
         super().__init__()
         self.proj = nn.Conv2d(channels, d_model, kernel_size=patch_size, stride=patch_size)
+        declare_roles(self.proj, weight=ParamRole.input_matrix)  # its fan-in (pixels) does not grow
 
     def forward(self, images: Tensor) -> Tensor:
         return self.proj(images).flatten(2).transpose(1, 2)  # (B, N, D)
@@ -50,6 +52,9 @@ class ViT(FamilyModel):
         self.n_tokens = num_patches(cfg) + int(self.use_cls)  # positions through the stack
         self.patches = PatchEmbedding(cfg.channels, cfg.d_model, cfg.patch_size)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, cfg.d_model)) if self.use_cls else None
+        if self.use_cls:  # a learned token of its own: one row of an embedding table, starting at zero
+            declare_roles(self, cls_token=ParamRole.embedding)
+            declare_own_init(self, "cls_token")
         self.pos = positional(cfg, causal=False, max_len=self.n_tokens)
         self.dropout = nn.Dropout(cfg.dropout)
         self.stack = stack_of(cfg, self.pos, cfg.n_layers)

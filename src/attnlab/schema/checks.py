@@ -87,10 +87,10 @@ def check_run(run: RunConfig) -> None:
             "compiles the whole model, across the units trainer.strategy=fsdp2 shards: use compile=block "
             "(each transformer layer compiled on its own, inside its unit)",
         )
-    key, fused = run.optim.fused_adamw
-    if fused and "mixed" in run.trainer.precision and run.trainer.gradient_clip_val:
+    kernel = run.optim.fused_adamw
+    if kernel.fused and "mixed" in run.trainer.precision and run.trainer.gradient_clip_val:
         raise ConfigError(
-            key,
+            kernel.key,
             True,
             f"cannot clip gradients under trainer.precision={run.trainer.precision} (the fused kernel "
             "unscales them itself): set it to null (chosen for you) or trainer.gradient_clip_val=null",

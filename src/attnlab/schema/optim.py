@@ -68,7 +68,7 @@ class Decay(Choice):
     """Which parameters weight decay shrinks (``attnlab.tasks.optim.param_groups``)."""
 
     matrices = "matrices"  # weights of linear and convolution layers; never embeddings, norms, biases
-    matrices_and_embeddings = "matrices_and_embeddings"  # every tensor of 2+ dimensions (nanoGPT)
+    matrices_and_embeddings = "matrices_and_embeddings"  # every tensor of 2+ dimensions (nanoGPT): no vector
     all = "all"  # every parameter
 
 
@@ -97,6 +97,15 @@ def check_adam(prefix: str, betas: list[float], eps: float) -> None:
 OPTIMIZERS = TaggedUnion("optim", "name", "optim={}")
 
 
+@dataclass(frozen=True)
+class FusedChoice:
+    """The setting of PyTorch's fused AdamW kernel: its key and its value (None: chosen for the run,
+    ``attnlab.tasks.optim.uses_fused_adamw``)."""
+
+    key: str
+    fused: bool | None
+
+
 @dataclass
 class OptimConfig:
     """What every optimiser reads: the learning rate, its schedule, weight decay; ``name`` is the tag."""
@@ -113,8 +122,8 @@ class OptimConfig:
     on_resume: OnResume = OnResume.refuse  # a resume with changed optim settings: refuse | apply
 
     @property
-    def fused_adamw(self) -> tuple[str, bool | None]:
-        """The key and value of the AdamW kernel choice (``fused``): None picks it (see ``AdamWConfig``)."""
+    def fused_adamw(self) -> FusedChoice:
+        """The AdamW kernel choice (``fused``): None picks it (see ``AdamWConfig``)."""
         raise NotImplementedError
 
     def check(self) -> None:
@@ -143,8 +152,8 @@ class AdamWConfig(OptimConfig):
     fused: bool | None = None
 
     @property
-    def fused_adamw(self) -> tuple[str, bool | None]:
-        return "optim.fused", self.fused
+    def fused_adamw(self) -> FusedChoice:
+        return FusedChoice("optim.fused", self.fused)
 
     def check(self) -> None:
         super().check()
@@ -153,7 +162,7 @@ class AdamWConfig(OptimConfig):
 
 @dataclass
 class AdamWPart:
-    """The AdamW that ``optim=muon`` runs on the parameters Muon does not take (embeddings, heads,
+    """The AdamW that ``optim=muon`` runs on the parameters Muon does not take (embeddings, readouts,
     norms, biases, convolutions): its own peak learning rate and weight decay, scheduled like Muon's.
     The defaults are ``optim=adamw``'s, so those parameters train as they do under it."""
 
@@ -176,7 +185,8 @@ MAX_NS_STEPS = 99  # torch.optim.Muon refuses 100 or more Newton-Schulz steps wh
 @dataclass
 class MuonConfig(OptimConfig):
     """Muon (Jordan et al. 2024, ``torch.optim.Muon``: momentum orthogonalised by Newton-Schulz steps)
-    on the weight matrices of the Transformer layers, at ``lr`` with decoupled ``weight_decay``; AdamW
+    on the hidden matrices (the Transformer layers' projections, the heads' dense layers: role
+    ``hidden_matrix`` of ``attnlab.blocks.roles``), at ``lr`` with decoupled ``weight_decay``; AdamW
     on every other parameter, with the settings of ``adamw``. One schedule scales both learning rates."""
 
     name: OptimName = OptimName.muon
@@ -190,8 +200,8 @@ class MuonConfig(OptimConfig):
     adamw: AdamWPart = field(default_factory=AdamWPart)
 
     @property
-    def fused_adamw(self) -> tuple[str, bool | None]:
-        return "optim.adamw.fused", self.adamw.fused
+    def fused_adamw(self) -> FusedChoice:
+        return FusedChoice("optim.adamw.fused", self.adamw.fused)
 
     def check(self) -> None:
         super().check()

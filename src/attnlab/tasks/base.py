@@ -4,9 +4,10 @@ A task module wraps one model and knows the batch layout of its objective; it ne
 the model's family beyond the forward signature. Subclasses implement ``training_loss`` (one
 batch, one scalar), ``build_metrics`` and ``evaluate`` (update the val/test metrics).
 
-Its hyperparameters are plain data (the model, task and optimiser configs, the step budget), from
-which ``__init__`` builds the model, so that ``CausalLMTask.load_from_checkpoint(path,
-weights_only=True)`` (Lightning's own loader) rebuilds a trained task from its checkpoint.
+It takes its configs as the schema's dataclasses and saves them as plain data (the model, task and
+optimiser configs, the step budget) into its hyperparameters, from which ``__init__`` rebuilds the
+model, so that ``CausalLMTask.load_from_checkpoint(path, weights_only=True)`` (Lightning's own
+loader) rebuilds a trained task from its checkpoint: there the configs come back as plain data.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from attnlab.models.parallel import average_replicated_gradients, is_sharded, sh
 from attnlab.schema.builders import Builders
 from attnlab.schema.load import plain, read_model_config, read_optim_config, read_task_config
 from attnlab.schema.model import ModelConfig
-from attnlab.schema.optim import OnExtend
-from attnlab.schema.task import TASKS
+from attnlab.schema.optim import OnExtend, OptimConfig
+from attnlab.schema.task import TASKS, TaskConfig
 from attnlab.tasks.lightning_shims import sets_hook_name
 from attnlab.tasks.losses import count_labels, cross_entropy, is_compiled
 from attnlab.tasks.nonfinite import NonFiniteGuard, check_finite_weights, clip_gradients, gradient_norm
@@ -86,9 +87,9 @@ TASK_CLASSES: Builders[type[TaskModule]] = Builders(TASKS, "task module")
 class TaskModule(pl.LightningModule):
     """Base of the task modules; each registers as its config's: ``@TASK_CLASSES.builds(CausalLMTask)``.
 
-    ``model`` is the model's config as plain data (what a checkpoint holds; the model is built from
-    it), or a model built already (any attnlab model: it has ``.cfg``), e.g. with pretrained weights.
-    ``task`` and ``optim`` are their configs as plain data (``attnlab.schema.load.plain``).
+    ``model`` is a model built already (any attnlab model: it has ``.cfg``, e.g. with pretrained
+    weights) or its config, ``task`` and ``optim`` are their configs: each a dataclass of the schema,
+    or the plain data a checkpoint holds (``attnlab.schema.load.plain``; Lightning's loader passes that).
     """
 
     reports_perplexity = False  # language-model tasks log ``ppl = exp(loss)`` at epoch end
@@ -100,16 +101,18 @@ class TaskModule(pl.LightningModule):
 
     def __init__(
         self,
-        model: Mapping | nn.Module,
-        task: Mapping,
-        optim: Mapping,
+        model: nn.Module | ModelConfig | Mapping,
+        task: TaskConfig | Mapping,
+        optim: OptimConfig | Mapping,
         max_steps: int,
         tokenizer: object = None,
     ) -> None:
         super().__init__()
-        self.model = model if isinstance(model, nn.Module) else build_model(read_model_config(model))
-        self.task_cfg = read_task_config(task)
-        self.optim_cfg = read_optim_config(optim)
+        if not isinstance(model, nn.Module):
+            model = build_model(read_model_config(model) if isinstance(model, Mapping) else model)
+        self.model = model
+        self.task_cfg = read_task_config(task) if isinstance(task, Mapping) else task
+        self.optim_cfg = read_optim_config(optim) if isinstance(optim, Mapping) else optim
         self.max_steps = max_steps
         self.tokenizer = tokenizer
         # Counted now, on the whole model: a strategy may shard it (FSDP) before the first batch.
@@ -199,15 +202,11 @@ class TaskModule(pl.LightningModule):
     def configure_optimizers(self) -> dict:
         """The optimiser of ``optim`` (``attnlab.tasks.optim``) + schedule over ``max_steps``; without one (``max_steps <= 0``, a run bounded by
         epochs), over the step count Lightning estimates from the epochs, data and devices."""
-        steps, fused = self.trained_steps(), True
+        clips_mixed = False  # gradients clipped under mixed precision (the fused kernel cannot be)
         if self._trainer is not None:
-            trainer = self.trainer
-            # Lightning refuses to clip gradients under mixed precision when the optimizer
-            # unscales them itself, as the fused kernel does.
-            fused = not ("mixed" in str(trainer.precision) and trainer.gradient_clip_val)
-        chosen = self.optim_cfg.fused_adamw[1]  # optim.fused (optim.adamw.fused): null picks as above
+            clips_mixed = "mixed" in str(self.trainer.precision) and bool(self.trainer.gradient_clip_val)
         built = configure_optimizers(
-            self.model, self.optim_cfg, steps, fused=fused if chosen is None else chosen
+            self.model, self.optim_cfg, self.trained_steps(), clips_mixed_precision=clips_mixed
         )
         scheduler = built["lr_scheduler"]["scheduler"]
         # a copy: a restore writes the checkpoint's fields into the scheduler's own schedule

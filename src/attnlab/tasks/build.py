@@ -6,7 +6,6 @@ import pytorch_lightning as pl
 from torch import nn
 
 from attnlab.schema.checks import check_trains
-from attnlab.schema.load import plain
 from attnlab.schema.optim import OptimConfig
 from attnlab.schema.task import TaskConfig
 from attnlab.tasks import causal_lm, classification, mlm, seq2seq  # noqa: F401  (they register)
@@ -38,7 +37,7 @@ def build_task(
     check_trains(model.cfg.family, objective.name)
     cls = TASK_CLASSES.of(objective)
     cls.check_model(model.cfg, num_classes)
-    args = (model, plain(objective), plain(optim), max_steps)
+    args = (model, objective, optim, max_steps)
     if objective is cfg:
         return cls(*args, tokenizer=tokenizer)
     return distilled(cls)(

@@ -16,33 +16,25 @@ about the same: a baby GPT's Muon step 1.47x AdamW's in float32, 1.34x in bfloat
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
 
-from attnlab.blocks.layers import TransformerLayer
+from attnlab.blocks.roles import ParamRole, params_with_role
 
 
 def hidden_matrices(model: nn.Module) -> list[nn.Parameter]:
-    """What Muon optimises: the weight matrices of the linear layers inside the Transformer layers
-    (attention projections, cross-attention, feed-forward), in ``model.parameters()`` order.
+    """What Muon optimises: the trainable parameters of role ``hidden_matrix`` (``blocks.roles``), in
+    ``model.parameters()`` order: the projections inside the Transformer layers (attention,
+    cross-attention, feed-forward) and the dense layers of the heads (BERT's masked-LM transform, the
+    classifier's pooler).
 
     Everything else goes to AdamW: token, segment and position embeddings, the output head and the
-    classifier and masked-LM heads (their dense layers too), norms, biases, relative-bias tables, the
-    ViT patch convolution and class token. A matrix that another module holds too (a tied weight) is
-    not hidden either: it goes to AdamW.
+    classifier (readouts), norms, biases, relative-bias tables, the ViT patch convolution and class
+    token. A tied output matrix is the token table (an embedding): AdamW's too.
     """
-    inside = {
-        id(linear.weight)
-        for layer in model.modules()
-        if isinstance(layer, TransformerLayer)
-        for linear in layer.modules()
-        if isinstance(linear, nn.Linear)
-    }
-    holders = Counter(id(p) for module in model.modules() for p in module.parameters(recurse=False))
-    return [p for p in model.parameters() if id(p) in inside and holders[id(p)] == 1 and p.requires_grad]
+    return [p for p in params_with_role(model, ParamRole.hidden_matrix) if p.requires_grad]
 
 
 def newton_schulz(

@@ -10,12 +10,19 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from attnlab.blocks.roles import ParamRole, params_with_role
 from attnlab.models.parametrization import learning_rate_multipliers
 from attnlab.schema.builders import Builders
 from attnlab.schema.optim import OPTIMIZERS, AdamWConfig, Decay, MuonConfig, NsDtype, OptimConfig
 from attnlab.tasks.muon import Muon, MuonWithAdamW, hidden_matrices
 
-DECAYED_MODULES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)
+# What each optim.decay shrinks, by role (blocks.roles); ``all`` is every parameter
+MATRICES = (ParamRole.input_matrix, ParamRole.hidden_matrix, ParamRole.readout)
+DECAYED_ROLES = {
+    Decay.matrices: MATRICES,
+    Decay.matrices_and_embeddings: (*MATRICES, ParamRole.embedding, ParamRole.position_table),
+    Decay.all: tuple(ParamRole),
+}
 # optim.ns_dtype as Muon takes it; None (auto) decides per parameter's device
 NS_DTYPES = {NsDtype.auto: None, NsDtype.bfloat16: torch.bfloat16, NsDtype.float32: torch.float32}
 
@@ -26,11 +33,11 @@ def param_groups(
     """Two AdamW groups, with and without weight decay; ``decay`` says which parameters it shrinks,
     ``exclude`` which parameters another optimizer takes (Muon's).
 
-    ``matrices`` (the default): the weight matrices of linear and convolution layers only; norm
-    scales, biases, token and segment embeddings, learned position tables, relative-bias tables and
-    the ViT class token get none. ``matrices_and_embeddings``: every tensor of two or more dimensions,
-    embeddings and position tables included (nanoGPT's rule). ``all``: every parameter. Tied weights
-    appear once.
+    ``matrices`` (the default): the weight matrices (roles input matrix, hidden matrix, readout: the
+    linear and convolution layers); norm scales, biases, token and segment embeddings, learned
+    position tables, relative-bias tables and the ViT class token get none. ``matrices_and_embeddings``:
+    every parameter that is not a vector, embeddings and position tables included (nanoGPT's rule:
+    every tensor of two or more dimensions). ``all``: every parameter. Tied weights appear once.
     """
     decayed = {id(p) for p in decayed_params(model, decay)}
     excluded = {id(p) for p in exclude}
@@ -45,12 +52,8 @@ def param_groups(
 
 
 def decayed_params(model: nn.Module, decay: Decay) -> list[nn.Parameter]:
-    """The parameters of ``model`` that weight decay applies to under ``decay``."""
-    if decay == Decay.all:
-        return list(model.parameters())
-    if decay == Decay.matrices_and_embeddings:
-        return [p for p in model.parameters() if p.dim() >= 2]
-    return [m.weight for m in model.modules() if isinstance(m, DECAYED_MODULES)]
+    """The parameters of ``model`` that weight decay applies to under ``decay`` (``DECAYED_ROLES``)."""
+    return params_with_role(model, *DECAYED_ROLES[Decay(decay)])
 
 
 @dataclass
@@ -81,6 +84,16 @@ class Schedule:
             return 1.0 - progress
         cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
         return self.min_lr_ratio + (1.0 - self.min_lr_ratio) * cosine
+
+
+def uses_fused_adamw(cfg: OptimConfig, model: nn.Module, clips_mixed_precision: bool) -> bool:
+    """Whether AdamW runs PyTorch's fused kernel (about 3x faster steps on CPU): as ``optim.fused``
+    (``optim.adamw.fused``) says, where null fuses unless gradients are clipped under mixed precision
+    (Lightning refuses to clip when the optimizer unscales them itself, as the fused kernel does);
+    never where a parameter is on another device than a CPU or a CUDA GPU."""
+    chosen = cfg.fused_adamw.fused
+    fused = not clips_mixed_precision if chosen is None else chosen
+    return fused and all(p.device.type in ("cpu", "cuda") for p in model.parameters())
 
 
 def build_schedule(cfg: OptimConfig, max_steps: int, d_model: int) -> Schedule:
@@ -161,17 +174,17 @@ OPTIMIZER_BUILDERS: Builders[Callable[[nn.Module, OptimConfig, bool], torch.opti
 @OPTIMIZER_BUILDERS.builds(AdamWConfig)
 def adamw(model: nn.Module, cfg: AdamWConfig, fused: bool) -> torch.optim.Optimizer:
     """AdamW on every parameter, with weight decay on those ``cfg.decay`` names."""
-    groups = with_rate_multipliers(param_groups(model, cfg.weight_decay, cfg.decay), model, cfg.lr)
+    groups = with_rate_multipliers(param_groups(model, cfg.weight_decay, cfg.decay), model, cfg.lr, "adam")
     return torch.optim.AdamW(groups, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps, fused=fused or None)
 
 
-def with_rate_multipliers(groups: list[dict], model: nn.Module, lr: float) -> list[dict]:
+def with_rate_multipliers(groups: list[dict], model: nn.Module, lr: float, optimiser: str) -> list[dict]:
     """``groups`` split where the model's parametrisation gives some parameters another learning rate
-    (μP: the hidden matrices at lr / width multiplier, ``models.parametrization``); unchanged under
-    the standard parametrisation."""
-    multipliers = learning_rate_multipliers(model)
-    if not multipliers:
-        return groups
+    when ``optimiser`` (``adam`` or ``muon``) updates them (μP: Adam's hidden matrices at lr / width
+    multiplier, ``models.parametrization.MUP``); unchanged where every multiplier is 1."""
+    multipliers = learning_rate_multipliers(model, optimiser)
+    if not any(id(param) in multipliers for group in groups for param in group["params"]):
+        return groups  # the groups as they are (an empty one included: a checkpoint's layout)
     split = []
     for group in groups:
         by_rate: dict[float, list] = {}
@@ -187,11 +200,12 @@ def muon(model: nn.Module, cfg: MuonConfig, fused: bool) -> torch.optim.Optimize
     the rest (``cfg.adamw``'s), as one.
 
     The hidden matrices are all weight matrices, so Muon decays them under every ``cfg.decay``; of
-    the others, AdamW decays those that ``cfg.decay`` names.
+    the others, AdamW decays those that ``cfg.decay`` names. Each part takes μP's rate multipliers
+    for its optimiser (``with_rate_multipliers``): none for Muon's matrices, Adam's for the rest.
     """
     hidden = hidden_matrices(model)
     matrices = Muon(
-        hidden,
+        with_rate_multipliers([{"params": hidden}], model, cfg.lr, "muon"),
         ns_dtype=NS_DTYPES[cfg.ns_dtype],
         lr=cfg.lr,
         weight_decay=cfg.weight_decay,
@@ -201,20 +215,22 @@ def muon(model: nn.Module, cfg: MuonConfig, fused: bool) -> torch.optim.Optimize
         adjust_lr_fn=str(cfg.adjust_lr),
     )
     rest = cfg.adamw
-    groups = param_groups(model, rest.weight_decay, cfg.decay, exclude=hidden)
+    groups = with_rate_multipliers(
+        param_groups(model, rest.weight_decay, cfg.decay, exclude=hidden), model, rest.lr, "adam"
+    )
     others = torch.optim.AdamW(groups, lr=rest.lr, betas=tuple(rest.betas), eps=rest.eps, fused=fused or None)
     return MuonWithAdamW(matrices, others)
 
 
-def configure_optimizers(model: nn.Module, cfg: OptimConfig, max_steps: int, *, fused: bool = True) -> dict:
+def configure_optimizers(
+    model: nn.Module, cfg: OptimConfig, max_steps: int, *, clips_mixed_precision: bool = False
+) -> dict:
     """The optimiser of ``cfg`` and its schedule in the form ``LightningModule.configure_optimizers``
     returns. The schedule multiplies every group's learning rate by the same factor.
-
-    ``fused`` selects PyTorch's fused AdamW kernel (about 3x faster steps on CPU) where every
-    parameter is on a CPU or CUDA device.
+    ``clips_mixed_precision``: the trainer clips gradients under mixed precision (``uses_fused_adamw``).
     """
     schedule = build_schedule(cfg, max_steps, model.cfg.d_model)
-    fused = fused and all(p.device.type in ("cpu", "cuda") for p in model.parameters())
+    fused = uses_fused_adamw(cfg, model, clips_mixed_precision)
     optimizer = OPTIMIZER_BUILDERS.of(cfg)(model, cfg, fused)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     return {
