@@ -35,6 +35,7 @@ def test_report_files(tmp_path: Path) -> None:
     assert [p.name for p in report.plots] == [
         "val-loss_by_model.pos.name.png",
         "val-loss_curves.png",
+        "val-loss_curves_by_time.png",
         "val-loss_by_length.png",
     ]
     assert all(p.read_bytes().startswith(PNG) for p in report.plots)
@@ -105,8 +106,8 @@ def test_learning_curves_average_the_seeds(tmp_path: Path, monkeypatch: pytest.M
         write_run(tmp_path / str(seed), cfg, val=val_losses(final, (10, 20)), test={"test/loss": 1})
     write_run(tmp_path / "3", config(seed=3), status="running", val={10: 9.0})  # in progress: shown too
     figures = capture_figures(monkeypatch)
-    (path,) = learning_curve_plots(read_sweep([tmp_path]), tmp_path / "plots")
-    assert path.name == "val-loss_curves.png"
+    path, by_time = learning_curve_plots(read_sweep([tmp_path]), tmp_path / "plots")
+    assert path.name == "val-loss_curves.png" and by_time.name == "val-loss_curves_by_time.png"
     ax = figures[0].axes[0]
     val, train, key = ax.lines  # the validation mean, the training loss in its colour, the legend's key
     np.testing.assert_allclose(val.get_xdata(), [10, 20])
@@ -147,6 +148,7 @@ def test_overlapping_configurations_stay_distinguishable(
         "val-loss_curves.png",
         "val-loss_curves_by_tokens.png",
         "val-loss_curves_by_flops.png",
+        "val-loss_curves_by_time.png",
     ]
     ax = figures[0].axes[0]
     means = [line for line in ax.lines if line.get_label().startswith("model.pos.name=")]
@@ -170,7 +172,7 @@ def test_a_resumed_run_has_no_tokens_axis(tmp_path: Path, monkeypatch: pytest.Mo
     sweep = read_sweep([tmp_path])
     assert sweep.runs["train_tokens"].isna().tolist() == [False] * 6 + [True]
     paths = learning_curve_plots(sweep, tmp_path)
-    assert [p.name for p in paths] == ["val-loss_curves.png"]
+    assert [p.name for p in paths] == ["val-loss_curves.png", "val-loss_curves_by_time.png"]
 
 
 def test_a_one_point_curve_is_said_to_be_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -264,4 +266,14 @@ def test_200_jobs(tmp_path: Path) -> None:
     assert len(configurations) == 40
     assert set(configurations["n"]) == {5}
     assert set(configurations["val/loss best"]) == {"2.2 ± 0.16"}
-    assert len(report.plots) == 4  # by pos, by n_layers, by lr; the curves
+    assert len(report.plots) == 5  # by pos, by n_layers, by lr; the curves by step and by wall time
+
+
+def test_the_baseline_curve_is_bold_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    figures = capture_figures(monkeypatch)
+    sweep = read_sweep([three_configurations_two_seeds(tmp_path)])
+    learning_curve_plots(sweep, tmp_path, baseline="model.pos.name=rope")
+    for figure in figures:  # step, tokens, FLOPs, wall time
+        (bold,) = [line for line in figure.axes[0].lines if line.get_label().endswith("(baseline)")]
+        assert bold.get_label() == "model.pos.name=rope (baseline)"
+        assert bold.get_linewidth() > 2 and bold.get_color() == "black"
