@@ -79,18 +79,22 @@ def test_the_report_names_the_run_that_did_not_reach_the_budget(tmp_path: Path) 
 def test_significance_table_against_the_chosen_baseline(tmp_path: Path) -> None:
     sweep = pos_seed_sweep(tmp_path / "sweep")
     main([str(sweep), "--baseline", "model.pos.name=alibi"])
-    table = pd.read_csv(sweep / "significance.csv", dtype=str).fillna("")
+    table = pd.read_csv(sweep / "significance.csv")
     assert table["configuration"].tolist() == ["model.pos.name=alibi", "model.pos.name=learned"]
     base, other = table.iloc[0], table.iloc[1]
-    assert base["verdict"] == "baseline" and base["n"] == "3"
-    assert other["n"] == "3 paired" and other["test"] == "paired t"
-    assert other["verdict"] in ("better (lower val/loss)", "worse (higher val/loss)") or other[
-        "verdict"
-    ].startswith("no detectable difference")
-    assert (
-        "## Significance: val/loss, final value, against model.pos.name=alibi"
-        in (sweep / "report.md").read_text()
-    )
+    assert base["verdict"] == "baseline" and base["n"] == 3 and base["mean"] == pytest.approx(1.9)
+    assert other["n"] == 3 and other["test"] == "paired t"
+    # learned is 0.2 above alibi at every seed: no noise left, worse for a loss
+    assert other["difference"] == pytest.approx(0.2) and other["p"] == 0
+    assert other["verdict"] == "worse (higher val/loss)"
+    text = (sweep / "report.md").read_text()
+    assert "## Significance: val/loss, final value, against model.pos.name=alibi" in text
+    (row,) = [line for line in text.splitlines() if line.startswith("| model.pos.name=learned ")]
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells == ["model.pos.name=learned", "3", "2.1", "0.2", "[0.2, 0.2]", "paired t", "0", "0"] + [
+        "worse (higher val/loss)",
+        "",
+    ]
 
 
 def test_an_unknown_baseline_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
@@ -112,10 +116,9 @@ def test_time_to_target_is_tabulated_with_intervals(tmp_path: Path) -> None:
             target.update(step=step, tokens=100 * step, flops=1000.0 * step, wall_time_s=0.1 * step)
         write_run(tmp_path / str(job), config(seed=seed), summary_fields={"target": target})
     report = write_report(read_sweep([tmp_path]), tmp_path)
-    table = pd.read_csv(tmp_path / "time_to_target.csv", dtype=str)
-    row = table.iloc[0]
-    assert row["target"] == "val/loss <= 2.3" and row["reached"] == "2/3"
-    mean, interval = row["steps"].split(" ", 1)
-    assert float(mean) == 25.0 and interval == "[20, 30]"
-    assert "Time to target" in report.markdown.read_text()
+    row = pd.read_csv(tmp_path / "time_to_target.csv").iloc[0]
+    assert row["target"] == "val/loss <= 2.3" and (row["reached"], row["runs"]) == (2, 3)
+    assert (row["steps mean"], row["steps low"], row["steps high"]) == (25.0, 20.0, 30.0)
+    assert row["wall time (s) mean"] == pytest.approx(2.5)
+    assert "| val/loss <= 2.3 | 2/3       | 25 [20, 30]" in report.markdown.read_text()
     assert json.loads((tmp_path / "2" / "summary.json").read_text())["target"]["reached"] is False

@@ -76,9 +76,11 @@ def compared_values(sweep: Sweep, decisions: Decisions, metric: str) -> pd.Serie
 
 
 def significance_table(sweep: Sweep, decisions: Decisions, metric: str) -> pd.DataFrame | None:
-    """One row per configuration: its seeds, mean, and against the baseline the difference with its
-    interval, the test and its p-value, Holm's adjusted p-value, the verdict, and the seeds that would
-    detect the difference. None unless seeds are swept and there are two configurations or more."""
+    """One row per configuration, the baseline first: its seeds ``n`` and ``mean``, and against the
+    baseline the ``difference`` with its interval (``low``, ``high``), the ``test`` and its ``p``,
+    Holm's ``p (Holm)``, the ``verdict``, and the ``seeds needed`` to detect the difference where none
+    was detected. Numbers as numbers (``significance.csv``; ``significance_text`` for report.md). None
+    unless seeds are swept and there are two configurations or more."""
     keys, _ = shown_keys(sweep.configs)
     labels = labels_of(sweep)
     if SEED not in keys or labels.nunique() < 2 or f"{metric} final" not in sweep.runs:
@@ -92,34 +94,53 @@ def significance_table(sweep: Sweep, decisions: Decisions, metric: str) -> pd.Da
     results = [compare(by_seed.get(base, empty), by_seed.get(n, empty), decisions.level, rng) for n in others]
     adjusted = holm([r.p_value for r in results])
     lower_is_better = metric_mode(metric, monitor_modes(sweep)) == "min"
-    rows = [baseline_row(base, by_seed.get(base, empty))]
+    rows = [{"configuration": base, "n": len(by_seed.get(base, empty)), "verdict": "baseline"}]
     for name, result, p in zip(others, results, adjusted):
-        seeds_row = {"configuration": name, "n": f"{result.n_other}" + (" paired" if result.paired else "")}
+        tested = not math.isnan(result.p_value)
         rows.append(
             {
-                **seeds_row,
-                "mean": format_number(np.mean(list(by_seed.get(name, empty).values()) or [math.nan])),
-                "difference": format_number(result.difference),
-                f"{1 - decisions.level:.0%} interval": interval_text(result.low, result.high),
-                "test": ("paired t" if result.paired else "Welch t")
-                if not math.isnan(result.p_value)
-                else "",
-                "p": format_number(result.p_value, 2),
-                "p (Holm)": format_number(p, 2),
+                "configuration": name,
+                "n": result.n_other,
+                "difference": result.difference,
+                "low": result.low,
+                "high": result.high,
+                "test": ("paired t" if result.paired else "Welch t") if tested else "",
+                "p": result.p_value,
+                "p (Holm)": p,
                 "verdict": verdict(result, p, decisions.level, lower_is_better, metric),
                 "seeds needed": needed_text(result.seeds_needed) if not p < decisions.level else "",
             }
         )
-    return pd.DataFrame(rows).fillna("")
+    table = pd.DataFrame(rows, columns=SIGNIFICANCE_COLUMNS)
+    table["mean"] = [
+        np.mean(list(by_seed.get(n, empty).values()) or [math.nan]) for n in table["configuration"]
+    ]
+    return table
 
 
-def baseline_row(name: str, values: dict[int, float]) -> dict[str, str]:
-    mean = np.mean(list(values.values())) if values else math.nan
-    return {"configuration": name, "n": str(len(values)), "mean": format_number(mean), "verdict": "baseline"}
+SIGNIFICANCE_COLUMNS = [
+    "configuration", "n", "mean", "difference", "low", "high", "test", "p", "p (Holm)", "verdict",
+    "seeds needed",
+]  # fmt: skip
+
+
+def significance_text(table: pd.DataFrame, level: float) -> pd.DataFrame:
+    """The significance table as report.md shows it: 4 significant digits, p-values 2, the interval
+    as ``[low, high]``, nothing where a figure does not apply (the baseline's own row)."""
+    text = pd.DataFrame({"configuration": table["configuration"], "n": table["n"]})
+    text["mean"] = table["mean"].map(format_number)
+    text["difference"] = table["difference"].map(format_number)
+    text[f"{1 - level:.0%} interval"] = [interval_text(lo, hi) for lo, hi in zip(table["low"], table["high"])]
+    text["test"] = table["test"]
+    text["p"] = table["p"].map(lambda p: format_number(p, 2))
+    text["p (Holm)"] = table["p (Holm)"].map(lambda p: format_number(p, 2))
+    text["verdict"] = table["verdict"]
+    text["seeds needed"] = table["seeds needed"]
+    return text.fillna("")
 
 
 def interval_text(low: float, high: float) -> str:
-    return "" if math.isnan(low) else f"[{format_number(low)}, {format_number(high)}]"
+    return "" if pd.isna(low) else f"[{format_number(low)}, {format_number(high)}]"
 
 
 def needed_text(seeds: int | None) -> str:
@@ -137,8 +158,9 @@ def monitor_modes(sweep: Sweep) -> dict[str, str]:
 
 def target_table(sweep: Sweep, level: float = LEVEL) -> pd.DataFrame | None:
     """One row per configuration of runs that had a target (``trainer.target_metric``): how many of its
-    seeds reached it, and the mean with its bootstrap interval of the steps, tokens, FLOPs and wall
-    time to it over the seeds that did. None where no run had a target."""
+    ``runs`` ``reached`` it, and the mean, ``low`` and ``high`` (bootstrap interval of the mean) of the
+    steps, tokens, FLOPs and wall time to it over the runs that did (``time_to_target.csv``;
+    ``target_text`` for report.md). None where no run had a target."""
     if "target metric" not in sweep.runs:
         return None
     runs = sweep.runs[sweep.runs["target metric"].notna()]
@@ -152,21 +174,37 @@ def target_table(sweep: Sweep, level: float = LEVEL) -> pd.DataFrame | None:
         row = {
             "configuration": name,
             "target": f"{first['target metric']} {sign} {first['target value']:g}",
-            "reached": f"{len(reached)}/{len(group)}",
+            "reached": len(reached),
+            "runs": len(group),
         }
         for key, title in TARGET_FIGURES.items():
             numbers = pd.to_numeric(reached[f"target {key}"], errors="coerce").dropna().to_numpy(float)
-            row[title] = mean_interval_text(numbers, level, rng)
+            mean, low, high = mean_interval(numbers, level, rng)
+            row.update({f"{title} mean": mean, f"{title} low": low, f"{title} high": high})
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def mean_interval_text(values: np.ndarray, level: float, rng: np.random.Generator) -> str:
-    """``mean [low, high]``: the percentile bootstrap interval of the mean; the mean alone for one value."""
+def target_text(table: pd.DataFrame) -> pd.DataFrame:
+    """The time-to-target table as report.md shows it: ``reached`` as ``k/n``, each figure as
+    ``mean [low, high]`` (the mean alone for one run)."""
+    text = table[["configuration", "target"]].copy()
+    text["reached"] = [f"{k}/{n}" for k, n in zip(table["reached"], table["runs"])]
+    for title in TARGET_FIGURES.values():
+        mean, low, high = (table[f"{title} {part}"] for part in ("mean", "low", "high"))
+        text[title] = [
+            "" if pd.isna(m) else format_number(m) + ("" if pd.isna(lo) else f" {interval_text(lo, hi)}")
+            for m, lo, hi in zip(mean, low, high)
+        ]
+    return text
+
+
+def mean_interval(values: np.ndarray, level: float, rng: np.random.Generator) -> tuple[float, float, float]:
+    """The mean of ``values`` and the percentile bootstrap interval of it (NaN for fewer than 2 values)."""
     if len(values) == 0:
-        return ""
+        return math.nan, math.nan, math.nan
     if len(values) == 1:
-        return format_number(values[0])
+        return float(values[0]), math.nan, math.nan
     means = rng.choice(values, (2000, len(values))).mean(axis=1)
     low, high = np.quantile(means, [level / 2, 1 - level / 2])
-    return f"{format_number(values.mean())} [{format_number(low)}, {format_number(high)}]"
+    return float(values.mean()), float(low), float(high)

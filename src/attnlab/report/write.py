@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from attnlab.report.decisions import Decisions, significance_table, target_table
+from attnlab.report.decisions import (
+    Decisions,
+    significance_table,
+    significance_text,
+    target_table,
+    target_text,
+)
 from attnlab.report.plots import write_plots
 from attnlab.report.scaling import Runs, ScalingFit, fit_scaling
 from attnlab.report.scaling_plots import profile_table, scaling_plots, scaling_table
@@ -78,11 +84,11 @@ def decision_tables(
     metric = sweep.monitors[0] if sweep.monitors else None
     significance = significance_table(sweep, decisions, metric) if metric else None
     if significance is not None:
-        tables[significance_title(metric, decisions)] = significance
+        tables[significance_title(metric, decisions)] = significance_text(significance, decisions.level)
         written.append(write_atomic(out_dir / SIGNIFICANCE_CSV, significance.to_csv(index=False)))
     targets = target_table(sweep, decisions.level)
     if targets is not None:
-        tables[TARGET_TITLE] = targets
+        tables[TARGET_TITLE] = target_text(targets)
         written.append(write_atomic(out_dir / TARGET_CSV, targets.to_csv(index=False)))
     return written
 
