@@ -3,7 +3,7 @@
     attnlab-report multirun/2025-01-01/12-00-00              # report.md, plots/ and runs.csv there
     attnlab-report 'outputs/2025-01-0*/*' --out reports/jan   # runs found by a glob, written elsewhere
     attnlab-report multirun/2025-01-01/12-00-00 --metric val/acc
-    attnlab-report multirun/2025-01-01/12-00-00 --baseline pos=rope --budget flops --level 0.01
+    attnlab-report multirun/2025-01-01/12-00-00 --baseline rope --budget flops --level 0.01
 
 It prints the tables of ``report.md``: one row per job, and one row per configuration (mean ± std
 over seeds) when jobs differ only by seed, and the evaluations made with attnlab-eval; where seeds
@@ -45,7 +45,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--baseline",
         help="the configuration every other is compared with: its label as the tables show it "
-        "(pos=rope, n_layers=4), or key=value parts only it has (default: the first configuration)",
+        "(model.pos.name=rope), or parts only it has, a key=value or a value alone (rope); default: "
+        "the first configuration",
     )
     p.add_argument(
         "--level",

@@ -41,17 +41,24 @@ def labels_of(sweep: Sweep) -> pd.Series:
 
 
 def choose_baseline(labels: pd.Series, given: str | None) -> str:
-    """The configuration named ``given`` (its whole label, or ``key=value`` parts of it that only
-    one configuration has), else the first. ReportError naming the configurations otherwise."""
+    """The configuration named ``given``: its whole label, or parts of it that only one configuration
+    has (``key=value``, or a value alone: ``rope`` for ``model.pos.name=rope``); the first where
+    ``given`` is None. ReportError naming the configurations otherwise."""
     names = list(dict.fromkeys(labels))
     if given is None or given in names:
         return names[0] if given is None else given
-    parts = {p.strip() for p in given.split(",")}
-    found = [n for n in names if parts <= {p.strip() for p in n.split(",")}]
+    wanted = [p.strip() for p in given.split(",")]
+    found = [n for n in names if all(has_part(n, part) for part in wanted)]
     if len(found) == 1:
         return found[0]
     what = "matches several configurations" if found else "names no configuration"
     raise ReportError(f"--baseline={given}: {what}; the configurations: {'; '.join(names)}")
+
+
+def has_part(label: str, part: str) -> bool:
+    """Whether ``label`` (``key=value, key=value``) has ``part``: a ``key=value`` of it, or a value."""
+    parts = [p.strip() for p in label.split(",")]
+    return part in parts if "=" in part else part in [p.partition("=")[2] for p in parts]
 
 
 def seed_values(values: pd.Series, labels: pd.Series, seeds: pd.Series) -> dict[str, dict[int, float]]:
