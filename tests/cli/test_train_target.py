@@ -67,3 +67,39 @@ def test_a_run_stops_at_its_target_and_records_that_steps_cost(tmp_path: Path) -
     assert record["tokens"] == 6 * 8 * 32 == summary["train_tokens"]
     per_token = summary["flops_per_token"]["chinchilla"]
     assert record["flops"] == pytest.approx(6 * 8 * 32 * per_token)
+
+
+def test_a_run_killed_before_its_target_counts_the_time_and_tokens_before_the_kill(tmp_path: Path) -> None:
+    """SIGKILLed after step 5 (its last checkpoint: step 4), then the same command again: it resumes
+    from step 4 and reaches the target at step 6, with the tokens of all 6 steps and the clock of
+    metrics.jsonl, which goes on from the first process's step-4 line."""
+    from train_cli import cli
+
+    _, free = train_with_summary(RUN, tmp_path / "free")
+    losses = {step: line["val/loss"] for step, line in validations(free).items()}
+    target = (losses[4] + losses[6]) / 2
+    marker = tmp_path / "killed-once"
+    kill = (
+        f"+callbacks.kill={{_target_: fault_injection.KillOnceAtStep, step: 5, rank: 0, marker: '{marker}'}}"
+    )
+    command = [*RUN, "trainer.target_metric=val/loss", f"trainer.target_value={target}", kill]
+    command += [
+        "run_dir=killed",
+        "ckpt_path=auto",
+        "checkpoint.every_n_steps=4",
+        "checkpoint.async_save=false",
+    ]
+    first = cli(command, tmp_path)
+    assert first.returncode != 0 and marker.exists()  # killed at step 5
+    before = validations([json.loads(line) for line in (tmp_path / "killed" / "metrics.jsonl").open()])
+    assert max(before) == 4
+
+    second = cli(command, tmp_path)
+    assert second.returncode == 0, second.stderr[-2000:]
+    assert (tmp_path / "killed" / "checkpoints" / "last.ckpt").is_file()
+    summary = json.loads((tmp_path / "killed" / "summary.json").read_text())
+    lines = validations([json.loads(line) for line in (tmp_path / "killed" / "metrics.jsonl").open()])
+    record = summary["target"]
+    assert record["step"] == 6 and summary["final_step"] == 6
+    assert record["tokens"] == 6 * 8 * 32  # counted before the kill too
+    assert record["wall_time_s"] == lines[6]["time_s"] > lines[4]["time_s"] == before[4]["time_s"]
