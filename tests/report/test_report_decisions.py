@@ -120,3 +120,12 @@ def test_time_to_target_is_tabulated_with_intervals(tmp_path: Path) -> None:
     assert row["wall time (s) mean"] == pytest.approx(2.5)
     assert "| val/loss <= 2.3 | 2/3       | 25 [20, 30]" in report.markdown.read_text()
     assert json.loads((tmp_path / "2" / "summary.json").read_text())["target"]["reached"] is False
+
+
+def test_without_seeds_the_named_baseline_is_still_the_bold_curve(tmp_path: Path) -> None:
+    budget_sweep(tmp_path)  # one seed per configuration: nothing to test
+    decisions = Decisions(baseline="alibi")
+    report = write_report(read_sweep([tmp_path]), tmp_path, decisions=decisions)
+    assert decisions.resolved_baseline == "model.pos.name=alibi"
+    assert not any(title.startswith("Significance") for title in report.tables)
+    assert not (tmp_path / "significance.csv").exists()

@@ -10,12 +10,15 @@ import pandas as pd
 
 from attnlab.report.decisions import (
     Decisions,
+    choose_baseline,
+    labels_of,
     significance_table,
     significance_text,
     target_table,
     target_text,
 )
 from attnlab.report.plots import write_plots
+from attnlab.report.runs import log
 from attnlab.report.scaling import Runs, ScalingFit, fit_scaling
 from attnlab.report.scaling_plots import profile_table, scaling_plots, scaling_table
 from attnlab.report.sweep import SEED, Sweep, evaluated_settings, metric_mode
@@ -86,6 +89,12 @@ def decision_tables(
     if significance is not None:
         tables[significance_title(metric, decisions)] = significance_text(significance, decisions.level)
         written.append(write_atomic(out_dir / SIGNIFICANCE_CSV, significance.to_csv(index=False)))
+    else:
+        if decisions.budget or decisions.baseline:
+            log.warning("no significance table: it compares configurations of several seeds each")
+        labels = labels_of(sweep)
+        if labels.nunique() > 1:  # the curves' bold line
+            decisions.resolved_baseline = choose_baseline(labels, decisions.baseline)
     targets = target_table(sweep, decisions.level)
     if targets is not None:
         tables[TARGET_TITLE] = target_text(targets)
@@ -232,12 +241,12 @@ def significance_notes(decisions: Decisions) -> list[str]:
     """What the columns of the significance table mean, and the runs short of the budget."""
     level = f"{decisions.level:g}"
     notes = [
-        "`difference`: the configuration's mean minus the baseline's (`paired`: the mean per-seed "
+        "`difference`: the configuration's mean minus the baseline's (`paired t`: the mean per-seed "
         f"difference over the seeds both ran); its interval: percentile bootstrap at {1 - decisions.level:.0%}. "
         "`p`: Welch's t-test, or the paired t-test where both sides share 2 seeds or more; `p (Holm)`: "
         f"corrected for the comparisons of this table. `verdict`: better or worse at the level {level} "
-        "after the correction, else no detectable difference; `seeds needed`: seeds per side for a "
-        f"two-sample t-test at {level} to detect the observed difference with 80% power.",
+        "after the correction, else no detectable difference; `seeds needed`: seeds per side for the "
+        f"t-test at {level} (two-sample, or paired) to detect the observed difference with 80% power.",
         "",
     ]
     if decisions.matched is not None:
