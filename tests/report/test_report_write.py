@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -277,3 +278,21 @@ def test_the_baseline_curve_is_bold_and_named(tmp_path: Path, monkeypatch: pytes
         (bold,) = [line for line in figure.axes[0].lines if line.get_label().endswith("(baseline)")]
         assert bold.get_label() == "model.pos.name=rope (baseline)"
         assert bold.get_linewidth() > 2 and bold.get_color() == "black"
+
+
+def test_the_wall_time_curve_averages_each_steps_time_over_the_seeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seed 2 took three times as long: at steps 10 and 20 the line is at the mean of the seeds' times
+    (1.05 s and 3.15 s, 2.05 s and 6.15 s), not one point per seed."""
+    for seed in (1, 2):
+        write_run(tmp_path / str(seed), config(seed=seed), val=val_losses(2.0, (10, 20)))
+    metrics = tmp_path / "2" / "metrics.jsonl"
+    lines = [json.loads(line) for line in metrics.read_text().splitlines()]
+    metrics.write_text("".join(json.dumps({**r, "time_s": 3 * r["time_s"]}) + "\n" for r in lines))
+    figures = capture_figures(monkeypatch)
+    paths = learning_curve_plots(read_sweep([tmp_path]), tmp_path)
+    assert paths[-1].name == "val-loss_curves_by_time.png"
+    val = figures[-1].axes[0].lines[0]
+    np.testing.assert_allclose(val.get_xdata(), [2.1, 4.1])
+    np.testing.assert_allclose(val.get_ydata(), [2.25, 2.0])

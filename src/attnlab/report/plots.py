@@ -182,13 +182,15 @@ def series_style(i: int) -> dict[str, str]:
 def draw_curves(
     ax: Axes, curves: pd.DataFrame, metric: str, train: str | None, baseline: str | None = None
 ) -> list[str]:
-    """One line per ``label`` (mean over its runs, ± std band) of ``metric`` against ``x``, and thin
-    lines of ``train`` in the same colour, the ``baseline`` label's line bold and black, named so in
-    the legend; the labels whose line has a single point."""
+    """One line per ``label`` of ``metric`` against ``x``: at each step, the mean over its runs of the
+    metric (± std band) and of ``x`` (the seeds of a configuration reach a step at different wall
+    times); thin lines of ``train`` in the same colour, the ``baseline`` label's line bold and black,
+    named so in the legend; the labels whose line has a single point."""
     singles = []
     for i, (label, rows) in enumerate(curves.groupby("label", sort=True)):
-        stats = rows.dropna(subset=[metric]).groupby("x")[metric].agg(["mean", "std"]).sort_index()
-        x = stats.index.to_numpy(float)
+        stats = mean_by_step(rows, metric)
+        stats = stats.assign(std=rows.dropna(subset=[metric]).groupby("step")[metric].std())
+        x = stats["x"].to_numpy(float)
         every = max(1, len(x) // MAX_MARKERS)
         style = series_style(i)
         if label == baseline:
@@ -201,11 +203,17 @@ def draw_curves(
         if len(x) == 1:
             singles.append(str(label))
         if train is not None:
-            trained = rows.dropna(subset=[train]).groupby("x")[train].mean().sort_index()
-            ax.plot(trained.index, trained.to_numpy(), color=line.get_color(), linewidth=0.8, alpha=0.6)
+            trained = mean_by_step(rows, train)
+            ax.plot(trained["x"], trained["mean"], color=line.get_color(), linewidth=0.8, alpha=0.6)
     if train is not None:
         ax.plot([], [], color="grey", linewidth=0.8, label=f"{train} (thin, each in its line's colour)")
     return singles
+
+
+def mean_by_step(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per step where ``metric`` was logged, the mean ``x`` and the ``mean`` of the metric, in order of x."""
+    logged = rows.dropna(subset=[metric]).groupby("step")
+    return pd.DataFrame({"x": logged["x"].mean(), "mean": logged[metric].mean()}).sort_values("x")
 
 
 def single_point_note(singles: list[str], lines: int) -> str:
