@@ -141,7 +141,7 @@ def test_evaluations_are_listed_with_what_they_changed(sweep: dict) -> None:
 def test_plots_are_written_and_linked(sweep: dict) -> None:
     text = (sweep["dir"] / "report.md").read_text()
     plots = sorted(p.name for p in (sweep["dir"] / "plots").glob("*.png"))
-    assert plots == ["val-loss_by_model.pos.name.png", "val-loss_curves.png"]
+    assert plots == ["val-loss_by_model.pos.name.png", "val-loss_curves.png", "val-loss_curves_by_time.png"]
     for name in plots:
         assert (sweep["dir"] / "plots" / name).read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
         assert f"](plots/{name})" in text

@@ -59,6 +59,14 @@ def check_run(run: RunConfig) -> None:
             data.seq_len,
             f"must be at most model.max_seq_len={m.max_seq_len} with pos=learned",
         )
+    target = run.trainer.target_metric
+    metrics = [f"val/{name}" for name in run.task.val_metrics()]
+    if target is not None and target not in metrics:
+        raise ConfigError(
+            "trainer.target_metric",
+            target,
+            f"choose one of {', '.join(metrics)} (what task={run.task.name} logs at validation)",
+        )
     sharded = run.trainer.strategy in (Strategy.fsdp, Strategy.fsdp2)
     if isinstance(run.optim, MuonConfig) and sharded:
         raise ConfigError(

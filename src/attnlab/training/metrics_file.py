@@ -44,6 +44,7 @@ class MetricsFileLogger(Logger):
         self._file: IO[str] | None = None
         self._started = False
         self._start = time.monotonic()
+        self.last_time_s: float | None = None  # the time_s of the last line written (rank 0)
 
     @property
     def name(self) -> str:
@@ -70,6 +71,7 @@ class MetricsFileLogger(Logger):
             "time_s": round(time.monotonic() - self._start, 3),
         }
         record.update((k, _number(v)) for k, v in metrics.items() if k != "epoch")
+        self.last_time_s = record["time_s"]
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
 

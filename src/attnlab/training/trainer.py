@@ -142,6 +142,9 @@ ATTNLAB_SETTINGS = (
     "tensor_parallel_size",
     "sequence_parallel",
     "async_tensor_parallel",
+    "target_metric",  # read by the StopAtTarget callback (training/callbacks/target.py)
+    "target_value",
+    "target_mode",
 )
 
 

@@ -18,6 +18,7 @@ from attnlab.training.callbacks.model_summary import ModelSummary
 from attnlab.training.callbacks.progress import StepProgressBar
 from attnlab.training.callbacks.progress_lines import ProgressLines, console_is_terminal
 from attnlab.training.callbacks.run_state import RankConsistency, RunState, StepSeeder
+from attnlab.training.callbacks.target import StopAtTarget
 from attnlab.training.callbacks.throughput import ThroughputLogger
 
 
@@ -62,6 +63,9 @@ def build_callbacks(
     if run.trainer.enable_progress_bar:  # a bar only on a terminal; elsewhere ProgressLines print
         callbacks += [StepProgressBar()] if console_is_terminal() else []
         callbacks += [ModelSummary(max_depth=2)] if console else []
+    if run.trainer.target_metric is not None:  # time to a target: stop there, record what it took
+        t = run.trainer
+        callbacks.append(StopAtTarget(t.target_metric, t.target_value, t.target_direction()))
     if run.task.log_attention_every_n_epochs > 0:
         every = run.task.log_attention_every_n_epochs
         callbacks.append(AttentionMapLogger(every, save_dir=run_dir / "attention"))
@@ -83,6 +87,7 @@ __all__ = [
     "RunState",
     "StepProgressBar",
     "StepSeeder",
+    "StopAtTarget",
     "ThroughputLogger",
     "build_callbacks",
     "checkpoint_callbacks",
