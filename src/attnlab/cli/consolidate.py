@@ -35,9 +35,14 @@ def main(argv: list[str] | None = None) -> None:
             file=sys.stderr,
         )
         sys.exit(2)
+    from attnlab.schema.errors import ConfigError
     from attnlab.training.sharded import consolidate
 
-    print(consolidate(args.checkpoint, args.out))
+    try:
+        print(consolidate(args.checkpoint, args.out))
+    except ConfigError as err:  # a checkpoint that would run code, or an unreadable one
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,133 @@
+"""A sharded checkpoint never runs code: its index (``.metadata``), the pickled values in its shards and
+its ``meta.pt`` are each refused in the one line of a hostile plain checkpoint, by every reader (resume's
+checks, the two loads of a resume, attnlab-consolidate, and eval, export and sample), and no marker file
+is ever written; a checkpoint DCP wrote reads back whole."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from train_cli import RunsCode, run_command
+
+from attnlab.schema.errors import ConfigError
+from attnlab.schema.rundir import SHARDED_INDEX, SHARDED_META
+from attnlab.training.resume import PICKLED_CODE, read_run_state
+from attnlab.training.sharded_files import read_sharded
+
+WEIGHTS = {
+    "layer.weight": torch.arange(12.0).reshape(3, 4),
+    "layer.bias": torch.ones(3, dtype=torch.bfloat16),
+}
+OPTIMIZER = {
+    "state": {"layer.weight": {"step": torch.tensor(3.0)}},
+    "param_groups": [{"lr": 0.1, "params": ["layer.weight"]}],
+}
+
+
+def write_sharded(directory: Path, **extra: object) -> Path:
+    """A sharded checkpoint as DCP and Lightning write one (weights, an optimizer, ``meta.pt``), with
+    ``extra`` values stored beside them in the shards."""
+    import torch.distributed.checkpoint as dcp
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)
+        dcp.save(
+            {"state_dict": WEIGHTS, "optimizer_0": OPTIMIZER, **extra}, checkpoint_id=directory, no_dist=True
+        )
+    torch.save({"global_step": 3, "epoch": 0}, directory / SHARDED_META)
+    return directory
+
+
+def hostile(kind: str, tmp_path: Path) -> tuple[Path, Path]:
+    """A sharded checkpoint whose ``kind`` (index, value or meta) would create the marker; both paths."""
+    marker = tmp_path / "ran"
+    checkpoint = write_sharded(
+        tmp_path / "last.ckpt", **({"evil": RunsCode(marker)} if kind == "value" else {})
+    )
+    if kind == "index":
+        (checkpoint / SHARDED_INDEX).write_bytes(pickle.dumps(RunsCode(marker)))
+    if kind == "meta":
+        torch.save({"global_step": 3, "evil": RunsCode(marker)}, checkpoint / SHARDED_META)
+    return checkpoint, marker
+
+
+KINDS = ["index", "value", "meta"]
+
+
+def test_a_checkpoint_dcp_wrote_reads_back_whole(tmp_path: Path) -> None:
+    saved, meta = read_sharded(write_sharded(tmp_path / "last.ckpt"))
+    assert meta == {"global_step": 3, "epoch": 0}
+    for name, tensor in WEIGHTS.items():
+        assert (
+            torch.equal(saved["state_dict"][name], tensor) and saved["state_dict"][name].dtype == tensor.dtype
+        )
+    assert saved["optimizer_0"]["param_groups"] == OPTIMIZER["param_groups"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_resume_refuses_before_the_run_directory(kind: str, tmp_path: Path) -> None:
+    """``read_run_state`` is what attnlab-train's validation reads a ``ckpt_path`` with."""
+    checkpoint, marker = hostile(kind, tmp_path)
+    with pytest.raises(ConfigError) as err:
+        read_run_state(str(checkpoint))
+    assert str(err.value) == f"ckpt_path={checkpoint}: {PICKLED_CODE}"
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_both_loads_of_a_resume_refuse(kind: str, tmp_path: Path) -> None:
+    """Lightning's under fsdp2 (through the strategy), and the whole read of a run without sharding."""
+    from attnlab.training.callbacks import AtomicCheckpointIO
+    from attnlab.training.trainer import FullyShardedStrategy
+
+    checkpoint, marker = hostile(kind, tmp_path)
+    for load in (FullyShardedStrategy().load_checkpoint, AtomicCheckpointIO().load_checkpoint):
+        with pytest.raises(ConfigError, match="could run code, so it is not loaded"):
+            load(checkpoint)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_consolidate_refuses_in_one_line(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from attnlab.cli.consolidate import main
+
+    checkpoint, marker = hostile(kind, tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main([str(checkpoint)])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [f"error: checkpoint={checkpoint}: {PICKLED_CODE}"]
+    assert not marker.exists() and not (tmp_path / "whole-last.ckpt").exists()
+
+
+def test_an_index_naming_a_shard_outside_the_checkpoint_is_refused(tmp_path: Path) -> None:
+    from torch.distributed.checkpoint.filesystem import _StorageInfo
+
+    checkpoint = write_sharded(tmp_path / "last.ckpt")
+    with open(checkpoint / SHARDED_INDEX, "rb") as file:
+        index = pickle.load(file)  # written just above by DCP
+    place = next(iter(index.storage_data))
+    index.storage_data[place] = _StorageInfo("../../secret", 0, 10)
+    (checkpoint / SHARDED_INDEX).write_bytes(pickle.dumps(index))
+    with pytest.raises(ConfigError, match=r"names a shard file outside it \('../../secret'\)"):
+        read_run_state(str(checkpoint))
+
+
+@pytest.mark.parametrize("command", ["eval", "export", "sample"])
+def test_commands_that_read_one_file_refuse_a_sharded_one_unread(
+    command: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib
+
+    main = importlib.import_module(f"attnlab.cli.{command}").main
+    checkpoint, marker = hostile("index", tmp_path)
+    args = [f"ckpt_path={checkpoint}", *([f"out={tmp_path / 'out'}"] if command == "export" else [])]
+    assert run_command(main, args, monkeypatch, capsys) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "sharded" in line and line.endswith(f"attnlab-consolidate {checkpoint}")
+    assert not marker.exists() and not (tmp_path / "out").exists()
