@@ -42,8 +42,11 @@ def is_disk_full(err: BaseException) -> bool:
 @contextmanager
 def staged(path: Path, needed: Callable[[], int | None] = lambda: None) -> Iterator[Path]:
     """Yields ``<path>.tmp`` to write; renames it over ``path`` afterwards, removes it on any failure
-    (a full disk becomes DiskFullError naming ``path``)."""
+    (a full disk becomes DiskFullError naming ``path``). A leftover ``<path>.tmp`` that is a link is
+    removed first (the link, not what it points to): nothing is written through it."""
     tmp = path.with_name(path.name + TMP_SUFFIX)
+    if tmp.is_symlink():
+        tmp.unlink()
     try:
         yield tmp
         os.replace(tmp, path)
