@@ -131,3 +131,93 @@ def test_commands_that_read_one_file_refuse_a_sharded_one_unread(
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "sharded" in line and line.endswith(f"attnlab-consolidate {checkpoint}")
     assert not marker.exists() and not (tmp_path / "out").exists()
+
+
+# -- where attnlab-consolidate writes ---------------------------------------------------------------
+
+
+def consolidate(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str], list[str]]:
+    """attnlab-consolidate's exit status, stdout and stderr lines."""
+    from attnlab.cli.consolidate import main
+
+    capsys.readouterr()
+    try:
+        main(args)
+        code = 0
+    except SystemExit as exit_:
+        code = int(exit_.code or 0)
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err.splitlines()
+
+
+def test_consolidate_writes_whole_last_beside_it_and_never_over_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = write_sharded(tmp_path / "last.ckpt")
+    assert consolidate([str(checkpoint)], capsys) == (0, [str(tmp_path / "whole-last.ckpt")], [])
+    whole = torch.load(tmp_path / "whole-last.ckpt", weights_only=True)
+    assert torch.equal(whole["state_dict"]["layer.weight"], WEIGHTS["layer.weight"])
+    taken = tmp_path / "taken.ckpt"
+    taken.write_bytes(b"someone's file")
+    code, _, err = consolidate([str(checkpoint), "--out", str(taken)], capsys)
+    assert (code, err) == (
+        2,
+        [f"error: --out={taken}: exists: name a new file, or add --overwrite to replace it"],
+    )
+    assert taken.read_bytes() == b"someone's file"
+    assert consolidate([str(checkpoint), "--out", str(taken), "--overwrite"], capsys)[0] == 0
+    assert torch.load(taken, weights_only=True)["global_step"] == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["last.ckpt", "taken.ckpt", "whole-last.ckpt"]
+
+
+@pytest.mark.parametrize("name", ["last.ckpt", "last-v1.ckpt", "best-step000010.ckpt"])
+def test_consolidate_never_writes_over_a_checkpoint_of_the_run(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out`` as the run's own ``last.ckpt`` replaced the resumable checkpoint by an inference-only
+    file and orphaned its shards, even with --overwrite."""
+    checkpoint = write_sharded(tmp_path / "checkpoints.shards" / "last.ckpt.shards-1")
+    link = tmp_path / "checkpoints.shards" / "last.ckpt"
+    link.symlink_to(checkpoint.name, target_is_directory=True)
+    code, _, err = consolidate([str(link), "--out", str(link.with_name(name)), "--overwrite"], capsys)
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith(f"error: --out={link.with_name(name)}: is where the run keeps its checkpoints")
+    assert link.is_symlink() and link.resolve() == checkpoint.resolve()
+
+
+def test_consolidate_bad_paths_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    checkpoint = write_sharded(tmp_path / "last.ckpt")
+    missing = tmp_path / "no" / "whole.ckpt"
+    assert consolidate([], capsys)[1:] == (
+        [],
+        ["error: the following arguments are required: checkpoint (see attnlab-consolidate --help)"],
+    )
+    code, _, err = consolidate([str(checkpoint), "--out", str(missing)], capsys)
+    assert (code, err) == (
+        2,
+        [f"error: --out={missing}: its folder {missing.parent} does not exist: create it first"],
+    )
+    code, _, err = consolidate([str(tmp_path / "none.ckpt")], capsys)
+    assert (code, err) == (2, [f"error: checkpoint={tmp_path / 'none.ckpt'}: does not exist"])
+
+
+def test_consolidate_into_a_folder_it_cannot_write_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only folder (as root, which writes anywhere, the refusal is simulated)."""
+    import errno
+    import os
+    import tempfile
+
+    checkpoint = write_sharded(tmp_path / "last.ckpt")
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    if os.access(locked, os.W_OK):
+
+        def refused(*args: object, dir: str, **kwargs: object) -> None:
+            raise PermissionError(errno.EACCES, "Permission denied", f"{dir}/whole.ckpt.x.tmp")
+
+        monkeypatch.setattr(tempfile, "mkstemp", refused)
+    code, _, err = consolidate([str(checkpoint), "--out", str(locked / "whole.ckpt")], capsys)
+    assert code == 2 and len(err) == 1 and err[0].startswith(f"error: --out={locked}"), err
+    assert "Permission denied" in err[0] and list(locked.iterdir()) == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -55,6 +56,30 @@ def staged(path: Path, needed: Callable[[], int | None] = lambda: None) -> Itera
         if is_disk_full(err):
             raise disk_full(path, needed()) from None
         raise
+
+
+@contextmanager
+def staged_new(path: Path, overwrite: bool = False) -> Iterator[Path]:
+    """Yields a temporary file of this process's own beside ``path`` (``<path>.<random>.tmp``, created
+    here: never a leftover or a link) to write; then publishes it as ``path``: replacing what is there
+    with ``overwrite``, else with a hard link, which fails (FileExistsError) where ``path`` exists, so
+    that of two writers at once the second learns it. Nothing is left behind on any failure (a full
+    disk becomes DiskFullError naming ``path``)."""
+    fd, name = tempfile.mkstemp(prefix=f"{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
+    except OSError as err:
+        if is_disk_full(err):
+            raise disk_full(path) from None
+        raise
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def write_atomically(path: Path, text: str) -> Path:

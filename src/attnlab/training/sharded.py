@@ -33,7 +33,7 @@ import torch
 
 from attnlab.models.parallel import fuse_optimizer_state, fuse_projections
 from attnlab.schema.rundir import SHARDED_META, SHARDS_VERSION, WHOLE_PREFIX, points_elsewhere
-from attnlab.training.files import TMP_SUFFIX, write_bytes_durably
+from attnlab.training.files import TMP_SUFFIX, staged_new
 
 VERSION = SHARDS_VERSION  # <name>.shards-<time in ns>: one written checkpoint, the target of <name>
 OPTIMIZER_PREFIX = "optimizer_"  # Lightning's key of each optimizer's states in a sharded checkpoint
@@ -106,12 +106,12 @@ def consolidated_path(checkpoint: Path) -> Path:
     return checkpoint.with_name(WHOLE_PREFIX + checkpoint.name)
 
 
-def consolidate(checkpoint: Path, out: Path | None = None) -> Path:
+def consolidate(checkpoint: Path, out: Path | None = None, overwrite: bool = True) -> Path:
     """Write the weights and run metadata of the sharded checkpoint ``checkpoint`` as one ordinary
     attnlab checkpoint file (whole tensors; written whole or not at all), without its optimizer state:
     a file for the commands that read weights, not for resuming. Returns its path. One process, no
     process group; nothing pickled in it runs code (``sharded_files``: ConfigError naming
-    ``checkpoint``)."""
+    ``checkpoint``). Without ``overwrite``, FileExistsError where ``out`` exists when it is published."""
     from attnlab.training.sharded_files import read_sharded
 
     out = out or consolidated_path(checkpoint)
@@ -119,7 +119,11 @@ def consolidate(checkpoint: Path, out: Path | None = None) -> Path:
     whole = {**meta, "state_dict": fuse_projections(saved["state_dict"]), CONSOLIDATED_KEY: str(checkpoint)}
     buffer = io.BytesIO()
     torch.save(whole, buffer)
-    return write_bytes_durably(out, buffer.getbuffer())
+    with staged_new(out, overwrite) as tmp, open(tmp, "wb") as file:
+        file.write(buffer.getbuffer())
+        file.flush()
+        os.fsync(file.fileno())
+    return out
 
 
 def load_whole(checkpoint: Path) -> dict[str, Any]:
