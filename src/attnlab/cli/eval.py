@@ -40,6 +40,7 @@ from attnlab.schema.eval import EvalConfig
 from attnlab.schema.load import plain, to_object
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import EVAL_DIR, EVAL_METRICS_FILE, eval_dir_of
+from attnlab.training.files import write_atomically
 from attnlab.training.lock import new_dir
 from attnlab.training.rundir import save_config
 from attnlab.training.targets import check_trainer_target
@@ -219,7 +220,7 @@ def evaluate(
         "overrides": eval_overrides(run, replace(evaluated, data=data), ev),
         "metrics": metrics,
     }
-    (out_dir / EVAL_METRICS_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    write_atomically(out_dir / EVAL_METRICS_FILE, json.dumps(record, indent=1) + "\n")  # whole or none
     lines = {ev.split: "  ".join(f"{k}={v:.6g}" for k, v in sorted(metrics.items())), "output": str(out_dir)}
     for key, value in lines.items():
         log_to_file(logging.INFO, "%s: %s", key, value)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from attnlab.report.files import write_text_whole
 from attnlab.report.plots import write_plots
 from attnlab.report.scaling import Runs, ScalingFit, fit_scaling
 from attnlab.report.scaling_plots import profile_table, scaling_plots, scaling_table
@@ -48,9 +48,9 @@ def write_report(sweep: Sweep, out_dir: Path, command: str = "attnlab-report") -
         if fit.profiles:
             tables[PROFILES_TITLE] = profile_table(fit)
         plots += scaling_plots(fit, out_dir / PLOTS_DIR)
-    csv = write_atomic(out_dir / RUNS_CSV, runs_csv(sweep))
+    csv = write_text_whole(out_dir / RUNS_CSV, runs_csv(sweep))
     text = markdown(sweep, tables, [p.relative_to(out_dir) for p in plots], command)
-    return Report(write_atomic(out_dir / REPORT_FILE, text), csv, plots, tables)
+    return Report(write_text_whole(out_dir / REPORT_FILE, text), csv, plots, tables)
 
 
 def runs_csv(sweep: Sweep) -> str:
@@ -169,11 +169,3 @@ def table_notes(title: str, sweep: Sweep) -> list[str]:
         ]
     keys = ", ".join(f"`eval {k}`" for k in sweep.eval_keys) or "none"
     return [f"Evaluations of the runs' checkpoints; settings changed from the training run: {keys}.", ""]
-
-
-def write_atomic(path: Path, text: str) -> Path:
-    """Write through a temporary file and a rename: a reader never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path

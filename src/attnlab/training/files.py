@@ -66,6 +66,7 @@ def staged_new(path: Path, overwrite: bool = False) -> Iterator[Path]:
     that of two writers at once the second learns it. Nothing is left behind on any failure (a full
     disk becomes DiskFullError naming ``path``)."""
     fd, name = tempfile.mkstemp(prefix=f"{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+    os.fchmod(fd, 0o666 & ~umask())  # mkstemp's is 0600: the mode any new file gets instead
     os.close(fd)
     tmp = Path(name)
     try:
@@ -80,6 +81,13 @@ def staged_new(path: Path, overwrite: bool = False) -> Iterator[Path]:
         raise
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def umask() -> int:
+    """This process's file-creation mask (read by setting it, then set back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_atomically(path: Path, text: str) -> Path:
