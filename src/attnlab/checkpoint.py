@@ -27,7 +27,7 @@ from attnlab.data import build_datamodule
 from attnlab.data.tokenizers import load_tokenizer
 from attnlab.models import build_model
 from attnlab.schema.checks import check_trains, validate_saved
-from attnlab.schema.errors import ConfigError
+from attnlab.schema.errors import PICKLED_CODE, ConfigError
 from attnlab.schema.load import plain, read_model_config, read_optim_config, read_task_config, upgrade_group
 from attnlab.schema.model import ModelConfig
 from attnlab.schema.rundir import (
@@ -39,7 +39,7 @@ from attnlab.schema.rundir import (
 )
 from attnlab.tasks import TASK_CLASSES, TaskModule
 from attnlab.tasks.base import TOKENIZER_KEY
-from attnlab.training.resume import PICKLED_CODE, read_run_state
+from attnlab.training.resume import read_run_state
 
 OLD_CHECKPOINT_KEY = "attnlab"  # formats 1 and 2: the configs and tokenizer in one entry of their own
 

@@ -13,9 +13,9 @@ import pytest
 import torch
 from train_cli import RunsCode, run_command
 
-from attnlab.schema.errors import ConfigError
+from attnlab.schema.errors import PICKLED_CODE, ConfigError
 from attnlab.schema.rundir import SHARDED_INDEX, SHARDED_META
-from attnlab.training.resume import PICKLED_CODE, read_run_state
+from attnlab.training.resume import read_run_state
 from attnlab.training.sharded_files import read_sharded
 
 WEIGHTS = {

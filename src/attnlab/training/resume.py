@@ -7,17 +7,12 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-from attnlab.schema.errors import ConfigError
+from attnlab.schema.errors import PICKLED_CODE, ConfigError
 from attnlab.schema.load import from_format_1, is_format_1, plain
 from attnlab.schema.optim import RESUME_CHANGEABLE, OnResume
 from attnlab.schema.run import RunConfig, process_count
 from attnlab.schema.rundir import is_sharded_checkpoint
 
-# why a plain or sharded checkpoint that would run code is refused (every reader says the same)
-PICKLED_CODE = (
-    "not a checkpoint of attnlab: it holds pickled objects beyond tensors and plain data, which could "
-    "run code, so it is not loaded"
-)
 log = logging.getLogger("attnlab.train")
 RUN_KEY = "attnlab_run"  # the checkpoint entry written by training.callbacks.RunState
 # Settings that may change on resume without changing what was computed before it.

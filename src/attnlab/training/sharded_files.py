@@ -24,9 +24,8 @@ from torch.distributed.checkpoint import FileSystemReader
 from torch.distributed.checkpoint.default_planner import _EmptyStateDictLoadPlanner
 from torch.distributed.checkpoint.metadata import BytesStorageMetadata, Metadata, StorageMeta
 
-from attnlab.schema.errors import ConfigError
+from attnlab.schema.errors import PICKLED_CODE, ConfigError
 from attnlab.schema.rundir import SHARDED_INDEX, SHARDED_META
-from attnlab.training.resume import PICKLED_CODE
 
 DCP_METADATA = "torch.distributed.checkpoint.metadata"
 INDEX_CLASSES = {
