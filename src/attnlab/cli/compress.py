@@ -24,7 +24,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from attnlab.cli.app import run_hydra
-from attnlab.cli.bad_input import user_errors_as_one_line
+from attnlab.cli.bad_input import check_writable, user_errors_as_one_line
 from attnlab.schema.commands import CompressCommand, CompressMethod
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
@@ -74,6 +74,7 @@ def output_path(cmd: CompressCommand) -> Path:
         raise ConfigError("out", cmd.out, "is the checkpoint to compress: name another file")
     if cmd.out is not None and (out.exists() or out.is_symlink()) and not cmd.overwrite:
         raise out_exists(cmd.out)
+    check_writable("out", out)
     return out
 
 

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from attnlab.cli.bad_input import check_writable
 from attnlab.cli.one_line_parser import OneLineParser
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.rundir import LAST, is_sharded_checkpoint
@@ -74,7 +75,9 @@ def check_out(checkpoint: Path, out: Path | None, overwrite: bool) -> Path:
     from attnlab.training.sharded import consolidated_path
 
     if out is None:
-        return consolidated_path(checkpoint)
+        out = consolidated_path(checkpoint)
+        check_writable("--out", out)
+        return out
     runs = checkpoint.absolute().parent
     if out.absolute().parent.resolve() == runs.resolve() and any(out.match(p) for p in RUN_CHECKPOINTS):
         raise ConfigError(
@@ -89,6 +92,7 @@ def check_out(checkpoint: Path, out: Path | None, overwrite: bool) -> Path:
         raise ConfigError("--out", out, f"its folder {out.parent} does not exist: create it first")
     if (out.exists() or out.is_symlink()) and not overwrite:
         raise out_error(out)
+    check_writable("--out", out)
     return out
 
 

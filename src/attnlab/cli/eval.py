@@ -22,6 +22,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, read_write
 
 from attnlab.cli.app import run_hydra
+from attnlab.cli.bad_input import check_writable
 from attnlab.cli.devices import check_devices
 from attnlab.cli.eval_choices import help_groups
 from attnlab.cli.eval_data import (
@@ -121,7 +122,9 @@ def claim_eval_dir(config: DictConfig, run_dir: Path | None) -> None:
     A folder named on the command line (``hydra.run.dir=...``) is used as it is while it holds nothing
     (a folder made for the evaluation); one that holds files gets a ``_2`` as well."""
     if run_dir is None:
+        check_writable("hydra.sweep.dir", config.hydra.sweep.dir)
         return
+    check_writable("hydra.run.dir", run_dir)
     named = any(str(o).startswith("hydra.run.dir=") for o in config.hydra.overrides.hydra)
     if named and (not run_dir.exists() or (run_dir.is_dir() and not any(run_dir.iterdir()))):
         return
