@@ -15,12 +15,13 @@ import logging
 import sys
 from pathlib import Path
 
+from attnlab.cli.one_line_parser import OneLineParser
 from attnlab.report import ReportError, read_sweep, write_report
 from attnlab.report.lengths import write_length_report
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="attnlab-report",
         description="Tables and plots comparing the runs of a sweep, from their run directories' files.",
     )
