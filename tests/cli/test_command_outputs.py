@@ -1,7 +1,7 @@
-"""An output folder this user may not write (read-only) is one line naming the setting, exit 2, before any
-work, for every command that writes one: eval, explain, export, compress and consolidate (they ended in
-tracebacks). Tests run as root, who writes anywhere, so the folder's permission is what ``os.access``
-reports: the check is what is tested, and a real read-only folder where the user is not root."""
+"""Where the commands write: an output folder this user may not write (read-only) is one line naming the
+setting, exit 2, before any work, for eval, explain, export, compress and consolidate (they ended in
+tracebacks); attnlab-eval's metrics.json is whole or absent. Tests run as root, who writes anywhere, so
+a folder's permission is what ``os.access`` reports: the check is what is tested."""
 
 from __future__ import annotations
 
@@ -82,3 +82,30 @@ def test_consolidate_into_a_read_only_folder_is_one_line(
         f"error: --out={read_only / 'whole.ckpt'}: {read_only} cannot be written by this user: choose another "
         "folder, or change its permissions"
     ]
+
+
+class Killed(BaseException):
+    """Stands for a kill at the moment it is raised."""
+
+
+def test_eval_killed_while_writing_its_metrics_leaves_no_half_file(
+    checkpoint: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``metrics.json`` is written whole beside itself, then renamed: a kill before the rename leaves no
+    ``metrics.json`` (it left a 0-byte one, which made attnlab-report refuse the whole run tree)."""
+    import attnlab.training.files as files
+    from attnlab.cli.eval import main
+
+    rename = os.replace
+
+    def killed_at_the_rename(src: str | os.PathLike, dst: str | os.PathLike) -> None:
+        if Path(dst).name == "metrics.json":
+            raise Killed
+        rename(src, dst)
+
+    monkeypatch.setattr(files.os, "replace", killed_at_the_rename)
+    out = tmp_path / "ev"
+    with pytest.raises(Killed):
+        run_command(main, [f"ckpt_path={checkpoint('gpt')}", f"hydra.run.dir={out}"], monkeypatch)
+    assert out.is_dir() and not (out / "metrics.json").exists()
+    assert not list(out.glob("*.tmp"))
