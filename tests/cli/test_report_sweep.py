@@ -180,3 +180,14 @@ def test_a_missing_checkpoint_among_swept_ones_stops_the_evaluation_at_once(swee
         ]
     )
     assert not (sweep["jobs"][1] / "eval").exists()
+
+
+def test_report_without_arguments_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from attnlab.cli.report import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: the following arguments are required: paths (see attnlab-report --help)"
+    ]

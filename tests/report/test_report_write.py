@@ -296,3 +296,45 @@ def test_the_wall_time_curve_averages_each_steps_time_over_the_seeds(
     val = figures[-1].axes[0].lines[0]
     np.testing.assert_allclose(val.get_xdata(), [2.1, 4.1])
     np.testing.assert_allclose(val.get_ydata(), [2.25, 2.0])
+
+
+def test_two_reports_of_one_sweep_at_once_both_succeed(tmp_path: Path) -> None:
+    """Each process writes its own temporary files (they collided on ``<name>.tmp``): both exit 0,
+    leave whole files and no temporary one."""
+    import os
+    import subprocess
+    import sys
+
+    root = with_length_evals(pos_seed_sweep(tmp_path / "sweep", failed_seed=2))
+    command = [sys.executable, "-m", "attnlab.cli.report", str(root)]
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    both = [
+        subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)
+    ]
+    results = [(p.wait(timeout=300), p.stderr.read().decode()) for p in both]
+    for p in both:
+        p.stdout.close()
+        p.stderr.close()
+    assert [code for code, _ in results] == [0, 0], results
+    assert all(p.read_bytes().startswith(PNG) for p in (root / "plots").glob("*.png"))
+    assert not [p for p in root.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_another_writers_temporary_file_is_left_alone(tmp_path: Path) -> None:
+    """A ``<name>.tmp`` beside a report file (another report's, or a link elsewhere) is neither
+    written through nor taken over."""
+    sweep = read_sweep([pos_seed_sweep(tmp_path / "sweep", failed_seed=2)])
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the report's\n")
+    (tmp_path / "out" / "plots").mkdir(parents=True)
+    (tmp_path / "out" / "report.md.tmp").symlink_to(outside)
+    (tmp_path / "out" / "plots" / "val-loss_curves.png.tmp").write_text("another report's, half written")
+    report = write_report(sweep, tmp_path / "out")
+    assert outside.read_text() == "not the report's\n"
+    assert (
+        tmp_path / "out" / "plots" / "val-loss_curves.png.tmp"
+    ).read_text() == "another report's, half written"
+    assert (
+        report.markdown.read_text().startswith("#")
+        and (tmp_path / "out" / "report.md").stat().st_mode & 0o044
+    )

@@ -25,6 +25,7 @@ from attnlab.schema.pos import LearnedPos, RopePos, RopeScalingKind
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import EVAL_METRICS_FILE
 from attnlab.schema.synthetic_data import PasskeyData, SyntheticData
+from attnlab.training.files import write_atomically
 
 SYNTHETIC_KINDS = "copy, passkey, recall, addition"
 
@@ -151,7 +152,7 @@ def evaluate_lengths(ev: EvalConfig, run: RunConfig, evaluated: RunConfig, out_d
         "seed": run.seed,
         "lengths": rows,
     }
-    (out_dir / EVAL_METRICS_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    write_atomically(out_dir / EVAL_METRICS_FILE, json.dumps(record, indent=1) + "\n")  # whole or none
     log_metrics(ev, metrics, out_dir)
     table = length_table(rows)
     log_to_file(logging.INFO, "%s", table)

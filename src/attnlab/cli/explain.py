@@ -21,7 +21,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from attnlab.cli.app import run_hydra
-from attnlab.cli.bad_input import user_errors_as_one_line
+from attnlab.cli.bad_input import check_writable, user_errors_as_one_line
 from attnlab.schema.commands import ExplainCommand
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
@@ -41,6 +41,13 @@ def explain_job(config: DictConfig) -> None:
         cmd: ExplainCommand = to_object(config)
         cmd.check()
         print(explain_checkpoint(cmd, folder))
+
+
+def check_out_dir(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> DictConfig:
+    """The folder the explanation goes into (``out_dir``; a multirun's sweep folder), checked writable
+    before Hydra makes it (Hydra's own error is a traceback)."""
+    check_writable("out_dir", run_dir if run_dir is not None else config.hydra.sweep.dir)
+    return config
 
 
 @contextmanager

@@ -18,6 +18,7 @@ import logging
 import sys
 from pathlib import Path
 
+from attnlab.cli.one_line_parser import OneLineParser
 from attnlab.report import ReportError, read_sweep, write_report
 from attnlab.report.decisions import Decisions
 from attnlab.report.lengths import write_length_report
@@ -25,7 +26,7 @@ from attnlab.report.significance import LEVEL
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="attnlab-report",
         description="Tables and plots comparing the runs of a sweep, from their run directories' files.",
     )

@@ -21,6 +21,7 @@ from matplotlib.ticker import MaxNLocator, NullLocator
 
 from attnlab.report.compute import AXES as CURVE_AXES
 from attnlab.report.compute import curve_axes
+from attnlab.report.files import write_whole
 from attnlab.report.sweep import SEED, Sweep
 from attnlab.report.table import FINISHED, as_text, configuration_labels, shown_keys
 
@@ -349,8 +350,4 @@ def legend(ax: Axes, title: str) -> None:
 
 def save(fig: Figure, path: Path) -> Path:
     """Write the PNG through a temporary file, so a report never holds half a picture."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fig.savefig(tmp, dpi=110, format="png")
-    tmp.replace(path)
-    return path
+    return write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))

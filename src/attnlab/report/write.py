@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from attnlab.report.decisions import (
     target_table,
     target_text,
 )
+from attnlab.report.files import write_text_whole
 from attnlab.report.plots import write_plots
 from attnlab.report.runs import log
 from attnlab.report.scaling import Runs, ScalingFit, fit_scaling
@@ -68,9 +68,9 @@ def write_report(
         if fit.profiles:
             tables[PROFILES_TITLE] = profile_table(fit)
         plots += scaling_plots(fit, out_dir / PLOTS_DIR)
-    csv = write_atomic(out_dir / RUNS_CSV, runs_csv(sweep))
+    csv = write_text_whole(out_dir / RUNS_CSV, runs_csv(sweep))
     text = markdown(sweep, tables, [p.relative_to(out_dir) for p in plots], command, decisions)
-    return Report(write_atomic(out_dir / REPORT_FILE, text), csv, plots, tables, csvs)
+    return Report(write_text_whole(out_dir / REPORT_FILE, text), csv, plots, tables, csvs)
 
 
 def significance_title(metric: str, decisions: Decisions) -> str:
@@ -88,7 +88,7 @@ def decision_tables(
     significance = significance_table(sweep, decisions, metric) if metric else None
     if significance is not None:
         tables[significance_title(metric, decisions)] = significance_text(significance, decisions.level)
-        written.append(write_atomic(out_dir / SIGNIFICANCE_CSV, significance.to_csv(index=False)))
+        written.append(write_text_whole(out_dir / SIGNIFICANCE_CSV, significance.to_csv(index=False)))
     else:
         if decisions.budget or decisions.baseline:
             log.warning("no significance table: it compares configurations of several seeds each")
@@ -98,7 +98,7 @@ def decision_tables(
     targets = target_table(sweep, decisions.level)
     if targets is not None:
         tables[TARGET_TITLE] = target_text(targets)
-        written.append(write_atomic(out_dir / TARGET_CSV, targets.to_csv(index=False)))
+        written.append(write_text_whole(out_dir / TARGET_CSV, targets.to_csv(index=False)))
     return written
 
 
@@ -261,11 +261,3 @@ def significance_notes(decisions: Decisions) -> list[str]:
             "",
         ]
     return notes
-
-
-def write_atomic(path: Path, text: str) -> Path:
-    """Write through a temporary file and a rename: a reader never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -42,8 +43,11 @@ def is_disk_full(err: BaseException) -> bool:
 @contextmanager
 def staged(path: Path, needed: Callable[[], int | None] = lambda: None) -> Iterator[Path]:
     """Yields ``<path>.tmp`` to write; renames it over ``path`` afterwards, removes it on any failure
-    (a full disk becomes DiskFullError naming ``path``)."""
+    (a full disk becomes DiskFullError naming ``path``). A leftover ``<path>.tmp`` that is a link is
+    removed first (the link, not what it points to): nothing is written through it."""
     tmp = path.with_name(path.name + TMP_SUFFIX)
+    if tmp.is_symlink():
+        tmp.unlink()
     try:
         yield tmp
         os.replace(tmp, path)
@@ -52,6 +56,38 @@ def staged(path: Path, needed: Callable[[], int | None] = lambda: None) -> Itera
         if is_disk_full(err):
             raise disk_full(path, needed()) from None
         raise
+
+
+@contextmanager
+def staged_new(path: Path, overwrite: bool = False) -> Iterator[Path]:
+    """Yields a temporary file of this process's own beside ``path`` (``<path>.<random>.tmp``, created
+    here: never a leftover or a link) to write; then publishes it as ``path``: replacing what is there
+    with ``overwrite``, else with a hard link, which fails (FileExistsError) where ``path`` exists, so
+    that of two writers at once the second learns it. Nothing is left behind on any failure (a full
+    disk becomes DiskFullError naming ``path``)."""
+    fd, name = tempfile.mkstemp(prefix=f"{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+    os.fchmod(fd, 0o666 & ~umask())  # mkstemp's is 0600: the mode any new file gets instead
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
+    except OSError as err:
+        if is_disk_full(err):
+            raise disk_full(path) from None
+        raise
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def umask() -> int:
+    """This process's file-creation mask (read by setting it, then set back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_atomically(path: Path, text: str) -> Path:

@@ -13,7 +13,13 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from attnlab.schema.errors import ConfigError
-from attnlab.schema.rundir import CHECKPOINT_DIR, CONFIG_FILE, checkpoint_dir, is_sharded_checkpoint
+from attnlab.schema.rundir import (
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    checkpoint_dir,
+    is_sharded_checkpoint,
+    refuse_link,
+)
 from attnlab.training.files import write_atomically
 
 RUN_DIR_ENV = "ATTNLAB_DDP_RUN_DIR"  # set by rank 0 for the DDP ranks it launches
@@ -84,8 +90,10 @@ def resolve_ckpt_path(ckpt_path: str | None, run_dir: Path) -> str | None:
                 "last",
                 f"no {CHECKPOINT_DIR}/last.ckpt in {run_dir}; give run_dir=<the run to resume>",
             )
+        refuse_link("ckpt_path", candidates[-1])
         return str(candidates[-1].resolve())
     path = Path(ckpt_path)
+    refuse_link("ckpt_path", path)
     if is_sharded_checkpoint(path):  # trainer.strategy=fsdp2 checkpoint.sharded=true
         return str(path.resolve())
     if path.is_dir():

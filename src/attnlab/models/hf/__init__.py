@@ -52,6 +52,16 @@ def model_config_from_hf(path: str | Path, **overrides: Any) -> ModelConfig:
     return hf_model_config(read_config(path), where=str(path), **overrides)
 
 
+def check_hf_checkpoint(path: str | Path) -> ModelConfig:
+    """``model_config_from_hf``, with the weights checked against that config (every tensor found,
+    with its shape, none left over) from the weight files' headers alone: the check of
+    ``model.init_from`` before a run exists. ValueError or FileNotFoundError naming the file at fault."""
+    path = Path(path)
+    hf_config = read_config(path)
+    cfg, _ = convert_checkpoint(hf_config, read_weights(path, shapes_only=True), where=str(path))
+    return cfg
+
+
 def load_hf(path: str | Path, **overrides: Any) -> nn.Module:
     """Load a local Hugging Face checkpoint directory into the matching attnlab model, in eval mode.
 
