@@ -282,3 +282,12 @@ def test_nanogpt_bin_files_need_the_tokenizer_their_tokens_come_from(make_dm, pr
     dm = token_dm(make_dm, tmp_path, tokenizer=str(prepared / "tokenizer.json"))
     assert dm.vocab_size == read_manifest(prepared)["vocab_size"]
     assert isinstance(dm.train_batches(seed=0, batch_size=2, rank=0, world_size=1), TokenBatches)
+
+
+def test_a_hugging_face_dataset_streamed_from_local_files_gives_the_same_shards(
+    prepared: Path, corpus: Path, tmp_path: Path
+) -> None:
+    files = str(corpus / "docs.jsonl")
+    hf = settings(corpus, tmp_path, inputs=[], hf_name="json", hf_data_files=files, streaming=True)
+    prepare(hf, say=lambda line: None)
+    assert shard_bytes(tmp_path) == shard_bytes(prepared)
