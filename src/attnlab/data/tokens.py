@@ -1,4 +1,4 @@
-"""``data.kind=tokens``: windows over memory-mapped token shards (``shards.py``), nothing copied.
+"""``data.kind=tokens``: windows read from token shards on disk (``shards.py``); nothing else is loaded.
 
 Training sample g (counted over all ranks, as ``sampling.py``'s stream position counts) is the window
 whose start is a hash of (seed, g) modulo the number of window starts of the training shards (windows
@@ -14,9 +14,10 @@ end-of-text tokens inside it.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
@@ -53,25 +54,35 @@ def window_starts(seed: int, samples: np.ndarray, count: int) -> np.ndarray:
 
 
 class TokenStream:
-    """The shards of one split as one row of window starts (start u: token u - bounds[i] of shard i),
-    opened lazily in each process that reads it, so that pickling it to a worker copies no tokens."""
+    """The shards of one split as one row of window starts (start u: token u - bounds[i] of shard i).
+
+    Windows are read with ``pread`` at their offsets in the shard files, not through a long-lived map:
+    a mapped page stays in the process's resident memory once touched, and the page cache maps whole
+    folios (2 MB on ext4 here), so 32 random windows of a map added ~60 MB and a map read through
+    would hold the corpus. Only each shard's file, dtype, offset and length are kept (opened lazily in
+    each process), so pickling the stream to a dataloader worker copies no tokens."""
+
+    SCAN = 1 << 24  # tokens read at once when scanning a shard for documents
 
     def __init__(self, folder: TokenFolder, split: str, span: int, eot: int, bos_aligned: bool) -> None:
         self.folder, self.split, self.span, self.eot, self.bos_aligned = folder, split, span, eot, bos_aligned
-        self._shards: list[np.ndarray] | None = None
-        lengths = [len(s) for s in self.shards]
-        self.tokens = sum(lengths)
-        self.bounds = np.concatenate([[0], np.cumsum([max(0, n - span + 1) for n in lengths])])
+        self.maps = [(m.filename, m.dtype, m.offset, len(m)) for m in folder.open(split) if len(m)]
+        self.lengths = [length for *_, length in self.maps]
+        self.tokens = sum(self.lengths)
+        self.bounds = np.concatenate([[0], np.cumsum([max(0, n - span + 1) for n in self.lengths])])
         self._document_starts: np.ndarray | None = None
+        self._files: dict[int, BinaryIO] = {}
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_shards": None}
+        return {**self.__dict__, "_files": {}}
 
-    @property
-    def shards(self) -> list[np.ndarray]:
-        if self._shards is None:
-            self._shards = self.folder.open(self.split)
-        return self._shards
+    def read(self, shard: int, start: int, count: int) -> np.ndarray:
+        """``count`` tokens of shard ``shard`` from token ``start`` (one ``pread``)."""
+        filename, dtype, offset, _ = self.maps[shard]
+        if shard not in self._files:
+            self._files[shard] = open(filename, "rb", buffering=0)  # noqa: SIM115 (kept open: read often)
+        data = os.pread(self._files[shard].fileno(), count * dtype.itemsize, offset + start * dtype.itemsize)
+        return np.frombuffer(data, dtype=dtype)
 
     @property
     def count(self) -> int:
@@ -82,21 +93,26 @@ class TokenStream:
     def document_starts(self) -> np.ndarray:
         """The global starts of the windows that begin a document (found once, reading every token)."""
         if self._document_starts is None:
-            found = []
-            for i, shard in enumerate(self.shards):
-                first = np.flatnonzero(shard == self.eot) + (0 if self.folder.eot_starts_documents else 1)
-                found.append(first[first <= len(shard) - self.span] + self.bounds[i])
-            self._document_starts = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+            found = [np.zeros(0, dtype=np.int64)]
+            shift = 0 if self.folder.eot_starts_documents else 1
+            for i, length in enumerate(self.lengths):
+                for chunk in range(0, length, self.SCAN):
+                    first = np.flatnonzero(self.read(i, chunk, min(self.SCAN, length - chunk)) == self.eot)
+                    first = first + chunk + shift
+                    found.append(first[first <= length - self.span] + self.bounds[i])
+            self._document_starts = np.concatenate(found)
         return self._document_starts
 
     def windows(self, starts: np.ndarray) -> np.ndarray:
         """The windows (B, span) at global ``starts``, as int64."""
         shard = np.searchsorted(self.bounds, starts, side="right") - 1
         local = starts - self.bounds[shard]
-        rows = [
-            self.shards[s][o : o + self.span] for s, o in zip(shard.tolist(), local.tolist(), strict=True)
-        ]
+        rows = [self.read(s, o, self.span) for s, o in zip(shard.tolist(), local.tolist(), strict=True)]
         return np.stack(rows).astype(np.int64)
+
+    def window(self, shard: int, start: int) -> Tensor:
+        """One window of shard ``shard`` from token ``start``, as int64."""
+        return torch.from_numpy(self.read(shard, start, self.span).astype(np.int64))
 
     def documents(self, windows: Tensor) -> Tensor:
         """Each token's document within its window, counted at end-of-text tokens."""
@@ -119,7 +135,7 @@ class FixedWindows(Dataset):
         self, stream: TokenStream, stride: int, limit: int | None, packing: Packing, mask: bool
     ) -> None:
         self.stream, self.stride, self.packing, self.mask = stream, stride, packing, mask
-        counts = [(len(s) - stream.span) // stride + 1 if len(s) >= stream.span else 0 for s in stream.shards]
+        counts = [(n - stream.span) // stride + 1 if n >= stream.span else 0 for n in stream.lengths]
         self.bounds = np.concatenate([[0], np.cumsum(counts)])
         self.count = int(self.bounds[-1]) if limit is None else min(limit, int(self.bounds[-1]))
 
@@ -130,10 +146,7 @@ class FixedWindows(Dataset):
         index = split_key(key)[1]
         shard = int(np.searchsorted(self.bounds, index, side="right") - 1)
         start = (index - int(self.bounds[shard])) * self.stride
-        window = torch.from_numpy(
-            self.stream.shards[shard][start : start + self.stream.span].astype(np.int64)
-        )
-        return windows_sample(self.stream, window, self.packing, self.mask)
+        return windows_sample(self.stream, self.stream.window(shard, start), self.packing, self.mask)
 
 
 class TokenBatches(ShardedBatches):
@@ -159,7 +172,7 @@ class TokenBatches(ShardedBatches):
 
 
 class TokensDataModule(AttnlabDataModule):
-    """``data.kind=tokens``: causal-LM windows over token shards (``data.path``), memory-mapped."""
+    """``data.kind=tokens``: causal-LM windows over token shards (``data.path``), read where they lie."""
 
     cfg: TokensData
 
@@ -177,7 +190,7 @@ class TokensDataModule(AttnlabDataModule):
             if stream.bounds[-1] == 0:
                 raise ValueError(
                     f"the {split} shards of data.path={cfg.path!r} hold no window of {span} tokens "
-                    f"(data.seq_len={cfg.seq_len}; the longest shard has {max(map(len, stream.shards), default=0)})"
+                    f"(data.seq_len={cfg.seq_len}; the longest shard has {max(stream.lengths, default=0)})"
                 )
         self.train_stream = streams["train"]
         val = FixedWindows(streams["val"], cfg.seq_len, cfg.val_windows, cfg.packing, cfg.document_mask)
