@@ -12,7 +12,6 @@ refuses a listed shard whose bytes differ from the manifest's sha256.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from attnlab.data.documents import documents, input_size
 from attnlab.data.shards import (
     MANIFEST,
     MANIFEST_FORMAT,
@@ -39,8 +39,6 @@ from attnlab.data.shards import (
     write_shard,
 )
 
-TEXT_SUFFIXES = (".txt", ".md", ".text")
-RECORD_SUFFIXES = (".jsonl", ".json", ".parquet")
 MANIFEST_VERSION = 1
 
 
@@ -74,103 +72,6 @@ class PrepareSettings:
             kept["tokenizer"] = str(Path(self.tokenizer).resolve())
         kept["out"] = None  # the folder may move
         return kept
-
-
-# -- documents --------------------------------------------------------------------------------------
-
-
-def input_files(inputs: list[str]) -> list[Path]:
-    """The files of ``inputs`` in order (a folder: its text, JSONL and parquet files, sorted, recursively)."""
-    files = []
-    for given in inputs:
-        path = Path(given).expanduser()
-        if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.suffix.lower() in TEXT_SUFFIXES + RECORD_SUFFIXES)
-            if not found:
-                raise ValueError(f"{given}: a folder without .txt, .jsonl or .parquet files")
-            files.extend(found)
-        elif path.is_file():
-            files.append(path)
-        else:
-            raise FileNotFoundError(f"{given}: no such file or folder")
-    return files
-
-
-def text_documents(path: Path, column: str) -> Iterator[tuple[str, int]]:
-    """(document, input bytes it took) of one file: JSONL rows, parquet rows, or the whole text file."""
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".json"):
-        yield from jsonl_documents(path, column)
-    elif suffix == ".parquet":
-        yield from parquet_documents(path, column)
-    else:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as err:
-            raise ValueError(f"{path}: not UTF-8 text (byte {err.start})") from None
-        yield text, path.stat().st_size
-
-
-def jsonl_documents(path: Path, column: str) -> Iterator[tuple[str, int]]:
-    with open(path, "rb") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                yield "", len(line)
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise ValueError(f"{path}:{number}: not valid JSON ({err.msg})") from None
-            if not isinstance(row, dict) or column not in row:
-                has = ", ".join(row) if isinstance(row, dict) else type(row).__name__
-                raise ValueError(f"{path}:{number}: no column {column!r} (--text-column; it has {has})")
-            yield str(row[column]), len(line)
-
-
-def parquet_documents(path: Path, column: str) -> Iterator[tuple[str, int]]:
-    import pyarrow.parquet as pq
-
-    table = pq.ParquetFile(path)
-    names = table.schema_arrow.names
-    if column not in names:
-        raise ValueError(f"{path}: no column {column!r} (--text-column; it has {', '.join(names)})")
-    per_row = path.stat().st_size / max(1, table.metadata.num_rows)
-    for batch in table.iter_batches(columns=[column], batch_size=1024):
-        for text in batch.column(0).to_pylist():
-            yield text or "", int(per_row)
-
-
-def hf_documents(settings: PrepareSettings) -> Iterator[tuple[str, int]]:
-    """The rows of a Hugging Face dataset (streamed with ``streaming``: nothing held whole)."""
-    import datasets
-
-    dataset = datasets.load_dataset(
-        settings.hf_name,
-        settings.hf_config,
-        data_files=settings.hf_data_files,
-        split=settings.hf_split,
-        streaming=settings.streaming,
-    )
-    for row in dataset:
-        if settings.text_column not in row:
-            has = ", ".join(row)
-            raise ValueError(f"{settings.hf_name}: no column {settings.text_column!r} (it has {has})")
-        text = str(row[settings.text_column])
-        yield text, len(text)
-
-
-def documents(settings: PrepareSettings) -> Iterator[tuple[str, int]]:
-    """Every document of the source in order, with the input bytes it took (for the progress line)."""
-    if settings.hf_name:
-        yield from hf_documents(settings)
-        return
-    for path in input_files(settings.inputs):
-        yield from text_documents(path, settings.text_column)
-
-
-def input_size(settings: PrepareSettings) -> int | None:
-    """The bytes of the local inputs (the progress line's 100%); None for a dataset of unknown size."""
-    return None if settings.hf_name else sum(p.stat().st_size for p in input_files(settings.inputs))
 
 
 # -- the tokenizer ----------------------------------------------------------------------------------
@@ -382,7 +283,8 @@ class Progress:
 
 def prepare(settings: PrepareSettings, say: Callable[[str], None] = print) -> dict:
     """Tokenise the source of ``settings`` into shards and a manifest in ``settings.out``, continuing a
-    prepare killed there; the finished manifest."""
+    prepare killed there; the finished manifest. The workers are spawned processes, so a script that
+    calls this needs Python's ``if __name__ == "__main__":`` guard."""
     out = Path(settings.out)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = place_tokenizer(settings, out)
