@@ -1,7 +1,7 @@
 """Token shards at scale (``data=tokens``, ``attnlab-prepare``): what opening and reading them costs, and
 how fast a corpus is prepared.
 
-    nice python -m benchmarks.token_shards --dir /work/tmp/token-bench
+    nice python -m benchmarks.token_shards --dir /work/tmp/token-bench --out benchmarks/standalone/token_shards.md
 
 * the loader over a 50M-token and a 1B-token corpus (random uint16 tokens written straight into
   attnlab shards of 100M tokens, 0.1 GB and 2 GB on disk, deleted afterwards), each in a fresh process
@@ -10,7 +10,8 @@ how fast a corpus is prepared.
 * attnlab-prepare's MB/s of text (JSONL in, shards out, ``--workers`` = the cores) beside the same
   tokenizer's own ``encode_batch`` over the same documents in memory on the same cores.
 
-Prints a markdown section; ``--out`` writes it to a file too.
+Prints a markdown section; ``--out`` writes it to a file too: ``benchmarks/standalone/*.md`` are
+copied into results.md as they are (``benchmarks.report.standalone_runs``).
 """
 
 from __future__ import annotations
