@@ -7,13 +7,22 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from attnlab.data.prepare import PrepareSettings
+from typing import Protocol
 
 TEXT_SUFFIXES = (".txt", ".md", ".text")
 RECORD_SUFFIXES = (".jsonl", ".json", ".parquet")
+
+
+class Source(Protocol):
+    """Where the documents are (``attnlab.data.prepare.PrepareSettings`` holds these and more)."""
+
+    inputs: list[str]
+    hf_name: str | None
+    hf_config: str | None
+    hf_data_files: str | None
+    hf_split: str
+    streaming: bool
+    text_column: str
 
 
 def input_files(inputs: list[str]) -> list[Path]:
@@ -77,7 +86,7 @@ def parquet_documents(path: Path, column: str) -> Iterator[tuple[str, int]]:
             yield text or "", int(per_row)
 
 
-def hf_documents(settings: PrepareSettings) -> Iterator[tuple[str, int]]:
+def hf_documents(settings: Source) -> Iterator[tuple[str, int]]:
     """The rows of a Hugging Face dataset (streamed with ``streaming``: nothing held whole)."""
     import datasets
 
@@ -96,7 +105,7 @@ def hf_documents(settings: PrepareSettings) -> Iterator[tuple[str, int]]:
         yield text, len(text)
 
 
-def documents(settings: PrepareSettings) -> Iterator[tuple[str, int]]:
+def documents(settings: Source) -> Iterator[tuple[str, int]]:
     """Every document of the source in order, with the input bytes it took (for the progress line)."""
     if settings.hf_name:
         yield from hf_documents(settings)
@@ -105,6 +114,6 @@ def documents(settings: PrepareSettings) -> Iterator[tuple[str, int]]:
         yield from text_documents(path, settings.text_column)
 
 
-def input_size(settings: PrepareSettings) -> int | None:
+def input_size(settings: Source) -> int | None:
     """The bytes of the local inputs (the progress line's 100%); None for a dataset of unknown size."""
     return None if settings.hf_name else sum(p.stat().st_size for p in input_files(settings.inputs))
