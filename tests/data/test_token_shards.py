@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnlab.data.prepare import PrepareSettings, prepare
+from attnlab.data.prepare import PrepareSettings, Progress, prepare
 from attnlab.data.sampling import ResumableLoader
 from attnlab.data.shards import (
     HEADER_INTS,
@@ -291,3 +291,10 @@ def test_a_hugging_face_dataset_streamed_from_local_files_gives_the_same_shards(
     hf = settings(corpus, tmp_path, inputs=[], hf_name="json", hf_data_files=files, streaming=True)
     prepare(hf, say=lambda line: None)
     assert shard_bytes(tmp_path) == shard_bytes(prepared)
+
+
+def test_the_progress_line_gives_tokens_per_second_and_the_time_left() -> None:
+    progress = Progress(total_bytes=400_000_000, enabled=False)
+    progress.advance(25_000_000, 100_000_000)
+    line = progress.line(progress.start + 50.0)
+    assert line == "prepare: 25.0M tokens, 0.50M tokens/s, 2.0 MB/s of text, 25%, 0:02:30 left"

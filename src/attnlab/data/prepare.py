@@ -251,34 +251,47 @@ def resumed_manifest(out: Path, fresh: dict, say: Callable[[str], None]) -> dict
 # -- the whole run ----------------------------------------------------------------------------------
 
 
+def clock(seconds: float) -> str:
+    """``seconds`` as h:mm:ss."""
+    whole = int(seconds)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
+
 class Progress:
-    """One line, rewritten about once a second: tokens, tokens/s, MB/s of text, and the time left."""
+    """A line of tokens, tokens/s, MB/s of text and the time left: rewritten every second on a
+    terminal, a new line every 30 seconds in a log."""
 
     def __init__(self, total_bytes: int | None, enabled: bool) -> None:
         self.total, self.enabled = total_bytes, enabled
         self.start = self.last = time.monotonic()
         self.tokens = self.bytes = 0
+        self.terminal = sys.stderr.isatty()
 
     def advance(self, tokens: int, input_bytes: int) -> None:
         self.tokens += tokens
         self.bytes += input_bytes
         now = time.monotonic()
-        if self.enabled and now - self.last >= 1.0:
+        if self.enabled and now - self.last >= (1.0 if self.terminal else 30.0):
             self.last = now
-            print(f"\r{self.line(now)}", end="", file=sys.stderr, flush=True)
+            self.show(now, end="" if self.terminal else "\n")
+
+    def show(self, now: float, end: str) -> None:
+        print(
+            f"\r{self.line(now)}" if self.terminal else self.line(now), end=end, file=sys.stderr, flush=True
+        )
 
     def line(self, now: float) -> str:
         elapsed = max(now - self.start, 1e-9)
         text = f"prepare: {self.tokens / 1e6:.1f}M tokens, {self.tokens / elapsed / 1e6:.2f}M tokens/s, "
-        text += f"{self.bytes / elapsed / 1e6:.1f} MB/s"
+        text += f"{self.bytes / elapsed / 1e6:.1f} MB/s of text"
         if self.total and self.bytes:
             left = elapsed * (self.total - self.bytes) / self.bytes
-            text += f", {100 * self.bytes / self.total:.0f}%, {left / 60:.0f} min {left % 60:02.0f} s left"
+            text += f", {100 * self.bytes / self.total:.0f}%, {clock(left)} left"
         return text
 
     def done(self) -> None:
         if self.enabled:
-            print(f"\r{self.line(time.monotonic())}", file=sys.stderr, flush=True)
+            self.show(time.monotonic(), end="\n")
 
 
 def prepare(settings: PrepareSettings, say: Callable[[str], None] = print) -> dict:
