@@ -203,7 +203,7 @@ class ShardWriter:
         if not self.documents:
             return
         path = self.out / f"{self.split}_{self.number:06d}.bin"
-        entry = write_shard(path, np.concatenate(self.parts), self.documents)
+        entry = write_shard(path, self.parts, self.documents)
         entry.update(split=self.split, text_bytes=self.text_bytes, next_document=self.next_document)
         self.written(entry)
         self.number += 1

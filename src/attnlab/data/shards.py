@@ -51,12 +51,13 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def write_atomically(path: Path, data: bytes | list[bytes]) -> None:
-    """``data`` into ``path`` whole or not at all: a temporary file, flushed to disk, renamed over it."""
+def write_atomically(path: Path, parts: list) -> None:
+    """``parts`` (bytes or arrays: any buffer) into ``path`` one after another, whole or not at all: a
+    temporary file, flushed to disk, renamed over it."""
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
-        for part in [data] if isinstance(data, bytes) else data:
-            f.write(part)
+        for part in parts:
+            f.write(memoryview(part).cast("B"))
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -68,20 +69,23 @@ def shard_header(tokens: int, dtype: np.dtype, documents: int) -> np.ndarray:
     return header
 
 
-def write_shard(path: Path, tokens: np.ndarray, documents: int) -> dict:
-    """One attnlab shard written whole or not at all; its manifest entry (name, counts, size, sha256)."""
-    if len(tokens) >= 1 << 31:
-        raise ShardError(f"{path.name}: {len(tokens)} tokens do not fit a shard's int32 count")
-    header = shard_header(len(tokens), tokens.dtype, documents).tobytes()
-    body = tokens.tobytes()
-    write_atomically(path, [header, body])
-    digest = hashlib.sha256(header)
-    digest.update(body)
+def write_shard(path: Path, tokens: np.ndarray | list[np.ndarray], documents: int) -> dict:
+    """One attnlab shard of ``tokens`` (an array, or arrays one after another: nothing is joined in
+    memory) written whole or not at all; its manifest entry (name, counts, size, sha256)."""
+    parts = [tokens] if isinstance(tokens, np.ndarray) else tokens
+    count = sum(len(part) for part in parts)
+    if count >= 1 << 31:
+        raise ShardError(f"{path.name}: {count} tokens do not fit a shard's int32 count")
+    header = shard_header(count, parts[0].dtype, documents)
+    write_atomically(path, [header, *parts])
+    digest = hashlib.sha256()
+    for part in [header, *parts]:
+        digest.update(memoryview(part).cast("B"))
     return {
         "file": path.name,
-        "tokens": len(tokens),
+        "tokens": count,
         "documents": documents,
-        "size": len(header) + len(body),
+        "size": HEADER_BYTES + count * parts[0].dtype.itemsize,
         "sha256": digest.hexdigest(),
     }
 
@@ -153,7 +157,7 @@ def read_manifest(folder: Path) -> dict:
 
 
 def write_manifest(folder: Path, manifest: dict) -> None:
-    write_atomically(folder / MANIFEST, (json.dumps(manifest, indent=1) + "\n").encode())
+    write_atomically(folder / MANIFEST, [(json.dumps(manifest, indent=1) + "\n").encode()])
 
 
 def check_shard_bytes(folder: Path, entry: dict, full: bool) -> None:
