@@ -107,3 +107,20 @@ def test_a_preset_never_prepared_names_the_command_that_prepares_it(tmp_path: Pa
         "--hf HuggingFaceFW/fineweb-edu --hf-config sample-10BT --streaming --tokenizer gpt2 --out "
         "data/fineweb_edu (needs ~20 GB of disk and the network)"
     )
+
+
+def test_two_processes_train_on_the_shards_like_one_with_the_doubled_batch(
+    built_once: Callable[..., Path],
+) -> None:
+    """Each rank reads its own samples of the step's windows (``trainer=ddp_sim``: two CPU processes)."""
+
+    def both(cwd: Path) -> None:
+        args = [*ARGS, f"data.path={prepared_corpus(cwd)}", "trainer.max_steps=4", "model.dropout=0.0"]
+        check(cli([*args, "trainer=ddp_sim", "data.batch_size=4", "run_dir=ddp"], cwd, timeout=600))
+        check(cli([*args, "data.batch_size=8", "run_dir=single"], cwd))
+
+    cwd = built_once("tokens-ddp", both)
+    ddp, single = csv_series(cwd / "ddp", "train/loss"), csv_series(cwd / "single", "train/loss")
+    assert sorted(ddp) == [0, 1, 2, 3] and ddp == pytest.approx(single, rel=1e-5)
+    ddp_val, single_val = csv_series(cwd / "ddp", "val/loss"), csv_series(cwd / "single", "val/loss")
+    assert sorted(ddp_val) == [4] and ddp_val == pytest.approx(single_val, rel=1e-5)
