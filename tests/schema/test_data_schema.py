@@ -13,9 +13,9 @@ from hydra import compose, initialize_config_dir
 from attnlab.cli.app import config_dir, register_schemas
 from attnlab.schema.checks import accepted_kinds, check_compatible
 from attnlab.schema.data import DATA, DataKind, SourcedData, data_config
-from attnlab.schema.token_data import TokensData
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
+from attnlab.schema.token_data import TokensData
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "data"
 
