@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from attnlab.data.documents import documents as read_documents
 from attnlab.data.prepare import PrepareSettings, Progress, prepare
 from attnlab.data.sampling import ResumableLoader
 from attnlab.data.shards import (
@@ -298,3 +299,10 @@ def test_the_progress_line_gives_tokens_per_second_and_the_time_left() -> None:
     progress.advance(25_000_000, 100_000_000)
     line = progress.line(progress.start + 50.0)
     assert line == "prepare: 25.0M tokens, 0.50M tokens/s, 2.0 MB/s of text, 25%, 0:02:30 left"
+
+
+def test_blank_lines_and_empty_rows_are_no_documents(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_text('{"text": "one"}\n\n{"text": ""}\n{"text": "two"}\n')
+    (tmp_path / "b.txt").write_text("three\n")
+    source = PrepareSettings(out="", inputs=[str(tmp_path)])
+    assert [text for text, _ in read_documents(source)] == ["one", "two", "three\n"]

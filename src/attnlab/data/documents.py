@@ -106,12 +106,15 @@ def hf_documents(settings: Source) -> Iterator[tuple[str, int]]:
 
 
 def documents(settings: Source) -> Iterator[tuple[str, int]]:
-    """Every document of the source in order, with the input bytes it took (for the progress line)."""
+    """Every document of the source in order, with the input bytes it took (for the progress line);
+    empty ones (a blank JSONL line, an empty row) are left out."""
     if settings.hf_name:
-        yield from hf_documents(settings)
-        return
-    for path in input_files(settings.inputs):
-        yield from text_documents(path, settings.text_column)
+        found = hf_documents(settings)
+    else:
+        found = (
+            doc for path in input_files(settings.inputs) for doc in text_documents(path, settings.text_column)
+        )
+    yield from ((text, size) for text, size in found if text)  # an empty row is no document
 
 
 def input_size(settings: Source) -> int | None:
