@@ -10,7 +10,8 @@
 * llm.c's and modded-nanogpt's ``*_train_*.bin`` / ``*_val_*.bin``: magic 20240520, version 1, uint16;
   each document starts with the end-of-text token.
 
-Every shard is opened with ``np.memmap``: opening reads the header only, nothing is copied.
+Opening a shard reads its header and maps it with ``np.memmap`` (nothing is copied); ``data=tokens``
+keeps only where each shard's tokens lie and reads its windows with ``pread`` (``tokens.TokenStream``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``data.kind=tokens``: a corpus tokenised once into shards on disk (``attnlab-prepare``), nanoGPT's
-``train.bin``/``val.bin`` or llm.c's shards, read memory-mapped (``attnlab.data.tokens``)."""
+``train.bin``/``val.bin`` or llm.c's shards, read where they lie (``attnlab.data.tokens``)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class TokenFormat(Choice):
 @DATA.register
 @dataclass
 class TokensData(SequenceData):
-    """Token shards prepared once, memory-mapped: nothing is copied into memory. Training windows are a
+    """Token shards prepared once, read window by window: nothing else is loaded. Training windows are a
     function of (seed, global sample index), so any number of ranks and workers reads the same ones."""
 
     kind: DataKind = DataKind.tokens
