@@ -314,6 +314,11 @@ def check_source(cfg: DataConfig, model: ModelConfig | None = None) -> None:
     """What can be checked of ``data`` before a run starts, reading at most the head of each file: the
     path, the files' first bytes and header rows, the tokenizer, whether a validation split can be
     carved, and (with the ``model``) whether images fit ``model.image_size``."""
+    if cfg.kind == "tokens":  # a folder attnlab-prepare wrote, or nanoGPT's / llm.c's .bin files
+        from attnlab.data.shards import check_prepared
+
+        check_prepared(cfg)
+        return
     if isinstance(cfg, SourcedData) and cfg.path is not None:
         path = existing(cfg.path)
         if cfg.kind == "images":

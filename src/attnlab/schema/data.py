@@ -49,6 +49,7 @@ class DataKind(Choice):
     repeated_segments = "repeated_segments"
     digits = "digits"
     images = "images"
+    tokens = "tokens"
 
 
 class Packing(Choice):

@@ -219,6 +219,7 @@ class GPTConfig(TokenModelConfig):
     trains: ClassVar[dict[str, tuple[str, ...]]] = {
         TaskName.causal_lm: (
             DataKind.text,
+            DataKind.tokens,
             DataKind.copy,
             DataKind.passkey,
             DataKind.recall,
