@@ -7,7 +7,9 @@ Each KIND of event (a write, rename or removal of a best or last checkpoint or o
 its own case: one run is killed at it and resumed in place. A kind recurs (last.ckpt is written at steps
 2, 3 and 4); its latest occurrence is the case, as the most state is on disk then (an older best and
 last.ckpt to keep), plus the first rename of last.ckpt, before which no checkpoint exists to resume
-from: the rerun starts afresh over the leftovers.
+from: the rerun (``ckpt_path=auto``) starts afresh over the leftovers. Every write of step 3, saved at
+the end of its batch (``last.ckpt.pending``, published once the step's row is written), is a case too.
+Each resumed run's ``metrics.jsonl`` equals the uninterrupted run's line for line (but its clocks).
 """
 
 from __future__ import annotations
@@ -93,6 +95,12 @@ def test_every_write_is_recorded(uninterrupted: tuple[Path, list[str]]) -> None:
     assert {kind(e) for e in events} == {case.split(" (")[0] for case in CASES}, events  # a new kind: add it
 
 
+def metrics_rows(run_dir: Path) -> list[dict]:
+    """``metrics.jsonl`` without what a clock measures (the time, the throughput)."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in row.items() if k != "time_s" and not k.endswith("_per_s")} for row in rows]
+
+
 def kill_and_resume(full: Path, k: int, event: str) -> None:
     """Kill a run at its k-th checkpoint event, resume it in place, compare it with the full run."""
     cwd, run_dir = full.parent, full.parent / f"killed-{k}"
@@ -100,7 +108,7 @@ def kill_and_resume(full: Path, k: int, event: str) -> None:
     assert killed.returncode == -signal.SIGKILL, f"{event}: exit {killed.returncode}\n{killed.stderr}"
     last = run_dir / "checkpoints" / "last.ckpt"
     resume_step = torch.load(last, weights_only=True)["global_step"] if last.exists() else 0
-    check(cli([*ARGS, f"run_dir={run_dir.name}", *(["ckpt_path=last"] if last.exists() else [])], cwd))
+    check(cli([*ARGS, f"run_dir={run_dir.name}", "ckpt_path=auto"], cwd))
 
     where = f"killed at {event}, resumed from step {resume_step}"
     loss, val = csv_series(newest_csv(run_dir), "train/loss"), csv_series(newest_csv(run_dir), "val/loss")
@@ -111,7 +119,8 @@ def kill_and_resume(full: Path, k: int, event: str) -> None:
     assert saved_test_metrics(run_dir) == saved_test_metrics(full), where
     checkpoints = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
     assert checkpoints == sorted(p.name for p in (full / "checkpoints").iterdir()), where
-    assert not list(run_dir.rglob("*.tmp")), where
+    assert not list(run_dir.rglob("*.tmp")) and not list(run_dir.rglob("*.pending")), where
+    assert metrics_rows(run_dir) == metrics_rows(full), where
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -122,3 +131,19 @@ def test_a_kill_at_any_kind_of_write_resumes_to_the_same_result(
     of_kind = [k for k, event in enumerate(events) if kind(event) == case.split(" (")[0]]
     k = of_kind[CASES[case]]
     kill_and_resume(full, k, events[k])
+
+
+def test_a_kill_at_every_write_of_a_step_saved_at_its_end_resumes_to_the_same_result(
+    uninterrupted: tuple[Path, list[str]],
+) -> None:
+    """Step 3 is saved when its batch ends, before Lightning writes its row: written as
+    ``last.ckpt.pending`` and published at the next step. A kill at each of its writes loses no row."""
+    full, events = uninterrupted
+    of_step = [k for k, event in enumerate(events) if ".pending" in event]
+    assert [events[k].split(" ", 1)[1] for k in of_step] == [
+        "write last.ckpt.pending.tmp",
+        "rename last.ckpt.pending.tmp last.ckpt.pending",
+        "rename last.ckpt.pending last.ckpt",
+    ], events
+    for k in of_step:
+        kill_and_resume(full, k, events[k])
