@@ -28,6 +28,12 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     """Console script ``attnlab-consolidate`` (also ``python -m attnlab.cli.consolidate``)."""
     args = parser().parse_args(argv)
+    if not args.checkpoint.exists():
+        print(
+            f"error: {args.checkpoint}: does not exist: give a sharded checkpoint's directory",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     if not is_sharded_checkpoint(args.checkpoint):
         print(
             f"error: {args.checkpoint}: not a sharded checkpoint (a directory with .metadata and meta.pt, "
