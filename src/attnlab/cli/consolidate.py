@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 from attnlab.schema.rundir import is_sharded_checkpoint
+from attnlab.training.files import disk_full_in_one_line
+from attnlab.training.signals import interrupted_in_one_line
 
 
 def parser() -> argparse.ArgumentParser:
@@ -26,7 +28,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console script ``attnlab-consolidate`` (also ``python -m attnlab.cli.consolidate``)."""
+    """Console script ``attnlab-consolidate`` (also ``python -m attnlab.cli.consolidate``); a signal
+    ends it in one line, a full disk too (naming the file)."""
+    with interrupted_in_one_line("consolidate"), disk_full_in_one_line():
+        consolidate_command(argv)
+
+
+def consolidate_command(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     if not args.checkpoint.exists():
         print(

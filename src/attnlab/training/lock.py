@@ -49,7 +49,7 @@ def lock_run_dir(run_dir: Path, key: str = "run_dir") -> None:
             with suppress(OSError):
                 run_dir.rmdir()
         if is_disk_full(err):
-            raise ConfigError(key, run_dir, disk_full(run_dir).strerror) from None
+            raise ConfigError(key, run_dir, disk_full(run_dir, cause=err.errno).strerror) from None
         raise ConfigError(key, run_dir, f"cannot be written: {err.strerror or err}") from None
 
 
