@@ -64,8 +64,9 @@ def kind(event: str) -> str:
     return f"{operation} {'best' if name.startswith('best-') else name.split('.')[0]}"
 
 
-def faults(record: Path, kill_at: int = -1) -> str:
-    return f"+callbacks.faults={{_target_:fault_injection.InjectFaults,record:'{record}',kill_at:{kill_at}}}"
+def faults(record: Path, kill_at: int = -1, after: bool = False) -> str:
+    settings = f"record:'{record}',kill_at:{kill_at},after:{str(after).lower()}"
+    return f"+callbacks.faults={{_target_:fault_injection.InjectFaults,{settings}}}"
 
 
 def newest_csv(run_dir: Path) -> Path:
@@ -101,16 +102,21 @@ def metrics_rows(run_dir: Path) -> list[dict]:
     return [{k: v for k, v in row.items() if k != "time_s" and not k.endswith("_per_s")} for row in rows]
 
 
-def kill_and_resume(full: Path, k: int, event: str) -> None:
-    """Kill a run at its k-th checkpoint event, resume it in place, compare it with the full run."""
-    cwd, run_dir = full.parent, full.parent / f"killed-{k}"
-    killed = cli([*ARGS, f"run_dir={run_dir.name}", faults(cwd / f"events-{k}.txt", k)], cwd)
+def kill_and_resume(full: Path, k: int, event: str, after: bool = False, extra: tuple[str, ...] = ()) -> None:
+    """Kill a run at its k-th checkpoint event (or right ``after`` it), resume it in place, compare it
+    with the full run."""
+    cwd, run_dir = (
+        full.parent,
+        full.parent / f"killed-{k}{'-after' if after else ''}{'-sync' if extra else ''}",
+    )
+    args = [*ARGS, *extra]
+    killed = cli([*args, f"run_dir={run_dir.name}", faults(cwd / f"events-{k}.txt", k, after)], cwd)
     assert killed.returncode == -signal.SIGKILL, f"{event}: exit {killed.returncode}\n{killed.stderr}"
     last = run_dir / "checkpoints" / "last.ckpt"
     resume_step = torch.load(last, weights_only=True)["global_step"] if last.exists() else 0
-    check(cli([*ARGS, f"run_dir={run_dir.name}", "ckpt_path=auto"], cwd))
+    check(cli([*args, f"run_dir={run_dir.name}", "ckpt_path=auto"], cwd))
 
-    where = f"killed at {event}, resumed from step {resume_step}"
+    where = f"killed {'after' if after else 'at'} {event}, resumed from step {resume_step}"
     loss, val = csv_series(newest_csv(run_dir), "train/loss"), csv_series(newest_csv(run_dir), "val/loss")
     full_loss, full_val = csv_series(full, "train/loss"), csv_series(full, "val/loss")
     assert sorted(loss) == list(range(resume_step, STEPS)), where
@@ -137,7 +143,10 @@ def test_a_kill_at_every_write_of_a_step_saved_at_its_end_resumes_to_the_same_re
     uninterrupted: tuple[Path, list[str]],
 ) -> None:
     """Step 3 is saved when its batch ends, before Lightning writes its row: written as
-    ``last.ckpt.pending`` and published at the next step. A kill at each of its writes loses no row."""
+    ``last.ckpt.pending`` and published at the next step. A kill at each of its writes, and right after
+    each, loses no row (published at once, a kill right after left the row unwritten for good). The
+    writes are synchronous here (``checkpoint.async_save=false``), so that the rename happens when the
+    step ends, not whenever the background writer gets to it."""
     full, events = uninterrupted
     of_step = [k for k, event in enumerate(events) if ".pending" in event]
     assert [events[k].split(" ", 1)[1] for k in of_step] == [
@@ -145,5 +154,46 @@ def test_a_kill_at_every_write_of_a_step_saved_at_its_end_resumes_to_the_same_re
         "rename last.ckpt.pending.tmp last.ckpt.pending",
         "rename last.ckpt.pending last.ckpt",
     ], events
+    synchronous = ("checkpoint.async_save=false",)
     for k in of_step:
-        kill_and_resume(full, k, events[k])
+        kill_and_resume(full, k, events[k], extra=synchronous)
+        if "rename" in events[k]:
+            kill_and_resume(full, k, events[k], after=True, extra=synchronous)
+
+
+FSDP2 = ["trainer=fsdp2_sim", "trainer.devices=1", "checkpoint.sharded=true"]  # one process, sharded
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_fsdp2(built_once: Callable[..., Path]) -> tuple[Path, list[str]]:
+    cwd = built_once(
+        "kill-safety-fsdp2",
+        lambda cwd: check(cli([*ARGS, *FSDP2, "run_dir=full", faults(cwd / "events.txt")], cwd)),
+    )
+    return cwd / "full", (cwd / "events.txt").read_text().splitlines()
+
+
+def test_a_kill_at_every_write_of_a_sharded_step_saved_at_its_end_loses_no_row(
+    uninterrupted_fsdp2: tuple[Path, list[str]],
+) -> None:
+    """The same under FSDP2 with sharded checkpoints: step 3's shards are published as
+    ``last.ckpt.pending`` (a link to their version), which becomes ``last.ckpt`` at the next step."""
+    full, events = uninterrupted_fsdp2
+    of_step = [k for k, event in enumerate(events) if ".pending" in event]
+    assert [events[k].split(" ", 1)[1] for k in of_step] == [
+        "remove last.ckpt.pending.tmp",  # a staging folder a kill left (none here)
+        "remove last.ckpt.pending.link.tmp",
+        "rename last.ckpt.pending.link.tmp last.ckpt.pending",
+        "rename last.ckpt.pending last.ckpt",
+    ], events
+    cwd = full.parent
+    for k, after in [(k, after) for k in of_step for after in (False, True)]:
+        run_dir = cwd / f"killed-{k}{'-after' if after else ''}"
+        fault = faults(cwd / f"events-{k}-{after}.txt", k, after)
+        killed = cli([*ARGS, *FSDP2, f"run_dir={run_dir.name}", fault], cwd)
+        assert killed.returncode == -signal.SIGKILL, f"{events[k]}: exit {killed.returncode}\n{killed.stderr}"
+        check(cli([*ARGS, *FSDP2, f"run_dir={run_dir.name}", "ckpt_path=auto"], cwd))
+        assert metrics_rows(run_dir) == metrics_rows(full), events[k]
+        assert saved_test_metrics(run_dir) == saved_test_metrics(full), events[k]
+        leftovers = [p for p in (run_dir / "checkpoints").iterdir() if p.name.endswith((".tmp", ".pending"))]
+        assert not leftovers, events[k]
