@@ -168,3 +168,13 @@ def test_consolidate_on_a_missing_path_says_it_does_not_exist(
     assert capsys.readouterr().err.splitlines() == [
         f"error: {tmp_path / 'missing'}: does not exist: give a sharded checkpoint's directory"
     ]
+
+
+def test_consolidate_without_its_argument_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as ended:
+        consolidate.main([])
+    assert ended.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: the following arguments are required: checkpoint "
+        "(usage: attnlab-consolidate [-h] [--out OUT] checkpoint)"
+    ]

@@ -11,14 +11,24 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from attnlab.schema.rundir import is_sharded_checkpoint
 from attnlab.training.files import disk_full_in_one_line
 from attnlab.training.signals import interrupted_in_one_line
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser whose errors are the house's one ``error:`` line (status 2), the usage in it."""
+
+    def error(self, message: str) -> NoReturn:
+        usage = self.format_usage().strip().removeprefix("usage: ")
+        print(f"error: {message} (usage: {usage})", file=sys.stderr)
+        sys.exit(2)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="attnlab-consolidate",
         description="Write a sharded checkpoint of attnlab-train (fsdp2) as one checkpoint file.",
     )
