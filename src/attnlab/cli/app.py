@@ -151,8 +151,9 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
     """Run ``task_function`` under Hydra, after the few things the command reads of its command line
     first (``cli.command_line``); bad input ends the process with one ``error:`` line (status 2), a
     run that failed after it started with one line and its traceback in the log file (status 1)."""
+    replaced = {}
     if config_name != "train":  # attnlab-train installs them itself, and names its own phases
-        policy.install()
+        replaced = policy.install()
         policy.phase = config_name
     before_composing(config_name)
     freeze_heap_at_exit()
@@ -185,6 +186,7 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
         sys.exit(stop.exit_code)
     finally:  # as the caller had it: a process that runs commands in turn (tests) passes on no "1"
         unlock_run_dirs()  # the run directories this command held (the kernel would at exit)
+        policy.uninstall(replaced)
         if asked is None:
             os.environ.pop("HYDRA_FULL_ERROR", None)
         else:

@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 REQUEUE_SIGNAL = signal.SIGUSR1  # Lightning's default requeue signal: sbatch --signal=USR1@120
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, REQUEUE_SIGNAL)
@@ -61,11 +62,20 @@ class SignalPolicy:
         self.received: int | None = None  # the first signal noted while deferred
         self.stopping = False  # RunInterrupted was raised by a handler: the run is on its way out
 
-    def install(self) -> None:
-        """Handle ``SIGNALS`` from now on (in the main thread only, where Python runs handlers)."""
+    def install(self) -> dict[int, Any]:
+        """Handle ``SIGNALS`` from now on (in the main thread only, where Python runs handlers); returns
+        the handlers replaced, for ``uninstall``."""
+        replaced = {}
         if threading.current_thread() is threading.main_thread():
             for signum in SIGNALS:
-                signal.signal(signum, self.handle)
+                replaced[signum] = signal.signal(signum, self.handle)
+        return replaced
+
+    @staticmethod
+    def uninstall(replaced: dict[int, Any]) -> None:
+        """Put back the handlers ``install`` replaced (a process that runs commands in turn, the tests')."""
+        for signum, handler in replaced.items():
+            signal.signal(signum, handler)
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
         if self.stopping:  # already stopping, and asked again: now
@@ -95,10 +105,12 @@ policy = SignalPolicy()  # the one of this process
 def interrupted_in_one_line(command: str) -> Iterator[None]:
     """A command other than training (``command``: its name, the phase its message names): the policy's
     handlers from here on, and a signal ends it with one line and the signal's exit status."""
-    policy.install()
+    replaced = policy.install()
     policy.phase = command
     try:
         yield
     except RunInterrupted as stop:
         print(f"interrupted by {stop}", file=sys.stderr)
         sys.exit(stop.exit_code)
+    finally:
+        policy.uninstall(replaced)
