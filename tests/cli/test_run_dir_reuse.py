@@ -72,3 +72,20 @@ def test_a_copied_run_directory_keeps_its_best_checkpoint(finished: Path, tmp_pa
     tested = json.loads((copy / "test_metrics.json").read_text())
     assert tested["ckpt_path"] == str(copy / "checkpoints" / best[0])
     assert tested["metrics"] == json.loads((finished / "test_metrics.json").read_text())["metrics"]
+
+
+def test_a_sweep_job_whose_folder_holds_another_run_fails_and_leaves_it_whole(tmp_path: Path) -> None:
+    """A run made a job folder's before the sweep got to it: that job fails in one line naming it, its
+    run's files unchanged; the sweep's other job completes."""
+    other = tmp_path / "sweep" / "job0"
+    (other / "checkpoints").mkdir(parents=True)
+    (other / "config.yaml").write_text("seed: 7\n")
+    (other / "summary.json").write_text('{"status": "completed"}\n')
+    (other / "checkpoints" / "last.ckpt").write_bytes(b"the other run's state")
+    before = digests(other)
+    sweep = ["seed=1,2", "hydra.sweep.dir=sweep", "hydra.sweep.subdir=job${hydra.job.num}"]
+    result = cli(["-m", *ARGS, "trainer.max_steps=2", *sweep], tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert f"run_dir={other}: holds another run (config.yaml, summary.json, checkpoints/)" in result.stderr
+    assert {k: v for k, v in digests(other).items() if not k.startswith((".hydra", "train"))} == before
+    assert json.loads((tmp_path / "sweep" / "job1" / "summary.json").read_text())["status"] == "completed"
