@@ -130,12 +130,16 @@ class ConfigRejected(BaseException):
 
 @contextmanager
 def user_errors_as_one_line() -> Iterator[None]:
-    """Bad input (config, checkpoint, image) exits with status 2 and one ``error:`` line, no traceback."""
-    try:
-        yield
-    except USER_ERRORS as err:
-        print(f"error: {one_line(err)}", file=sys.stderr)
-        sys.exit(2)
+    """Bad input (config, checkpoint, image) exits with status 2 and one ``error:`` line, no traceback;
+    a full disk (or the file size limit) with status 1 and one line naming the file."""
+    from attnlab.training.files import disk_full_in_one_line
+
+    with disk_full_in_one_line():
+        try:
+            yield
+        except USER_ERRORS as err:
+            print(f"error: {one_line(err)}", file=sys.stderr)
+            sys.exit(2)
 
 
 def error_line(err: BaseException) -> str:

@@ -19,6 +19,8 @@ from attnlab.cli.bad_input import check_writable
 from attnlab.cli.one_line_parser import OneLineParser
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.rundir import LAST, is_sharded_checkpoint
+from attnlab.training.files import disk_full_in_one_line
+from attnlab.training.signals import interrupted_in_one_line
 
 RUN_CHECKPOINTS = ("last*.ckpt", "best-*.ckpt")  # what ckpt_path=last and the best-checkpoint clean-up read
 
@@ -35,7 +37,13 @@ def parser() -> OneLineParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console script ``attnlab-consolidate`` (also ``python -m attnlab.cli.consolidate``)."""
+    """Console script ``attnlab-consolidate`` (also ``python -m attnlab.cli.consolidate``); a signal
+    ends it in one line, a full disk too (naming the file)."""
+    with interrupted_in_one_line("consolidate"), disk_full_in_one_line():
+        consolidate_command(argv)
+
+
+def consolidate_command(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     out = args.out
     try:

@@ -72,6 +72,18 @@ def check_length_sweep(ev: EvalConfig) -> None:
                 f"is past the learned positional table (model.max_seq_len={model.max_seq_len}); "
                 f"lengths up to {model.max_seq_len} (train with a larger model.max_seq_len to go further)",
             )
+    check_lengths_fit(ev, max(sweep.lengths))
+
+
+def check_lengths_fit(ev: EvalConfig, length: int) -> None:
+    """The longest length's attention scores (one layer, one batch) fit in the device's free memory."""
+    from attnlab.cli.memory import attention_scores_bytes, check_fits
+
+    batch = ev.batch_size or ev.data.batch_size
+    device = "cuda" if str(ev.trainer.accelerator) in ("gpu", "cuda") else "cpu"
+    needed = attention_scores_bytes(batch, ev.model.n_heads, length)
+    what = f"one layer's attention scores at length {length} ({batch} x {ev.model.n_heads} heads x {length}^2 floats)"
+    check_fits("eval.lengths", length, needed, what, device)
 
 
 def sweep_settings(ev: EvalConfig, trained_len: int, rope: bool) -> list[Setting]:

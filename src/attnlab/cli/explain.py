@@ -195,9 +195,11 @@ def check_probe_and_ablation(cmd: ExplainCommand, model: Any, batches: list | No
 def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
     """Load the checkpoint, prepare the input, write everything into ``folder``; returns index.html."""
     from attnlab.checkpoint import load_checkpoint, run_datamodule
+    from attnlab.cli.devices import check_device
     from attnlab.cli.families import FAMILY_COMMANDS
     from attnlab.explain import explain_to_folder
 
+    check_device("device", cmd.device)
     loaded = load_checkpoint(cmd.ckpt_path, cmd.device)
     check_selection(cmd, loaded.model)
     check_input_kind(cmd.input, loaded.model)

@@ -23,6 +23,8 @@ from attnlab.report import ReportError, read_sweep, write_report
 from attnlab.report.decisions import Decisions
 from attnlab.report.lengths import write_length_report
 from attnlab.report.significance import LEVEL
+from attnlab.training.files import disk_full_line, is_disk_full
+from attnlab.training.signals import interrupted_in_one_line
 
 
 def parser() -> argparse.ArgumentParser:
@@ -76,7 +78,13 @@ def level(text: str) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console script ``attnlab-report`` (also ``python -m attnlab.cli.report``)."""
+    """Console script ``attnlab-report`` (also ``python -m attnlab.cli.report``); a signal ends it in
+    one line."""
+    with interrupted_in_one_line("report"):
+        report_command(argv)
+
+
+def report_command(argv: list[str] | None = None) -> None:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="warning: %(message)s", stream=sys.stderr)
     try:
@@ -90,7 +98,12 @@ def main(argv: list[str] | None = None) -> None:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
     except OSError as err:
-        print(f"error: {err.filename}: cannot be written ({err.strerror})", file=sys.stderr)
+        if is_disk_full(err):
+            print(f"error: {disk_full_line(err, Path(args.out or '.'))}", file=sys.stderr)
+            sys.exit(1)
+        print(
+            f"error: {err.filename or args.out or '.'}: cannot be written ({err.strerror})", file=sys.stderr
+        )
         sys.exit(2)
     for title, table in report.tables.items():
         print(f"\n{title}\n\n{table.to_markdown(index=False)}")

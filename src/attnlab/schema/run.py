@@ -29,6 +29,13 @@ class Accelerator(Choice):
     auto = "auto"
 
 
+class RunDirExists(Choice):
+    """What a new run does with a ``run_dir`` that holds the files of another run (``training.rundir``)."""
+
+    refuse = "refuse"  # one line: continue that run (ckpt_path=last) or name another folder
+    overwrite = "overwrite"  # the new run writes its files over the other run's
+
+
 class MatmulPrecision(Choice):
     """``torch.set_float32_matmul_precision`` on CUDA: ``high`` lets float32 matmuls use TF32 tensor cores."""
 
@@ -319,6 +326,8 @@ class RunConfig:
     # is one, else start fresh)
     ckpt_path: str | None = None
     run_dir: str = RUN_DIR  # the directory the run writes into; give an existing run's to resume in place
+    # a run_dir holding another run (not continued with ckpt_path): refuse, or overwrite its files
+    run_dir_exists: RunDirExists = RunDirExists.refuse
     # the run's name in wandb and TensorBoard; None: the overrides that distinguish it (its sweep's)
     run_name: str | None = None
     # torch.compile: true (the whole model), block (each transformer layer on its own), false; no gain

@@ -105,5 +105,9 @@ def check_checkpoint_file(key: str, path: str | Path) -> None:
             "is a sharded checkpoint (trainer.strategy=fsdp2 checkpoint.sharded=true): write it as one "
             f"file first with: attnlab-consolidate {path}",
         )
+    if Path(path).is_dir():
+        raise ConfigError(
+            key, str(path), f"is a directory: give a checkpoint file (a run's {CHECKPOINT_DIR}/last.ckpt)"
+        )
     if not Path(path).is_file():
         raise ConfigError(key, str(path), "no such checkpoint file")

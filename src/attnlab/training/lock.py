@@ -40,6 +40,7 @@ def lock_run_dir(run_dir: Path, key: str = "run_dir") -> None:
         return
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(key, run_dir, "is a file, not a directory: give a directory for the run")
+    check_no_live_run_above(run_dir, key)
     made = not run_dir.exists()
     refuse_links(run_dir, key)
     try:
@@ -50,7 +51,7 @@ def lock_run_dir(run_dir: Path, key: str = "run_dir") -> None:
             with suppress(OSError):
                 run_dir.rmdir()
         if is_disk_full(err):
-            raise ConfigError(key, run_dir, disk_full(run_dir).strerror) from None
+            raise ConfigError(key, run_dir, disk_full(run_dir, cause=err.errno).strerror) from None
         raise ConfigError(key, run_dir, f"cannot be written: {err.strerror or err}") from None
 
 
@@ -68,6 +69,31 @@ def refuse_links(run_dir: Path, key: str) -> None:
                     f"holds a link, {path.relative_to(run_dir)} (to {os.readlink(path)}), where a run writes "
                     "and removes files: remove the link, or give another run_dir",
                 )
+
+
+def check_no_live_run_above(run_dir: Path, key: str = "run_dir") -> None:
+    """ConfigError if a folder above ``run_dir`` is held by another live process: a sweep holds its
+    sweep folder, and its job folders are its own (a run there would mix its files with the job's, or
+    be overwritten by it). Its lock is tried, not taken: released at once if nobody holds it."""
+    for parent in run_dir.parents:
+        lock = parent / LOCK_FILE
+        if parent in _held or lock.is_symlink() or not lock.is_file():
+            continue
+        try:
+            fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(
+                key,
+                run_dir,
+                f"is inside {parent}, which another run holds ({_owner(fd)}, its {LOCK_FILE}): a live "
+                "sweep's job folders are its own; give a run_dir outside it",
+            ) from None
+        finally:
+            os.close(fd)
 
 
 def _lock(path: Path, key: str, run_dir: Path) -> int:

@@ -63,6 +63,16 @@ def publish(staging: Path, target: Path) -> None:
         shutil.rmtree(replaced, ignore_errors=True)
 
 
+def move(source: Path, target: Path) -> None:
+    """Make the checkpoint at ``source`` (a file, or a sharded checkpoint's link) the one at ``target``
+    in one rename, then remove the version ``target``'s link pointed to before."""
+    replaced = target.resolve() if target.is_symlink() else None
+    os.replace(source, target)
+    sync(target.parent)
+    if replaced is not None and replaced != target.resolve():
+        shutil.rmtree(replaced, ignore_errors=True)
+
+
 def remove(target: Path) -> None:
     """Remove the checkpoint at ``target``: a link and the version it points to, a directory, or a file."""
     if target.is_symlink():

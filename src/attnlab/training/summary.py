@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import time
 from datetime import datetime, timezone
@@ -79,10 +78,10 @@ class RunSummary:
         return time.monotonic() - self._start
 
     def _write(self) -> None:
+        from attnlab.training.files import write_atomically  # a full disk: one error naming the file
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(self.fields, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_atomically(self.path, json.dumps(self.fields, indent=1) + "\n")
 
 
 def fit_results(trainer: pl.Trainer, monitor: str, flops_per_token: dict | None = None) -> dict[str, Any]:
