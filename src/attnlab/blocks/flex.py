@@ -111,13 +111,17 @@ def flex(
     mask: BlockMask | None,
     score_mod: ScoreMod | None,
     scale: float,
-) -> Tensor:
-    """Attention (B, H, Tq, hd) of queries (B, H, Tq, hd) over keys and values (B, Hkv, Tk, hd)."""
+    return_lse: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Attention (B, H, Tq, hd) of queries (B, H, Tq, hd) over keys and values (B, Hkv, Tk, hd); with
+    ``return_lse``, also the scores' log-sum-exp (B, H, Tq) (sinks rescale by it)."""
     if q.device.type == "cpu" and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
         raise NotImplementedError(f"model.attn_backend=flex: {FLEX_CPU_BACKWARD}")
     args: dict[str, Any] = dict(
         score_mod=score_mod, block_mask=mask, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
     )
+    if return_lse:
+        args["return_lse"] = True
     if q.shape[2] >= COMPILE_FROM:
         return compiled_flex()(q, k, v, **args)
     with warnings.catch_warnings():  # "called without torch.compile()": chosen here for one query

@@ -169,8 +169,11 @@ def init_weights(model: nn.Module, std: float, n_layers: int) -> None:
     Token tables that are multiplied by sqrt(d_model) start at N(0, 1/d_model) instead, as in the
     original Transformer, so scaled embeddings have unit variance and are not drowned by sinusoids.
     """
+    gates = []
     for name, module in model.named_modules():
-        if isinstance(module, nn.Linear):
+        if isinstance(module, nn.Linear) and name.endswith("gate.proj"):
+            gates.append(module)  # an attention hook's: drawn apart, below
+        elif isinstance(module, nn.Linear):
             scaled = name.endswith(("out_proj", "fc_out"))
             nn.init.normal_(module.weight, std=std / math.sqrt(2 * n_layers) if scaled else std)
             if module.bias is not None:
@@ -183,6 +186,18 @@ def init_weights(model: nn.Module, std: float, n_layers: int) -> None:
     for module in model.modules():
         if isinstance(module, TokenEmbedding) and module.scale != 1.0:
             nn.init.normal_(module.tokens.weight, std=1.0 / module.scale)
+    init_hook_weights(gates, std)
+
+
+def init_hook_weights(linears: list[nn.Linear], std: float) -> None:
+    """N(0, std) for the attention hooks' matrices (``blocks.hooks``), each from its own generator
+    seeded from the process's seed, so that the global random state (every other weight, the data
+    order, dropout) is what it would be without the hooks."""
+    for i, linear in enumerate(linears):
+        generator = torch.Generator(device="cpu").manual_seed(torch.initial_seed() + 7919 * (i + 1))
+        values = torch.randn(linear.weight.shape, generator=generator) * std
+        with torch.no_grad():
+            linear.weight.copy_(values)
 
 
 def init_tied_scaled_tokens(embed: TokenEmbedding, cfg: TokenModelConfig) -> None:

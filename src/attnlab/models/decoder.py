@@ -42,11 +42,12 @@ class DecoderLM(FamilyModel):
 
     def new_cache(self, reserve: int = 0) -> KVCache:
         """An empty KV cache; ``reserve``: the tokens (prompt and new) its buffers hold from the start.
-        With a sliding window no more than twice the window is reserved: such a cache keeps only the
-        window's last keys, and its memory must not grow with the length of the decoding."""
-        if self.cfg.attn_window is not None:
-            reserve = min(reserve, 2 * self.cfg.attn_window)
-        return KVCache.empty(len(self.stack.layers), reserve=reserve)
+        A sliding layer reserves no more than twice its window: its cache keeps only the window's last
+        keys, and its memory must not grow with the length of the decoding (``model.layout``)."""
+        windows = [layer.self_attn.fn.window for layer in self.stack.layers]
+        return KVCache.empty(
+            len(windows), reserve=[reserve if w is None else min(reserve, 2 * w) for w in windows]
+        )
 
     def new_static_cache(self, batch: int, length: int) -> StaticCache:
         """A KV cache of ``length`` columns for ``batch`` rows, allocated once (compiled decoding), each
@@ -85,7 +86,9 @@ class DecoderLM(FamilyModel):
             positions, causal=True, padding=attention_mask, documents=document_ids, cache=cache
         )
         x = self.stack(x, view)
-        return self.lm_head(x)
+        logits = self.lm_head(x)
+        cap = self.cfg.logit_softcap
+        return logits if cap is None else cap * torch.tanh(logits / cap)
 
     def logits(self, batch: dict[str, Tensor]) -> Tensor:
         """Next-token logits (B, T, V) of ``input_ids`` (B, T) (packed where it has ``document_ids``)."""
