@@ -7,6 +7,7 @@ from torch import Tensor, nn
 
 from attnlab.blocks.cache import KVCache
 from attnlab.blocks.heads import LMHead
+from attnlab.blocks.hooks import soft_cap
 from attnlab.blocks.static_cache import StaticAttentionCache, StaticCache
 from attnlab.blocks.view import AttentionView
 from attnlab.models.common import (
@@ -37,6 +38,7 @@ class DecoderLM(FamilyModel):
         self.stack = stack_of(cfg, self.embed.pos, cfg.n_layers)
         tied = self.embed.tokens if cfg.tie_embeddings else None
         self.lm_head = LMHead(cfg.d_model, cfg.vocab_size, tied, bias=cfg.lm_head_bias)
+        self.logit_cap = soft_cap(cfg.logit_softcap)  # Gemma 2's final-logit soft-capping (None: off)
         init_weights(self, cfg.init_std, cfg.n_layers)
         init_tied_scaled_tokens(self.embed, cfg)  # near the uniform loss with scaled, tied embeddings
 
@@ -87,8 +89,7 @@ class DecoderLM(FamilyModel):
         )
         x = self.stack(x, view)
         logits = self.lm_head(x)
-        cap = self.cfg.logit_softcap
-        return logits if cap is None else cap * torch.tanh(logits / cap)
+        return self.logit_cap(logits) if self.logit_cap is not None else logits
 
     def logits(self, batch: dict[str, Tensor]) -> Tensor:
         """Next-token logits (B, T, V) of ``input_ids`` (B, T) (packed where it has ``document_ids``)."""
