@@ -225,6 +225,6 @@ def test_a_layout_or_hook_that_cannot_work_is_one_line(settings: dict, message: 
 
 def test_seq2seq_refuses_a_layout() -> None:
     with pytest.raises(
-        ConfigError, match="^model.layout=full ...: a layout describes one stack; seq2seq has two"
+        ConfigError, match=r"^model.layout=full \.\.\.: a layout describes one stack; seq2seq has two"
     ):
         Seq2SeqConfig(vocab_size=VOCAB, layout="full ...").check()
