@@ -228,3 +228,26 @@ def test_seq2seq_refuses_a_layout() -> None:
         ConfigError, match=r"^model.layout=full \.\.\.: a layout describes one stack; seq2seq has two"
     ):
         Seq2SeqConfig(vocab_size=VOCAB, layout="full ...").check()
+
+
+@pytest.mark.parametrize(
+    ("name", "hook"),
+    [
+        ("soft-capping", "softcap"),
+        ("learned sinks", "sinks"),
+        ("off-by-one", "sinks"),
+        ("headwise gate", "gate"),
+        ("elementwise gate", "gate"),
+        ("value residual", "value_residual"),
+    ],
+)
+def test_each_hook_acts(name: str, hook: str) -> None:
+    """The comparisons above are not vacuous: taking the hook out of every layer changes the logits."""
+    model = model_of(VARIANTS[name])
+    ids, mask, positions = left_padded()
+    with torch.no_grad(), use_attention_path(model, "explicit"):
+        hooked = model(ids, attention_mask=mask, positions=positions)
+        for layer in model.stack.layers:
+            setattr(layer.self_attn.fn, hook, None)
+        plain = model(ids, attention_mask=mask, positions=positions)
+    assert (hooked - plain)[mask.bool()].abs().max() > 1e-2

@@ -48,9 +48,6 @@ class MultiHeadAttention(nn.Module):
 
     cross: ClassVar[bool] = False  # keys and values from a context rather than from the input
     window: int | None = None  # a sliding window over the keys (self-attention only)
-    softcap: SoftCap | None = None  # score hooks (blocks.hooks), self-attention only
-    sinks: Sinks | None = None
-    gate: OutputGate | None = None
 
     def __init__(
         self,
@@ -84,6 +81,11 @@ class MultiHeadAttention(nn.Module):
         self.split_sizes = (q_dim, kv_dim, kv_dim)  # the rows of queries, keys, values in a fused projection
         self.head_splits = (self.n_heads, self.n_kv_heads, self.n_kv_heads)  # the same, in heads
         self.backend = backend_named(backend)  # set for a whole model with use_attention_path()
+        # hooks (blocks.hooks), set by self-attention where the config turns them on: instance
+        # attributes, so that a submodule assigned later is found (a class attribute would shadow it)
+        self.softcap: SoftCap | None = None
+        self.sinks: Sinks | None = None
+        self.gate: OutputGate | None = None
 
     def _add_output(self, d_model: int, bias: bool) -> None:
         """The output projection (its input: the heads concatenated) and the probe of the weights."""
