@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from attnlab.blocks.backends import BACKENDS, CONFIGURABLE, Keys, backend_named
+from attnlab.blocks.backends import BACKENDS, CONFIGURABLE, Keys, backend_named, max_logits
 from attnlab.blocks.cache import AttentionCache
 from attnlab.blocks.hooks import AttentionHooks, OutputGate, Sinks, SoftCap, ValueResidual, soft_cap
 from attnlab.blocks.masks import KeyRule
@@ -184,6 +184,7 @@ class SelfAttention(MultiHeadAttention):
         self.qkv_proj = nn.Linear(d_model, sum(self.split_sizes), bias=bias)  # one product for q, k, v
         self._add_output(d_model, bias)
         self.shares_values = shares_values
+        self.logit_record: tuple[dict[str, Tensor], str] | None = None  # blocks.qk_clip.recording
         self.value_residual = None
         if hooks is not None:
             self._add_hooks(hooks, d_model, shares_values)
@@ -255,7 +256,15 @@ class SelfAttention(MultiHeadAttention):
         keys = Keys(
             positions, k_pos, KeyRule(causal=view.causal, window=self.window), padding, view.documents
         )
+        if self.logit_record is not None:
+            self._record_max_logits(q, k, keys)
         return self._attend(x, q, k, v, keys, view, cache.dropped if cache is not None else 0)
+
+    def _record_max_logits(self, q: Tensor, k: Tensor, keys: Keys) -> None:
+        """Keep each head's largest logit of this pass (the largest of all passes while recording)."""
+        found, name = self.logit_record
+        largest = max_logits(q, k, keys, self.scale)
+        found[name] = largest if name not in found else torch.maximum(found[name], largest)
 
 
 class CrossAttention(MultiHeadAttention):

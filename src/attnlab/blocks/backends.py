@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Protocol
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -158,6 +159,21 @@ def dense_mask(
         document_ids=keys.documents,
     )
     return mask, False
+
+
+@torch.no_grad()
+def max_logits(q: Tensor, k: Tensor, keys: Keys, scale: float) -> Tensor:
+    """The largest logit (H,) of each head over the batch, the queries and the keys they may see."""
+    groups = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(groups, dim=1) if groups > 1 else k
+    scores = (q @ k.transpose(-2, -1)).float() * scale
+    allowed = keys.rule.dense(keys.q_pos, keys.k_pos, keys.documents, keys.documents)
+    if keys.padding is not None:
+        keep = keys.padding.bool()[:, None, None, :]
+        allowed = keep if allowed is None else allowed & keep
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    return scores.amax(dim=(0, 2, 3))
 
 
 SDPA, EXPLICIT, FLEX = Sdpa(), Explicit(), Flex()
