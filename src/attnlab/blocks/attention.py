@@ -28,7 +28,8 @@ from attnlab.blocks.norm import RMSNorm
 from attnlab.blocks.positional import PositionalEncoding, ScoreMod
 from attnlab.blocks.static_cache import StaticAttentionCache
 from attnlab.blocks.view import AttentionView
-from attnlab.schema.model import AttnGate, AttnSink, ModelConfig, check_heads, kept_kv_groups
+from attnlab.schema.hooks import AttnGate, AttnSink
+from attnlab.schema.model import ModelConfig, check_heads, kept_kv_groups
 
 ATTENTION_PATHS = tuple(BACKENDS)  # fused kernels; the softmax written out (its weights probed); flex
 

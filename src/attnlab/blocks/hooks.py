@@ -27,7 +27,8 @@ from torch import Tensor, nn
 
 from attnlab.blocks.positional import ScoreMod
 from attnlab.blocks.roles import ParamRole, declare_roles
-from attnlab.schema.model import AttnGate, AttnSink, ModelConfig
+from attnlab.schema.hooks import AttnGate, AttnSink
+from attnlab.schema.model import ModelConfig
 
 
 @dataclass(frozen=True)

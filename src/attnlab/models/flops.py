@@ -21,7 +21,8 @@ from torch import nn
 from attnlab.blocks.ffn import GATED, ffn_width
 from attnlab.blocks.positional import PositionalEncoding
 from attnlab.models.decoder import DecoderLM
-from attnlab.schema.model import Activation, AttnGate, ModelConfig
+from attnlab.schema.hooks import AttnGate
+from attnlab.schema.model import Activation, ModelConfig
 
 COUNTS_NOTE = (
     "training FLOPs per token (forward + backward) at seq_len: nanogpt = 6 N + 12 L T d (PaLM appendix B, "

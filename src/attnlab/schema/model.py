@@ -23,12 +23,11 @@ from omegaconf import MISSING
 
 from attnlab.schema.choice import Choice, TaggedUnion, missing
 from attnlab.schema.data import DataKind
-from attnlab.schema.errors import ConfigError, fraction, not_negative, positive, show
+from attnlab.schema.errors import ConfigError, fraction, not_negative, positive
+from attnlab.schema.hooks import AttnGate, AttnSink, check_layout_and_hooks
 from attnlab.schema.layout import LayerKind, parse_layout
 from attnlab.schema.pos import POSITIONS, LearnedPos, PosConfig, SinusoidalPos
 from attnlab.schema.task import TaskName
-
-ADDED_POSITIONS = (LearnedPos, SinusoidalPos)  # added to the embeddings once, not in each layer
 
 
 class Family(Choice):
@@ -69,22 +68,6 @@ class AttnBackend(Choice):
 FLEX_CPU_BACKWARD = (
     "FlexAttention has no backward on CPU in torch 2.13; train with sdpa, evaluate or sample with flex"
 )
-
-
-class AttnSink(Choice):
-    """A logit that joins every head's softmax denominator without a value: queries may attend to nothing."""
-
-    none = "none"
-    learned = "learned"  # one trained logit per head (gpt-oss)
-    off_by_one = "off_by_one"  # a fixed logit 0: softmax1, exp(s) / (1 + sum exp(s)) (Miller 2023)
-
-
-class AttnGate(Choice):
-    """A sigmoid gate from the layer input on the attention output, per head or per dimension."""
-
-    none = "none"
-    headwise = "headwise"  # one gate per head
-    elementwise = "elementwise"  # one gate per output dimension (Qwen3-Next)
 
 
 class Parametrization(Choice):
@@ -132,11 +115,10 @@ class ModelConfig:
     # Cross-attention is never windowed.
     attn_window: int | None = None
     qk_norm: bool = False  # RMSNorm on each head's queries and keys, before RoPE (Qwen3, OLMo 2)
-    # Per layer: its window (full or sliding over attn_window keys), its positions (the model's or
-    # none) and its mixer (attnlab.schema.layout: "sliding full ...", "3*pos nope ...", HF layer_types).
-    # None: every layer alike. Typed Any: a string or a list.
+    # Per layer: window, positions, mixer (schema.layout: "sliding full ...", "3*pos nope ...", HF
+    # layer_types); None: every layer alike. Typed Any: a string or a list. Then the attention hooks
+    # (docs/attention.md), each off by default:
     layout: Any = None
-    # Attention hooks (docs/attention.md), each off by default:
     attn_softcap: float | None = None  # scores -> cap * tanh(scores / cap) (Gemma 2); None or inf: off
     attn_sink: AttnSink = (
         AttnSink.none
@@ -200,27 +182,9 @@ class ModelConfig:
             raise ConfigError("model.pos", self.pos, "choose the positional encoding with pos=<name>")
         POSITIONS.check_tag(self.pos)
         self.pos.check(self.d_model, self.n_heads)
-        self.check_layout_and_hooks()
+        check_layout_and_hooks(self)
         if self.kept_heads is not None:
             check_kept_heads(self.kept_heads, self.attention_modules(), self.n_heads, self.n_kv_heads)
-
-    def check_layout_and_hooks(self) -> None:
-        """The per-layer layout, and the attention hooks against the backend and the positions."""
-        kinds = parse_layout(self.layout, self.n_layers, self.attn_window)
-        if any(not k.positions for k in kinds) and isinstance(self.pos, ADDED_POSITIONS):
-            raise ConfigError(
-                "model.layout",
-                show(self.layout),
-                f"nope drops a layer's positions, but pos={self.pos.name} is added once to the embeddings; "
-                "use rope, alibi or relative",
-            )
-        if self.attn_softcap is not None:
-            positive("model.attn_softcap", self.attn_softcap)
-        if self.value_residual is not None and not 0.0 <= self.value_residual <= 1.0:
-            raise ConfigError("model.value_residual", self.value_residual, "a mix weight in [0, 1] (or null)")
-        unsupported = hook_refusal(self)
-        if unsupported:
-            raise ConfigError("model.attn_backend", self.attn_backend, unsupported)
 
     def layer_kinds(self) -> list[LayerKind]:
         """Each layer's kind (``schema.layout``)."""
@@ -343,12 +307,6 @@ class Seq2SeqConfig(TokenModelConfig):
     def check(self) -> None:
         super().check()
         positive("model.n_decoder_layers", self.n_decoder_layers, allow_none=True)
-        if self.layout is not None:
-            raise ConfigError(
-                "model.layout",
-                show(self.layout),
-                "a layout describes one stack; seq2seq has two: set it to null",
-            )
 
     def attention_modules(self) -> int:
         """The encoder's self-attention, and each decoder layer's self- and cross-attention."""
@@ -387,15 +345,6 @@ class ViTConfig(ClassifierConfig):
                 f"a window this wide covers all {tokens} tokens of an image and changes nothing; "
                 f"choose at most {tokens - 1}, or null",
             )
-
-
-def hook_refusal(cfg: ModelConfig) -> str:
-    """Why ``cfg.attn_backend`` cannot compute a hook ``cfg`` asks for ("" when it can): the fused
-    SDPA kernels take an additive mask, and soft-capping is a function of the scores."""
-    capped = cfg.attn_softcap is not None and cfg.attn_softcap != float("inf")
-    if capped and cfg.attn_backend == AttnBackend.sdpa:
-        return "SDPA cannot apply model.attn_softcap (tanh of the scores): use attn_backend=explicit or flex"
-    return ""
 
 
 def model_config(family: str, **settings: Any) -> ModelConfig:
