@@ -231,6 +231,21 @@ def test_exported_model_computes_attnlabs_logits_and_reads_back_identically(
             "GPT2LMHeadModel, needs model.parametrization=sp",
         ),
         (
+            replace(LLAMA, attn_gate="elementwise"),  # Qwen3-Next's gate: its whole model is not mapped
+            "model.attn_gate=elementwise: no Hugging Face architecture holds this model; the nearest, "
+            "LlamaForCausalLM, needs model.attn_gate=none",
+        ),
+        (
+            replace(LLAMA, attn_sink="learned"),  # gpt-oss's sinks: its whole model is not mapped
+            "model.attn_sink=learned: no Hugging Face architecture holds this model; the nearest, "
+            "LlamaForCausalLM, needs model.attn_sink=none",
+        ),
+        (
+            replace(LLAMA, value_residual=0.5),
+            "model.value_residual=0.5: no Hugging Face architecture holds this model; the nearest, "
+            "LlamaForCausalLM, needs model.value_residual=null",
+        ),
+        (
             replace(GPT2, d_ff=0),
             "model.d_ff=0: attention-only layers: no Hugging Face architecture has a layer without a "
             "feed-forward",
