@@ -45,6 +45,16 @@ SETTINGS = {
     ("RopeScaling", "mscale"): RopePos.rope_mscale,
     ("RopeScaling", "mscale_all_dim"): RopePos.rope_mscale_all_dim,
     ("RopeScaling", "truncate"): RopePos.rope_truncate,
+    ("RotaryPositionalEncoding", "fraction"): RopePos.rope_fraction,
+    ("AttentionHooks", "softcap"): ModelConfig.attn_softcap,
+    ("AttentionHooks", "sink"): ModelConfig.attn_sink,
+    ("AttentionHooks", "sink_init"): ModelConfig.attn_sink_init,
+    ("AttentionHooks", "gate"): ModelConfig.attn_gate,
+    ("AttentionHooks", "gate_offset"): ModelConfig.attn_gate_offset,
+    ("AttentionHooks", "value_residual"): ModelConfig.value_residual,
+    ("AttentionHooks", "value_learned"): ModelConfig.value_residual_learned,
+    ("Sinks", "init"): ModelConfig.attn_sink_init,
+    ("OutputGate", "offset"): ModelConfig.attn_gate_offset,
 }
 # Defaults that are no setting of the schema: how a block is wired, or state
 NOT_SETTINGS = {
@@ -61,9 +71,13 @@ NOT_SETTINGS = {
     ("TransformerLayer", "self_heads"),
     ("TransformerLayer", "cross_heads"),
     ("TransformerStack", "kept_heads"),
+    ("TransformerLayer", "kind"),  # the layer's entry of model.layout, read by the stack
+    ("TransformerLayer", "index"),  # the layer's place in its stack
+    ("SelfAttention", "hooks"),  # None: no hooks (AttentionHooks.of(model config) has the settings)
+    ("SelfAttention", "shares_values"),  # the first layer of a model.value_residual stack
     *(
         ("AttentionView", name)  # one forward pass's inputs, not settings
-        for name in ("causal", "padding", "documents", "cache", "memory", "memory_padding")
+        for name in ("causal", "padding", "documents", "cache", "memory", "memory_padding", "first_values")
     ),
     ("KeyRule", "causal"),
     ("KeyRule", "window"),

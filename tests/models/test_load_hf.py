@@ -259,7 +259,7 @@ def test_malformed_index_or_config_names_the_file(tmp_path: Path) -> None:
 
 def test_every_architecture_module_is_listed() -> None:
     """A module missing from ARCHITECTURE_MODULES would never be imported, so never registered."""
-    machinery = {"config_keys", "convert", "export", "io", "spec"}
+    machinery = {"config_keys", "convert", "export", "io", "layouts", "spec"}
     modules = {m.name for m in pkgutil.iter_modules(attnlab_hf.__path__)}
     assert modules - machinery == set(attnlab_hf.ARCHITECTURE_MODULES)
 
@@ -281,7 +281,8 @@ def test_a_registered_architecture_loads(gpt2_dir: Path, monkeypatch: pytest.Mon
     edit_config(gpt2_dir, model_type="gpt3", architectures=["GPT3"])
     with pytest.raises(
         ValueError,
-        match=r"attnlab loads GPT2LMHeadModel, .*, BloomModel, MistralForCausalLM, Qwen3ForCausalLM, CopyLM$",
+        match=r"attnlab loads GPT2LMHeadModel, .*, BloomModel, MistralForCausalLM, Qwen3ForCausalLM, SmolLM3ForCausalLM, "
+        r"Gemma2ForCausalLM, Phi3ForCausalLM, CopyLM$",
     ):
         attnlab.load_hf(gpt2_dir)
 
@@ -351,11 +352,11 @@ def test_unsupported_rope_scaling_is_one_line(rope: dict, message: str, tmp_path
     [
         (dict(head_dim=16), r"Qwen3ForCausalLM: head_dim=16 is not supported \(attnlab needs 8\)"),
         (
-            dict(layer_types=["full_attention", "sliding_attention"], max_window_layers=1),
-            r"layer_types mixes full_attention, sliding_attention \(max_window_layers=1\); attnlab has one window",
+            dict(layer_types=["full_attention", "sliding_attention", "full_attention"]),
+            r"Qwen3ForCausalLM: layer_types or no_rope_layers do not have num_hidden_layers=2 entries",
         ),
     ],
-    ids=["head_dim", "mixed-windows"],
+    ids=["head_dim", "layer-types-length"],
 )
 def test_qwen3_options_attnlab_cannot_reproduce_are_one_line(
     changes: dict, message: str, tmp_path: Path

@@ -15,9 +15,11 @@ from torch import Tensor, nn
 from attnlab.blocks.attention import CrossAttention, SelfAttention
 from attnlab.blocks.cache import AttentionCache
 from attnlab.blocks.ffn import FeedForward, ffn_width
+from attnlab.blocks.hooks import AttentionHooks
 from attnlab.blocks.norm import build_norm
 from attnlab.blocks.positional import PositionalEncoding
 from attnlab.blocks.view import AttentionView
+from attnlab.schema.layout import LayerKind, parse_layout
 from attnlab.schema.model import ModelConfig
 
 Heads = Sequence[int] | None  # the heads an attention module keeps (attnlab.compress.prune); None: all
@@ -32,16 +34,21 @@ class Residual(nn.Module):
     """A sublayer ``fn`` with its norm and residual connection; its extra arguments are ``fn``'s.
 
     Pre-norm: ``x + dropout(fn(norm(x)))``; post-norm (the original paper): ``norm(x + dropout(fn(x)))``.
+    ``model.post_norms`` adds a norm on the sublayer's output of a pre-norm block (Gemma 2's sandwich):
+    ``x + dropout(post_norm(fn(norm(x))))``.
     """
 
     def __init__(self, fn: nn.Module, cfg: ModelConfig) -> None:
         super().__init__()
         self.fn = fn
         self.norm = norm_of(cfg)
+        self.post_norm = norm_of(cfg) if cfg.post_norms else None
         self.norm_first = cfg.norm_first
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, *args: object) -> Tensor:
+        if self.post_norm is not None:
+            return x + self._dropout(self.post_norm(self.fn(self.norm(x), *args)))
         if self.norm_first:
             return x + self._dropout(self.fn(self.norm(x), *args))
         return self.norm(x + self._dropout(self.fn(x, *args)))
@@ -68,7 +75,9 @@ def attention_settings(cfg: ModelConfig, heads: Heads) -> dict[str, object]:
 class TransformerLayer(nn.Module):
     """Self-attention (applying ``pos``), optional cross-attention, feed-forward (none when
     ``model.d_ff=0``: an attention-only layer); each a ``Residual`` sublayer. ``self_heads`` and
-    ``cross_heads`` prune their attention to those heads (None: all)."""
+    ``cross_heads`` prune their attention to those heads (None: all). ``kind`` is the layer's entry of
+    the layout (``schema.layout``): its window and whether it applies ``pos``; ``index`` its place
+    (the first layer's values are the ones a value residual mixes in)."""
 
     def __init__(
         self,
@@ -77,10 +86,19 @@ class TransformerLayer(nn.Module):
         cross_attention: bool = False,
         self_heads: Heads = None,
         cross_heads: Heads = None,
+        kind: LayerKind | None = None,
+        index: int = 0,
     ) -> None:
         super().__init__()
+        kind = kind or LayerKind(sliding=cfg.attn_window is not None)
         attn = SelfAttention(
-            cfg.d_model, cfg.n_heads, window=cfg.attn_window, pos=pos, **attention_settings(cfg, self_heads)
+            cfg.d_model,
+            cfg.n_heads,
+            window=cfg.attn_window if kind.sliding else None,
+            pos=pos if kind.positions else None,
+            hooks=AttentionHooks.of(cfg),
+            shares_values=index == 0 and cfg.value_residual is not None,
+            **attention_settings(cfg, self_heads),
         )
         self.self_attn = Residual(attn, cfg)
         self.cross_attn = None
@@ -141,8 +159,11 @@ class TransformerStack(nn.Module):
             raise ValueError(
                 f"kept_heads has {len(heads)} entries: the stack has {n_layers * per_layer} attentions"
             )
+        kinds = parse_layout(cfg.layout, n_layers, cfg.attn_window)
         self.layers = nn.ModuleList(
-            TransformerLayer(cfg, pos, cross_attention, *heads[i * per_layer : (i + 1) * per_layer])
+            TransformerLayer(
+                cfg, pos, cross_attention, *heads[i * per_layer : (i + 1) * per_layer], kind=kinds[i], index=i
+            )
             for i in range(n_layers)
         )
         self.final_norm = norm_of(cfg) if final_norm else None

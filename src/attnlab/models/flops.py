@@ -21,6 +21,7 @@ from torch import nn
 from attnlab.blocks.ffn import GATED, ffn_width
 from attnlab.blocks.roles import ParamRole, parameter_roles
 from attnlab.models.decoder import DecoderLM
+from attnlab.schema.hooks import AttnGate
 from attnlab.schema.model import Activation, ModelConfig
 
 COUNTS_NOTE = (
@@ -47,24 +48,35 @@ def chinchilla_flops_per_token(cfg: ModelConfig, vocab_size: int, seq_len: int) 
     """Hoffmann et al. 2022, appendix F, per token: the forward pass of one sequence of ``seq_len``
     tokens through a decoder of ``cfg``'s shape, times 3 (backward = 2x forward), over ``seq_len``.
     Grouped-query attention projects keys and values to ``n_kv_heads`` heads; a gated feed-forward
-    network has three matrices instead of two."""
+    network has three matrices instead of two. Each layer follows the layout (``model.layout``): a
+    sliding layer's queries score at most ``attn_window`` keys; an output gate (``model.attn_gate``)
+    adds its projection."""
     t, d = seq_len, cfg.d_model
-    d_head = d // cfg.n_heads
-    q_width, kv_width = cfg.n_heads * d_head, (cfg.n_kv_heads or cfg.n_heads) * d_head
     d_ff = ffn_width(d, cfg.d_ff, cfg.ffn_mult)
     ffn_matrices = 3 if Activation(cfg.activation) in GATED else 2
     embeddings = 2 * t * vocab_size * d
-    attention = (
-        2 * t * d * (q_width + 2 * kv_width)  # query, key and value projections
-        + 2 * t * t * q_width  # query @ key logits
-        + 3 * cfg.n_heads * t * t  # softmax
-        + 2 * t * t * q_width  # softmax @ value reductions
-        + 2 * t * q_width * d  # output projection
-    )
     dense = 2 * t * ffn_matrices * d * d_ff
+    layers = sum(
+        attention_flops(cfg, t, min(t, cfg.attn_window) if kind.sliding else t) + dense
+        for kind in cfg.layer_kinds()
+    )
     logits = 2 * t * d * vocab_size
-    forward = embeddings + cfg.n_layers * (attention + dense) + logits
-    return 3.0 * forward / t
+    return 3.0 * (embeddings + layers + logits) / t
+
+
+def attention_flops(cfg: ModelConfig, t: int, keys: int) -> int:
+    """One attention layer's forward FLOPs over ``t`` queries that each score ``keys`` keys."""
+    d, d_head = cfg.d_model, cfg.d_model // cfg.n_heads
+    q_width, kv_width = cfg.n_heads * d_head, (cfg.n_kv_heads or cfg.n_heads) * d_head
+    gate_width = {AttnGate.none: 0, AttnGate.headwise: cfg.n_heads, AttnGate.elementwise: q_width}
+    return (
+        2 * t * d * (q_width + 2 * kv_width)  # query, key and value projections
+        + 2 * t * keys * q_width  # query @ key logits
+        + 3 * cfg.n_heads * t * keys  # softmax
+        + 2 * t * keys * q_width  # softmax @ value reductions
+        + 2 * t * q_width * d  # output projection
+        + 2 * t * d * gate_width[AttnGate(cfg.attn_gate)]  # the output gate's projection
+    )
 
 
 @dataclass

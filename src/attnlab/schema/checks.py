@@ -171,6 +171,11 @@ def check_tensor_parallel(run: RunConfig) -> None:
         )
     if m.kept_heads is not None:
         raise ConfigError("model.kept_heads", m.kept_heads, f"a pruned model: {key}={tp} splits whole models")
+    for name, off in (("attn_sink", "none"), ("attn_gate", "none"), ("value_residual", None)):
+        if getattr(m, name, off) != off:  # per-head parameters the plan does not split yet
+            raise ConfigError(
+                f"model.{name}", getattr(m, name), f"not split by {key}={tp} yet: set it to {off}"
+            )
     if t.float8:
         raise ConfigError("trainer.float8", t.float8, f"not composed with {key}={tp}: set it to false")
 

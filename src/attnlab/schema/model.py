@@ -24,6 +24,8 @@ from omegaconf import MISSING
 from attnlab.schema.choice import Choice, TaggedUnion, missing
 from attnlab.schema.data import DataKind
 from attnlab.schema.errors import ConfigError, fraction, not_negative, positive
+from attnlab.schema.hooks import AttnGate, AttnSink, check_layout_and_hooks
+from attnlab.schema.layout import LayerKind, parse_layout
 from attnlab.schema.pos import POSITIONS, LearnedPos, PosConfig, SinusoidalPos
 from attnlab.schema.task import TaskName
 
@@ -59,6 +61,7 @@ class AttnBackend(Choice):
 
     sdpa = "sdpa"
     flex = "flex"
+    explicit = "explicit"  # the softmax written out: every score hook, at the cost of (B, H, T, T) scores
 
 
 # Why model.attn_backend=flex does not train on the CPU (the training refusal and the block's error)
@@ -112,6 +115,20 @@ class ModelConfig:
     # Cross-attention is never windowed.
     attn_window: int | None = None
     qk_norm: bool = False  # RMSNorm on each head's queries and keys, before RoPE (Qwen3, OLMo 2)
+    # Per layer: window, positions, mixer (schema.layout: "sliding full ...", "3*pos nope ...", HF
+    # layer_types); None: every layer alike. Typed Any: a string or a list. Then the attention hooks
+    # (docs/attention.md), each off by default:
+    layout: Any = None
+    attn_softcap: float | None = None  # scores -> cap * tanh(scores / cap) (Gemma 2); None or inf: off
+    attn_sink: AttnSink = (
+        AttnSink.none
+    )  # a per-head logit in the softmax denominator: learned (gpt-oss) or fixed 0
+    attn_sink_init: float = 0.0  # the learned sinks' initial value (-inf: the identity)
+    attn_gate: AttnGate = AttnGate.none  # sigmoid gate on the attention output before out_proj (Qwen3-Next)
+    attn_gate_offset: float = 0.0  # added to the gate's logits (inf: the gate always open, the identity)
+    value_residual: float | None = None  # ResFormer: values mixed with the first layer's, this initial weight
+    value_residual_learned: bool = True  # the mix weight (one per head and layer) trains
+    post_norms: bool = False  # a norm on each sublayer's output too, before the residual sum (Gemma 2)
     attn_backend: AttnBackend = AttnBackend.sdpa  # flex: FlexAttention (no weights: eval may switch it)
     init_std: float = 0.02
     # mup: the settings tuned at d_model = mup_base_width (learning rate, init_std) hold at other widths
@@ -165,8 +182,13 @@ class ModelConfig:
             raise ConfigError("model.pos", self.pos, "choose the positional encoding with pos=<name>")
         POSITIONS.check_tag(self.pos)
         self.pos.check(self.d_model, self.n_heads)
+        check_layout_and_hooks(self)
         if self.kept_heads is not None:
             check_kept_heads(self.kept_heads, self.attention_modules(), self.n_heads, self.n_kv_heads)
+
+    def layer_kinds(self) -> list[LayerKind]:
+        """Each layer's kind (``schema.layout``)."""
+        return parse_layout(self.layout, self.n_layers, self.attn_window)
 
     def attention_modules(self) -> int:
         """How many attention modules the family's model has (one per layer; seq2seq: more)."""
@@ -215,6 +237,11 @@ class GPTConfig(TokenModelConfig):
     family: Family = Family.gpt
     dropout: float = 0.0
     lm_head_bias: bool = False
+    logit_softcap: float | None = None  # final logits -> cap * tanh(logits / cap) (Gemma 2); None: off
+
+    def check(self) -> None:
+        super().check()
+        positive("model.logit_softcap", self.logit_softcap, allow_none=True)
 
     trains: ClassVar[dict[str, tuple[str, ...]]] = {
         TaskName.causal_lm: (
