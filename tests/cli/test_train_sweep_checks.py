@@ -84,8 +84,7 @@ def test_the_jobs_checked_are_the_jobs_the_sweeper_runs() -> None:
 def test_a_sweep_hydra_refuses_is_one_line_before_any_directory(
     args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    """The composition that reads ``hydra.mode`` is kept for the multirun's (``cli.compose_once``): the
-    sweeps are still checked as Hydra checks them."""
+    """Hydra's own checks of a sweep, as one line."""
     from attnlab.cli.train import main
 
     monkeypatch.chdir(tmp_path)

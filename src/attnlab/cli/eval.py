@@ -81,10 +81,10 @@ def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str
     check_trainer_target(ev.trainer._target_)
     if run_dir is not None:
         return ev
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from attnlab.cli.sweep_jobs import grid_jobs
 
     swept = {o.get_key_element() for o in parse(overrides) if o.is_sweep_override()}
-    for number, job in enumerate(BasicSweeper.split_arguments(parse(overrides), None)[0]):
+    for number, job in enumerate(grid_jobs(parse(overrides))):
         ckpt_path = values_of("ckpt_path", parse(job)) or [ev.ckpt_path]
         try:
             if chooses_preset(parse(job)):  # the preset's data is composed in the job
