@@ -122,15 +122,12 @@ def load_whole(checkpoint: Path) -> dict[str, Any]:
     the whole weights (``state_dict``) and the optimizer states keyed by parameter position, as
     ``Optimizer.state_dict`` keys them (``optimizer_states``). One process, no process group: every
     shard of every tensor is read."""
-    from torch.distributed.checkpoint import FileSystemReader
-    from torch.distributed.checkpoint.format_utils import _EmptyStateDictLoadPlanner
-    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
-    whole: dict[str, Any] = {}  # filled with every saved tensor, as dcp_to_torch_save does
-    reader, planner = FileSystemReader(checkpoint.resolve()), _EmptyStateDictLoadPlanner()
-    with warnings.catch_warnings():  # that no process group is there: none is meant to be
-        warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)
-        _load_state_dict(whole, storage_reader=reader, planner=planner, no_dist=True)
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)  # none is meant to be
+        dcp_to_torch_save(checkpoint.resolve(), Path(tmp) / "whole.pt")  # every saved tensor, one file
+        whole = torch.load(Path(tmp) / "whole.pt", map_location="cpu", weights_only=True)
     meta = torch.load(checkpoint / SHARDED_META, map_location="cpu", weights_only=True)
     optimizers = sorted(k for k in whole if k.startswith(OPTIMIZER_PREFIX))
     states = [by_position(fuse_optimizer_state(whole[k])) for k in optimizers]
