@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import hydra
 from hydra.core.config_store import ConfigStore
@@ -33,6 +34,7 @@ from attnlab.cli.command_line import before_composing
 from attnlab.cli.eval_data import CHECKPOINT_DATA
 from attnlab.cli.hydra_shims import help_with_field_comments
 from attnlab.cli.jobs import failed_jobs, job_rows, job_table
+from attnlab.cli.prepared import PreparedRun
 from attnlab.cli.presets import config_dir, presets
 from attnlab.schema.commands import CompressCommand, ExplainCommand, ExportCommand, SampleCommand
 from attnlab.schema.eval import EvalConfig
@@ -145,6 +147,7 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
     except RunInterrupted as stop:  # a signal before the job began (composing, validating)
         exit_before_the_run(stop)
     finally:  # as the caller had it: a process that runs commands in turn (tests) passes on no "1"
+        _checked.clear()  # a run that never started leaves nothing for the next command
         unlock_run_dirs()  # the run directories this command held (the kernel would at exit)
         if asked is None:
             os.environ.pop("HYDRA_FULL_ERROR", None)
@@ -161,6 +164,18 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
             file=sys.stderr,
         )
         sys.exit(1)
+
+
+# What ValidateOnStart's check returned for the run Hydra starts next, by its directory: Hydra runs a
+# callback and then the task function in the same process, handing each the config and nothing else
+# (a callback's return value goes nowhere), so the one validation's result waits here for its job.
+_checked: dict[Path, object] = {}
+
+
+def checked_by_validation(run_dir: Path) -> Any:
+    """What validation returned for the run starting in ``run_dir`` (the job's to take, once); None
+    where validation checked no run there (a multirun's job, checked in the job)."""
+    return _checked.pop(run_dir.resolve(), None)
 
 
 class ValidateOnStart(Callback):
@@ -180,12 +195,15 @@ class ValidateOnStart(Callback):
         self.claim = hydra.utils.get_method(claim) if claim else None
 
     def on_run_start(self, config: DictConfig, **kwargs: object) -> None:
-        checked = self._check(config, Path(config.hydra.run.dir))
+        run_dir = Path(config.hydra.run.dir)
+        checked = self._check(config, run_dir)
         if OmegaConf.select(config, "dry_run", default=False):  # before the directory is claimed
-            print(OmegaConf.to_yaml(OmegaConf.structured(checked)), end="")
+            shown = checked.run if isinstance(checked, PreparedRun) else checked
+            print(OmegaConf.to_yaml(OmegaConf.structured(shown)), end="")
             print("dry run: the config is valid; nothing was trained or written")
             raise DryRunDone
-        self._claim(config, Path(config.hydra.run.dir))
+        self._claim(config, run_dir)
+        _checked[run_dir.resolve()] = checked
 
     def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
         from attnlab.cli.sweep_jobs import swept_keys

@@ -23,13 +23,13 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attnlab.cli.app import run_hydra
+from attnlab.cli.app import checked_by_validation, run_hydra
 from attnlab.cli.bad_input import error_line
 from attnlab.cli.budget import with_budget_steps
 from attnlab.cli.devices import check_attention_backend, check_devices, check_float8, check_strategy
 from attnlab.cli.fit import train
 from attnlab.cli.jobs import log_to_file, one_line_per_job, run_job
-from attnlab.cli.prepared import prepare_datamodule
+from attnlab.cli.prepared import PreparedRun, build_datamodule_for
 from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
 from attnlab.cli.teacher import check_teacher, check_teacher_run
 from attnlab.schema.checks import validate, validate_saved
@@ -67,11 +67,11 @@ def main() -> None:
     run_hydra(train_job, "train")
 
 
-def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> RunConfig:
+def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> PreparedRun:
     """All that can be checked before the run directory exists: types, rules between fields, the
     pretrained checkpoint of ``model.init_from``, the accelerators, the data's files (their heads), the
-    run directory, and the checkpoint to resume from. ``run_dir`` is the directory Hydra will write into (None for a
-    multirun's base config)."""
+    run directory, and the checkpoint to resume from. ``run_dir`` is the directory Hydra will write
+    into (None for a multirun's base config, whose run is checked without building its data)."""
     from attnlab.data import check_source
 
     check_teacher_run(config)  # task=distill: the teacher's file, family and task
@@ -89,7 +89,7 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
             raise ConfigError(
                 "run_dir", run.run_dir, "a multirun writes one directory per job: set hydra.sweep.dir"
             )
-        return run
+        return PreparedRun(run)
     if external_world_size() > 1 and not given:
         raise ConfigError(
             "run_dir",
@@ -100,10 +100,10 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
     run = replace(run, ckpt_path=resolve_ckpt_path(run.ckpt_path, run_dir))
     from attnlab.training.resume import check_resume
 
-    run = with_budget_steps(run, prepare_datamodule(run))  # before check_resume compares the steps
+    datamodule = build_datamodule_for(run)
+    run = with_budget_steps(run, datamodule)  # before check_resume compares the steps
     check_resume(run)
-    check_teacher(run, prepare_datamodule(run))
-    return run
+    return PreparedRun(run, datamodule, check_teacher(run, datamodule))
 
 
 def claim_run_dir(config: DictConfig, run_dir: Path | None) -> None:
@@ -151,10 +151,12 @@ def train_job(config: DictConfig) -> float | None:
         policy.reset()
         try:
             with run_summary(run_dir) as summary:
-                run = check_job(config, run_dir, overrides)
-                name = run_name(run.run_name, overrides, run_dir.name, multirun)
+                prepared = checked_by_validation(run_dir) or check_job(config, run_dir, overrides)
+                name = run_name(prepared.run.run_name, overrides, run_dir.name, multirun)
                 with peer_failure_said(run_dir, overrides):
-                    score = train(run, run_dir, group=group, summary=summary, name=name, multirun=multirun)
+                    score = train(
+                        prepared, run_dir, group=group, summary=summary, name=name, multirun=multirun
+                    )
                 if multirun and summary is not None:
                     announce_job(hc.job.num, name, run_dir, summary)
                 return score
