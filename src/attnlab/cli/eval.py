@@ -136,22 +136,31 @@ def eval_job(config: DictConfig) -> float | None:
 
     def job() -> float:
         ev, run, evaluated = typed_eval_config(config, list(hc.overrides.task))
-        save_config(OmegaConf.structured(ev), out_dir)
-        if ev.harness.tasks:
-            from attnlab.cli.harness import harness_eval
-
-            metrics = harness_eval(
-                ev, changed_keys(plain(run.model), plain(evaluated.model), "model"), out_dir
-            )
+        metrics, monitor = evaluation(ev, run, evaluated, out_dir)
+        if not monitor:  # harness tasks, lengths: their first metric
             return next(iter(metrics.values()), math.nan)
-        if ev.eval.lengths:
-            from attnlab.cli.eval_lengths import evaluate_lengths
-
-            return next(iter(evaluate_lengths(ev, run, evaluated, out_dir).values()))
-        metrics, monitor = evaluate(ev, run, evaluated, out_dir)
         return metrics.get(monitor, math.nan)
 
     return run_job(job)
+
+
+def evaluation(
+    ev: EvalConfig, run: RunConfig, evaluated: RunConfig, out_dir: Path
+) -> tuple[dict[str, float], str]:
+    """The evaluation ``ev`` asks for (harness tasks, synthetic lengths, or a split) of the checkpoint
+    trained in ``run``, measured on ``evaluated``'s data and model settings, written into ``out_dir``
+    with its config; its metrics and the key of the run's monitored metric ("" where it has none)."""
+    save_config(OmegaConf.structured(ev), out_dir)
+    if ev.harness.tasks:
+        from attnlab.cli.harness import harness_eval
+
+        changed = changed_keys(plain(run.model), plain(evaluated.model), "model")
+        return harness_eval(ev, changed, out_dir), ""
+    if ev.eval.lengths:
+        from attnlab.cli.eval_lengths import evaluate_lengths
+
+        return evaluate_lengths(ev, run, evaluated, out_dir), ""
+    return evaluate(ev, run, evaluated, out_dir)
 
 
 def evaluate(

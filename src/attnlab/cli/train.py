@@ -72,17 +72,10 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
     pretrained checkpoint of ``model.init_from``, the accelerators, the data's files (their heads), the
     run directory, and the checkpoint to resume from. ``run_dir`` is the directory Hydra will write
     into (None for a multirun's base config, whose run is checked without building its data)."""
-    from attnlab.data import check_source
-
     check_teacher_run(config)  # task=distill: the teacher's file, family and task
     run = resolve_init_from(validate(config), explicit_model_keys(overrides))
     check_sweeper(config, run)
-    check_devices(run.trainer)
-    check_strategy(run.trainer)
-    check_float8(run.trainer)
-    check_attention_backend(run)
-    check_targets(run)
-    check_source(run.data, run.model)
+    check_machine(run)
     given = run_dir_given(config)
     if run_dir is None:  # a multirun's base config: every job is checked again
         if given:
@@ -97,9 +90,29 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
             f"{external_world_size()} processes started by torchrun or SLURM must share one "
             "directory: give run_dir=<dir>",
         )
-    run = replace(run, ckpt_path=resolve_ckpt_path(run.ckpt_path, run_dir))
+    return prepare_run(run, run_dir)
+
+
+def check_machine(run: RunConfig) -> None:
+    """The run against this machine: its accelerators, strategy, float8 and attention backend, the
+    targets it names, and the heads of its data's files."""
+    from attnlab.data import check_source
+
+    check_devices(run.trainer)
+    check_strategy(run.trainer)
+    check_float8(run.trainer)
+    check_attention_backend(run)
+    check_targets(run)
+    check_source(run.data, run.model)
+
+
+def prepare_run(run: RunConfig, run_dir: Path) -> PreparedRun:
+    """A validated ``run`` made ready to train into ``run_dir``: its checkpoint to resume from found
+    there, its data module built and checked against the model, its step budget counted, the resume
+    checked, and the teacher of ``task=distill`` loaded and checked."""
     from attnlab.training.resume import check_resume
 
+    run = replace(run, ckpt_path=resolve_ckpt_path(run.ckpt_path, run_dir))
     datamodule = build_datamodule_for(run)
     run = with_budget_steps(run, datamodule)  # before check_resume compares the steps
     check_resume(run)
