@@ -289,18 +289,11 @@ def run_command(
 
 
 def train_in_process(overrides: list[str], run_dir: Path) -> Path:
-    """Train the run of ``overrides`` in this process into ``run_dir`` (composed and validated as
-    attnlab-train does, without Hydra's own files); its last.ckpt. For tests of what reads a run."""
-    from hydra import compose, initialize_config_dir
+    """Train the run of ``overrides`` in this process into ``run_dir`` (``attnlab.run``: composed and
+    validated as attnlab-train does, without Hydra's own files); its last.ckpt."""
+    from attnlab import run
 
-    from attnlab.cli.app import config_dir, register_schemas
-    from attnlab.cli.train import train
-    from attnlab.schema.checks import validate
-
-    register_schemas()
-    with initialize_config_dir(str(config_dir()), version_base="1.3"):
-        cfg = compose("train", overrides=overrides)
-    train(validate(cfg), run_dir)
+    run.train(run.run_config(overrides), run_dir)
     return run_dir / "checkpoints" / "last.ckpt"
 
 

@@ -30,14 +30,16 @@ class RunResult:
 def train(run: RunConfig, run_dir: Path) -> RunResult:
     """Train the validated ``run`` (``run_config``) into ``run_dir``: checked against this machine and
     the directory (its checkpoint to resume from, its data against the model), fitted, tested and
-    sampled as ``attnlab-train`` does; ConfigError before anything is written where a check fails."""
+    sampled as ``attnlab-train`` does, with its ``summary.json``; ConfigError before anything is
+    written where a check fails."""
     from attnlab.cli.fit import train as fit
-    from attnlab.cli.train import check_machine, prepare_run
+    from attnlab.cli.train import check_machine, prepare_run, run_summary
 
     check_machine(run)
     prepared = prepare_run(run, run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    best = fit(prepared, run_dir)
+    with run_summary(run_dir) as summary:  # summary.json, as attnlab-train writes it
+        best = fit(prepared, run_dir, summary=summary)
     test_file = run_dir / TEST_METRICS_FILE
     metrics = json.loads(test_file.read_text(encoding="utf-8"))["metrics"] if test_file.is_file() else {}
     last = checkpoint_dir(run_dir) / "last.ckpt"
