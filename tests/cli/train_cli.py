@@ -7,6 +7,7 @@ wrote."""
 from __future__ import annotations
 
 import csv
+import importlib
 import json
 import os
 import shutil
@@ -286,6 +287,22 @@ def run_command(
     except SystemExit as exit_:
         return int(exit_.code or 0)
     return 0
+
+
+def command_here(
+    args: list[str],
+    cwd: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str = "train",
+) -> subprocess.CompletedProcess:
+    """``attnlab-<command> <args>`` in this process, in ``cwd`` (its ``main``, as its console script
+    runs it): its exit status and what it printed, as ``cli`` returns them for a process."""
+    main = importlib.import_module(f"attnlab.cli.{command.removeprefix('cli.')}").main
+    monkeypatch.chdir(cwd)
+    status = run_command(main, args, monkeypatch, capsys)
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess([f"attnlab-{command}", *args], status, out, err)
 
 
 def train_in_process(overrides: list[str], run_dir: Path) -> Path:
