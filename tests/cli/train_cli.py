@@ -6,8 +6,10 @@ wrote."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import importlib
+import io
 import json
 import os
 import shutil
@@ -292,16 +294,28 @@ def run_command(
 def command_here(
     args: list[str],
     cwd: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch | None = None,
+    capsys: pytest.CaptureFixture[str] | None = None,
     command: str = "train",
 ) -> subprocess.CompletedProcess:
     """``attnlab-<command> <args>`` in this process, in ``cwd`` (its ``main``, as its console script
-    runs it): its exit status and what it printed, as ``cli`` returns them for a process."""
+    runs it): its exit status and what it printed, as ``cli`` returns them for a process. Without
+    ``monkeypatch`` and ``capsys`` (a module-scoped fixture's call), its own, undone after."""
     main = importlib.import_module(f"attnlab.cli.{command.removeprefix('cli.')}").main
+    if monkeypatch is None:
+        with pytest.MonkeyPatch.context() as patch:
+            return command_here(args, cwd, patch, capsys, command)
     monkeypatch.chdir(cwd)
-    status = run_command(main, args, monkeypatch, capsys)
-    out, err = capsys.readouterr()
+    if capsys is not None:
+        status = run_command(main, args, monkeypatch, capsys)
+        out, err = capsys.readouterr()
+    else:
+        with (
+            contextlib.redirect_stdout(io.StringIO()) as stdout,
+            contextlib.redirect_stderr(io.StringIO()) as stderr,
+        ):
+            status = run_command(main, args, monkeypatch)
+        out, err = stdout.getvalue(), stderr.getvalue()
     return subprocess.CompletedProcess([f"attnlab-{command}", *args], status, out, err)
 
 
