@@ -1,8 +1,7 @@
-"""Helpers of the training tests: run attnlab-train / attnlab-eval as a new process (as a user would, so
-Hydra, signals, kills and exit codes are real: forked from a process that has attnlab imported, see
-``forked``), or a command's
-``main`` in this process where a new process would prove nothing more; and read back what the runs
-wrote."""
+"""Helpers of the training tests: a command run in this process (``attnlab.run``'s functions,
+``command_here``: a console script's ``main``), or, for a process contract (signals, kills, several
+ranks, what the interpreter prints; docs/development.md), as a new process (``cli``: forked from a
+process that has attnlab imported, see ``forked``); and read back what the runs wrote."""
 
 from __future__ import annotations
 
@@ -154,11 +153,11 @@ def copy_of_run_built_once(
 
 
 def copy_learned_at_16(built_once: Callable[..., Path], cwd: Path) -> Path:
-    """A copy of the run of ``COPY_AT_16`` (trained once per session, attnlab-train as a user runs it)
+    """A copy of the run of ``COPY_AT_16`` (trained once per session, attnlab-train in this process)
     in ``cwd / "run"``: each test scores its own copy, so one test's evaluations never show in
     another's run directory. Training it once instead of once per test saves ~10 CPU-seconds."""
     return copy_of_run_built_once(
-        built_once, "copy-at-16", lambda folder: check(cli(COPY_AT_16, folder, timeout=300)), cwd
+        built_once, "copy-at-16", lambda folder: check(command_here(COPY_AT_16, folder)), cwd
     )
 
 

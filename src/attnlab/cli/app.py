@@ -157,12 +157,9 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
         print(job_table(job_rows))
         job_rows.clear()
     if failed_jobs:
-        print(
-            f"error: {len(failed_jobs)} job(s) of the multirun failed:",
-            *failed_jobs,
-            sep="\n  ",
-            file=sys.stderr,
-        )
+        failed = list(failed_jobs)
+        failed_jobs.clear()  # a process that runs commands in turn starts the next one with none
+        print(f"error: {len(failed)} job(s) of the multirun failed:", *failed, sep="\n  ", file=sys.stderr)
         sys.exit(1)
 
 
