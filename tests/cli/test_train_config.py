@@ -85,6 +85,12 @@ def test_command_line_data_and_task_win_over_the_family_defaults() -> None:
     assert run_config("model=seq2seq", "data=numbers").data.kind == "numbers"
 
 
+def test_text_stays_the_gpt_default_beside_token_shards() -> None:
+    """data=tokens is chosen, never the default: a gpt run without data= reads the small text corpus."""
+    for model in ("gpt", "gpt-tiny", "gpt2-small"):
+        assert run_config(f"model={model}").data.kind == "text", model
+
+
 def test_experiments_combine_with_the_command_line() -> None:
     run = run_config("experiment=vit_digits")
     assert (run.model.family, run.data.kind, run.trainer.max_steps) == ("vit", "digits", 1000)
