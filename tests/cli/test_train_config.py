@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -241,7 +240,10 @@ GPT2_CONFIG = {
 
 
 def test_init_from_takes_family_and_sizes_from_the_checkpoint(tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text(json.dumps(GPT2_CONFIG))
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    settings = {k: v for k, v in GPT2_CONFIG.items() if k != "model_type"}
+    GPT2LMHeadModel(GPT2Config(**settings)).save_pretrained(tmp_path)  # config.json and its weights
     overrides = [f"model.init_from={tmp_path}", "data.seq_len=64", "model.dropout=0.0"]
     run = resolve_init_from(run_config(*overrides), explicit_model_keys(overrides))
     m = run.model
