@@ -98,7 +98,7 @@ def test_weights_that_would_run_code_are_refused_before_the_run_directory(
     evil = Path(shutil.copytree(hf_dir, tmp_path / "evil"))
     (evil / "model.safetensors").unlink()
     torch.save({"transformer.wte.weight": RunsCode(tmp_path / "ran")}, evil / "pytorch_model.bin")
-    result = cli([*TINY, *TEXT, f"model.init_from={evil}", f"data.tokenizer={tokenizer}"], tmp_path)
+    result = command_here([*TINY, *TEXT, f"model.init_from={evil}", f"data.tokenizer={tokenizer}"], tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"error: model.init_from={evil}: {evil / 'pytorch_model.bin'}: holds pickled objects beyond tensors and "
