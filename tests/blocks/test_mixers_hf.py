@@ -1,0 +1,126 @@
+"""Each mixer against the Hugging Face module of the model that introduced it, weights copied across.
+
+Float32 on the CPU, every parameter perturbed (norm gains and λ included), a batch whose second row is
+left-padded: DeepSeek-V3's latent attention (``DeepseekV3Attention``, with and without a query latent,
+interleaved rotary pairs or not), DiffLlama's differential attention (``DiffLlamaAttention``, eager and
+SDPA) and Qwen3-Next's gated DeltaNet (``Qwen3NextGatedDeltaNet``). Outputs are compared at the real
+tokens; the largest difference must stay within ``TOL``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from attnlab.blocks.mixers import LatentAttention
+from attnlab.blocks.positional import RotaryPositionalEncoding
+from attnlab.blocks.view import AttentionView
+
+pytest.importorskip("transformers")
+
+TOL = 1e-5
+B, T, D = 2, 9, 32
+PAD = 3  # left padding of the second row
+
+
+def padding_mask() -> Tensor:
+    mask = torch.ones(B, T, dtype=torch.bool)
+    mask[1, :PAD] = False
+    return mask
+
+
+def hf_mask(padding: Tensor) -> Tensor:
+    """HF's eager 4D additive mask (B, 1, T, T): causal and padded keys at the dtype's minimum."""
+    allowed = torch.ones(T, T, dtype=torch.bool).tril() & padding[:, None, None, :]
+    return torch.zeros(allowed.shape).masked_fill(~allowed, torch.finfo(torch.float32).min)
+
+
+def perturb(module: nn.Module, seed: int = 0) -> None:
+    """Every parameter moved off its initial value (gains off one, biases off zero)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=g))
+
+
+def real(y: Tensor, padding: Tensor) -> Tensor:
+    """The outputs at real tokens (a padded query's output is not a prediction)."""
+    return y[padding]
+
+
+def view_of(padding: Tensor) -> AttentionView:
+    return AttentionView(torch.arange(T), causal=True, padding=padding)
+
+
+# --- latent attention (DeepSeek-V3) ---------------------------------------------------------------
+
+
+def deepseek_config(q_lora_rank: int | None, interleave: bool, implementation: str):
+    from transformers import DeepseekV3Config
+
+    cfg = DeepseekV3Config(
+        vocab_size=64,
+        hidden_size=D,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        q_lora_rank=q_lora_rank,
+        kv_lora_rank=12,
+        qk_nope_head_dim=6,
+        qk_rope_head_dim=4,
+        v_head_dim=5,
+        first_k_dense_replace=1,
+        rope_interleave=interleave,
+        attention_bias=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 500.0},
+    )
+    cfg._attn_implementation = implementation
+    return cfg
+
+
+def latent_from_hf(hf: nn.Module, cfg, **settings) -> LatentAttention:
+    ours = LatentAttention(
+        D,
+        cfg.num_attention_heads,
+        kv_lora_rank=cfg.kv_lora_rank,
+        qk_nope_head_dim=cfg.qk_nope_head_dim,
+        qk_rope_head_dim=cfg.qk_rope_head_dim,
+        v_head_dim=cfg.v_head_dim,
+        q_lora_rank=cfg.q_lora_rank,
+        bias=cfg.attention_bias,
+        rope_base=cfg.rope_parameters["rope_theta"],
+        rope_interleave=cfg.rope_interleave,
+        **settings,
+    )
+    missing = ours.load_state_dict(hf.state_dict(), strict=True)
+    assert not missing.missing_keys and not missing.unexpected_keys
+    return ours
+
+
+def deepseek_cos_sin(cfg, positions: Tensor) -> tuple[Tensor, Tensor]:
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3RotaryEmbedding
+
+    rotary = DeepseekV3RotaryEmbedding(cfg)
+    return rotary(torch.zeros(1, dtype=torch.float32), positions.unsqueeze(0))
+
+
+@pytest.mark.parametrize("q_lora_rank", [None, 10])
+@pytest.mark.parametrize("interleave", [False, True])
+@pytest.mark.parametrize("path", ["sdpa", "explicit"])
+def test_latent_attention_equals_deepseek_v3(q_lora_rank: int | None, interleave: bool, path: str) -> None:
+    from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention
+
+    torch.manual_seed(0)
+    cfg = deepseek_config(q_lora_rank, interleave, "eager")
+    hf = DeepseekV3Attention(cfg, layer_idx=0).eval()
+    perturb(hf)
+    ours = latent_from_hf(hf, cfg, backend=path).eval()
+    x, padding = torch.randn(B, T, D), padding_mask()
+    with torch.no_grad():
+        expected, _ = hf(x, deepseek_cos_sin(cfg, torch.arange(T)), hf_mask(padding))
+        got = ours(x, view_of(padding))
+        absorbed = latent_from_hf(hf, cfg, backend=path, absorb=True).eval()(x, view_of(padding))
+    assert (real(got, padding) - real(expected, padding)).abs().max() <= TOL
+    assert (real(absorbed, padding) - real(expected, padding)).abs().max() <= TOL
