@@ -13,7 +13,8 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from attnlab.blocks.mixers import LatentAttention
+from attnlab.blocks.mixers import DifferentialAttention, LatentAttention
+from attnlab.blocks.backends import backend_named
 from attnlab.blocks.positional import RotaryPositionalEncoding
 from attnlab.blocks.view import AttentionView
 
@@ -106,9 +107,13 @@ def deepseek_cos_sin(cfg, positions: Tensor) -> tuple[Tensor, Tensor]:
     return rotary(torch.zeros(1, dtype=torch.float32), positions.unsqueeze(0))
 
 
-@pytest.mark.parametrize("q_lora_rank", [None, 10])
-@pytest.mark.parametrize("interleave", [False, True])
-@pytest.mark.parametrize("path", ["sdpa", "explicit"])
+LATENT_CASES = [  # (q_lora_rank, interleave, path): every setting on SDPA and explicit; flex once (it compiles)
+    *[(rank, inter, path) for rank in (None, 10) for inter in (False, True) for path in ("sdpa", "explicit")],
+    (10, True, "flex"),
+]
+
+
+@pytest.mark.parametrize(("q_lora_rank", "interleave", "path"), LATENT_CASES)
 def test_latent_attention_equals_deepseek_v3(q_lora_rank: int | None, interleave: bool, path: str) -> None:
     from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention
 
@@ -124,3 +129,73 @@ def test_latent_attention_equals_deepseek_v3(q_lora_rank: int | None, interleave
         absorbed = latent_from_hf(hf, cfg, backend=path, absorb=True).eval()(x, view_of(padding))
     assert (real(got, padding) - real(expected, padding)).abs().max() <= TOL
     assert (real(absorbed, padding) - real(expected, padding)).abs().max() <= TOL
+
+
+# --- differential attention (DiffLlama) -----------------------------------------------------------
+
+
+def diffllama_config(implementation: str, n_kv_heads: int):
+    from transformers import DiffLlamaConfig
+
+    cfg = DiffLlamaConfig(
+        vocab_size=64,
+        hidden_size=D,
+        intermediate_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=n_kv_heads,
+        attention_bias=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 500.0},
+    )
+    cfg._attn_implementation = implementation
+    return cfg
+
+
+def differential_from_hf(hf: nn.Module, cfg, layer_idx: int, path: str) -> DifferentialAttention:
+    rope = RotaryPositionalEncoding(D // cfg.num_attention_heads, base=cfg.rope_parameters["rope_theta"])
+    ours = DifferentialAttention(
+        D,
+        cfg.num_attention_heads,
+        cfg.num_key_value_heads,
+        layer=layer_idx + 1,  # HF counts layers from 0
+        norm_eps=cfg.rms_norm_eps,
+        bias=cfg.attention_bias,
+        pos=rope,
+    )
+    ours.backend = backend_named(path)  # explicit is a probe's path, not a configurable one
+    state = hf.state_dict()
+    names = ("q_proj", "k_proj", "v_proj")
+    mapped = {
+        "qkv_proj.weight": torch.cat([state[f"{n}.weight"] for n in names]),
+        "qkv_proj.bias": torch.cat([state[f"{n}.bias"] for n in names]),
+        "out_proj.weight": state["o_proj.weight"],
+        "out_proj.bias": state["o_proj.bias"],
+        **{n: state[n] for n in ("lambda_q1", "lambda_k1", "lambda_q2", "lambda_k2")},
+    }
+    ours.load_state_dict(mapped, strict=True)
+    return ours
+
+
+DIFFERENTIAL_CASES = [  # (HF implementation, n_kv_heads, our path); flex once (it compiles)
+    *[(impl, kv, path) for impl in ("eager", "sdpa") for kv in (4, 2) for path in ("sdpa", "explicit")],
+    ("eager", 2, "flex"),
+]
+
+
+@pytest.mark.parametrize(("implementation", "n_kv_heads", "path"), DIFFERENTIAL_CASES)
+def test_differential_attention_equals_diffllama(implementation: str, n_kv_heads: int, path: str) -> None:
+    from transformers.models.diffllama.modeling_diffllama import DiffLlamaAttention, DiffLlamaRotaryEmbedding
+
+    torch.manual_seed(0)
+    cfg = diffllama_config(implementation, n_kv_heads)
+    layer_idx = 2
+    hf = DiffLlamaAttention(cfg, layer_idx=layer_idx).eval()
+    perturb(hf)
+    ours = differential_from_hf(hf, cfg, layer_idx, path).eval()
+    assert ours.lambda_init == pytest.approx(0.8 - 0.6 * __import__("math").exp(-0.3 * 2))
+    x, padding = torch.randn(B, T, D), padding_mask()
+    cos_sin = DiffLlamaRotaryEmbedding(cfg)(x, torch.arange(T).unsqueeze(0))
+    with torch.no_grad():
+        expected, _ = hf(x, cos_sin, hf_mask(padding))
+        got = ours(x, view_of(padding))
+    assert (real(got, padding) - real(expected, padding)).abs().max() <= TOL
