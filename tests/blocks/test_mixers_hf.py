@@ -13,8 +13,9 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from attnlab.blocks.mixers import DifferentialAttention, LatentAttention
 from attnlab.blocks.backends import backend_named
+from attnlab.blocks.mixers import DifferentialAttention, GatedDeltaNet, LatentAttention
+from attnlab.blocks.mixers.delta import hf_projection_order
 from attnlab.blocks.positional import RotaryPositionalEncoding
 from attnlab.blocks.view import AttentionView
 
@@ -197,5 +198,74 @@ def test_differential_attention_equals_diffllama(implementation: str, n_kv_heads
     cos_sin = DiffLlamaRotaryEmbedding(cfg)(x, torch.arange(T).unsqueeze(0))
     with torch.no_grad():
         expected, _ = hf(x, cos_sin, hf_mask(padding))
+        got = ours(x, view_of(padding))
+    assert (real(got, padding) - real(expected, padding)).abs().max() <= TOL
+
+
+# --- gated DeltaNet (Qwen3-Next) ------------------------------------------------------------------
+
+
+def qwen3_next_config(n_k_heads: int):
+    from transformers import Qwen3NextConfig
+
+    return Qwen3NextConfig(
+        vocab_size=64,
+        hidden_size=D,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        layer_types=["linear_attention"],
+        linear_num_value_heads=4,
+        linear_num_key_heads=n_k_heads,
+        linear_key_head_dim=8,
+        linear_value_head_dim=6,
+        linear_conv_kernel_dim=4,
+        num_experts=0,
+    )
+
+
+def delta_from_hf(hf: nn.Module, cfg, chunk: int) -> GatedDeltaNet:
+    ours = GatedDeltaNet(
+        D,
+        cfg.linear_num_value_heads,
+        head_k_dim=cfg.linear_key_head_dim,
+        head_v_dim=cfg.linear_value_head_dim,
+        n_k_heads=cfg.linear_num_key_heads,
+        conv_kernel=cfg.linear_conv_kernel_dim,
+        chunk=chunk,
+        norm_eps=cfg.rms_norm_eps,
+    )
+    state = hf.state_dict()
+    ratio = cfg.linear_num_value_heads // cfg.linear_num_key_heads
+    qkvz, ba = hf_projection_order(
+        cfg.linear_num_key_heads, cfg.linear_key_head_dim, cfg.linear_value_head_dim, ratio
+    )
+    mapped = {
+        "in_proj.weight": torch.cat([state["in_proj_qkvz.weight"][qkvz], state["in_proj_ba.weight"][ba]]),
+        "conv_weight": state["conv1d.weight"].squeeze(1),
+        "A_log": state["A_log"],
+        "dt_bias": state["dt_bias"],
+        "norm.weight": state["norm.weight"],
+        "out_proj.weight": state["out_proj.weight"],
+    }
+    ours.load_state_dict(mapped, strict=True)
+    return ours
+
+
+@pytest.mark.parametrize("n_k_heads", [4, 2])
+@pytest.mark.parametrize("chunk", [64, 4])
+def test_gated_deltanet_equals_qwen3_next(n_k_heads: int, chunk: int) -> None:
+    """HF runs its chunked rule in one chunk of 64; ours also in chunks of 4 (three of them here)."""
+    from transformers.models.qwen3_next.modeling_qwen3_next import Qwen3NextGatedDeltaNet
+
+    torch.manual_seed(0)
+    cfg = qwen3_next_config(n_k_heads)
+    hf = Qwen3NextGatedDeltaNet(cfg, layer_idx=0).eval()
+    perturb(hf)
+    ours = delta_from_hf(hf, cfg, chunk).eval()
+    x, padding = torch.randn(B, T, D), padding_mask()
+    with torch.no_grad():
+        expected = hf(x, attention_mask=padding.long())
         got = ours(x, view_of(padding))
     assert (real(got, padding) - real(expected, padding)).abs().max() <= TOL

@@ -92,7 +92,9 @@ class DifferentialAttention(SelfAttention):
                 padding = padding[:, cache.dropped :]
             k, v, k_pos = cache.append(k, v, positions, keep=self.window if view.causal else None)
             padding = written_only(cache, padding, q.shape[0])
-        keys = Keys(positions, k_pos, KeyRule(causal=view.causal, window=self.window), padding, view.documents)
+        keys = Keys(
+            positions, k_pos, KeyRule(causal=view.causal, window=self.window), padding, view.documents
+        )
         y = self._differential(q, k, v, keys, view)  # (B, T, H/2, 2 hd)
         return self.out_proj(y.reshape(x.shape[0], x.shape[1], -1))
 

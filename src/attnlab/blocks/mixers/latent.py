@@ -179,7 +179,9 @@ class LatentAttention(nn.Module):
             latent, k_rope, k_pos = cache.append(
                 latent, k_rope, positions, keep=self.window if view.causal else None
             )
-        keys = Keys(positions, k_pos, KeyRule(causal=view.causal, window=self.window), padding, view.documents)
+        keys = Keys(
+            positions, k_pos, KeyRule(causal=view.causal, window=self.window), padding, view.documents
+        )
         if self.absorb:
             y = self._absorbed(q_nope, q_rope, latent, k_rope, keys, view)
         else:
@@ -212,4 +214,3 @@ class LatentAttention(nn.Module):
     def cache_numbers_per_token(self) -> int:
         """What a ``LatentCache`` of this module keeps per token: ``kv_lora_rank + qk_rope_head_dim``."""
         return self.kv_lora_rank + self.rope_dim
-
