@@ -12,12 +12,14 @@ from collections.abc import Sequence
 
 from torch import Tensor, nn
 
-from attnlab.blocks.attention import CrossAttention, SelfAttention
+from attnlab.blocks.attention import CrossAttention
 from attnlab.blocks.cache import AttentionCache
 from attnlab.blocks.ffn import FeedForward, ffn_width
+from attnlab.blocks.mixers.registry import build_mixer
 from attnlab.blocks.norm import build_norm
 from attnlab.blocks.positional import PositionalEncoding
 from attnlab.blocks.view import AttentionView
+from attnlab.schema.mixers import Mixer
 from attnlab.schema.model import ModelConfig
 
 Heads = Sequence[int] | None  # the heads an attention module keeps (attnlab.compress.prune); None: all
@@ -68,7 +70,9 @@ def attention_settings(cfg: ModelConfig, heads: Heads) -> dict[str, object]:
 class TransformerLayer(nn.Module):
     """Self-attention (applying ``pos``), optional cross-attention, feed-forward (none when
     ``model.d_ff=0``: an attention-only layer); each a ``Residual`` sublayer. ``self_heads`` and
-    ``cross_heads`` prune their attention to those heads (None: all)."""
+    ``cross_heads`` prune their attention to those heads (None: all). ``mixer`` is the kind of the
+    self-attention sublayer's module (``blocks.mixers``: softmax attention, latent or differential
+    attention, gated DeltaNet), ``index`` the layer's place in its stack (from 0)."""
 
     def __init__(
         self,
@@ -77,11 +81,12 @@ class TransformerLayer(nn.Module):
         cross_attention: bool = False,
         self_heads: Heads = None,
         cross_heads: Heads = None,
+        mixer: str = Mixer.attention,
+        index: int = 0,
     ) -> None:
         super().__init__()
-        attn = SelfAttention(
-            cfg.d_model, cfg.n_heads, window=cfg.attn_window, pos=pos, **attention_settings(cfg, self_heads)
-        )
+        attn = build_mixer(cfg, mixer, pos, index, attention_settings(cfg, self_heads))
+        self.mixer = str(mixer)
         self.self_attn = Residual(attn, cfg)
         self.cross_attn = None
         if cross_attention:
@@ -122,6 +127,7 @@ class TransformerStack(nn.Module):
     ``pos`` is the positional encoding every self-attention applies (the embedding owns it).
     ``kept_heads`` prunes attention heads: the heads each attention module keeps, one entry per module
     in the order they run (per layer: self-attention, then cross-attention); None: every head.
+    ``mixers``: each layer's mixer kind (None: softmax attention in every layer).
     """
 
     def __init__(
@@ -133,6 +139,7 @@ class TransformerStack(nn.Module):
         cross_attention: bool,
         final_norm: bool,
         kept_heads: Sequence[Sequence[int]] | None = None,
+        mixers: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
         per_layer = 2 if cross_attention else 1
@@ -141,8 +148,18 @@ class TransformerStack(nn.Module):
             raise ValueError(
                 f"kept_heads has {len(heads)} entries: the stack has {n_layers * per_layer} attentions"
             )
+        mixers = list(mixers) if mixers is not None else [Mixer.attention] * n_layers
+        if len(mixers) != n_layers:
+            raise ValueError(f"mixers has {len(mixers)} entries: the stack has {n_layers} layers")
         self.layers = nn.ModuleList(
-            TransformerLayer(cfg, pos, cross_attention, *heads[i * per_layer : (i + 1) * per_layer])
+            TransformerLayer(
+                cfg,
+                pos,
+                cross_attention,
+                *heads[i * per_layer : (i + 1) * per_layer],
+                mixer=mixers[i],
+                index=i,
+            )
             for i in range(n_layers)
         )
         self.final_norm = norm_of(cfg) if final_norm else None

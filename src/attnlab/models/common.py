@@ -92,6 +92,7 @@ def stack_of(
         cross_attention=cross,
         final_norm=has_final_norm(cfg),
         kept_heads=stack_heads(cfg, first, per_layer * n_layers),
+        mixers=None if cross else cfg.layer_mixers()[:n_layers],
     )
 
 

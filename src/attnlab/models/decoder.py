@@ -7,6 +7,7 @@ from torch import Tensor, nn
 
 from attnlab.blocks.cache import KVCache
 from attnlab.blocks.heads import LMHead
+from attnlab.blocks.mixers.registry import layer_caches
 from attnlab.blocks.static_cache import StaticAttentionCache, StaticCache
 from attnlab.blocks.view import AttentionView
 from attnlab.models.common import (
@@ -20,6 +21,7 @@ from attnlab.models.common import (
     token_embedding,
     token_positions,
 )
+from attnlab.schema.mixers import Mixer
 from attnlab.schema.model import GPTConfig
 
 
@@ -43,16 +45,20 @@ class DecoderLM(FamilyModel):
     def new_cache(self, reserve: int = 0) -> KVCache:
         """An empty KV cache; ``reserve``: the tokens (prompt and new) its buffers hold from the start.
         With a sliding window no more than twice the window is reserved: such a cache keeps only the
-        window's last keys, and its memory must not grow with the length of the decoding."""
+        window's last keys, and its memory must not grow with the length of the decoding. Each layer's
+        cache is of its mixer's kind (``blocks.mixers``): keys and values, a latent, a recurrent state."""
         if self.cfg.attn_window is not None:
             reserve = min(reserve, 2 * self.cfg.attn_window)
-        return KVCache.empty(len(self.stack.layers), reserve=reserve)
+        mixers = [layer.mixer for layer in self.stack.layers]
+        return KVCache(self_attn=layer_caches(mixers, [reserve] * len(mixers)))
 
     def new_static_cache(self, batch: int, length: int) -> StaticCache:
         """A KV cache of ``length`` columns for ``batch`` rows, allocated once (compiled decoding), each
         layer's buffers sized by its own key/value heads (a pruned layer may keep fewer) and of the
         dtype its key projection computes in."""
         caches = []
+        if any(layer.mixer != Mixer.attention for layer in self.stack.layers):
+            raise ValueError(f"a static KV cache holds softmax attention only; model.mixer={self.cfg.mixer}")
         for layer in self.stack.layers:
             attn = layer.self_attn.fn
             weight = attn.qkv_proj.weight

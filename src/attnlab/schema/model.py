@@ -16,7 +16,7 @@ only what differs from them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from omegaconf import MISSING
@@ -24,6 +24,7 @@ from omegaconf import MISSING
 from attnlab.schema.choice import Choice, TaggedUnion, missing
 from attnlab.schema.data import DataKind
 from attnlab.schema.errors import ConfigError, fraction, not_negative, positive
+from attnlab.schema.mixers import Mixer, MixerSizes
 from attnlab.schema.pos import POSITIONS, LearnedPos, PosConfig, SinusoidalPos
 from attnlab.schema.task import TaskName
 
@@ -113,6 +114,10 @@ class ModelConfig:
     attn_window: int | None = None
     qk_norm: bool = False  # RMSNorm on each head's queries and keys, before RoPE (Qwen3, OLMo 2)
     attn_backend: AttnBackend = AttnBackend.sdpa  # flex: FlexAttention (no weights: eval may switch it)
+    # Every layer's token mixer (attnlab.schema.mixers): softmax attention, or latent attention
+    # (DeepSeek), differential attention (DiffLlama) or gated DeltaNet (Qwen3-Next), sized by mixers.
+    mixer: Mixer = Mixer.attention
+    mixers: MixerSizes = field(default_factory=MixerSizes)
     init_std: float = 0.02
     # mup: the settings tuned at d_model = mup_base_width (learning rate, init_std) hold at other widths
     parametrization: Parametrization = Parametrization.sp
@@ -165,12 +170,40 @@ class ModelConfig:
             raise ConfigError("model.pos", self.pos, "choose the positional encoding with pos=<name>")
         POSITIONS.check_tag(self.pos)
         self.pos.check(self.d_model, self.n_heads)
+        self.check_mixers()
         if self.kept_heads is not None:
             check_kept_heads(self.kept_heads, self.attention_modules(), self.n_heads, self.n_kv_heads)
 
     def attention_modules(self) -> int:
         """How many attention modules the family's model has (one per layer; seq2seq: more)."""
         return self.n_layers
+
+    def layer_mixers(self) -> list[str]:
+        """Each layer's mixer kind (``schema.mixers``), in order."""
+        return [str(self.mixer)] * self.n_layers
+
+    def check_mixers(self) -> None:
+        """The mixers' sizes, and the combinations that cannot work (one line each)."""
+        used = set(self.layer_mixers())
+        self.mixers.check(self.n_heads, self.n_kv_heads, self.d_model // self.n_heads, used)
+        if Mixer.latent in used and self.pos.name not in ("rope", "none"):
+            raise ConfigError(
+                "model.pos", self.pos.name, "latent attention rotates a decoupled key: use pos=rope (or none)"
+            )
+        if Mixer.deltanet in used and self.family != "gpt":
+            raise ConfigError(
+                "model.mixer",
+                "deltanet",
+                f"gated DeltaNet is causal by nature; {self.family} attends both ways",
+            )
+        if used != {Mixer.attention} and self.family == "seq2seq":
+            raise ConfigError(
+                "model.mixer", self.mixer, "seq2seq keeps softmax attention (no mixer plan yet)"
+            )
+        if used != {Mixer.attention} and self.kept_heads is not None:
+            raise ConfigError(
+                "model.kept_heads", "set", "head pruning applies to softmax attention layers only"
+            )
 
 
 @dataclass

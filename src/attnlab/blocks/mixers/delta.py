@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import cache
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -156,6 +157,10 @@ class GatedDeltaNet(nn.Module):
 
     Causal by nature: a non-causal view, packed documents and windows are refused in one line.
     """
+
+    tensor_parallel_refusal: ClassVar[str] = (
+        "gated DeltaNet: its fused projection and convolution have no tensor-parallel plan yet"
+    )
 
     cross = False
     window = None

@@ -18,7 +18,7 @@ the KV cache and the window are ``SelfAttention``'s; only what happens after the
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -45,6 +45,10 @@ class DifferentialAttention(SelfAttention):
     ``n_heads`` and ``n_kv_heads`` must be even (heads pair up; the values split into halves by head).
     Other arguments are ``SelfAttention``'s (QK-norm and the hooks of a softmax layer are not applied).
     """
+
+    tensor_parallel_refusal: ClassVar[str] = (
+        "differential attention: its head pairs (i, i + H/2) would land on different ranks; no plan yet"
+    )
 
     def __init__(
         self,

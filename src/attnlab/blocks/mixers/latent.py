@@ -22,6 +22,8 @@ checkpoints store them.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 from torch import Tensor, nn
 
@@ -73,6 +75,10 @@ class LatentAttention(nn.Module):
     (None: all). ``absorb``: attention in the latent space (weights absorbed). ``backend``: ``sdpa``,
     ``explicit`` or ``flex``, as for ``SelfAttention``; the plain and absorbed paths run on any of them.
     """
+
+    tensor_parallel_refusal: ClassVar[str] = (
+        "latent attention: its latent projections have no tensor-parallel plan yet"
+    )
 
     cross = False
 
