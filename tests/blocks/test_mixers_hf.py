@@ -96,8 +96,8 @@ def latent_from_hf(hf: nn.Module, cfg, **settings) -> LatentAttention:
         rope_interleave=cfg.rope_interleave,
         **settings,
     )
-    missing = ours.load_state_dict(hf.state_dict(), strict=True)
-    assert not missing.missing_keys and not missing.unexpected_keys
+    state = {k.replace("o_proj", "out_proj"): v for k, v in hf.state_dict().items()}
+    ours.load_state_dict(state, strict=True)
     return ours
 
 

@@ -14,10 +14,11 @@ skip the expansion (``absorb=True``, DeepSeek-V2 section 2.1.2): the key up-proj
 into the queries and the value up-projection applied after the weighted sum, so attention runs in the
 latent space as multi-query attention over the cache itself; its tokens equal the plain path's.
 
-Hugging Face's ``DeepseekV3Attention`` is this module with these parameter names (``q_a_proj``,
-``q_a_layernorm``, ``q_b_proj`` or ``q_proj``, ``kv_a_proj_with_mqa``, ``kv_a_layernorm``, ``kv_b_proj``,
-``o_proj``); ``rope_interleave`` reads the rotary dimensions as interleaved pairs, as DeepSeek's
-checkpoints store them.
+Hugging Face's ``DeepseekV3Attention`` is this module with its parameter names (``q_a_proj``,
+``q_a_layernorm``, ``q_b_proj`` or ``q_proj``, ``kv_a_proj_with_mqa``, ``kv_a_layernorm``, ``kv_b_proj``)
+but for ``o_proj``, here ``out_proj``: the name the residual-output init and the activation sites
+read. ``rope_interleave`` reads the rotary dimensions as interleaved pairs, as DeepSeek's checkpoints
+store them.
 """
 
 from __future__ import annotations
@@ -124,8 +125,8 @@ class LatentAttention(nn.Module):
         self.kv_a_proj_with_mqa = nn.Linear(d_model, kv_lora_rank + qk_rope_head_dim, bias=bias)
         self.kv_a_layernorm = RMSNorm(kv_lora_rank, LATENT_NORM_EPS)
         self.kv_b_proj = nn.Linear(kv_lora_rank, n_heads * (qk_nope_head_dim + v_head_dim), bias=False)
-        self.o_proj = nn.Linear(n_heads * v_head_dim, d_model, bias=bias)
-        for name in ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"):
+        self.out_proj = nn.Linear(n_heads * v_head_dim, d_model, bias=bias)
+        for name in ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "out_proj"):
             if name in self._modules:  # projections in and out of the latents: hidden matrices
                 declare_roles(self._modules[name], weight=ParamRole.hidden_matrix)
         self.weights_probe = nn.Identity()  # the explicit backend passes its weights through it
@@ -192,7 +193,7 @@ class LatentAttention(nn.Module):
             y = self._absorbed(q_nope, q_rope, latent, k_rope, keys, view)
         else:
             y = self._expanded(q_nope, q_rope, latent, k_rope, keys, view)
-        return self.o_proj(y.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1))
+        return self.out_proj(y.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1))
 
     def _expanded(
         self, q_nope: Tensor, q_rope: Tensor, latent: Tensor, k_rope: Tensor, keys: Keys, view: AttentionView
