@@ -81,7 +81,7 @@ class TransformerLayer(nn.Module):
         cross_attention: bool = False,
         self_heads: Heads = None,
         cross_heads: Heads = None,
-        mixer: str = Mixer.attention,
+        mixer: str = ModelConfig.mixer,
         index: int = 0,
     ) -> None:
         super().__init__()

@@ -10,6 +10,7 @@ the sizes the non-softmax mixers need, each defaulting to something derived from
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from attnlab.schema.choice import Choice
 from attnlab.schema.errors import ConfigError, positive
@@ -87,3 +88,24 @@ class MixerSizes:
     def rope_dim(self, head_dim: int) -> int:
         """The rotary key width of latent attention."""
         return self.qk_rope_head_dim or max(2, head_dim // 2 // 2 * 2)
+
+
+def check_model_mixers(cfg: Any, mixers: list[str]) -> None:
+    """What the model config ``cfg`` (a ``schema.model.ModelConfig``) asks of its layers' ``mixers``:
+    the sizes, then the combinations that cannot work, each refused in one line."""
+    used = set(mixers)
+    cfg.mixers.check(cfg.n_heads, cfg.n_kv_heads, cfg.d_model // cfg.n_heads, used)
+    if Mixer.latent in used and cfg.pos.name not in ("rope", "none"):
+        raise ConfigError(
+            "model.pos", cfg.pos.name, "latent attention rotates a decoupled key: use pos=rope (or none)"
+        )
+    if Mixer.deltanet in used and not cfg.causal_stack:
+        raise ConfigError(
+            "model.mixer", "deltanet", f"gated DeltaNet is causal by nature; {cfg.family} attends both ways"
+        )
+    if used != {Mixer.attention} and not cfg.holds_mixers:
+        raise ConfigError(
+            "model.mixer", cfg.mixer, f"{cfg.family} keeps softmax attention (no mixer plan yet)"
+        )
+    if used != {Mixer.attention} and cfg.kept_heads is not None:
+        raise ConfigError("model.kept_heads", "set", "head pruning applies to softmax attention layers only")

@@ -24,7 +24,7 @@ from omegaconf import MISSING
 from attnlab.schema.choice import Choice, TaggedUnion, missing
 from attnlab.schema.data import DataKind
 from attnlab.schema.errors import ConfigError, fraction, not_negative, positive
-from attnlab.schema.mixers import Mixer, MixerSizes
+from attnlab.schema.mixers import Mixer, MixerSizes, check_model_mixers
 from attnlab.schema.pos import POSITIONS, LearnedPos, PosConfig, SinusoidalPos
 from attnlab.schema.task import TaskName
 
@@ -132,6 +132,8 @@ class ModelConfig:
     kept_heads: list[list[int]] | None = None
 
     default_pos: ClassVar[type[PosConfig]] = LearnedPos  # what a Python caller gets without a pos
+    causal_stack: ClassVar[bool] = False  # its stack is causal: it can hold a causal-only mixer (deltanet)
+    holds_mixers: ClassVar[bool] = True  # its stacks take model.mixer (schema.mixers)
     # What the family trains: each task it can learn, and the data kinds it reads for that task (the
     # first is the one the task's preset picks). Checked between groups by ``schema.checks``.
     trains: ClassVar[dict[str, tuple[str, ...]]] = {}
@@ -183,27 +185,8 @@ class ModelConfig:
         return [str(self.mixer)] * self.n_layers
 
     def check_mixers(self) -> None:
-        """The mixers' sizes, and the combinations that cannot work (one line each)."""
-        used = set(self.layer_mixers())
-        self.mixers.check(self.n_heads, self.n_kv_heads, self.d_model // self.n_heads, used)
-        if Mixer.latent in used and self.pos.name not in ("rope", "none"):
-            raise ConfigError(
-                "model.pos", self.pos.name, "latent attention rotates a decoupled key: use pos=rope (or none)"
-            )
-        if Mixer.deltanet in used and self.family != "gpt":
-            raise ConfigError(
-                "model.mixer",
-                "deltanet",
-                f"gated DeltaNet is causal by nature; {self.family} attends both ways",
-            )
-        if used != {Mixer.attention} and self.family == "seq2seq":
-            raise ConfigError(
-                "model.mixer", self.mixer, "seq2seq keeps softmax attention (no mixer plan yet)"
-            )
-        if used != {Mixer.attention} and self.kept_heads is not None:
-            raise ConfigError(
-                "model.kept_heads", "set", "head pruning applies to softmax attention layers only"
-            )
+        """The mixers' sizes, and the combinations that cannot work (``schema.mixers``, one line each)."""
+        check_model_mixers(self, self.layer_mixers())
 
 
 @dataclass
@@ -248,6 +231,8 @@ class GPTConfig(TokenModelConfig):
     family: Family = Family.gpt
     dropout: float = 0.0
     lm_head_bias: bool = False
+
+    causal_stack: ClassVar[bool] = True
 
     trains: ClassVar[dict[str, tuple[str, ...]]] = {
         TaskName.causal_lm: (
@@ -309,6 +294,7 @@ class Seq2SeqConfig(TokenModelConfig):
     tied_output_scale: bool = False  # T5: hidden * d_model**-0.5 before a tied output projection
 
     default_pos: ClassVar[type[PosConfig]] = SinusoidalPos
+    holds_mixers: ClassVar[bool] = False  # a decoder layer's cache pairs with cross-attention's
 
     def check(self) -> None:
         super().check()

@@ -34,6 +34,8 @@ from torch import Tensor, nn
 
 from attnlab.blocks.roles import ParamRole, declare_own_init, declare_roles
 from attnlab.blocks.view import AttentionView
+from attnlab.schema.mixers import MixerSizes
+from attnlab.schema.model import ModelConfig
 
 
 @dataclass
@@ -139,7 +141,7 @@ def fla_kernels() -> tuple[object, object] | None:
 class GatedRMSNorm(nn.Module):
     """RMSNorm of each head's output (gain ``weight``), then times ``silu(gate)`` (Qwen3-Next, fla)."""
 
-    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+    def __init__(self, dim: int, eps: float = ModelConfig.norm_eps) -> None:
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
@@ -172,10 +174,10 @@ class GatedDeltaNet(nn.Module):
         *,
         head_k_dim: int,
         head_v_dim: int,
-        n_k_heads: int | None = None,
-        conv_kernel: int = 4,
-        chunk: int = 64,
-        norm_eps: float = 1e-6,
+        n_k_heads: int | None = MixerSizes.linear_k_heads,
+        conv_kernel: int = MixerSizes.conv_kernel,
+        chunk: int = MixerSizes.chunk,
+        norm_eps: float = ModelConfig.norm_eps,
     ) -> None:
         super().__init__()
         n_k_heads = n_k_heads or n_heads

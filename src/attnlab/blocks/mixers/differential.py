@@ -30,6 +30,7 @@ from attnlab.blocks.cache import AttentionCache
 from attnlab.blocks.masks import KeyRule
 from attnlab.blocks.roles import ParamRole, declare_own_init, declare_roles
 from attnlab.blocks.view import AttentionView
+from attnlab.schema.model import ModelConfig
 
 LAMBDA_STD = 0.1  # DiffLlama's lambda_std_dev: the λ vectors start at N(0, 0.1)
 
@@ -54,10 +55,10 @@ class DifferentialAttention(SelfAttention):
         self,
         d_model: int,
         n_heads: int,
-        n_kv_heads: int | None = None,
+        n_kv_heads: int | None = ModelConfig.n_kv_heads,
         *,
         layer: int = 1,
-        norm_eps: float = 1e-5,
+        norm_eps: float = ModelConfig.norm_eps,
         **settings: Any,
     ) -> None:
         kv = n_kv_heads or n_heads

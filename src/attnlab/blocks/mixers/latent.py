@@ -35,6 +35,9 @@ from attnlab.blocks.norm import RMSNorm
 from attnlab.blocks.positional import RotaryPositionalEncoding, ScoreMod
 from attnlab.blocks.roles import ParamRole, declare_roles
 from attnlab.blocks.view import AttentionView
+from attnlab.schema.mixers import MixerSizes
+from attnlab.schema.model import ModelConfig
+from attnlab.schema.pos import RopePos
 
 LATENT_NORM_EPS = 1e-6  # DeepSeek's q_a_layernorm and kv_a_layernorm (not the model's norm_eps)
 
@@ -92,15 +95,15 @@ class LatentAttention(nn.Module):
         qk_nope_head_dim: int,
         qk_rope_head_dim: int,
         v_head_dim: int,
-        q_lora_rank: int | None = None,
-        bias: bool = False,
-        rope_base: float = 10000.0,
+        q_lora_rank: int | None = MixerSizes.q_lora_rank,
+        bias: bool = ModelConfig.bias,
+        rope_base: float = RopePos.rope_base,
         rope: bool = True,
         rope_interleave: bool = False,
-        window: int | None = None,
-        scale: float | None = None,
-        absorb: bool = False,
-        backend: str = "sdpa",
+        window: int | None = ModelConfig.attn_window,
+        scale: float | None = ModelConfig.attn_scale,
+        absorb: bool = MixerSizes.absorb,
+        backend: str = ModelConfig.attn_backend,
     ) -> None:
         super().__init__()
         for name, value in (("kv_lora_rank", kv_lora_rank), ("v_head_dim", v_head_dim)):
