@@ -45,6 +45,7 @@ STEP = GPTConfig(
     norm="rmsnorm",
     pos=pos_config("rope"),
 )
+STEP_TINY = replace(STEP, d_model=32, n_heads=4, max_seq_len=16)
 BATCH, SEQ = 8, 256
 HYBRID = ["deltanet", "deltanet", "deltanet", "attention"]
 
@@ -99,17 +100,17 @@ def cache_rows(tokens: int = TOKENS) -> list[Row]:
     return rows
 
 
-def model_of(mixer: str | list[str]) -> torch.nn.Module:
+def model_of(mixer: str | list[str], shape: GPTConfig) -> torch.nn.Module:
     torch.manual_seed(0)
-    cfg = replace(STEP, mixer=mixer if isinstance(mixer, str) else "attention")
+    cfg = replace(shape, mixer=mixer if isinstance(mixer, str) else "attention")
     if not isinstance(mixer, str):
         cfg.layer_mixers = lambda: list(mixer)  # per layer: a layout's mixer tags
     return build_model(cfg).train()
 
 
-def training_step(model: torch.nn.Module) -> Callable[[], None]:
+def training_step(model: torch.nn.Module, batch: int, seq: int) -> Callable[[], None]:
     g = torch.Generator().manual_seed(0)
-    ids = torch.randint(0, STEP.vocab_size, (BATCH, SEQ + 1), generator=g)
+    ids = torch.randint(0, model.cfg.vocab_size, (batch, seq + 1), generator=g)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
     def step() -> None:
@@ -121,11 +122,12 @@ def training_step(model: torch.nn.Module) -> Callable[[], None]:
     return step
 
 
-def step_rows(threads: list[int], rounds: int) -> list[Row]:
+def step_rows(threads: list[int], rounds: int, tiny: bool = False) -> list[Row]:
     kinds = {"latent": "latent", "differential": "differential", "deltanet": "deltanet", "hybrid 3:1": HYBRID}
-    steps = {"attention": training_step(model_of("attention"))}
-    steps |= {name: training_step(model_of(mixer)) for name, mixer in kinds.items()}
-    config = f"GPT L{STEP.n_layers} d{STEP.d_model} H{STEP.n_heads} T{SEQ} B{BATCH}, AdamW"
+    shape, batch, seq = (STEP_TINY, 2, 16) if tiny else (STEP, BATCH, SEQ)
+    steps = {"attention": training_step(model_of("attention", shape), batch, seq)}
+    steps |= {name: training_step(model_of(mixer, shape), batch, seq) for name, mixer in kinds.items()}
+    config = f"GPT L{shape.n_layers} d{shape.d_model} H{shape.n_heads} T{seq} B{batch}, AdamW"
     rows = []
     before = torch.get_num_threads()
     try:
@@ -154,8 +156,8 @@ def run(settings: Settings) -> list[Row]:
     tokens = settings.pick(full=TOKENS, quick=TOKENS, tiny=8)
     threads = sorted({settings.threads, 1}, reverse=True)
     if settings.tiny:
-        settings.notes.append("tiny: the cache after 8 tokens, one round of steps")
-    return cache_rows(tokens) + step_rows(threads, rounds)
+        settings.notes.append("tiny: the cache after 8 tokens, one round of a d 32 model's steps")
+    return cache_rows(tokens) + step_rows(threads, rounds, settings.tiny)
 
 
 def main() -> None:
