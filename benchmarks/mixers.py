@@ -18,6 +18,7 @@ ratio of its time to the softmax-attention GPT's, rounds interleaved; at the def
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -152,6 +153,12 @@ def step_rows(threads: list[int], rounds: int, tiny: bool = False) -> list[Row]:
 
 
 def run(settings: Settings) -> list[Row]:
+    load = os.getloadavg()[0]
+    settings.notes.append(
+        "ratios are a mixer's step time over softmax attention's (above 1×: slower; the method line's "
+        f"'faster' is the other sections'); load average {load:.1f} on {os.cpu_count()} cores at the start: "
+        "where it exceeds the cores, the rounds at the default threads compete for them (see their spread)"
+    )
     rounds = settings.pick(full=5, quick=3, tiny=1)
     tokens = settings.pick(full=TOKENS, quick=TOKENS, tiny=8)
     threads = sorted({settings.threads, 1}, reverse=True)

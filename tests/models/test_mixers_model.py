@@ -199,3 +199,23 @@ def test_generate_decodes_the_same_tokens_with_and_without_the_cache(case: str) 
     cached = generate(model, prompts, max_new_tokens=8, temperature=0.0)
     uncached = generate(model, prompts, max_new_tokens=8, temperature=0.0, use_cache=False)
     assert cached == uncached and all(len(row) == 8 for row in cached)
+
+
+@pytest.mark.parametrize("mixer", ["latent", "differential", "deltanet"])
+def test_muon_takes_the_mixers_matrices_and_adamw_the_rest(mixer: str) -> None:
+    """Muon orthogonalises the hidden matrices only: the depthwise kernel, λ and the decays go to AdamW."""
+    from attnlab.schema.optim import MuonConfig
+    from attnlab.tasks.optim import muon
+
+    model = tiny(mixer).train()
+    optimizer = muon(model, MuonConfig(), fused=False)
+    in_muon = {id(p) for group in optimizer.muon.param_groups for p in group["params"]}
+    roles = parameter_roles(model)
+    params = dict(model.named_parameters())
+    assert {n for n in params if id(params[n]) in in_muon} == {
+        n for n, r in roles.items() if r == ParamRole.hidden_matrix
+    }
+    ids = torch.randint(0, VOCAB, (2, 9), generator=torch.Generator().manual_seed(4))
+    F.cross_entropy(model(ids[:, :-1]).flatten(0, 1), ids[:, 1:].flatten()).backward()
+    optimizer.step()
+    assert all(torch.isfinite(p).all() for p in model.parameters())
