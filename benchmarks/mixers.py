@@ -103,9 +103,10 @@ def cache_rows(tokens: int = TOKENS) -> list[Row]:
 
 def model_of(mixer: str | list[str], shape: GPTConfig) -> torch.nn.Module:
     torch.manual_seed(0)
-    cfg = replace(shape, mixer=mixer if isinstance(mixer, str) else "attention")
-    if not isinstance(mixer, str):
-        cfg.layer_mixers = lambda: list(mixer)  # per layer: a layout's mixer tags
+    if isinstance(mixer, str):
+        cfg = replace(shape, mixer=mixer)
+    else:
+        cfg = replace(shape, layout=list(mixer))  # the layout's mixer tags, one per layer
     return build_model(cfg).train()
 
 

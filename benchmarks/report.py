@@ -136,6 +136,14 @@ def gpu_runs(out_dir: Path) -> list[str]:
     return lines
 
 
+def standalone_runs(out_dir: Path) -> list[str]:
+    """The sections a script of their own measured and wrote (``benchmarks/standalone/*.md``), as written."""
+    lines = []
+    for table in sorted((out_dir / "standalone").glob("*.md")):
+        lines += [*table.read_text(encoding="utf-8").strip().splitlines(), ""]
+    return lines
+
+
 def write_results(
     results: list[SectionResult],
     titles: dict[str, str],
@@ -150,6 +158,7 @@ def write_results(
     text = header(command, written, ran) + targets(results)
     for result in results:
         text += section(result, titles[result.name])
+    text += standalone_runs(out_dir)
     text += gpu_runs(out_dir)
     if plots:
         text += ["## Plots", "", *(f"![{p.stem}]({p.relative_to(out_dir).as_posix()})" for p in plots), ""]

@@ -76,9 +76,7 @@ HYPOTHETICAL = {
     "conf/model/tinygpt.yaml": "the worked example's file, in the user's own conf/ (tests/cli/extension/conf/)",
 }
 # Pages linked before their branch is merged, and who writes them (remove once they exist).
-PENDING = {
-    "docs/attention.md": "the attention switches' manual, written on a parallel branch (issue 50's round)",
-}
+PENDING: dict[str, str] = {}  # a page a parallel branch writes, linked before it lands: its reason
 
 PATH_ROOTS = ("src/", "conf/", "experiments/", "benchmarks/", "docs/", "tests/", "attnlab/")
 OVERRIDE = re.compile(

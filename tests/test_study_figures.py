@@ -28,7 +28,15 @@ from check_figures import (
 # must go once the study's run.sh saves them.
 NOT_YET_BACKED: dict[str, str] = {}
 # Studies whose README names the source of each figure; every study should join.
-SOURCED = ["compression", "families", "muon", "nanogpt_baby", "nanogpt_shakespeare_char", "parity", "pos_extrapolation"]
+SOURCED = [
+    "compression",
+    "families",
+    "muon",
+    "nanogpt_baby",
+    "nanogpt_shakespeare_char",
+    "parity",
+    "pos_extrapolation",
+]
 
 
 def study_cases() -> list:

@@ -213,6 +213,81 @@ def qwen3(window: bool) -> Callable[[], nn.Module]:
     return build
 
 
+def qwen3_mixed() -> nn.Module:
+    """Qwen3 whose ``layer_types`` mix sliding and full layers (full, sliding, full, sliding)."""
+    config = transformers.Qwen3Config(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=32,
+        use_sliding_window=True,
+        sliding_window=WINDOW,
+        layer_types=["full_attention", "sliding_attention"] * 2,
+    )
+    return reference(transformers.Qwen3ForCausalLM, config)
+
+
+def smollm3() -> nn.Module:
+    """SmolLM3 with its default NoPE every fourth layer, and sliding windows on the NoPE layers."""
+    config = transformers.SmolLM3Config(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=8,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        use_sliding_window=True,
+        sliding_window=WINDOW,
+        pad_token_id=0,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+    return reference(transformers.SmolLM3ForCausalLM, config)
+
+
+def gemma2() -> nn.Module:
+    """Gemma 2: soft-capped scores and logits (caps small enough to bend them), alternating windows,
+    sandwich norms, its own query scale."""
+    config = transformers.Gemma2Config(
+        vocab_size=VOCAB,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=32,
+        query_pre_attn_scalar=12,
+        sliding_window=WINDOW,
+        attn_logit_softcapping=2.0,
+        final_logit_softcapping=3.0,
+    )
+    return reference(transformers.Gemma2ForCausalLM, config)
+
+
+def phi3_partial() -> nn.Module:
+    """Phi-3 (Llama's block, fused projections) rotating half of each head: ``partial_rotary_factor=0.5``."""
+    config = transformers.Phi3Config(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+        rope_parameters={"rope_type": "default", "rope_theta": 100.0, "partial_rotary_factor": 0.5},
+        pad_token_id=0,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
+    return reference(transformers.Phi3ForCausalLM, config)
+
+
 def bloom() -> nn.Module:
     config = transformers.BloomConfig(
         vocab_size=VOCAB, hidden_size=48, n_layer=2, n_head=6
@@ -302,6 +377,10 @@ CASES: dict[str, tuple[Callable[[], nn.Module], Callable[[nn.Module, nn.Module],
     "Mistral (sliding window)": (mistral, decoder_lm),
     "Qwen3 (QK-norm, GQA)": (qwen3(window=False), decoder_lm),
     "Qwen3 (QK-norm, sliding window)": (qwen3(window=True), decoder_lm),
+    "Qwen3 (mixed sliding/full layer_types)": (qwen3_mixed, decoder_lm),
+    "SmolLM3 (NoPE every fourth layer)": (smollm3, decoder_lm),
+    "Gemma 2 (soft-capping, alternating windows)": (gemma2, decoder_lm),
+    "Phi-3 (partial RoPE 0.5)": (phi3_partial, decoder_lm),
     "Llama (RoPE linear)": (scaled_llama({"rope_type": "linear", "factor": 2.0}), long_decoder_lm),
     "Llama (RoPE dynamic NTK)": (scaled_llama({"rope_type": "dynamic", "factor": 3.0}), long_decoder_lm),
     "Llama (RoPE YaRN)": (

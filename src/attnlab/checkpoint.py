@@ -27,10 +27,16 @@ from attnlab.data import build_datamodule
 from attnlab.data.tokenizers import load_tokenizer
 from attnlab.models import build_model
 from attnlab.schema.checks import check_trains, validate_saved
-from attnlab.schema.errors import ConfigError
+from attnlab.schema.errors import PICKLED_CODE, ConfigError
 from attnlab.schema.load import read_model_config, read_optim_config, read_task_config, upgrade_group
 from attnlab.schema.model import ModelConfig
-from attnlab.schema.rundir import LABELS_FILE, TOKENIZER_FILE, is_sharded_checkpoint, run_dir_of
+from attnlab.schema.rundir import (
+    LABELS_FILE,
+    TOKENIZER_FILE,
+    is_sharded_checkpoint,
+    points_elsewhere,
+    run_dir_of,
+)
 from attnlab.tasks import TASK_CLASSES, TaskModule
 from attnlab.tasks.base import TOKENIZER_KEY
 from attnlab.training.resume import read_run_state
@@ -120,6 +126,10 @@ def load_task_from_checkpoint(
     quantized layout of its method (the model given to ``load_from_checkpoint`` in place of its config).
     """
     path = os.fspath(path)
+    if points_elsewhere(path):
+        raise FileNotFoundError(
+            f"checkpoint {path!r} is a link (to {os.readlink(path)}): give the file itself"
+        )
     if is_sharded_checkpoint(path):
         raise FileNotFoundError(
             f"checkpoint {path!r} is sharded (trainer.strategy=fsdp2 checkpoint.sharded=true): write it as "
@@ -226,10 +236,7 @@ def _read(path: str) -> object:
     try:
         return torch.load(path, map_location="cpu", weights_only=True, mmap=True)  # tensors not read yet
     except pickle.UnpicklingError:  # torch's message advises weights_only=False: never do that here
-        raise ValueError(
-            f"{path!r} is not a checkpoint of attnlab: it holds pickled objects beyond tensors and plain "
-            "data, which could run code, so it is not loaded"
-        ) from None
+        raise ValueError(f"{path!r} is {PICKLED_CODE}") from None
     except Exception as err:  # zip and EOF errors all mean the same to the user
         first_line = str(err).split("\n")[0]
         raise ValueError(

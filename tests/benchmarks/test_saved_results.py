@@ -73,3 +73,12 @@ def test_the_gpu_runs_tables_are_shown_as_written(tmp_path: Path, fake_sections:
     text = (tmp_path / "results.md").read_text(encoding="utf-8")
     gpu = text.split("## On a GPU: `benchmarks/gpu_runs/2026-01-01-h100`", 1)[1]
     assert "### recipe" in gpu and "| a | wall time |" in gpu and "# GPU benchmark" not in gpu
+
+
+def test_a_standalone_script_s_section_is_shown_as_written(tmp_path: Path, fake_sections: dict) -> None:
+    (tmp_path / "standalone").mkdir()
+    (tmp_path / "standalone" / "shards.md").write_text("## Shards (`benchmarks/shards.py`)\n\n| a | 1 |\n")
+    assert write(tmp_path, "one") == 0
+    text = (tmp_path / "results.md").read_text(encoding="utf-8")
+    assert "## Shards (`benchmarks/shards.py`)\n\n| a | 1 |\n" in text
+    assert text.index("## The first thing") < text.index("## Shards")

@@ -235,8 +235,11 @@ def test_backend_is_an_object_shared_by_name() -> None:
     assert attn.backend is BACKENDS["sdpa"]
     with pytest.raises(ValueError, match=r"^attention backend 'fast' is not one of sdpa, explicit, flex$"):
         backend_named("fast")
-    with pytest.raises(ValueError, match=r"^attention backend 'explicit' is not one of sdpa, flex$"):
-        SelfAttention(D_MODEL, N_HEADS, backend="explicit")
+    with pytest.raises(ValueError, match=r"^attention backend 'fused' is not one of sdpa, flex, explicit$"):
+        SelfAttention(D_MODEL, N_HEADS, backend="fused")
+    assert (
+        SelfAttention(D_MODEL, N_HEADS, backend="explicit").path == "explicit"
+    )  # model.attn_backend=explicit
 
 
 def test_the_positional_encoding_is_referenced_not_registered() -> None:

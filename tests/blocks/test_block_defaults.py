@@ -39,7 +39,6 @@ SETTINGS = {
     ("RelativePositionBias", "num_buckets"): RelativePos.num_buckets,
     ("RelativePositionBias", "max_distance"): RelativePos.max_distance,
     ("RopeScaling", "kind"): RopePos.rope_scaling,
-    ("TransformerLayer", "mixer"): ModelConfig.mixer,
     ("LatentAttention", "q_lora_rank"): MixerSizes.q_lora_rank,
     ("LatentAttention", "bias"): ModelConfig.bias,
     ("LatentAttention", "rope_base"): RopePos.rope_base,
@@ -61,6 +60,16 @@ SETTINGS = {
     ("RopeScaling", "mscale"): RopePos.rope_mscale,
     ("RopeScaling", "mscale_all_dim"): RopePos.rope_mscale_all_dim,
     ("RopeScaling", "truncate"): RopePos.rope_truncate,
+    ("RotaryPositionalEncoding", "fraction"): RopePos.rope_fraction,
+    ("AttentionHooks", "softcap"): ModelConfig.attn_softcap,
+    ("AttentionHooks", "sink"): ModelConfig.attn_sink,
+    ("AttentionHooks", "sink_init"): ModelConfig.attn_sink_init,
+    ("AttentionHooks", "gate"): ModelConfig.attn_gate,
+    ("AttentionHooks", "gate_offset"): ModelConfig.attn_gate_offset,
+    ("AttentionHooks", "value_residual"): ModelConfig.value_residual,
+    ("AttentionHooks", "value_learned"): ModelConfig.value_residual_learned,
+    ("Sinks", "init"): ModelConfig.attn_sink_init,
+    ("OutputGate", "offset"): ModelConfig.attn_gate_offset,
 }
 # Defaults that are no setting of the schema: how a block is wired, or state
 NOT_SETTINGS = {
@@ -77,8 +86,10 @@ NOT_SETTINGS = {
     ("TransformerLayer", "self_heads"),
     ("TransformerLayer", "cross_heads"),
     ("TransformerStack", "kept_heads"),
-    ("TransformerStack", "mixers"),  # each layer's mixer, from model.mixer (the layout's, later)
-    ("TransformerLayer", "index"),  # the layer's place, not a setting
+    ("TransformerLayer", "kind"),  # the layer's entry of model.layout, read by the stack
+    ("TransformerLayer", "index"),  # the layer's place in its stack
+    ("SelfAttention", "hooks"),  # None: no hooks (AttentionHooks.of(model config) has the settings)
+    ("SelfAttention", "shares_values"),  # the first layer of a model.value_residual stack
     ("DifferentialAttention", "layer"),  # the layer's number (sets λ_init), not a setting
     ("LatentAttention", "rope"),  # whether the layer rotates (its positions), derived from model.pos
     ("LatentAttention", "rope_interleave"),  # DeepSeek checkpoints' rotary layout (HF's rope_interleave)
@@ -86,7 +97,7 @@ NOT_SETTINGS = {
     *(("LatentCache", name) for name in ("k", "v", "positions", "dropped", "reserve", "_buffers", "_start")),
     *(
         ("AttentionView", name)  # one forward pass's inputs, not settings
-        for name in ("causal", "padding", "documents", "cache", "memory", "memory_padding")
+        for name in ("causal", "padding", "documents", "cache", "memory", "memory_padding", "first_values")
     ),
     ("KeyRule", "causal"),
     ("KeyRule", "window"),

@@ -35,21 +35,29 @@ class InjectFaults(pl.Callback):
     makes, one line each in ``record``; with ``kill_at=k`` the process kills itself (SIGKILL) at the k-th
     of them (0-based): halfway through a write, or just before a rename or removal.
 
+    With ``after=true`` a rename or removal is done first and the process dies right after it (a
+    write still dies halfway): the moment between a checkpoint's publication and what follows it.
+
     Installed when the callback is built (``+callbacks.faults={_target_: fault_injection.InjectFaults, ...}``),
     before any checkpoint is written. The events are found by patching ``open`` (for writing),
     ``os.replace``, ``os.remove`` and ``os.unlink``: whatever writes them, nothing is guessed.
     """
 
-    def __init__(self, record: str, kill_at: int = -1) -> None:
+    def __init__(self, record: str, kill_at: int = -1, after: bool = False) -> None:
         self.record = Path(record)
         self.kill_at = kill_at
         self.count = 0
 
         def patched(kind: str, fn: Callable) -> Callable:
             def call(path: object, *args: object, **kwargs: object) -> object:
-                if self.event(kind, path, *args):
+                due = self.event(kind, path, *args)
+                if due and not after:
                     self.die()
-                return fn(path, *args, **kwargs)
+                try:
+                    return fn(path, *args, **kwargs)
+                finally:  # also after a removal of what is not there (unlink(missing_ok=True))
+                    if due:
+                        self.die()
 
             return call
 

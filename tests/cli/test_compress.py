@@ -242,3 +242,67 @@ def test_attnlab_train_refuses_to_resume_from_an_int8_checkpoint(int8, tmp_path,
         "only (no optimizer state): resume from the checkpoint of attnlab-train"
     ]
     assert not run_dir.exists()
+
+
+def test_out_naming_a_file_is_refused_unless_overwrite(checkpoint, tmp_path, monkeypatch, capsys) -> None:
+    """out= replaced any file, the run's best checkpoint included; overwrite=true replaces it."""
+    from attnlab.cli.compress import main
+
+    taken = tmp_path / "taken.ckpt"
+    taken.write_bytes(b"someone's file")
+    args = [f"ckpt_path={checkpoint('gpt')}", f"out={taken}"]
+    assert run_command(main, args, monkeypatch, capsys) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: out={taken}: exists: name a new file, or add overwrite=true to replace it"
+    ]
+    assert taken.read_bytes() == b"someone's file"
+    assert run_command(main, [*args, "overwrite=true"], monkeypatch, capsys) == 0
+    assert taken.read_bytes()[:2] == b"PK"  # torch.save's zip archive now
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken.ckpt"]
+
+
+def test_a_file_written_at_out_meanwhile_is_kept_and_one_line(
+    checkpoint, tmp_path, monkeypatch, capsys
+) -> None:
+    """Two compressions to one out at once: the one that publishes second finds the file there."""
+    from attnlab.cli import compress
+
+    out = tmp_path / "int8.ckpt"
+    checked = compress.output_path
+
+    def then_another_writes(cmd):  # the other compression finishes right after this one's check
+        path = checked(cmd)
+        out.write_bytes(b"the other compression's")
+        return path
+
+    monkeypatch.setattr(compress, "output_path", then_another_writes)
+    assert (
+        run_command(compress.main, [f"ckpt_path={checkpoint('gpt')}", f"out={out}"], monkeypatch, capsys) == 2
+    )
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: out={out}: exists: name a new file, or add overwrite=true to replace it"
+    ]
+    assert out.read_bytes() == b"the other compression's" and sorted(tmp_path.iterdir()) == [out]
+
+
+def test_a_folder_that_cannot_be_written_is_one_line(checkpoint, tmp_path, monkeypatch, capsys) -> None:
+    """A read-only folder (as root, which writes anywhere, the refusal is simulated)."""
+    import os
+    import tempfile
+
+    from attnlab.cli.compress import main
+
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    ckpt = checkpoint("gpt")
+    if os.access(locked, os.W_OK):
+
+        def refused(*args: object, dir: str, **kwargs: object) -> None:
+            raise PermissionError(errno.EACCES, "Permission denied", f"{dir}/int8.ckpt.x.tmp")
+
+        monkeypatch.setattr(tempfile, "mkstemp", refused)
+    assert run_command(main, [f"ckpt_path={ckpt}", f"out={locked / 'int8.ckpt'}"], monkeypatch, capsys) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: out={locked / 'int8.ckpt'}: cannot be written (Permission denied)"
+    ]
+    assert list(locked.iterdir()) == []

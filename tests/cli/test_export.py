@@ -336,3 +336,55 @@ def test_the_exported_image_processor_prepares_an_image_as_attnlab_does(
     assert (theirs - mine).abs().max().item() < 1e-6
     with torch.no_grad():
         assert (hf(theirs).logits - ours(mine)).abs().max().item() < TOL
+
+
+def test_a_leftover_temporary_link_is_never_written_through(
+    checkpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each export writes into a temporary folder of its own: ``<out>.tmp`` left over (here a link to a
+    folder elsewhere) is neither written through nor removed."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("not attnlab's\n")
+    (tmp_path / "hf.tmp").symlink_to(outside, target_is_directory=True)
+    code, err = export(checkpoint("gpt2"), tmp_path / "hf", capsys)
+    assert code == 0, err
+    assert [p.name for p in outside.iterdir()] == ["precious.txt"]
+    assert (outside / "precious.txt").read_text() == "not attnlab's\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf", "hf.tmp", "outside"]
+
+
+def test_an_export_finding_its_folder_written_meanwhile_is_one_line(checkpoint, tmp_path: Path) -> None:
+    """The rename that publishes the folder fails where another export published first; the folder
+    stays the other's and no temporary folder is left."""
+    from attnlab.checkpoint import load_checkpoint
+    from attnlab.export import write_hf
+
+    out = tmp_path / "hf"
+    out.mkdir()
+    (out / "config.json").write_text("{}")  # the other export's
+    loaded = load_checkpoint(checkpoint("gpt2"))
+    with pytest.raises(ValueError) as err:
+        write_hf(loaded.model, out, loaded.tokenizer)
+    assert str(err.value) == f"out={out}: was written meanwhile by another process: name a new folder"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]
+    assert [p.name for p in out.iterdir()] == ["config.json"]
+
+
+def test_two_exports_to_one_folder_at_once_one_succeeds_the_other_is_one_line(
+    checkpoint, tmp_path: Path
+) -> None:
+    import forked
+    from train_cli import cli_env
+
+    args = [f"ckpt_path={checkpoint('gpt2')}", f"out={tmp_path / 'hf'}"]
+    both = [
+        forked.Forked("cli.export", args, tmp_path, cli_env(tmp_path), new_session=False) for _ in range(2)
+    ]
+    results = sorted((r.returncode, r.stderr.strip()) for r in (p.result(300) for p in both))
+    assert [code for code, _ in results] == [0, 2], results
+    assert "Traceback" not in results[1][1]
+    line = results[1][1].splitlines()[-1]  # after the warnings torchao and transformers print at import
+    assert line.startswith(f"error: out={tmp_path / 'hf'}: ")
+    assert line.endswith(("exists: name a new folder to create", "another process: name a new folder"))
+    assert not list(tmp_path.glob("*.tmp"))

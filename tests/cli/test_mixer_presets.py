@@ -1,5 +1,5 @@
-"""The mixer presets (``conf/model/{deepseek_v3,diffllama}``) build the mixer they name, and train
-through attnlab-train (its end-of-run sample decodes from their caches)."""
+"""The mixer presets (``conf/model/{deepseek_v3,diffllama,qwen3_next}``) build the mixers they name, and
+train through attnlab-train (its end-of-run sample decodes from their caches)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,17 @@ import torch
 from hydra import compose, initialize_config_dir
 from train_cli import TEXT, TINY, check, cli, csv_series
 
-from attnlab.blocks.mixers import DifferentialAttention, LatentAttention
+from attnlab.blocks.attention import SelfAttention
+from attnlab.blocks.mixers import DifferentialAttention, GatedDeltaNet, LatentAttention
 from attnlab.cli.app import config_dir, register_schemas
 from attnlab.models import build_model
 from attnlab.schema.load import to_object
 
-PRESETS = {"deepseek_v3": LatentAttention, "diffllama": DifferentialAttention}
+PRESETS = {  # each layer's mixer
+    "deepseek_v3": [LatentAttention] * 4,
+    "diffllama": [DifferentialAttention] * 4,
+    "qwen3_next": [GatedDeltaNet, GatedDeltaNet, GatedDeltaNet, SelfAttention],  # 3 linear : 1 full
+}
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -25,7 +30,7 @@ def test_preset_builds_its_mixer(preset: str) -> None:
         cfg = to_object(compose("train", [f"model={preset}", "model.vocab_size=64"])).model
     cfg.check()
     model = build_model(cfg)
-    assert all(isinstance(layer.self_attn.fn, PRESETS[preset]) for layer in model.stack.layers)
+    assert [type(layer.self_attn.fn) for layer in model.stack.layers] == PRESETS[preset]
 
 
 @pytest.mark.slow

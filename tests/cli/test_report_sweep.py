@@ -141,7 +141,7 @@ def test_evaluations_are_listed_with_what_they_changed(sweep: dict) -> None:
 def test_plots_are_written_and_linked(sweep: dict) -> None:
     text = (sweep["dir"] / "report.md").read_text()
     plots = sorted(p.name for p in (sweep["dir"] / "plots").glob("*.png"))
-    assert plots == ["val-loss_by_model.pos.name.png", "val-loss_curves.png"]
+    assert plots == ["val-loss_by_model.pos.name.png", "val-loss_curves.png", "val-loss_curves_by_time.png"]
     for name in plots:
         assert (sweep["dir"] / "plots" / name).read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
         assert f"](plots/{name})" in text
@@ -180,3 +180,14 @@ def test_a_missing_checkpoint_among_swept_ones_stops_the_evaluation_at_once(swee
         ]
     )
     assert not (sweep["jobs"][1] / "eval").exists()
+
+
+def test_report_without_arguments_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from attnlab.cli.report import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main([])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: the following arguments are required: paths (see attnlab-report --help)"
+    ]

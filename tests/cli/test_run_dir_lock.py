@@ -10,6 +10,7 @@ from pathlib import Path
 
 import forked
 import pytest
+from omegaconf import OmegaConf
 from train_cli import TEXT, TINY, check, cli, cli_env
 
 from attnlab.cli.train import claim_run_dir
@@ -122,6 +123,6 @@ def test_only_rank_zero_locks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     claim_run_dir(None, tmp_path / "run")  # type: ignore[arg-type]
     assert not (tmp_path / "run").exists()
     monkeypatch.setenv("RANK", "0")
-    claim_run_dir(None, tmp_path / "run")  # type: ignore[arg-type]
+    claim_run_dir(OmegaConf.create({}), tmp_path / "run")
     assert (tmp_path / "run" / LOCK_FILE).exists()
     unlock_run_dirs()

@@ -481,7 +481,7 @@ def test_explain_probes_and_ablates_every_family(explained, name: str) -> None:
             "gpt",
             "To be",
             "ablate=[layers.0.attn_heads.9]",
-            "error: ablate=layers.0.attn_heads.9: give a site",
+            "error: ablate=layers.0.attn_heads.9: layers.0.attn_heads has 2 heads, layers.0.attn_heads.0 to layers.0.attn_heads.1",
         ),
         ("gpt", "To be", "ablation=half", "error: ablation=half: zero or mean"),
     ],

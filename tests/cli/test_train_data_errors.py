@@ -137,3 +137,36 @@ def test_own_colour_images_train_with_three_channels(tmp_path: Path) -> None:
     patches = next(v for k, v in state["state_dict"].items() if k.endswith("patches.proj.weight"))
     assert patches.shape[1] == 3
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["status"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("[" * 200_000 + "]" * 200_000, "its JSON is nested too deeply"),
+        ('{"model": {"type": "BPE"', "it is not valid JSON"),
+        ('{"model": {"type": "NoSuchModel"}}', "is not a Hugging Face tokenizer.json"),
+        (None, "MiB, above the 256 MiB of any tokenizer.json"),
+    ],
+)
+def test_a_bad_tokenizer_file_is_one_line_naming_data_tokenizer(
+    tmp_path: Path, content: str | None, message: str
+) -> None:
+    """Checked before the run directory, in-process as validation does (a RecursionError, a traceback
+    from the tokenizers library, or a file read whole into memory before)."""
+    from attnlab.data import check_source
+    from attnlab.schema.data import TextData
+    from attnlab.schema.errors import ConfigError
+
+    file = tmp_path / "tokenizer.json"
+    if content is None:  # a sparse file: its size, none of its bytes on the disk
+        with open(file, "wb") as f:
+            f.truncate(300 * 2**20)
+    else:
+        file.write_text(content)
+    with pytest.raises(ConfigError) as err:
+        check_source(TextData(tokenizer=str(file)))
+    line = str(err.value)
+    assert line.startswith(f"data.tokenizer={file}: {file} is not a tokenizer") or line.startswith(
+        f"data.tokenizer={file}: {file} is not a Hugging Face"
+    )
+    assert message in line and "\n" not in line

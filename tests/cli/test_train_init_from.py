@@ -81,3 +81,25 @@ def test_a_contradicting_size_is_refused(pretrained: tuple, tmp_path: Path) -> N
         "leave it out to take the checkpoint's"
     )
     assert not (tmp_path / "outputs").exists()
+
+
+def test_weights_that_would_run_code_are_refused_before_the_run_directory(
+    pretrained: tuple, tmp_path: Path
+) -> None:
+    """A pickled pytorch_model.bin was refused after the run directory existed, passing on torch's
+    advice to load it with weights_only=False."""
+    import shutil
+
+    from train_cli import RunsCode
+
+    hf_dir, tokenizer, _ = pretrained
+    evil = Path(shutil.copytree(hf_dir, tmp_path / "evil"))
+    (evil / "model.safetensors").unlink()
+    torch.save({"transformer.wte.weight": RunsCode(tmp_path / "ran")}, evil / "pytorch_model.bin")
+    result = cli([*TINY, *TEXT, f"model.init_from={evil}", f"data.tokenizer={tokenizer}"], tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"error: model.init_from={evil}: {evil / 'pytorch_model.bin'}: holds pickled objects beyond tensors and "
+        "plain data, which could run code, so it is not loaded"
+    )
+    assert not (tmp_path / "outputs").exists() and not (tmp_path / "ran").exists()

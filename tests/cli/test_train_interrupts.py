@@ -1,9 +1,11 @@
-"""SIGINT (Ctrl-C) and SIGTERM (a scheduler's pre-emption) stop a run at the current optimizer step with
-a checkpoint of that step, exit 130 / 143 and print the command that resumes it; that command continues
-exactly (per-step losses and validations equal an uninterrupted run's)."""
+"""SIGINT (Ctrl-C), SIGTERM (a scheduler's pre-emption) and SIGHUP (the terminal closed) stop a run at the
+current optimizer step with a checkpoint of that step, exit 130 / 143 / 129 with the summary
+``interrupted`` and print the command that resumes it; that command continues exactly (per-step losses
+and validations equal an uninterrupted run's)."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import signal
 from pathlib import Path
@@ -28,6 +30,10 @@ ARGS = [
 ]
 
 
+def last_path(run_dir: Path) -> Path:
+    return run_dir / "checkpoints" / "last.ckpt"
+
+
 @pytest.fixture(scope="module")
 def full(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cwd = tmp_path_factory.mktemp("interrupts")
@@ -35,7 +41,7 @@ def full(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cwd / "full"
 
 
-@pytest.mark.parametrize(("name", "step"), [("SIGTERM", 2), ("SIGINT", 3)])  # step 3 validates
+@pytest.mark.parametrize(("name", "step"), [("SIGTERM", 2), ("SIGINT", 3), ("SIGHUP", 4)])  # step 3 validates
 def test_a_signal_saves_the_step_and_prints_an_exact_resume_command(full: Path, name: str, step: int) -> None:
     cwd, run_dir = full.parent, full.parent / name
     stop = f"+callbacks.stop={{_target_:fault_injection.SignalAtStep,step:{step},signal:{name}}}"
@@ -43,6 +49,12 @@ def test_a_signal_saves_the_step_and_prints_an_exact_resume_command(full: Path, 
     assert stopped.returncode == 128 + getattr(signal, name), stopped.stderr
     last = torch.load(run_dir / "checkpoints" / "last.ckpt", weights_only=True)
     assert last["global_step"] == step
+    assert "Traceback" not in stopped.stderr, stopped.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["status"], summary["error"]) == (
+        "interrupted",
+        f"{name} at step {step} during fit: saved {last_path(run_dir)}",
+    )
     command = stopped.stderr.split("resume with: ", 1)[1].splitlines()[0]
     program, *args = shlex.split(command)
     assert program == "attnlab-train" and f"run_dir={run_dir}" in args and "ckpt_path=last" in args

@@ -7,7 +7,9 @@ Each KIND of event (a write, rename or removal of a best or last checkpoint or o
 its own case: one run is killed at it and resumed in place. A kind recurs (last.ckpt is written at steps
 2, 3 and 4); its latest occurrence is the case, as the most state is on disk then (an older best and
 last.ckpt to keep), plus the first rename of last.ckpt, before which no checkpoint exists to resume
-from: the rerun starts afresh over the leftovers.
+from: the rerun (``ckpt_path=auto``) starts afresh over the leftovers. Every write of step 3, saved at
+the end of its batch (``last.ckpt.pending``, published once the step's row is written), is a case too.
+Each resumed run's ``metrics.jsonl`` equals the uninterrupted run's line for line (but its clocks).
 """
 
 from __future__ import annotations
@@ -62,8 +64,9 @@ def kind(event: str) -> str:
     return f"{operation} {'best' if name.startswith('best-') else name.split('.')[0]}"
 
 
-def faults(record: Path, kill_at: int = -1) -> str:
-    return f"+callbacks.faults={{_target_:fault_injection.InjectFaults,record:'{record}',kill_at:{kill_at}}}"
+def faults(record: Path, kill_at: int = -1, after: bool = False) -> str:
+    settings = f"record:'{record}',kill_at:{kill_at},after:{str(after).lower()}"
+    return f"+callbacks.faults={{_target_:fault_injection.InjectFaults,{settings}}}"
 
 
 def newest_csv(run_dir: Path) -> Path:
@@ -93,16 +96,27 @@ def test_every_write_is_recorded(uninterrupted: tuple[Path, list[str]]) -> None:
     assert {kind(e) for e in events} == {case.split(" (")[0] for case in CASES}, events  # a new kind: add it
 
 
-def kill_and_resume(full: Path, k: int, event: str) -> None:
-    """Kill a run at its k-th checkpoint event, resume it in place, compare it with the full run."""
-    cwd, run_dir = full.parent, full.parent / f"killed-{k}"
-    killed = cli([*ARGS, f"run_dir={run_dir.name}", faults(cwd / f"events-{k}.txt", k)], cwd)
+def metrics_rows(run_dir: Path) -> list[dict]:
+    """``metrics.jsonl`` without what a clock measures (the time, the throughput)."""
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in row.items() if k != "time_s" and not k.endswith("_per_s")} for row in rows]
+
+
+def kill_and_resume(full: Path, k: int, event: str, after: bool = False, extra: tuple[str, ...] = ()) -> None:
+    """Kill a run at its k-th checkpoint event (or right ``after`` it), resume it in place, compare it
+    with the full run."""
+    cwd, run_dir = (
+        full.parent,
+        full.parent / f"killed-{k}{'-after' if after else ''}{'-sync' if extra else ''}",
+    )
+    args = [*ARGS, *extra]
+    killed = cli([*args, f"run_dir={run_dir.name}", faults(cwd / f"events-{k}.txt", k, after)], cwd)
     assert killed.returncode == -signal.SIGKILL, f"{event}: exit {killed.returncode}\n{killed.stderr}"
     last = run_dir / "checkpoints" / "last.ckpt"
     resume_step = torch.load(last, weights_only=True)["global_step"] if last.exists() else 0
-    check(cli([*ARGS, f"run_dir={run_dir.name}", *(["ckpt_path=last"] if last.exists() else [])], cwd))
+    check(cli([*args, f"run_dir={run_dir.name}", "ckpt_path=auto"], cwd))
 
-    where = f"killed at {event}, resumed from step {resume_step}"
+    where = f"killed {'after' if after else 'at'} {event}, resumed from step {resume_step}"
     loss, val = csv_series(newest_csv(run_dir), "train/loss"), csv_series(newest_csv(run_dir), "val/loss")
     full_loss, full_val = csv_series(full, "train/loss"), csv_series(full, "val/loss")
     assert sorted(loss) == list(range(resume_step, STEPS)), where
@@ -111,7 +125,8 @@ def kill_and_resume(full: Path, k: int, event: str) -> None:
     assert saved_test_metrics(run_dir) == saved_test_metrics(full), where
     checkpoints = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
     assert checkpoints == sorted(p.name for p in (full / "checkpoints").iterdir()), where
-    assert not list(run_dir.rglob("*.tmp")), where
+    assert not list(run_dir.rglob("*.tmp")) and not list(run_dir.rglob("*.pending")), where
+    assert metrics_rows(run_dir) == metrics_rows(full), where
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -122,3 +137,63 @@ def test_a_kill_at_any_kind_of_write_resumes_to_the_same_result(
     of_kind = [k for k, event in enumerate(events) if kind(event) == case.split(" (")[0]]
     k = of_kind[CASES[case]]
     kill_and_resume(full, k, events[k])
+
+
+def test_a_kill_at_every_write_of_a_step_saved_at_its_end_resumes_to_the_same_result(
+    uninterrupted: tuple[Path, list[str]],
+) -> None:
+    """Step 3 is saved when its batch ends, before Lightning writes its row: written as
+    ``last.ckpt.pending`` and published at the next step. A kill at each of its writes, and right after
+    each, loses no row (published at once, a kill right after left the row unwritten for good). The
+    writes are synchronous here (``checkpoint.async_save=false``), so that the rename happens when the
+    step ends, not whenever the background writer gets to it."""
+    full, events = uninterrupted
+    of_step = [k for k, event in enumerate(events) if ".pending" in event]
+    assert [events[k].split(" ", 1)[1] for k in of_step] == [
+        "write last.ckpt.pending.tmp",
+        "rename last.ckpt.pending.tmp last.ckpt.pending",
+        "rename last.ckpt.pending last.ckpt",
+    ], events
+    synchronous = ("checkpoint.async_save=false",)
+    for k in of_step:
+        kill_and_resume(full, k, events[k], extra=synchronous)
+        if "rename" in events[k]:
+            kill_and_resume(full, k, events[k], after=True, extra=synchronous)
+
+
+FSDP2 = ["trainer=fsdp2_sim", "trainer.devices=1", "checkpoint.sharded=true"]  # one process, sharded
+
+
+@pytest.fixture(scope="module")
+def uninterrupted_fsdp2(built_once: Callable[..., Path]) -> tuple[Path, list[str]]:
+    cwd = built_once(
+        "kill-safety-fsdp2",
+        lambda cwd: check(cli([*ARGS, *FSDP2, "run_dir=full", faults(cwd / "events.txt")], cwd)),
+    )
+    return cwd / "full", (cwd / "events.txt").read_text().splitlines()
+
+
+def test_a_kill_at_every_write_of_a_sharded_step_saved_at_its_end_loses_no_row(
+    uninterrupted_fsdp2: tuple[Path, list[str]],
+) -> None:
+    """The same under FSDP2 with sharded checkpoints: step 3's shards are published as
+    ``last.ckpt.pending`` (a link to their version), which becomes ``last.ckpt`` at the next step."""
+    full, events = uninterrupted_fsdp2
+    of_step = [k for k, event in enumerate(events) if ".pending" in event]
+    assert [events[k].split(" ", 1)[1] for k in of_step] == [
+        "remove last.ckpt.pending.tmp",  # a staging folder a kill left (none here)
+        "remove last.ckpt.pending.link.tmp",
+        "rename last.ckpt.pending.link.tmp last.ckpt.pending",
+        "rename last.ckpt.pending last.ckpt",
+    ], events
+    cwd = full.parent
+    for k, after in [(k, after) for k in of_step for after in (False, True)]:
+        run_dir = cwd / f"killed-{k}{'-after' if after else ''}"
+        fault = faults(cwd / f"events-{k}-{after}.txt", k, after)
+        killed = cli([*ARGS, *FSDP2, f"run_dir={run_dir.name}", fault], cwd)
+        assert killed.returncode == -signal.SIGKILL, f"{events[k]}: exit {killed.returncode}\n{killed.stderr}"
+        check(cli([*ARGS, *FSDP2, f"run_dir={run_dir.name}", "ckpt_path=auto"], cwd))
+        assert metrics_rows(run_dir) == metrics_rows(full), events[k]
+        assert saved_test_metrics(run_dir) == saved_test_metrics(full), events[k]
+        leftovers = [p for p in (run_dir / "checkpoints").iterdir() if p.name.endswith((".tmp", ".pending"))]
+        assert not leftovers, events[k]

@@ -30,6 +30,7 @@ FAMILY_TASK = {
     "repeated_segments": ("gpt", "causal_lm"),
     "digits": ("vit", "classification"),
     "images": ("vit", "classification"),
+    "tokens": ("gpt", "causal_lm"),
 }
 
 

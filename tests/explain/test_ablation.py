@@ -69,7 +69,11 @@ def test_every_family_ablates_heads_and_sites(tiny_model, family: str) -> None:
 @pytest.mark.parametrize(
     ("targets", "mode", "message"),
     [
-        (["layers.0.attn_heads.4"], "zero", r"ablate: no site or head 'layers.0.attn_heads.4'"),
+        (
+            ["layers.0.attn_heads.4"],
+            "zero",
+            r"ablate: head 4 of 'layers.0.attn_heads.4': layers.0.attn_heads has 4 heads",
+        ),
         (["layers.0.ffn_out.1"], "zero", r"ablate: no site or head 'layers.0.ffn_out.1'"),
         (["layers.0.ffn_out"], "half", r"ablation='half': one of zero, mean"),
         ([], "zero", r"ablate: name at least one site or head"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -77,3 +79,15 @@ def test_families_the_formulas_do_not_describe_have_no_count() -> None:
     cfg = Seq2SeqConfig(d_model=32, n_layers=1, n_decoder_layers=1, n_heads=2, vocab_size=50)
     cfg.pos = pos_config("sinusoidal")
     assert flop_counts(build_model(cfg), 16) is None
+
+
+def test_the_chinchilla_count_follows_the_layout() -> None:
+    """A sliding layer scores at most attn_window keys a query; a mixed layout counts each layer as its
+    kind, so half sliding and half full sits halfway between all-full and all-sliding."""
+    base = GPTConfig(vocab_size=100, d_model=64, n_layers=4, n_heads=4)
+    full = chinchilla_flops_per_token(base, 100, 256)
+    sliding = chinchilla_flops_per_token(replace(base, attn_window=32), 100, 256)
+    mixed = chinchilla_flops_per_token(replace(base, attn_window=32, layout="sliding full ..."), 100, 256)
+    assert sliding < full and mixed == (full + sliding) / 2
+    gated = chinchilla_flops_per_token(replace(base, attn_gate="elementwise"), 100, 256)
+    assert gated - full == 3 * 4 * 2 * 256 * 64 * 64 / 256  # x3 (backward), 4 layers, the d x d gate

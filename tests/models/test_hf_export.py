@@ -86,6 +86,33 @@ CASES = {  # name -> (config, Hugging Face class)
     "llama-ntk": (replace(LLAMA, pos=RopePos(rope_scaling="ntk", rope_factor=2.0)), "LlamaForCausalLM"),
     "mistral": (replace(LLAMA, attn_window=4), "MistralForCausalLM"),
     "qwen3": (replace(LLAMA, qk_norm=True), "Qwen3ForCausalLM"),
+    "qwen3-mixed-windows": (
+        replace(LLAMA, qk_norm=True, n_layers=4, attn_window=4, layout="full sliding ..."),
+        "Qwen3ForCausalLM",
+    ),
+    "smollm3-nope": (
+        replace(LLAMA, n_layers=4, attn_window=4, layout="3*full sliding+nope ...", pos=RopePos()),
+        "SmolLM3ForCausalLM",
+    ),
+    "gemma2": (
+        replace(
+            LLAMA,
+            n_layers=4,
+            activation="geglu_tanh",
+            tie_embeddings=True,
+            post_norms=True,
+            embed_scale=True,
+            attn_scale=0.25,
+            attn_softcap=2.0,
+            logit_softcap=3.0,
+            attn_backend="explicit",
+            attn_window=4,
+            layout="sliding full ...",
+            pos=RopePos(rope_base=100.0),
+        ),
+        "Gemma2ForCausalLM",
+    ),
+    "phi3-partial-rope": (replace(LLAMA, pos=RopePos(rope_base=100.0, rope_fraction=0.5)), "Phi3ForCausalLM"),
     "bloom": (replace(GPT2, pos=AlibiPos(), embed_norm=True, activation="gelu_tanh"), "BloomForCausalLM"),
     "bert-mlm": (BERT, "BertForMaskedLM"),
     "bert-mlm-no-segments": (replace(BERT, type_vocab_size=0), "BertForMaskedLM"),
@@ -202,6 +229,21 @@ def test_exported_model_computes_attnlabs_logits_and_reads_back_identically(
             replace(GPT2, parametrization="mup"),  # μP's output multiplier: no HF config holds it
             "model.parametrization=mup: no Hugging Face architecture holds this model; the nearest, "
             "GPT2LMHeadModel, needs model.parametrization=sp",
+        ),
+        (
+            replace(LLAMA, attn_gate="elementwise"),  # Qwen3-Next's gate: its whole model is not mapped
+            "model.attn_gate=elementwise: no Hugging Face architecture holds this model; the nearest, "
+            "LlamaForCausalLM, needs model.attn_gate=none",
+        ),
+        (
+            replace(LLAMA, attn_sink="learned"),  # gpt-oss's sinks: its whole model is not mapped
+            "model.attn_sink=learned: no Hugging Face architecture holds this model; the nearest, "
+            "LlamaForCausalLM, needs model.attn_sink=none",
+        ),
+        (
+            replace(LLAMA, value_residual=0.5),
+            "model.value_residual=0.5: no Hugging Face architecture holds this model; the nearest, "
+            "LlamaForCausalLM, needs model.value_residual=null",
         ),
         (
             replace(GPT2, d_ff=0),

@@ -18,9 +18,9 @@ from attnlab.schema.model import ModelConfig
 
 pytest.importorskip("transformers")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments" / "parity"))
-from cases import CASES, ORIGINAL, TOL, WINDOW, diff, ids, mistral, right_padded, run
+from cases import CASES, ORIGINAL, TOL, WINDOW, diff, gemma2, ids, llama, mistral, right_padded, run
 
-from attnlab.models.hf import from_transformers
+from attnlab.models.hf import from_transformers, hf_model_config
 
 EXPECTED = {  # choices each mapping must make, beyond the family class's defaults
     "GPT-2": dict(family="gpt", pos="learned", norm_first=True, activation="gelu_tanh", tie_embeddings=True),
@@ -61,6 +61,24 @@ EXPECTED = {  # choices each mapping must make, beyond the family class's defaul
     ),
     "Qwen3 (QK-norm, GQA)": dict(family="gpt", pos="rope", n_kv_heads=2, qk_norm=True, attn_window=None),
     "Qwen3 (QK-norm, sliding window)": dict(qk_norm=True, attn_window=WINDOW),
+    "Qwen3 (mixed sliding/full layer_types)": dict(
+        qk_norm=True, attn_window=WINDOW, layout=["full", "sliding", "full", "sliding"]
+    ),
+    "SmolLM3 (NoPE every fourth layer)": dict(
+        pos="rope", attn_window=WINDOW, layout=["full", "full", "full", "sliding+nope"] * 2
+    ),
+    "Gemma 2 (soft-capping, alternating windows)": dict(
+        attn_softcap=2.0,
+        logit_softcap=3.0,
+        attn_backend="explicit",
+        post_norms=True,
+        embed_scale=True,
+        activation="geglu_tanh",
+        attn_scale=12**-0.5,
+        attn_window=WINDOW,
+        layout=["sliding", "full"] * 2,
+    ),
+    "Phi-3 (partial RoPE 0.5)": dict(pos="rope", rope_fraction=0.5, activation="swiglu", n_kv_heads=2),
     "Llama (RoPE linear)": dict(pos="rope", rope_scaling="linear", rope_factor=2.0, rope_base=100.0),
     "Llama (RoPE dynamic NTK)": dict(
         pos="rope", rope_scaling="ntk", rope_factor=3.0, rope_original_max_len=ORIGINAL
@@ -76,6 +94,31 @@ def setting(cfg: ModelConfig, key: str) -> object:
     if key == "pos":
         return cfg.pos.name
     return getattr(cfg.pos, key) if key.startswith("rope_") else getattr(cfg, key)
+
+
+@torch.no_grad()
+def test_llama_refuses_a_partial_rotary_factor_it_does_not_apply() -> None:
+    """transformers' Llama rotates every dimension whatever ``partial_rotary_factor`` says: loading it
+    as partial RoPE would compute something else, so the loader names the architecture that applies it."""
+
+    config = {**llama().config.to_dict(), "architectures": ["LlamaForCausalLM"]}
+    config["rope_parameters"] = {**config["rope_parameters"], "partial_rotary_factor": 0.5}
+    with pytest.raises(
+        ValueError, match=r"partial_rotary_factor=0.5 is not applied by LlamaForCausalLM.*Phi3"
+    ):
+        hf_model_config(config)
+
+
+@torch.no_grad()
+def test_gemma2_soft_caps_act_in_the_reference() -> None:
+    """Gemma 2's caps bend its scores and logits at these sizes: its parity is not that of caps too wide."""
+
+    hf, x, mask = gemma2(), ids(), right_padded()
+    capped = hf(x, attention_mask=mask).logits
+    for layer in hf.model.layers:
+        layer.self_attn.attn_logit_softcapping = None
+    hf.config.final_logit_softcapping = None
+    assert (capped - hf(x, attention_mask=mask).logits).abs().max() > 1e-2
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -259,7 +259,7 @@ def test_malformed_index_or_config_names_the_file(tmp_path: Path) -> None:
 
 def test_every_architecture_module_is_listed() -> None:
     """A module missing from ARCHITECTURE_MODULES would never be imported, so never registered."""
-    machinery = {"config_keys", "convert", "export", "io", "spec"}
+    machinery = {"config_keys", "convert", "export", "io", "layouts", "spec"}
     modules = {m.name for m in pkgutil.iter_modules(attnlab_hf.__path__)}
     assert modules - machinery == set(attnlab_hf.ARCHITECTURE_MODULES)
 
@@ -281,7 +281,8 @@ def test_a_registered_architecture_loads(gpt2_dir: Path, monkeypatch: pytest.Mon
     edit_config(gpt2_dir, model_type="gpt3", architectures=["GPT3"])
     with pytest.raises(
         ValueError,
-        match=r"attnlab loads GPT2LMHeadModel, .*, BloomModel, MistralForCausalLM, Qwen3ForCausalLM, CopyLM$",
+        match=r"attnlab loads GPT2LMHeadModel, .*, BloomModel, MistralForCausalLM, Qwen3ForCausalLM, SmolLM3ForCausalLM, "
+        r"Gemma2ForCausalLM, Phi3ForCausalLM, CopyLM$",
     ):
         attnlab.load_hf(gpt2_dir)
 
@@ -351,11 +352,11 @@ def test_unsupported_rope_scaling_is_one_line(rope: dict, message: str, tmp_path
     [
         (dict(head_dim=16), r"Qwen3ForCausalLM: head_dim=16 is not supported \(attnlab needs 8\)"),
         (
-            dict(layer_types=["full_attention", "sliding_attention"], max_window_layers=1),
-            r"layer_types mixes full_attention, sliding_attention \(max_window_layers=1\); attnlab has one window",
+            dict(layer_types=["full_attention", "sliding_attention", "full_attention"]),
+            r"Qwen3ForCausalLM: layer_types or no_rope_layers do not have num_hidden_layers=2 entries",
         ),
     ],
-    ids=["head_dim", "mixed-windows"],
+    ids=["head_dim", "layer-types-length"],
 )
 def test_qwen3_options_attnlab_cannot_reproduce_are_one_line(
     changes: dict, message: str, tmp_path: Path
@@ -372,3 +373,105 @@ def test_full_attention_qwen3_has_no_window(tmp_path: Path) -> None:
     path = save(CASES["Qwen3 (QK-norm, GQA)"][0](), tmp_path, "safetensors")
     cfg = model_config_from_hf(path)
     assert (cfg.qk_norm, cfg.attn_window) == (True, None)
+
+
+# -- what model.init_from refuses before a run exists -------------------------------------------------
+
+
+def init_from_error(path: Path) -> str:
+    """The one line of attnlab-train's check of ``model.init_from=<path>`` (before its run directory)."""
+    from attnlab.cli.pretrained import resolve_init_from
+    from attnlab.schema.errors import ConfigError
+    from attnlab.schema.run import RunConfig
+
+    run = RunConfig()
+    with pytest.raises(ConfigError) as err:
+        resolve_init_from(dataclasses.replace(run, model=dataclasses.replace(run.model, init_from=str(path))))
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+@pytest.mark.parametrize(
+    "asks", [{"auto_map": {"AutoModel": "modeling_evil.EvilModel"}}, {"trust_remote_code": True}]
+)
+def test_a_config_asking_for_remote_code_is_refused(gpt2_dir: Path, asks: dict) -> None:
+    edit_config(gpt2_dir, **asks)
+    (key,) = asks
+    message = (
+        f"{gpt2_dir / 'config.json'} asks for code shipped with the checkpoint ({key}): attnlab runs none"
+    )
+    with pytest.raises(ValueError, match=re.escape(message)):
+        attnlab.load_hf(gpt2_dir)
+    assert init_from_error(gpt2_dir).startswith(f"model.init_from={gpt2_dir}: {message}")
+
+
+class RunsCode:
+    """Unpickled, it would create ``marker``: what a poisoned weight file does."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return (Path.touch, (self.marker,))
+
+
+def test_a_pickled_bin_is_refused_in_one_line_without_torchs_advice(gpt2_dir: Path) -> None:
+    (gpt2_dir / "model.safetensors").unlink()
+    torch.save({"wte.weight": RunsCode(gpt2_dir / "ran")}, gpt2_dir / "pytorch_model.bin")
+    line = init_from_error(gpt2_dir)
+    assert line == (
+        f"model.init_from={gpt2_dir}: {gpt2_dir / 'pytorch_model.bin'}: holds pickled objects beyond tensors "
+        "and plain data, which could run code, so it is not loaded"
+    )
+    with pytest.raises(ValueError, match="could run code"):
+        attnlab.load_hf(gpt2_dir)
+    assert not (gpt2_dir / "ran").exists()
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (
+            lambda d: (d / "model.safetensors").write_bytes(
+                b"\x10\x00\x00\x00\x00\x00\x00\x00{not a header}"
+            ),
+            "model.safetensors: cannot read weights (",
+        ),
+        (lambda d: (d / "model.safetensors").write_bytes(b""), "model.safetensors: cannot read weights ("),
+        (
+            lambda d: edit_config(d, vocab_size=65),
+            "shape mismatch for embed.tokens.weight (checkpoint wte.weight)",
+        ),
+    ],
+)
+def test_damaged_weights_are_one_line_naming_init_from(
+    gpt2_dir: Path, damage: Callable, message: str
+) -> None:
+    """Found from the files' headers before the run: they were found after its directory existed."""
+    damage(gpt2_dir)
+    line = init_from_error(gpt2_dir)
+    assert line.startswith(f"model.init_from={gpt2_dir}: ") and message in line
+
+
+def test_a_linked_weight_file_is_read_where_it_leads_and_named_where_it_fails(
+    gpt2_dir: Path, tmp_path: Path
+) -> None:
+    """A Hugging Face cache links its snapshot's files to blobs: a link to weights reads; a link to
+    anything else, or to nothing, is one line naming the setting."""
+    blob = tmp_path / "blob"
+    (gpt2_dir / "model.safetensors").rename(blob)
+    (gpt2_dir / "model.safetensors").symlink_to(blob)
+    assert model_config_from_hf(gpt2_dir) == attnlab_hf.check_hf_checkpoint(gpt2_dir)
+    blob.write_text("not weights")
+    assert "model.safetensors: cannot read weights" in init_from_error(gpt2_dir)
+    blob.unlink()
+    assert init_from_error(gpt2_dir).startswith(f"model.init_from={gpt2_dir}: no weights in {gpt2_dir}")
+
+
+def test_an_index_naming_a_shard_elsewhere_is_refused(tmp_path: Path) -> None:
+    save(CASES["GPT-2"][0](), tmp_path, "sharded")
+    index = tmp_path / "model.safetensors.index.json"
+    weights = json.loads(index.read_text())
+    weights["weight_map"] = {name: "../secret.safetensors" for name in weights["weight_map"]}
+    index.write_text(json.dumps(weights))
+    assert init_from_error(tmp_path).endswith(f"{index} lists '../secret.safetensors', not a file beside it")

@@ -41,8 +41,7 @@ def tiny(mixer: str | list[str], seed: int = 0, **overrides) -> DecoderLM:
     if isinstance(mixer, str):
         cfg = replace(TINY, mixer=mixer, **overrides)
     else:
-        cfg = replace(TINY, **overrides)
-        cfg.layer_mixers = lambda: list(mixer)  # per layer (a layout's mixer tags, once model.layout lands)
+        cfg = replace(TINY, layout=list(mixer), **overrides)  # the layout's mixer tags, one per layer
     cfg.check()
     return build_model(cfg).eval()
 
@@ -219,3 +218,49 @@ def test_muon_takes_the_mixers_matrices_and_adamw_the_rest(mixer: str) -> None:
     F.cross_entropy(model(ids[:, :-1]).flatten(0, 1), ids[:, 1:].flatten()).backward()
     optimizer.step()
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def qwen3_next_like(**overrides) -> DecoderLM:
+    """Qwen3-Next's pattern by layout: 3 DeltaNet : 1 attention, the attention layer gated, QK-normed,
+    with partial RoPE; ``overrides`` change the rest."""
+    settings = dict(
+        layout="3*deltanet attention ...", attn_gate="elementwise", qk_norm=True, pos=pos_config("rope")
+    )
+    settings["pos"].rope_fraction = 0.25
+    torch.manual_seed(0)
+    cfg = replace(TINY, **(settings | overrides))
+    cfg.check()
+    return build_model(cfg).eval()
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"layout": "deltanet sliding+attention latent+nope differential", "attn_window": 4}],
+    ids=["qwen3-next", "sliding and nope layers"],
+)
+def test_a_hybrid_layout_with_hooks_decodes_as_its_full_forward(overrides: dict) -> None:
+    model = qwen3_next_like(**overrides)
+    kinds = [type(layer.self_attn.fn).__name__ for layer in model.stack.layers]
+    if not overrides:
+        assert kinds == ["GatedDeltaNet"] * 3 + ["SelfAttention"]
+        assert model.stack.layers[3].self_attn.fn.gate is not None  # the hook on the attention layer
+    ids = torch.randint(1, VOCAB, (2, 11), generator=torch.Generator().manual_seed(5))
+    mask = torch.ones(2, 11, dtype=torch.bool)
+    mask[0, :2] = False
+    with torch.no_grad():
+        full = model(ids, attention_mask=mask)
+        cache = model.new_cache()
+        steps = [model(ids[:, :3], attention_mask=mask[:, :3], cache=cache)]
+        steps += [
+            model(ids[:, t : t + 1], attention_mask=mask[:, : t + 1], cache=cache) for t in range(3, 11)
+        ]
+    assert (full - torch.cat(steps, dim=1))[mask].abs().max() <= 1e-5
+
+
+def test_layout_refusals_name_the_entry() -> None:
+    with pytest.raises(ConfigError, match="deltanet layer has no window"):
+        replace(TINY, layout="deltanet+sliding attention ...", attn_window=4).check()
+    with pytest.raises(ConfigError, match="first layer must be attention"):
+        replace(TINY, layout="deltanet attention ...", value_residual=0.5).check()
+    with pytest.raises(ConfigError, match="unknown tag 'mamba'"):
+        replace(TINY, layout="mamba attention ...").check()

@@ -38,6 +38,19 @@ def test_runs_given_by_glob_are_reported_into_out(tmp_path: Path, capsys: pytest
         (["missing"], "error: missing: no such file or directory"),
         (["empty"], "error: empty: no run directories found (folders holding config.yaml)"),
         (["sweep", "--metric", "val/acc"], "error: --metric=val/acc: no run logged it; logged metrics:"),
+        (
+            ["sweep", "--budget", "parsecs=3"],
+            "error: --budget=parsecs=3: choose an axis of step, tokens, flops, time",
+        ),
+        (
+            ["sweep", "--budget", "tokens=-1"],
+            "error: --budget=tokens=-1: the budget must be a positive number",
+        ),
+        (["sweep", "--budget", "tokens"], "error: --budget=tokens: not every run records it (tokens need"),
+        (
+            ["sweep", "--baseline", "rope"],
+            "error: --baseline=rope: names no configuration; the configurations:",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(

@@ -186,3 +186,33 @@ def test_metric_option_must_name_a_logged_metric(tmp_path: Path) -> None:
         match=r"--metric=val/bleu: no run logged it; logged metrics: val/loss, val/ppl, test/loss",
     ):
         read_sweep([tmp_path], metric="val/bleu")
+
+
+@pytest.mark.parametrize("text", ["", '{"metrics": {"val/loss": 2.'])
+def test_a_half_written_evaluation_is_named_and_the_rest_is_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, text: str
+) -> None:
+    """An attnlab-eval killed while writing left an empty or cut ``metrics.json``: it made the whole
+    tree unreadable."""
+    run = write_run(tmp_path / "0", config(), test={"test/loss": 2.0})
+    write_eval(run, "a", {"val/loss": 2.0})
+    (write_eval(run, "b", {"val/loss": 2.5}) / "metrics.json").write_text(text)
+    with caplog.at_level(logging.WARNING, logger="attnlab.report"):
+        sweep = read_sweep([tmp_path])
+    assert list(sweep.evals["name"]) == ["a"] and list(sweep.runs.index) == ["0"]
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.startswith(f"{run / 'eval' / 'b' / 'metrics.json'}: not valid JSON")
+    assert warning.endswith("skipped: a half-written evaluation? (run its attnlab-eval again)")
+
+
+def test_a_file_given_as_the_sweep_is_one_line(tmp_path: Path) -> None:
+    """Its report went into the file's folder."""
+    run = write_run(tmp_path / "0", config())
+    with pytest.raises(ReportError) as err:
+        read_sweep([run / "summary.json"])
+    assert (
+        str(err.value) == f"{run / 'summary.json'}: a file: give a run or sweep directory, or a glob of them"
+    )
+    assert find_run_dirs([str(tmp_path / "*" / "config.yaml")]) == [
+        run.resolve()
+    ]  # a glob of files still finds runs

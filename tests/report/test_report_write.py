@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +36,7 @@ def test_report_files(tmp_path: Path) -> None:
     assert [p.name for p in report.plots] == [
         "val-loss_by_model.pos.name.png",
         "val-loss_curves.png",
+        "val-loss_curves_by_time.png",
         "val-loss_by_length.png",
     ]
     assert all(p.read_bytes().startswith(PNG) for p in report.plots)
@@ -105,8 +107,8 @@ def test_learning_curves_average_the_seeds(tmp_path: Path, monkeypatch: pytest.M
         write_run(tmp_path / str(seed), cfg, val=val_losses(final, (10, 20)), test={"test/loss": 1})
     write_run(tmp_path / "3", config(seed=3), status="running", val={10: 9.0})  # in progress: shown too
     figures = capture_figures(monkeypatch)
-    (path,) = learning_curve_plots(read_sweep([tmp_path]), tmp_path / "plots")
-    assert path.name == "val-loss_curves.png"
+    path, by_time = learning_curve_plots(read_sweep([tmp_path]), tmp_path / "plots")
+    assert path.name == "val-loss_curves.png" and by_time.name == "val-loss_curves_by_time.png"
     ax = figures[0].axes[0]
     val, train, key = ax.lines  # the validation mean, the training loss in its colour, the legend's key
     np.testing.assert_allclose(val.get_xdata(), [10, 20])
@@ -147,6 +149,7 @@ def test_overlapping_configurations_stay_distinguishable(
         "val-loss_curves.png",
         "val-loss_curves_by_tokens.png",
         "val-loss_curves_by_flops.png",
+        "val-loss_curves_by_time.png",
     ]
     ax = figures[0].axes[0]
     means = [line for line in ax.lines if line.get_label().startswith("model.pos.name=")]
@@ -170,7 +173,7 @@ def test_a_resumed_run_has_no_tokens_axis(tmp_path: Path, monkeypatch: pytest.Mo
     sweep = read_sweep([tmp_path])
     assert sweep.runs["train_tokens"].isna().tolist() == [False] * 6 + [True]
     paths = learning_curve_plots(sweep, tmp_path)
-    assert [p.name for p in paths] == ["val-loss_curves.png"]
+    assert [p.name for p in paths] == ["val-loss_curves.png", "val-loss_curves_by_time.png"]
 
 
 def test_a_one_point_curve_is_said_to_be_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -264,4 +267,74 @@ def test_200_jobs(tmp_path: Path) -> None:
     assert len(configurations) == 40
     assert set(configurations["n"]) == {5}
     assert set(configurations["val/loss best"]) == {"2.2 ± 0.16"}
-    assert len(report.plots) == 4  # by pos, by n_layers, by lr; the curves
+    assert len(report.plots) == 5  # by pos, by n_layers, by lr; the curves by step and by wall time
+
+
+def test_the_baseline_curve_is_bold_and_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    figures = capture_figures(monkeypatch)
+    sweep = read_sweep([three_configurations_two_seeds(tmp_path)])
+    learning_curve_plots(sweep, tmp_path, baseline="model.pos.name=rope")
+    for figure in figures:  # step, tokens, FLOPs, wall time
+        (bold,) = [line for line in figure.axes[0].lines if line.get_label().endswith("(baseline)")]
+        assert bold.get_label() == "model.pos.name=rope (baseline)"
+        assert bold.get_linewidth() > 2 and bold.get_color() == "black"
+
+
+def test_the_wall_time_curve_averages_each_steps_time_over_the_seeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seed 2 took three times as long: at steps 10 and 20 the line is at the mean of the seeds' times
+    (1.05 s and 3.15 s, 2.05 s and 6.15 s), not one point per seed."""
+    for seed in (1, 2):
+        write_run(tmp_path / str(seed), config(seed=seed), val=val_losses(2.0, (10, 20)))
+    metrics = tmp_path / "2" / "metrics.jsonl"
+    lines = [json.loads(line) for line in metrics.read_text().splitlines()]
+    metrics.write_text("".join(json.dumps({**r, "time_s": 3 * r["time_s"]}) + "\n" for r in lines))
+    figures = capture_figures(monkeypatch)
+    paths = learning_curve_plots(read_sweep([tmp_path]), tmp_path)
+    assert paths[-1].name == "val-loss_curves_by_time.png"
+    val = figures[-1].axes[0].lines[0]
+    np.testing.assert_allclose(val.get_xdata(), [2.1, 4.1])
+    np.testing.assert_allclose(val.get_ydata(), [2.25, 2.0])
+
+
+def test_two_reports_of_one_sweep_at_once_both_succeed(tmp_path: Path) -> None:
+    """Each process writes its own temporary files (they collided on ``<name>.tmp``): both exit 0,
+    leave whole files and no temporary one."""
+    import os
+    import subprocess
+    import sys
+
+    root = with_length_evals(pos_seed_sweep(tmp_path / "sweep", failed_seed=2))
+    command = [sys.executable, "-m", "attnlab.cli.report", str(root)]
+    env = {**os.environ, "MPLBACKEND": "Agg"}
+    both = [
+        subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)
+    ]
+    results = [(p.wait(timeout=300), p.stderr.read().decode()) for p in both]
+    for p in both:
+        p.stdout.close()
+        p.stderr.close()
+    assert [code for code, _ in results] == [0, 0], results
+    assert all(p.read_bytes().startswith(PNG) for p in (root / "plots").glob("*.png"))
+    assert not [p for p in root.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_another_writers_temporary_file_is_left_alone(tmp_path: Path) -> None:
+    """A ``<name>.tmp`` beside a report file (another report's, or a link elsewhere) is neither
+    written through nor taken over."""
+    sweep = read_sweep([pos_seed_sweep(tmp_path / "sweep", failed_seed=2)])
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the report's\n")
+    (tmp_path / "out" / "plots").mkdir(parents=True)
+    (tmp_path / "out" / "report.md.tmp").symlink_to(outside)
+    (tmp_path / "out" / "plots" / "val-loss_curves.png.tmp").write_text("another report's, half written")
+    report = write_report(sweep, tmp_path / "out")
+    assert outside.read_text() == "not the report's\n"
+    assert (
+        tmp_path / "out" / "plots" / "val-loss_curves.png.tmp"
+    ).read_text() == "another report's, half written"
+    assert (
+        report.markdown.read_text().startswith("#")
+        and (tmp_path / "out" / "report.md").stat().st_mode & 0o044
+    )

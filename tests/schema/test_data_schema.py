@@ -15,6 +15,7 @@ from attnlab.schema.checks import accepted_kinds, check_compatible
 from attnlab.schema.data import DATA, DataKind, SourcedData, data_config
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
+from attnlab.schema.token_data import TokensData
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "data"
 
@@ -58,7 +59,7 @@ def test_each_kind_holds_only_the_fields_it_reads():
             "causal_lm",
             "digits",
             "data.kind=digits: cannot be consumed by model.family='gpt' with task.name='causal_lm'; "
-            "it accepts data.kind in: text, copy, passkey, recall, addition, repeated_segments",
+            "it accepts data.kind in: text, tokens, copy, passkey, recall, addition, repeated_segments",
         ),
         ("gpt", "mlm", "text", "task.name=mlm: cannot train model.family='gpt'; it trains causal_lm"),
     ],
@@ -120,6 +121,10 @@ def test_each_preset_composes_to_its_kinds_class_and_is_valid(preset, monkeypatc
     assert type(data) is DATA.schemas[data.kind]
     if isinstance(data, SourcedData) and data.needs and not data.sources():  # for the user's own files
         with pytest.raises(ConfigError, match=rf"data.kind={data.kind} needs data.path"):
+            data.check()
+        data = composed_data(preset, "data.path=some/path")
+    if isinstance(data, TokensData) and not data.path:  # data=tokens: the folder the user prepared
+        with pytest.raises(ConfigError, match=r"data.path=null: data.kind=tokens needs the folder"):
             data.check()
         data = composed_data(preset, "data.path=some/path")
     data.check()

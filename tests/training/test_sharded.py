@@ -63,5 +63,6 @@ def test_consolidate_refuses_what_is_not_a_sharded_checkpoint(
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert (
-        err.startswith(f"error: {tmp_path / 'last.ckpt'}: not a sharded checkpoint") and err.count("\n") == 1
+        err.startswith(f"error: checkpoint={tmp_path / 'last.ckpt'}: not a sharded checkpoint")
+        and err.count("\n") == 1
     )

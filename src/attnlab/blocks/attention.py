@@ -20,15 +20,18 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from attnlab.blocks.backends import BACKENDS, CONFIGURABLE, Keys, backend_named
+from attnlab.blocks.backends import BACKENDS, CONFIGURABLE, Keys, backend_named, max_logits
 from attnlab.blocks.cache import AttentionCache
+from attnlab.blocks.hooks import AttentionHooks, OutputGate, Sinks, SoftCap, ValueResidual, soft_cap
 from attnlab.blocks.masks import KeyRule
 from attnlab.blocks.norm import RMSNorm
 from attnlab.blocks.positional import PositionalEncoding, ScoreMod
 from attnlab.blocks.roles import ParamRole, declare_roles
 from attnlab.blocks.static_cache import StaticAttentionCache
 from attnlab.blocks.view import AttentionView
-from attnlab.schema.model import ModelConfig, check_heads, kept_kv_groups
+from attnlab.schema.heads import kept_kv_groups
+from attnlab.schema.hooks import AttnGate, AttnSink
+from attnlab.schema.model import ModelConfig, check_heads
 
 ATTENTION_PATHS = tuple(BACKENDS)  # fused kernels; the softmax written out (its weights probed); flex
 
@@ -64,7 +67,7 @@ class MultiHeadAttention(nn.Module):
     ) -> None:
         super().__init__()
         if backend not in CONFIGURABLE:
-            raise ValueError(f"attention backend {backend!r} is not one of sdpa, flex")
+            raise ValueError(f"attention backend {backend!r} is not one of {', '.join(CONFIGURABLE)}")
         check_heads(d_model, n_heads, n_kv_heads)
         self.head_dim = d_model // n_heads
         self.total_heads = n_heads  # before pruning: the index space of head_ids
@@ -81,6 +84,11 @@ class MultiHeadAttention(nn.Module):
         self.split_sizes = (q_dim, kv_dim, kv_dim)  # the rows of queries, keys, values in a fused projection
         self.head_splits = (self.n_heads, self.n_kv_heads, self.n_kv_heads)  # the same, in heads
         self.backend = backend_named(backend)  # set for a whole model with use_attention_path()
+        # hooks (blocks.hooks), set by self-attention where the config turns them on: instance
+        # attributes, so that a submodule assigned later is found (a class attribute would shadow it)
+        self.softcap: SoftCap | None = None
+        self.sinks: Sinks | None = None
+        self.gate: OutputGate | None = None
 
     def _add_output(self, d_model: int, bias: bool) -> None:
         """The output projection (its input: the heads concatenated) and the probe of the weights."""
@@ -121,14 +129,9 @@ class MultiHeadAttention(nn.Module):
         index among the unpruned heads; None without a bias."""
         pos = self.pos
         score_mod = pos.score_mod(q_rows, k_rows) if pos is not None else None
-        if score_mod is None or self.bias_heads is None:
-            return score_mod
-        heads = self.bias_heads
-
-        def kept(score: Tensor, b: Tensor, h: Tensor, q: Tensor, k: Tensor) -> Tensor:
-            return score_mod(score, b, heads[h], q, k)
-
-        return kept
+        if score_mod is not None and self.bias_heads is not None:
+            score_mod = _kept_heads(score_mod, self.bias_heads)
+        return self.softcap.score_mod(score_mod) if self.softcap is not None else score_mod
 
     def _attend(
         self, x: Tensor, q: Tensor, k: Tensor, v: Tensor, keys: Keys, view: AttentionView, dropped: int = 0
@@ -140,9 +143,19 @@ class MultiHeadAttention(nn.Module):
                 f"attention mask of shape {tuple(keys.padding.shape)} does not match the keys: expected "
                 f"({q.shape[0]}, {k.shape[2] + dropped}), one entry per cached and new token"
             )
-        y = self.backend.attend(self, q, k, v, keys, view.masks)
-        y = y.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
-        return self.out_proj(y)
+        y = self.backend.attend(self, q, k, v, keys, view.masks).transpose(1, 2)
+        if self.gate is not None:
+            y = self.gate(x, y)
+        return self.out_proj(y.reshape(x.shape[0], x.shape[1], -1))
+
+
+def _kept_heads(score_mod: ScoreMod, heads: Tensor) -> ScoreMod:
+    """``score_mod`` called with each kept head's index among the unpruned heads."""
+
+    def kept(score: Tensor, b: Tensor, h: Tensor, q: Tensor, k: Tensor) -> Tensor:
+        return score_mod(score, b, heads[h], q, k)
+
+    return kept
 
 
 class SelfAttention(MultiHeadAttention):
@@ -151,6 +164,8 @@ class SelfAttention(MultiHeadAttention):
     ``pos`` is the stack's positional encoding (owned by the embedding, which registers its weights;
     referenced here, not registered again). ``window`` limits attention to keys less than ``window``
     positions away (before the query when causal); a KV cache then keeps only the last ``window`` keys.
+    ``hooks`` (``attention_hooks``): soft-capping, sinks, an output gate, a value residual
+    (``blocks.hooks``); ``shares_values``: this layer's values are the ones later layers mix in.
     ``settings``: those of ``MultiHeadAttention``.
     """
 
@@ -163,6 +178,8 @@ class SelfAttention(MultiHeadAttention):
         bias: bool = ModelConfig.bias,
         window: int | None = ModelConfig.attn_window,
         pos: PositionalEncoding | None = None,
+        hooks: AttentionHooks | None = None,
+        shares_values: bool = False,
         **settings: Any,
     ) -> None:
         super().__init__(d_model, n_heads, n_kv_heads, **settings)
@@ -172,6 +189,21 @@ class SelfAttention(MultiHeadAttention):
         self.shared_pos = (pos,) if pos is not None else ()  # a tuple keeps it out of the submodules
         self.qkv_proj = nn.Linear(d_model, sum(self.split_sizes), bias=bias)  # one product for q, k, v
         self._add_output(d_model, bias)
+        self.shares_values = shares_values
+        self.logit_record: tuple[dict[str, Tensor], str] | None = None  # blocks.qk_clip.recording
+        self.value_residual = None
+        if hooks is not None:
+            self._add_hooks(hooks, d_model, shares_values)
+
+    def _add_hooks(self, hooks: AttentionHooks, d_model: int, shares_values: bool) -> None:
+        """The hooks ``hooks`` turns on, each a submodule (or, for soft-capping, a function)."""
+        self.softcap = soft_cap(hooks.softcap)
+        if hooks.sink != AttnSink.none:
+            self.sinks = Sinks(hooks.sink, self.n_heads, hooks.sink_init)
+        if hooks.gate != AttnGate.none:
+            self.gate = OutputGate(hooks.gate, d_model, self.n_heads, self.head_dim, hooks.gate_offset)
+        if hooks.value_residual is not None and not shares_values:
+            self.value_residual = ValueResidual(self.n_kv_heads, hooks.value_residual, hooks.value_learned)
 
     @property
     def pos(self) -> PositionalEncoding | None:
@@ -210,6 +242,12 @@ class SelfAttention(MultiHeadAttention):
                 "(decode one document at a time)"
             )
         q, k, v = self._qkv_heads(x)
+        if self.shares_values:
+            view.first_values = v
+        elif self.value_residual is not None:
+            if view.first_values is None:
+                raise ValueError("a value residual needs the first layer's values (model.value_residual)")
+            v = self.value_residual(v, view.first_values)
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         positions, padding, pos = view.positions, view.padding, self.pos
@@ -224,7 +262,15 @@ class SelfAttention(MultiHeadAttention):
         keys = Keys(
             positions, k_pos, KeyRule(causal=view.causal, window=self.window), padding, view.documents
         )
+        if self.logit_record is not None:
+            self._record_max_logits(q, k, keys)
         return self._attend(x, q, k, v, keys, view, cache.dropped if cache is not None else 0)
+
+    def _record_max_logits(self, q: Tensor, k: Tensor, keys: Keys) -> None:
+        """Keep each head's largest logit of this pass (the largest of all passes while recording)."""
+        found, name = self.logit_record
+        largest = max_logits(q, k, keys, self.scale)
+        found[name] = largest if name not in found else torch.maximum(found[name], largest)
 
 
 class CrossAttention(MultiHeadAttention):

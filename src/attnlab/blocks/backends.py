@@ -14,13 +14,19 @@ from __future__ import annotations
 
 from typing import NamedTuple, Protocol
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from attnlab.blocks.flex import MaskMemo, PassMask, block_mask, flex, per_row
+from attnlab.blocks.hooks import Sinks, SoftCap
 from attnlab.blocks.masks import KeyRule, additive_mask
 from attnlab.blocks.positional import ScoreMod
 from attnlab.schema.model import AttnBackend
+
+SOFTCAP_ON_SDPA = (
+    "model.attn_softcap: SDPA cannot apply tanh to the scores; use attn_backend=explicit or flex"
+)
 
 
 class AttentionHeads(Protocol):
@@ -33,6 +39,8 @@ class AttentionHeads(Protocol):
     n_heads: int
     n_kv_heads: int
     weights_probe: nn.Module
+    softcap: SoftCap | None
+    sinks: Sinks | None
 
     def score_bias(self, q_pos: Tensor, k_pos: Tensor) -> Tensor | None: ...
 
@@ -59,7 +67,12 @@ class Sdpa:
         self, attn: AttentionHeads, q: Tensor, k: Tensor, v: Tensor, keys: Keys, masks: MaskMemo
     ) -> Tensor:
         """Attention (B, H, Tq, hd) of queries (B, H, Tq, hd) over keys and values (B, Hkv, Tk, hd)."""
-        mask, is_causal = dense_mask(attn, q, k, keys, fused=True)
+        if attn.softcap is not None:
+            raise ValueError(SOFTCAP_ON_SDPA)
+        mask, is_causal = dense_mask(attn, q, k, keys, fused=attn.sinks is None)
+        if attn.sinks is not None:  # the sink as a key of score 0 and value 0, its logit in the mask
+            mask = mask if mask is not None else q.new_zeros((1, 1, q.shape[2], k.shape[2]))
+            k, v, mask = attn.sinks.extra_key(q, k, v, mask)
         return F.scaled_dot_product_attention(
             q,
             k,
@@ -85,9 +98,14 @@ class Explicit:
         if groups > 1:
             k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
         scores = (q @ k.transpose(-2, -1)) * attn.scale
+        if attn.softcap is not None:
+            scores = attn.softcap(scores)
         if mask is not None:
             scores = scores + mask
-        weights = attn.weights_probe(scores.float().softmax(dim=-1).to(q.dtype))
+        weights = scores.float().softmax(dim=-1)
+        if attn.sinks is not None:  # exp(s) / (exp(sink) + sum exp(s))
+            weights = weights * attn.sinks.factor(scores.float().logsumexp(dim=-1)).unsqueeze(-1)
+        weights = attn.weights_probe(weights.to(q.dtype))
         dropout = attn.dropout if attn.training else 0.0
         return F.dropout(weights, p=dropout, training=dropout > 0) @ v
 
@@ -101,13 +119,17 @@ class Flex:
     def attend(
         self, attn: AttentionHeads, q: Tensor, k: Tensor, v: Tensor, keys: Keys, masks: MaskMemo
     ) -> Tensor:
-        kind = "cross" if attn.cross else "self"
+        kind = "cross" if attn.cross else f"self/{keys.rule.window}"  # one block mask per window
         if kind not in masks:
             q_rows, k_rows = per_row(keys.q_pos, q.shape[0]), per_row(keys.k_pos, q.shape[0])
             mask = block_mask(keys.rule, q_rows, k_rows, keys.padding, keys.documents)
             masks[kind] = PassMask(mask, q_rows, k_rows)
         mask, q_rows, k_rows = masks[kind]
-        return flex(q, k, v, mask=mask, score_mod=attn.score_mod(q_rows, k_rows), scale=attn.scale)
+        score_mod = attn.score_mod(q_rows, k_rows)
+        if attn.sinks is None:
+            return flex(q, k, v, mask=mask, score_mod=score_mod, scale=attn.scale)
+        y, lse = flex(q, k, v, mask=mask, score_mod=score_mod, scale=attn.scale, return_lse=True)
+        return y * attn.sinks.factor(lse.to(y.dtype)).unsqueeze(-1)
 
 
 def dense_mask(
@@ -139,9 +161,24 @@ def dense_mask(
     return mask, False
 
 
+@torch.no_grad()
+def max_logits(q: Tensor, k: Tensor, keys: Keys, scale: float) -> Tensor:
+    """The largest logit (H,) of each head over the batch, the queries and the keys they may see."""
+    groups = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(groups, dim=1) if groups > 1 else k
+    scores = (q @ k.transpose(-2, -1)).float() * scale
+    allowed = keys.rule.dense(keys.q_pos, keys.k_pos, keys.documents, keys.documents)
+    if keys.padding is not None:
+        keep = keys.padding.bool()[:, None, None, :]
+        allowed = keep if allowed is None else allowed & keep
+    if allowed is not None:
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    return scores.amax(dim=(0, 2, 3))
+
+
 SDPA, EXPLICIT, FLEX = Sdpa(), Explicit(), Flex()
 BACKENDS = {backend.name: backend for backend in (SDPA, EXPLICIT, FLEX)}  # by name: ATTENTION_PATHS
-CONFIGURABLE = (AttnBackend.sdpa, AttnBackend.flex)  # model.attn_backend's choices; explicit is a probe's
+CONFIGURABLE = tuple(AttnBackend)  # model.attn_backend's choices
 
 
 def backend_named(name: str) -> Sdpa | Explicit | Flex:

@@ -160,10 +160,12 @@ class KVCache:
     cross_attn: list[AttentionCache] = field(default_factory=list)
 
     @classmethod
-    def empty(cls, n_layers: int, cross: bool = False, reserve: int = 0) -> KVCache:
-        """Empty caches; ``reserve``: the self-attention entries to allocate at the first write."""
+    def empty(cls, n_layers: int, cross: bool = False, reserve: int | list[int] = 0) -> KVCache:
+        """Empty caches; ``reserve``: the self-attention entries to allocate at the first write (one
+        number for every layer, or one per layer)."""
+        reserves = reserve if isinstance(reserve, list) else [reserve] * n_layers
         return cls(
-            [AttentionCache(reserve=reserve) for _ in range(n_layers)],
+            [AttentionCache(reserve=r) for r in reserves],
             [AttentionCache() for _ in range(n_layers)] if cross else [],
         )
 

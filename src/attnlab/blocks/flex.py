@@ -111,14 +111,20 @@ def flex(
     mask: BlockMask | None,
     score_mod: ScoreMod | None,
     scale: float,
-) -> Tensor:
-    """Attention (B, H, Tq, hd) of queries (B, H, Tq, hd) over keys and values (B, Hkv, Tk, hd)."""
+    return_lse: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Attention (B, H, Tq, hd) of queries (B, H, Tq, hd) over keys and values (B, Hkv, Tk, hd); with
+    ``return_lse``, also the scores' log-sum-exp (B, H, Tq) (sinks rescale by it)."""
     if q.device.type == "cpu" and torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
         raise NotImplementedError(f"model.attn_backend=flex: {FLEX_CPU_BACKWARD}")
     args: dict[str, Any] = dict(
         score_mod=score_mod, block_mask=mask, scale=scale, enable_gqa=q.shape[1] != k.shape[1]
     )
-    if q.shape[2] >= COMPILE_FROM:
+    if return_lse:
+        args["return_lse"] = True
+    # the compiled CPU kernel has no return_lse in torch 2.13: sinks on the CPU run the uncompiled one
+    lse_on_cpu = return_lse and q.device.type == "cpu"
+    if q.shape[2] >= COMPILE_FROM and not lse_on_cpu:
         return compiled_flex()(q, k, v, **args)
     with warnings.catch_warnings():  # "called without torch.compile()": chosen here for one query
         warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")

@@ -19,6 +19,7 @@ from attnlab.blocks.mixers.registry import build_mixer
 from attnlab.blocks.norm import build_norm
 from attnlab.blocks.positional import PositionalEncoding
 from attnlab.blocks.view import AttentionView
+from attnlab.schema.layout import LayerKind, parse_layout
 from attnlab.schema.mixers import Mixer
 from attnlab.schema.model import ModelConfig
 
@@ -34,16 +35,21 @@ class Residual(nn.Module):
     """A sublayer ``fn`` with its norm and residual connection; its extra arguments are ``fn``'s.
 
     Pre-norm: ``x + dropout(fn(norm(x)))``; post-norm (the original paper): ``norm(x + dropout(fn(x)))``.
+    ``model.post_norms`` adds a norm on the sublayer's output of a pre-norm block (Gemma 2's sandwich):
+    ``x + dropout(post_norm(fn(norm(x))))``.
     """
 
     def __init__(self, fn: nn.Module, cfg: ModelConfig) -> None:
         super().__init__()
         self.fn = fn
         self.norm = norm_of(cfg)
+        self.post_norm = norm_of(cfg) if cfg.post_norms else None
         self.norm_first = cfg.norm_first
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: Tensor, *args: object) -> Tensor:
+        if self.post_norm is not None:
+            return x + self._dropout(self.post_norm(self.fn(self.norm(x), *args)))
         if self.norm_first:
             return x + self._dropout(self.fn(self.norm(x), *args))
         return self.norm(x + self._dropout(self.fn(x, *args)))
@@ -70,9 +76,10 @@ def attention_settings(cfg: ModelConfig, heads: Heads) -> dict[str, object]:
 class TransformerLayer(nn.Module):
     """Self-attention (applying ``pos``), optional cross-attention, feed-forward (none when
     ``model.d_ff=0``: an attention-only layer); each a ``Residual`` sublayer. ``self_heads`` and
-    ``cross_heads`` prune their attention to those heads (None: all). ``mixer`` is the kind of the
-    self-attention sublayer's module (``blocks.mixers``: softmax attention, latent or differential
-    attention, gated DeltaNet), ``index`` the layer's place in its stack (from 0)."""
+    ``cross_heads`` prune their attention to those heads (None: all). ``kind`` is the layer's entry of
+    the layout (``schema.layout``): its mixer (``blocks.mixers``: softmax attention, latent or
+    differential attention, gated DeltaNet), its window and whether it applies ``pos``; ``index`` its
+    place (the first layer's values are the ones a value residual mixes in; λ_init's layer number)."""
 
     def __init__(
         self,
@@ -81,12 +88,13 @@ class TransformerLayer(nn.Module):
         cross_attention: bool = False,
         self_heads: Heads = None,
         cross_heads: Heads = None,
-        mixer: str = ModelConfig.mixer,
+        kind: LayerKind | None = None,
         index: int = 0,
     ) -> None:
         super().__init__()
-        attn = build_mixer(cfg, mixer, pos, index, attention_settings(cfg, self_heads))
-        self.mixer = str(mixer)
+        kind = kind or LayerKind(str(cfg.mixer), sliding=cfg.attn_window is not None)
+        attn = build_mixer(cfg, kind, pos, index, attention_settings(cfg, self_heads))
+        self.mixer = kind.mixer
         self.self_attn = Residual(attn, cfg)
         self.cross_attn = None
         if cross_attention:
@@ -127,7 +135,8 @@ class TransformerStack(nn.Module):
     ``pos`` is the positional encoding every self-attention applies (the embedding owns it).
     ``kept_heads`` prunes attention heads: the heads each attention module keeps, one entry per module
     in the order they run (per layer: self-attention, then cross-attention); None: every head.
-    ``mixers``: each layer's mixer kind (None: softmax attention in every layer).
+    Each layer's kind (mixer, window, positions) is ``model.layout``'s entry, ``model.mixer`` where it
+    names none (softmax attention in a stack with cross-attention).
     """
 
     def __init__(
@@ -139,7 +148,6 @@ class TransformerStack(nn.Module):
         cross_attention: bool,
         final_norm: bool,
         kept_heads: Sequence[Sequence[int]] | None = None,
-        mixers: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
         per_layer = 2 if cross_attention else 1
@@ -148,17 +156,11 @@ class TransformerStack(nn.Module):
             raise ValueError(
                 f"kept_heads has {len(heads)} entries: the stack has {n_layers * per_layer} attentions"
             )
-        mixers = list(mixers) if mixers is not None else [Mixer.attention] * n_layers
-        if len(mixers) != n_layers:
-            raise ValueError(f"mixers has {len(mixers)} entries: the stack has {n_layers} layers")
+        mixer = Mixer.attention if cross_attention else cfg.mixer  # a decoder with cross-attention: softmax
+        kinds = parse_layout(cfg.layout, n_layers, cfg.attn_window, mixer)
         self.layers = nn.ModuleList(
             TransformerLayer(
-                cfg,
-                pos,
-                cross_attention,
-                *heads[i * per_layer : (i + 1) * per_layer],
-                mixer=mixers[i],
-                index=i,
+                cfg, pos, cross_attention, *heads[i * per_layer : (i + 1) * per_layer], kind=kinds[i], index=i
             )
             for i in range(n_layers)
         )

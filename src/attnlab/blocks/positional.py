@@ -37,8 +37,10 @@ from attnlab.schema.pos import (
     RelativePos,
     RopePos,
     SinusoidalPos,
+    check_rope_fraction,
     check_rope_head_size,
     check_sinusoidal_width,
+    rotary_dims,
 )
 
 # FlexAttention's score_mod: (score, batch, head, query index, key index) -> score, on 0-d tensors
@@ -142,17 +144,25 @@ class RotaryPositionalEncoding(PositionalEncoding):
     """
 
     def __init__(
-        self, head_dim: int, base: float = RopePos.rope_base, scaling: RopeScaling | None = None
+        self,
+        head_dim: int,
+        base: float = RopePos.rope_base,
+        scaling: RopeScaling | None = None,
+        fraction: float = RopePos.rope_fraction,
     ) -> None:
         super().__init__()
         check_rope_head_size(head_dim)
+        check_rope_fraction(fraction, head_dim)
         self.head_dim, self.base = head_dim, base
+        self.rotary_dims = rotary_dims(head_dim, fraction)  # the first ones rotate, the rest pass (partial)
         self.scaling = scaling or RopeScaling()
         self.attention_factor = attention_factor(self.scaling)
 
     def _cos_sin(self, positions: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
         positions = _per_batch(positions)
-        freqs = positions.float().unsqueeze(-1) * inv_freq(self.head_dim, self.base, self.scaling, positions)
+        freqs = positions.float().unsqueeze(-1) * inv_freq(
+            self.rotary_dims, self.base, self.scaling, positions
+        )
         emb = torch.cat([freqs, freqs], dim=-1).unsqueeze(1)  # (B, 1, T, hd)
         cos, sin = emb.cos(), emb.sin()
         if self.attention_factor != 1.0:  # YaRN: in float32 before rounding, as Hugging Face does
@@ -160,13 +170,20 @@ class RotaryPositionalEncoding(PositionalEncoding):
         return cos.to(dtype), sin.to(dtype)
 
     def apply_rotation(self, x: Tensor, positions: Tensor) -> Tensor:
-        return _rotated(x, *self._cos_sin(positions, x.dtype))
+        return self._rotated(x, *self._cos_sin(positions, x.dtype))
 
     def rotate(self, q: Tensor, k: Tensor, q_pos: Tensor, k_pos: Tensor) -> tuple[Tensor, Tensor]:
         if q_pos is not k_pos or q.dtype != k.dtype:
             return self.apply_rotation(q, q_pos), self.apply_rotation(k, k_pos)
         cos, sin = self._cos_sin(q_pos, q.dtype)  # self-attention: one table for queries and keys
-        return _rotated(q, cos, sin), _rotated(k, cos, sin)
+        return self._rotated(q, cos, sin), self._rotated(k, cos, sin)
+
+    def _rotated(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        """``x`` rotated in its first ``rotary_dims`` dimensions (all of them, but for partial RoPE)."""
+        if self.rotary_dims == x.shape[-1]:
+            return _rotated(x, cos, sin)
+        turned, passed = x.split((self.rotary_dims, x.shape[-1] - self.rotary_dims), dim=-1)
+        return torch.cat([_rotated(turned, cos, sin), passed], dim=-1)
 
 
 def _rotated(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -277,7 +294,7 @@ POSITIONAL.builds(LearnedPos)(
 )
 POSITIONAL.builds(RopePos)(
     lambda pos, *, d_model, n_heads, max_len, **_: RotaryPositionalEncoding(
-        d_model // n_heads, base=pos.rope_base, scaling=rope_scaling(pos, max_len)
+        d_model // n_heads, base=pos.rope_base, scaling=rope_scaling(pos, max_len), fraction=pos.rope_fraction
     )
 )
 POSITIONAL.builds(AlibiPos)(lambda pos, *, n_heads, **_: ALiBiPositionalEncoding(n_heads))

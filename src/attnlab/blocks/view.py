@@ -38,6 +38,7 @@ class AttentionView:
     memory: Tensor | None = None
     memory_padding: Tensor | None = None
     masks: MaskMemo = field(default_factory=dict)
+    first_values: Tensor | None = None  # the first layer's values, for a value residual (blocks.hooks)
 
     def layer_caches(self, i: int) -> tuple[AttentionCache | None, AttentionCache | None]:
         """Layer ``i``'s self- and cross-attention caches (None where there is none)."""

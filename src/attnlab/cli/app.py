@@ -47,7 +47,7 @@ from attnlab.schema.load import UNIONS
 from attnlab.schema.run import RunConfig
 from attnlab.training.lock import unlock_run_dirs
 from attnlab.training.rundir import is_rank_zero, rank_suffix
-from attnlab.training.signals import RunInterrupted
+from attnlab.training.signals import RunInterrupted, policy
 
 # The schema each command's primary config (conf/<name>.yaml) starts from.
 COMMANDS = {
@@ -151,6 +151,10 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
     """Run ``task_function`` under Hydra, after the few things the command reads of its command line
     first (``cli.command_line``); bad input ends the process with one ``error:`` line (status 2), a
     run that failed after it started with one line and its traceback in the log file (status 1)."""
+    replaced = {}
+    if config_name != "train":  # attnlab-train installs them itself, and names its own phases
+        replaced = policy.install()
+        policy.phase = config_name
     before_composing(config_name)
     freeze_heap_at_exit()
     share_the_config_store()
@@ -175,10 +179,14 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
             raise
         print(f"error: {one_line(getattr(err, 'error', err))}", file=sys.stderr)
         sys.exit(2)
-    except RunInterrupted as stop:  # a signal before the job began (composing, validating)
-        exit_before_the_run(stop)
+    except RunInterrupted as stop:  # training: a signal before the job began (composing, validating)
+        if config_name == "train":
+            exit_before_the_run(stop)
+        print(f"interrupted by {stop}", file=sys.stderr)  # the other commands: in any phase
+        sys.exit(stop.exit_code)
     finally:  # as the caller had it: a process that runs commands in turn (tests) passes on no "1"
         unlock_run_dirs()  # the run directories this command held (the kernel would at exit)
+        policy.uninstall(replaced)
         if asked is None:
             os.environ.pop("HYDRA_FULL_ERROR", None)
         else:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NoReturn
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -35,6 +36,23 @@ USER_ERRORS = (
 )
 SCHEMA_NODE = "{}_schema"  # the name of a schema node in Hydra's config store; not a choice for users
 full_traceback = os.environ.get("HYDRA_FULL_ERROR") == "1"  # the user asked for tracebacks
+
+
+def check_writable(key: str, path: str | Path) -> None:
+    """ConfigError naming ``key`` where this user cannot write ``path`` (a file or a folder, new or
+    not): the folder it goes into (its nearest existing one) is a file, or read-only for this user."""
+    folder = Path(path).absolute()
+    folder = folder if folder.is_dir() else folder.parent  # a file is written into its folder
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ConfigError(key, path, f"{folder} is a file, not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(
+            key,
+            path,
+            f"{folder} cannot be written by this user: choose another folder, or change its permissions",
+        )
 
 
 def exit_before_the_run(stop: RunInterrupted) -> NoReturn:
@@ -112,12 +130,16 @@ class ConfigRejected(BaseException):
 
 @contextmanager
 def user_errors_as_one_line() -> Iterator[None]:
-    """Bad input (config, checkpoint, image) exits with status 2 and one ``error:`` line, no traceback."""
-    try:
-        yield
-    except USER_ERRORS as err:
-        print(f"error: {one_line(err)}", file=sys.stderr)
-        sys.exit(2)
+    """Bad input (config, checkpoint, image) exits with status 2 and one ``error:`` line, no traceback;
+    a full disk (or the file size limit) with status 1 and one line naming the file."""
+    from attnlab.training.files import disk_full_in_one_line
+
+    with disk_full_in_one_line():
+        try:
+            yield
+        except USER_ERRORS as err:
+            print(f"error: {one_line(err)}", file=sys.stderr)
+            sys.exit(2)
 
 
 def error_line(err: BaseException) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from attnlab.cli.app import run_hydra
-from attnlab.cli.bad_input import user_errors_as_one_line
+from attnlab.cli.bad_input import check_writable, user_errors_as_one_line
 from attnlab.schema.commands import CompressCommand, CompressMethod
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
@@ -52,6 +52,11 @@ def compress_job(config: DictConfig) -> None:
         except DiskFullError as err:  # nothing written: the file and the space it needed, in one line
             print(f"error: {err.strerror}", file=sys.stderr)
             sys.exit(1)
+        except OSError as err:  # a folder that cannot be written
+            if err.filename is not None and Path(err.filename).parent != out.parent:
+                raise
+            print(f"error: out={out}: cannot be written ({err.strerror or err})", file=sys.stderr)
+            sys.exit(2)
 
 
 def output_path(cmd: CompressCommand) -> Path:
@@ -67,7 +72,14 @@ def output_path(cmd: CompressCommand) -> Path:
         raise ConfigError("out", cmd.out, f"its folder {out.parent} does not exist: create it first")
     if out.resolve() == ckpt.resolve():
         raise ConfigError("out", cmd.out, "is the checkpoint to compress: name another file")
+    if cmd.out is not None and (out.exists() or out.is_symlink()) and not cmd.overwrite:
+        raise out_exists(cmd.out)
+    check_writable("out", out)
     return out
+
+
+def out_exists(out: str) -> ConfigError:
+    return ConfigError("out", out, "exists: name a new file, or add overwrite=true to replace it")
 
 
 def compress_checkpoint(cmd: CompressCommand, out: Path) -> str:
@@ -82,7 +94,7 @@ def compress_checkpoint(cmd: CompressCommand, out: Path) -> str:
         checkpoint, what = prune_loaded(cmd, loaded, uncompressed_checkpoint(ckpt))
     else:
         checkpoint, what = quantized(ckpt, str(cmd.method))
-    return f"{out}: {what}, {write_checkpoint(checkpoint, ckpt, out)}"
+    return f"{out}: {what}, {write_checkpoint(checkpoint, cmd, out)}"
 
 
 def quantized(ckpt: Path, method: str) -> tuple[dict, str]:
@@ -116,17 +128,22 @@ def uncompressed_checkpoint(ckpt: Path) -> dict:
     return {key: value for key, value in checkpoint.items() if key not in TRAINING_STATE}
 
 
-def write_checkpoint(checkpoint: dict, ckpt: Path, out: Path) -> str:
+def write_checkpoint(checkpoint: dict, cmd: CompressCommand, out: Path) -> str:
     """Write ``checkpoint`` to ``out`` whole or not at all; returns its size against the uncompressed
     weights (the same entries, its model's weights as trained: what compression saves) and against
-    ``ckpt`` (which also holds the optimizer's state, so that ratio says more about Adam than about
-    compression)."""
+    ``ckpt_path`` (which also holds the optimizer's state, so that ratio says more about Adam than about
+    compression). Without ``overwrite``, a file another process made at ``out`` meanwhile is kept (one
+    line)."""
     import torch
 
-    from attnlab.training.files import staged
+    from attnlab.training.files import staged_new
 
-    with staged(out) as tmp:
-        torch.save(checkpoint, tmp)
+    try:
+        with staged_new(out, overwrite=cmd.overwrite or cmd.out is None) as tmp:
+            torch.save(checkpoint, tmp)
+    except FileExistsError:  # another process wrote out between the check and now
+        raise out_exists(str(out)) from None
+    ckpt = Path(cmd.ckpt_path)
     weights = saved_size(uncompressed_checkpoint(ckpt))
     after, before = out.stat().st_size, ckpt.stat().st_size
     return (

@@ -44,6 +44,27 @@ def check_devices(trainer: Any, on_the_cpu: str = ON_THE_CPU) -> None:
         )
 
 
+def check_device(key: str, device: str) -> None:
+    """ConfigError naming ``key`` unless ``device`` (a command's ``device=``) is a device torch knows
+    and this machine has: ``cpu``, ``cuda`` or ``cuda:<index>`` with a GPU there, ``mps`` on a Mac."""
+    import torch
+
+    try:
+        kind = torch.device(device)
+    except (RuntimeError, TypeError):
+        kind = None
+    if kind is None or kind.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(key, device, "not a device: cpu, cuda, cuda:<index> or mps")
+    if kind.type == "cuda":
+        count = torch.cuda.device_count()
+        if count == 0:
+            raise ConfigError(key, device, f"this machine has no GPU (CUDA): use {key}=cpu")
+        if kind.index is not None and kind.index >= count:
+            raise ConfigError(key, device, f"this machine has {count} GPU(s): cuda:0 to cuda:{count - 1}")
+    if kind.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(key, device, f"this machine has no MPS device: use {key}=cpu")
+
+
 def trains_on_cpu(trainer: Any) -> bool:
     """Whether a run of ``trainer`` trains on the CPU: ``accelerator=cpu``, or ``auto`` on a machine without a GPU."""
     accelerator = Accelerator(trainer.accelerator)

@@ -22,6 +22,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, read_write
 
 from attnlab.cli.app import run_hydra
+from attnlab.cli.bad_input import check_writable
 from attnlab.cli.devices import check_devices
 from attnlab.cli.eval_choices import help_groups
 from attnlab.cli.eval_data import (
@@ -40,6 +41,7 @@ from attnlab.schema.eval import EvalConfig
 from attnlab.schema.load import plain, to_object
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import EVAL_DIR, EVAL_METRICS_FILE, eval_dir_of
+from attnlab.training.files import write_atomically
 from attnlab.training.lock import new_dir
 from attnlab.training.rundir import save_config
 from attnlab.training.targets import check_trainer_target
@@ -120,7 +122,9 @@ def claim_eval_dir(config: DictConfig, run_dir: Path | None) -> None:
     A folder named on the command line (``hydra.run.dir=...``) is used as it is while it holds nothing
     (a folder made for the evaluation); one that holds files gets a ``_2`` as well."""
     if run_dir is None:
+        check_writable("hydra.sweep.dir", config.hydra.sweep.dir)
         return
+    check_writable("hydra.run.dir", run_dir)
     named = any(str(o).startswith("hydra.run.dir=") for o in config.hydra.overrides.hydra)
     if named and (not run_dir.exists() or (run_dir.is_dir() and not any(run_dir.iterdir()))):
         return
@@ -219,7 +223,7 @@ def evaluate(
         "overrides": eval_overrides(run, replace(evaluated, data=data), ev),
         "metrics": metrics,
     }
-    (out_dir / EVAL_METRICS_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    write_atomically(out_dir / EVAL_METRICS_FILE, json.dumps(record, indent=1) + "\n")  # whole or none
     lines = {ev.split: "  ".join(f"{k}={v:.6g}" for k, v in sorted(metrics.items())), "output": str(out_dir)}
     for key, value in lines.items():
         log_to_file(logging.INFO, "%s: %s", key, value)

@@ -25,6 +25,7 @@ from attnlab.schema.pos import LearnedPos, RopePos, RopeScalingKind
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import EVAL_METRICS_FILE
 from attnlab.schema.synthetic_data import PasskeyData, SyntheticData
+from attnlab.training.files import write_atomically
 
 SYNTHETIC_KINDS = "copy, passkey, recall, addition"
 
@@ -71,6 +72,18 @@ def check_length_sweep(ev: EvalConfig) -> None:
                 f"is past the learned positional table (model.max_seq_len={model.max_seq_len}); "
                 f"lengths up to {model.max_seq_len} (train with a larger model.max_seq_len to go further)",
             )
+    check_lengths_fit(ev, max(sweep.lengths))
+
+
+def check_lengths_fit(ev: EvalConfig, length: int) -> None:
+    """The longest length's attention scores (one layer, one batch) fit in the device's free memory."""
+    from attnlab.cli.memory import attention_scores_bytes, check_fits
+
+    batch = ev.batch_size or ev.data.batch_size
+    device = "cuda" if str(ev.trainer.accelerator) in ("gpu", "cuda") else "cpu"
+    needed = attention_scores_bytes(batch, ev.model.n_heads, length)
+    what = f"one layer's attention scores at length {length} ({batch} x {ev.model.n_heads} heads x {length}^2 floats)"
+    check_fits("eval.lengths", length, needed, what, device)
 
 
 def sweep_settings(ev: EvalConfig, trained_len: int, rope: bool) -> list[Setting]:
@@ -151,7 +164,7 @@ def evaluate_lengths(ev: EvalConfig, run: RunConfig, evaluated: RunConfig, out_d
         "seed": run.seed,
         "lengths": rows,
     }
-    (out_dir / EVAL_METRICS_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    write_atomically(out_dir / EVAL_METRICS_FILE, json.dumps(record, indent=1) + "\n")  # whole or none
     log_metrics(ev, metrics, out_dir)
     table = length_table(rows)
     log_to_file(logging.INFO, "%s", table)

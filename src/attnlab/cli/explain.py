@@ -21,7 +21,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from attnlab.cli.app import run_hydra
-from attnlab.cli.bad_input import user_errors_as_one_line
+from attnlab.cli.bad_input import check_writable, user_errors_as_one_line
 from attnlab.schema.commands import ExplainCommand
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
@@ -41,6 +41,13 @@ def explain_job(config: DictConfig) -> None:
         cmd: ExplainCommand = to_object(config)
         cmd.check()
         print(explain_checkpoint(cmd, folder))
+
+
+def check_out_dir(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> DictConfig:
+    """The folder the explanation goes into (``out_dir``; a multirun's sweep folder), checked writable
+    before Hydra makes it (Hydra's own error is a traceback)."""
+    check_writable("out_dir", run_dir if run_dir is not None else config.hydra.sweep.dir)
+    return config
 
 
 @contextmanager
@@ -188,9 +195,11 @@ def check_probe_and_ablation(cmd: ExplainCommand, model: Any, batches: list | No
 def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
     """Load the checkpoint, prepare the input, write everything into ``folder``; returns index.html."""
     from attnlab.checkpoint import load_checkpoint, run_datamodule
+    from attnlab.cli.devices import check_device
     from attnlab.cli.families import FAMILY_COMMANDS
     from attnlab.explain import explain_to_folder
 
+    check_device("device", cmd.device)
     loaded = load_checkpoint(cmd.ckpt_path, cmd.device)
     check_selection(cmd, loaded.model)
     check_input_kind(cmd.input, loaded.model)

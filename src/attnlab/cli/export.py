@@ -20,7 +20,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from attnlab.cli.app import run_hydra
-from attnlab.cli.bad_input import user_errors_as_one_line
+from attnlab.cli.bad_input import check_writable, user_errors_as_one_line
 from attnlab.schema.commands import ExportCommand
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
@@ -49,6 +49,7 @@ def check_paths(cmd: ExportCommand) -> Path:
         raise ConfigError("out", cmd.out, "exists: name a new folder to create")
     if not out.parent.is_dir():
         raise ConfigError("out", cmd.out, f"its folder {out.parent} does not exist: create it first")
+    check_writable("out", out)
     return out
 
 

@@ -178,7 +178,7 @@ def _fit(
     check_monitor_logged(trainer, run.task.monitor, run.trainer)
     score = best_score(trainer, run.task.monitor)
     if summary is not None:
-        summary.update(**fit_results(trainer, run.task.monitor))
+        summary.update(**fit_results(trainer, run.task.monitor, summary.fields.get("flops_per_token")))
     policy.phase = "test"  # from here on nothing is left unsaved: a signal stops the run at once
     metrics = test(trainer, task, datamodule, run_dir) if run.test_after_fit else {}
     sampled = gathered(task.model) if wants_sample(run, task) else None  # fsdp2: every rank gathers

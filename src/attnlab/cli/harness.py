@@ -15,6 +15,7 @@ from attnlab.schema.errors import ConfigError
 from attnlab.schema.eval import EvalConfig
 from attnlab.schema.load import plain
 from attnlab.schema.rundir import EVAL_METRICS_FILE
+from attnlab.training.files import write_atomically
 
 
 def check_harness_tasks(ev: EvalConfig) -> None:
@@ -81,7 +82,7 @@ def harness_eval(ev: EvalConfig, model_changes: list[tuple[str, Any]], out_dir: 
         raise ConfigError("harness.tasks", h.tasks, str(err)) from None
     metrics = flat_metrics(results)
     record = {"ckpt_path": str(Path(ev.ckpt_path).resolve()), "harness": plain(h), "metrics": metrics}
-    (out_dir / EVAL_METRICS_FILE).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    write_atomically(out_dir / EVAL_METRICS_FILE, json.dumps(record, indent=1) + "\n")  # whole or none
     loggers = build_loggers(
         ev.logger, out_dir, name="eval-harness", group="eval", wandb_id=new_wandb_id(), config=plain(ev)
     )

@@ -17,7 +17,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
 from attnlab.cli.bad_input import error_line, full_traceback
-from attnlab.training.files import DiskFullError, disk_full, is_disk_full
+from attnlab.training.files import disk_full_line, is_disk_full
 
 log = logging.getLogger("attnlab")
 failed_jobs: list[str] = []  # one line per job of this multirun that failed
@@ -105,9 +105,7 @@ def job_table(rows: list[dict[str, str]]) -> str:
 
 def disk_full_reason(err: OSError, run_dir: Path) -> str:
     """What did not fit where: the file and the space it needed (DiskFullError says it), else the file."""
-    if not isinstance(err, DiskFullError):
-        err = disk_full(Path(err.filename) if err.filename else run_dir)
-    return err.strerror
+    return disk_full_line(err, run_dir)
 
 
 def log_traceback(err: BaseException) -> None:

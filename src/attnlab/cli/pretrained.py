@@ -33,10 +33,10 @@ def resolve_init_from(run: RunConfig, explicit: Iterable[str] = ()) -> RunConfig
     path = run.model.init_from
     if not path:
         return run
-    from attnlab.models.hf import model_config_from_hf  # needs torch: only when init_from is used
+    from attnlab.models.hf import check_hf_checkpoint  # needs torch: only when init_from is used
 
-    try:
-        pretrained = model_config_from_hf(path)
+    try:  # its config.json, and its weights' names and shapes against it (the files' headers only)
+        pretrained = check_hf_checkpoint(path)
     except (OSError, ValueError) as err:
         raise ConfigError("model.init_from", path, str(err).splitlines()[0]) from None
     ours, theirs = _flat(plain(run.model)), _flat(plain(pretrained))

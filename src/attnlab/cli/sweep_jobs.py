@@ -35,6 +35,21 @@ def sweep_overrides(config: DictConfig) -> list[Override]:
     return OverridesParser.create().parse_overrides(lines)
 
 
+SEED = "seed"
+
+
+def seeds_first(overrides: list[Override]) -> list[Override]:
+    """``overrides`` with those of the seed first (their order kept): the basic sweeper's grid varies its
+    first key slowest, so the jobs run every configuration of one seed before the next seed
+    (``hydra/sweeper=interleaved``)."""
+    return sorted(overrides, key=lambda o: o.get_key_element().lstrip("+~") != SEED)
+
+
+def is_interleaved(config: DictConfig) -> bool:
+    """Whether the multirun's sweeper orders its grid seed by seed (``hydra/sweeper=interleaved``)."""
+    return "InterleavedSweeper" in str(OmegaConf.select(config, "hydra.sweeper._target_", default=""))
+
+
 def is_search(config: DictConfig) -> bool:
     """Whether the sweeper chooses its values as it goes (Optuna), rather than running a grid."""
     return "optuna" in str(OmegaConf.select(config, "hydra.sweeper._target_", default=""))
@@ -54,7 +69,8 @@ def sweep_jobs(config: DictConfig) -> Iterator[tuple[str, list[str]]]:
                 yield f"{line} of the search space", [*fixed, line]
         return
     keys = {o.get_key_element() for o in overrides if o.is_sweep_override()}
-    for number, job in enumerate(BasicSweeper.split_arguments(overrides, None)[0]):
+    grid = seeds_first(overrides) if is_interleaved(config) else overrides  # in the order jobs run
+    for number, job in enumerate(BasicSweeper.split_arguments(grid, None)[0]):
         named = " ".join(line for line in job if line.partition("=")[0] in keys)
         yield f"job {number} ({named})", job
 

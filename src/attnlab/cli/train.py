@@ -38,6 +38,7 @@ from attnlab.schema.run import RUN_DIR, RunConfig
 from attnlab.schema.rundir import TEST_METRICS_FILE, checkpoint_dir
 from attnlab.training.lock import lock_run_dir
 from attnlab.training.rundir import (
+    check_run_dir_free,
     ddp_child_run_dir,
     external_world_size,
     is_rank_zero,
@@ -100,7 +101,10 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
     run = replace(run, ckpt_path=resolve_ckpt_path(run.ckpt_path, run_dir))
     from attnlab.training.resume import check_resume
 
-    run = with_budget_steps(run, prepare_datamodule(run))  # before check_resume compares the steps
+    max_steps_given = any(o.split("=", 1)[0].lstrip("+") == "trainer.max_steps" for o in overrides)
+    run = with_budget_steps(
+        run, prepare_datamodule(run), max_steps_given
+    )  # before check_resume compares steps
     check_resume(run)
     check_teacher(run, prepare_datamodule(run))
     return run
@@ -109,13 +113,24 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
 def claim_run_dir(config: DictConfig, run_dir: Path | None) -> None:
     """Rank 0 holds the run directory (a multirun's sweep directory, which holds its jobs') from when
     its config is valid, before Hydra writes into it, to the end of the command: one run per
-    directory (``training.lock``). The other ranks write into the directory their rank 0 holds."""
+    directory (``training.lock``), and none in a folder that holds another run, unless it continues that
+    run or ``run_dir_exists=overwrite`` (``check_job_dir``). The other ranks write into the directory
+    their rank 0 holds."""
     if not is_rank_zero():
         return
     if run_dir is None:
         lock_run_dir(Path(config.hydra.sweep.dir), "hydra.sweep.dir")
     else:
         lock_run_dir(run_dir)
+        check_job_dir(config, run_dir)
+
+
+def check_job_dir(config: DictConfig, run_dir: Path) -> None:
+    """ConfigError if ``run_dir`` holds another run that this one does not continue
+    (``training.rundir.check_run_dir_free``)."""
+    ckpt_path = OmegaConf.select(config, "ckpt_path", default=None)
+    how = OmegaConf.select(config, "run_dir_exists", default="refuse")
+    check_run_dir_free(run_dir, ckpt_path, how)
 
 
 def run_dir_given(config: DictConfig) -> bool:
@@ -150,6 +165,8 @@ def train_job(config: DictConfig) -> float | None:
         overrides = list(hc.overrides.task)
         policy.reset()
         try:
+            if multirun and is_rank_zero():  # before its summary: another run's there stays whole
+                check_job_dir(config, run_dir)
             with run_summary(run_dir) as summary:
                 run = check_job(config, run_dir, overrides)
                 name = run_name(run.run_name, overrides, run_dir.name, multirun)

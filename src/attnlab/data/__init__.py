@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from attnlab.schema.data import DATA, DataConfig, DataNeeds
+from attnlab.schema.data import DATA, DataConfig, DataNeeds, TextData
 from attnlab.schema.model import ModelConfig
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ def build_datamodule(
     """
     cfg.check()
     chosen = type(cfg).module
-    if getattr(cfg, "packing", "none") != "none":  # text as separate documents (data.packing)
+    if isinstance(cfg, TextData) and cfg.packing != "none":  # text as separate documents (data.packing)
         chosen = "attnlab.data.packing:DocumentDataModule"
     module_name, class_name = chosen.split(":")
     cls = getattr(importlib.import_module(module_name), class_name)

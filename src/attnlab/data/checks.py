@@ -299,10 +299,26 @@ def _check_image_folder(root: Path, cfg: DataConfig, model: ModelConfig | None) 
 # -- the cheap checks of validation --------------------------------------------------------------------
 
 
+def check_tokenizer_file(path: str) -> None:
+    """ConfigError naming ``data.tokenizer`` unless ``path`` reads as a tokenizer (bounded in size and
+    nesting: ``load_tokenizer``)."""
+    from attnlab.data.tokenizers import load_tokenizer
+
+    try:
+        load_tokenizer(path)
+    except (OSError, ValueError) as err:
+        raise ConfigError("data.tokenizer", path, str(err).splitlines()[0]) from None
+
+
 def check_source(cfg: DataConfig, model: ModelConfig | None = None) -> None:
     """What can be checked of ``data`` before a run starts, reading at most the head of each file: the
     path, the files' first bytes and header rows, the tokenizer, whether a validation split can be
     carved, and (with the ``model``) whether images fit ``model.image_size``."""
+    if cfg.kind == "tokens":  # a folder attnlab-prepare wrote, or nanoGPT's / llm.c's .bin files
+        from attnlab.data.shards import check_prepared
+
+        check_prepared(cfg)
+        return
     if isinstance(cfg, SourcedData) and cfg.path is not None:
         path = existing(cfg.path)
         if cfg.kind == "images":
@@ -323,6 +339,8 @@ def check_source(cfg: DataConfig, model: ModelConfig | None = None) -> None:
             cfg.tokenizer,
             "choose char, bpe, or a tokenizer.json (or a run directory holding one)",
         )
+    if isinstance(cfg, TokenizedData) and cfg.tokenizer not in ("char", "bpe"):
+        check_tokenizer_file(cfg.tokenizer)
     hf_name = cfg.hf_name if isinstance(cfg, SourcedData) else None
     if isinstance(cfg, CarvedData) and cfg.val_fraction == 0 and not hf_name and not _has_val(cfg):
         raise ConfigError(

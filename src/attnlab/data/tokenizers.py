@@ -282,6 +282,9 @@ def train_bpe(texts: Iterable[str], vocab_size: int, roles: Iterable[str] = ()) 
     return Tokenizer(hf)
 
 
+MAX_TOKENIZER_BYTES = 256 * 2**20  # the largest tokenizer.json files (multilingual BPE) hold tens of MiB
+
+
 def load_tokenizer(path: str | Path) -> Tokenizer:
     """The tokenizer saved at ``path`` (a tokenizer.json, or a directory holding one), exactly as saved."""
     path = Path(path)
@@ -290,10 +293,17 @@ def load_tokenizer(path: str | Path) -> Tokenizer:
         raise FileNotFoundError(
             f"no tokenizer file at {file} (expected a {FILE_NAME} or a directory holding one)"
         )
+    if file.stat().st_size > MAX_TOKENIZER_BYTES:
+        raise ValueError(
+            f"{file} is not a tokenizer file: {file.stat().st_size / 2**20:.0f} MiB, above the "
+            f"{MAX_TOKENIZER_BYTES // 2**20} MiB of any tokenizer.json"
+        )
     try:
         payload = json.loads(file.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ValueError(f"{file} is not a tokenizer file: it is not valid JSON ({err})") from None
+    except RecursionError:  # Python's parser gives up on JSON nested thousands of levels deep
+        raise ValueError(f"{file} is not a tokenizer file: its JSON is nested too deeply") from None
     if isinstance(payload, dict) and payload.get("format") == OLD_FORMAT:
         return from_old_format(payload, file)
     from tokenizers import Tokenizer as HFTokenizer

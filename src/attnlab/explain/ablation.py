@@ -9,6 +9,7 @@ input (the information it carries).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.blocks.attention import MultiHeadAttention
-from attnlab.explain.sites import Edit, activation_sites, hooked, recorded
+from attnlab.explain.sites import Edit, Site, activation_sites, hooked, recorded
 from attnlab.models.common import eval_mode, model_device
 
 BatchMetric = Callable[[dict[str, Tensor]], Tensor]  # a batch in, a scalar out (the model runs inside)
@@ -50,9 +51,35 @@ def resolve_target(model: nn.Module, target: str) -> tuple[str, slice]:
             h = int(head)
             return site, slice(h * attn.head_dim, (h + 1) * attn.head_dim)
     raise ValueError(
-        f"ablate: no site or head {target!r}: give a site ({', '.join(list(sites)[:3])}, ...) or a head "
+        out_of_range(model, sites, target)
+        or f"ablate: no site or head {target!r}: give a site ({', '.join(list(sites)[:3])}, ...) or a head "
         "site and a head index (layers.0.attn_heads.1)"
     )
+
+
+def out_of_range(model: nn.Module, sites: dict[str, Site], target: str) -> str | None:
+    """The error of a target that names a layer (``layers.9.attn_out``) or a head (``layers.0.attn_heads.7``)
+    past the model's, with the range there is; None for a target that is wrong otherwise."""
+    named = re.fullmatch(r"(.*layers)\.(\d+)\.([a-z_]+)(?:\.(\d+))?", target)
+    layers = {}  # each stack's prefix (layers, encoder.layers, ...): its number of layers
+    for name in sites:
+        stack, index = re.match(r"(.*layers)\.(\d+)\.", name).groups()
+        layers[stack] = max(layers.get(stack, 0), int(index) + 1)
+    if named is None or named[1] not in layers:
+        return None
+    stack, index, kind, head = named.groups()
+    n = layers[stack]
+    if int(index) >= n:
+        return f"ablate: layer {index} of {target!r}: the model has {n} layers there, {stack}.0 to {stack}.{n - 1}"
+    site = f"{stack}.{index}.{kind}"
+    if head is not None and site in sites and kind.endswith("attn_heads"):
+        attn = next(
+            m
+            for m in model.modules()
+            if isinstance(m, MultiHeadAttention) and m.out_proj is sites[site].module
+        )
+        return f"ablate: head {head} of {target!r}: {site} has {attn.n_heads} heads, {site}.0 to {site}.{attn.n_heads - 1}"
+    return None
 
 
 def site_means(model: nn.Module, batches: Iterable[dict[str, Tensor]], names: list[str]) -> dict[str, Tensor]:

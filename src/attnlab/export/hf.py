@@ -5,12 +5,15 @@ image model preprocessor_config.json (the run's resize and normalisation as a ``
 The weights are saved under the names ``transformers`` saves them (tied ones once), and the directory
 is then loaded by the architecture's own class, which must find every weight with its shape and none
 left over: a misfit is an error here, not a warning when a user loads it. The directory is written
-whole or not at all: ``<out>.tmp``, then a rename.
+whole or not at all: into a temporary folder of its own beside ``out`` (``<out>.<random>.tmp``, made
+by this process: never a leftover or a link), then a rename.
 """
 
 from __future__ import annotations
 
+import errno
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from attnlab.models.hf.export import export_checkpoint
+from attnlab.schema.errors import ConfigError
 
 TMP_SUFFIX = ".tmp"
 SPECIAL_KEYS = ("bos", "eos", "pad", "unk", "mask", "cls", "sep")  # roles -> <role>_token
@@ -160,17 +164,28 @@ def write_hf(
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     hf_config, tensors = export_checkpoint(model.cfg, state)
     hf_config |= special_token_ids(tokenizer, hf_config)
-    tmp = out.with_name(out.name + TMP_SUFFIX)
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{out.name}.", suffix=TMP_SUFFIX, dir=out.parent))
     try:
-        write_model(hf_config, tensors, tmp)
-        load_checked(tmp)
+        write_model(hf_config, tensors, tmp / "model")
+        load_checked(tmp / "model")
         if tokenizer is not None:
-            hf_tokenizer(tokenizer, model).save_pretrained(tmp)
+            hf_tokenizer(tokenizer, model).save_pretrained(tmp / "model")
         if normalisation is not None:
-            image_processor(model.cfg, *normalisation).save_pretrained(tmp)
-        tmp.rename(out)
-    except BaseException:
+            image_processor(model.cfg, *normalisation).save_pretrained(tmp / "model")
+        publish(tmp / "model", out)
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return hf_config["architectures"][0]
+
+
+def publish(written: Path, out: Path) -> None:
+    """Rename the directory ``written`` to ``out`` in one step; ConfigError naming ``out`` where another
+    process made it meanwhile (two exports to one folder at once: the first to finish wins)."""
+    try:
+        written.rename(out)
+    except OSError as err:
+        if err.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
+            raise
+        raise ConfigError(
+            "out", str(out), "was written meanwhile by another process: name a new folder"
+        ) from None

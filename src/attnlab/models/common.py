@@ -92,7 +92,6 @@ def stack_of(
         cross_attention=cross,
         final_norm=has_final_norm(cfg),
         kept_heads=stack_heads(cfg, first, per_layer * n_layers),
-        mixers=None if cross else cfg.layer_mixers()[:n_layers],
     )
 
 
@@ -186,8 +185,14 @@ def init_weights(model: nn.Module, std: float, n_layers: int) -> None:
     original Transformer, so scaled embeddings have unit variance and are not drowned by sinusoids.
     """
     roles, own = parameter_roles(model), params_with_own_init(model)
+    gates = [
+        m for name, m in model.named_modules() if isinstance(m, nn.Linear) and name.endswith("gate.proj")
+    ]
+    hook_weights = {id(gate.weight) for gate in gates}  # an attention hook's: drawn apart, below
     drawn = {name for name, role in roles.items() if role in DRAWN_ROLES and name not in own}
     for name, param in model.named_parameters():  # module by module, as the draws always came
+        if id(param) in hook_weights:
+            continue
         if name in drawn:
             residual = name.endswith(RESIDUAL_OUTPUTS)
             nn.init.normal_(param, std=std / math.sqrt(2 * n_layers) if residual else std)
@@ -196,6 +201,18 @@ def init_weights(model: nn.Module, std: float, n_layers: int) -> None:
     for module in model.modules():
         if isinstance(module, TokenEmbedding) and module.scale != 1.0:
             nn.init.normal_(module.tokens.weight, std=1.0 / module.scale)
+    init_hook_weights(gates, std)
+
+
+def init_hook_weights(linears: list[nn.Linear], std: float) -> None:
+    """N(0, std) for the attention hooks' matrices (``blocks.hooks``), each from its own generator
+    seeded from the process's seed, so that the global random state (every other weight, the data
+    order, dropout) is what it would be without the hooks."""
+    for i, linear in enumerate(linears):
+        generator = torch.Generator(device="cpu").manual_seed(torch.initial_seed() + 7919 * (i + 1))
+        values = torch.randn(linear.weight.shape, generator=generator) * std
+        with torch.no_grad():
+            linear.weight.copy_(values)
 
 
 def init_tied_scaled_tokens(embed: TokenEmbedding, cfg: TokenModelConfig) -> None:

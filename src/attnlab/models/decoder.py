@@ -7,6 +7,7 @@ from torch import Tensor, nn
 
 from attnlab.blocks.cache import KVCache
 from attnlab.blocks.heads import LMHead
+from attnlab.blocks.hooks import soft_cap
 from attnlab.blocks.mixers.registry import layer_caches
 from attnlab.blocks.static_cache import StaticAttentionCache, StaticCache
 from attnlab.blocks.view import AttentionView
@@ -39,18 +40,18 @@ class DecoderLM(FamilyModel):
         self.stack = stack_of(cfg, self.embed.pos, cfg.n_layers)
         tied = self.embed.tokens if cfg.tie_embeddings else None
         self.lm_head = LMHead(cfg.d_model, cfg.vocab_size, tied, bias=cfg.lm_head_bias)
+        self.logit_cap = soft_cap(cfg.logit_softcap)  # Gemma 2's final-logit soft-capping (None: off)
         init_weights(self, cfg.init_std, cfg.n_layers)
         init_tied_scaled_tokens(self.embed, cfg)  # near the uniform loss with scaled, tied embeddings
 
     def new_cache(self, reserve: int = 0) -> KVCache:
         """An empty KV cache; ``reserve``: the tokens (prompt and new) its buffers hold from the start.
-        With a sliding window no more than twice the window is reserved: such a cache keeps only the
-        window's last keys, and its memory must not grow with the length of the decoding. Each layer's
-        cache is of its mixer's kind (``blocks.mixers``): keys and values, a latent, a recurrent state."""
-        if self.cfg.attn_window is not None:
-            reserve = min(reserve, 2 * self.cfg.attn_window)
-        mixers = [layer.mixer for layer in self.stack.layers]
-        return KVCache(self_attn=layer_caches(mixers, [reserve] * len(mixers)))
+        A sliding layer reserves no more than twice its window: its cache keeps only the window's last
+        keys, and its memory must not grow with the length of the decoding (``model.layout``). Each
+        layer's cache is of its mixer's kind (``blocks.mixers``): keys and values, a latent, a state."""
+        windows = [layer.self_attn.fn.window for layer in self.stack.layers]
+        reserves = [reserve if w is None else min(reserve, 2 * w) for w in windows]
+        return KVCache(self_attn=layer_caches([layer.mixer for layer in self.stack.layers], reserves))
 
     def new_static_cache(self, batch: int, length: int) -> StaticCache:
         """A KV cache of ``length`` columns for ``batch`` rows, allocated once (compiled decoding), each
@@ -91,7 +92,8 @@ class DecoderLM(FamilyModel):
             positions, causal=True, padding=attention_mask, documents=document_ids, cache=cache
         )
         x = self.stack(x, view)
-        return self.lm_head(x)
+        logits = self.lm_head(x)
+        return self.logit_cap(logits) if self.logit_cap is not None else logits
 
     def logits(self, batch: dict[str, Tensor]) -> Tensor:
         """Next-token logits (B, T, V) of ``input_ids`` (B, T) (packed where it has ``document_ids``)."""

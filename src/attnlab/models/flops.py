@@ -24,6 +24,7 @@ from torch import nn
 from attnlab.blocks.ffn import GATED, ffn_width
 from attnlab.blocks.roles import ParamRole, parameter_roles
 from attnlab.models.decoder import DecoderLM
+from attnlab.schema.hooks import AttnGate
 from attnlab.schema.mixers import Mixer
 from attnlab.schema.model import Activation, ModelConfig
 
@@ -51,23 +52,44 @@ def chinchilla_flops_per_token(cfg: ModelConfig, vocab_size: int, seq_len: int) 
     """Hoffmann et al. 2022, appendix F, per token: the forward pass of one sequence of ``seq_len``
     tokens through a decoder of ``cfg``'s shape, times 3 (backward = 2x forward), over ``seq_len``.
     Grouped-query attention projects keys and values to ``n_kv_heads`` heads; a gated feed-forward
-    network has three matrices instead of two; each layer's mixer counts its own projections and
-    token mixing (``mixer_flops``)."""
+    network has three matrices instead of two. Each layer follows the layout (``model.layout``): its
+    mixer counts its own projections and token mixing (``mixer_flops``), a sliding layer's queries
+    score at most ``attn_window`` keys, an output gate (``model.attn_gate``) adds its projection."""
     t, d = seq_len, cfg.d_model
     d_ff = ffn_width(d, cfg.d_ff, cfg.ffn_mult)
     ffn_matrices = 3 if Activation(cfg.activation) in GATED else 2
     embeddings = 2 * t * vocab_size * d
-    mixing = sum(mixer_flops(cfg, mixer, t) for mixer in cfg.layer_mixers())
     dense = 2 * t * ffn_matrices * d * d_ff
+    layers = sum(
+        mixer_flops(cfg, kind.mixer, t, min(t, cfg.attn_window) if kind.sliding else t) + dense
+        for kind in cfg.layer_kinds()
+    )
     logits = 2 * t * d * vocab_size
-    forward = embeddings + mixing + cfg.n_layers * dense + logits
-    return 3.0 * forward / t
+    return 3.0 * (embeddings + layers + logits) / t
 
 
-def mixer_flops(cfg: ModelConfig, mixer: str, t: int) -> float:
-    """Forward FLOPs of one layer's mixer over a sequence of ``t`` tokens: its projections and its
-    token mixing (``context_flops`` per token, the softmax counted as Chinchilla does)."""
-    return mixer_projection_flops(cfg, mixer, t) + t * context_flops(cfg, mixer, t, softmax=True)
+def attention_flops(cfg: ModelConfig, t: int, keys: int) -> int:
+    """One attention layer's forward FLOPs over ``t`` queries that each score ``keys`` keys."""
+    d, d_head = cfg.d_model, cfg.d_model // cfg.n_heads
+    q_width, kv_width = cfg.n_heads * d_head, (cfg.n_kv_heads or cfg.n_heads) * d_head
+    gate_width = {AttnGate.none: 0, AttnGate.headwise: cfg.n_heads, AttnGate.elementwise: q_width}
+    return (
+        2 * t * d * (q_width + 2 * kv_width)  # query, key and value projections
+        + 2 * t * keys * q_width  # query @ key logits
+        + 3 * cfg.n_heads * t * keys  # softmax
+        + 2 * t * keys * q_width  # softmax @ value reductions
+        + 2 * t * q_width * d  # output projection
+        + 2 * t * d * gate_width[AttnGate(cfg.attn_gate)]  # the output gate's projection
+    )
+
+
+def mixer_flops(cfg: ModelConfig, mixer: str, t: int, keys: int) -> float:
+    """Forward FLOPs of one layer's mixer over ``t`` tokens whose queries see ``keys`` keys: softmax
+    attention's (``attention_flops``), or the mixer's projections and token mixing (``context_flops``
+    per token, the softmax counted as Chinchilla does)."""
+    if mixer == Mixer.attention:
+        return attention_flops(cfg, t, keys)
+    return mixer_projection_flops(cfg, mixer, t) + t * context_flops(cfg, mixer, keys, softmax=True)
 
 
 def mixer_projection_flops(cfg: ModelConfig, mixer: str, t: int) -> float:
@@ -93,7 +115,7 @@ def mixer_projection_flops(cfg: ModelConfig, mixer: str, t: int) -> float:
 
 
 def context_flops(cfg: ModelConfig, mixer: str, t: int, softmax: bool) -> float:
-    """Forward FLOPs per token of a mixer's token mixing at sequence length ``t`` (no projections):
+    """Forward FLOPs per token of a mixer's token mixing over ``t`` keys a query sees (no projections):
     scores and weighted sums for the softmax kinds (``softmax``: Chinchilla's 3 per score too), the
     chunked delta rule (per-chunk products and solves, reads and writes of the state) for DeltaNet."""
     hd, sizes, h = cfg.d_model // cfg.n_heads, cfg.mixers, cfg.n_heads

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from attnlab.report.files import write_text_whole, write_whole
 from attnlab.report.length_plots import encoding_order, length_heatmap, length_lines
 from attnlab.report.runs import find_run_dirs, read_run
 
@@ -74,7 +75,7 @@ def write_length_report(paths: Iterable[str | Path], out_dir: Path) -> list[Path
     out_dir.mkdir(parents=True, exist_ok=True)
     summary = length_summary(frame)
     written = [out_dir / LENGTHS_CSV]
-    summary.to_csv(written[0], index=False, float_format="%.4f")
+    write_whole(written[0], lambda tmp: summary.to_csv(tmp, index=False, float_format="%.4f"))
     parts = ["# Exact match of generated answers by evaluation length (mean ± std over seeds)\n"]
     for task in sorted(summary["task"].unique()):
         trained = sorted(frame.loc[frame["task"] == task, "trained_length"].unique())
@@ -86,5 +87,5 @@ def write_length_report(paths: Iterable[str | Path], out_dir: Path) -> list[Path
         written.append(
             length_lines(summary, task, out_dir / "plots", trained[0] if len(trained) == 1 else None)
         )
-    (out_dir / LENGTHS_MD).write_text("\n".join(parts), encoding="utf-8")
+    write_text_whole(out_dir / LENGTHS_MD, "\n".join(parts))
     return [out_dir / LENGTHS_MD, *written]

@@ -19,6 +19,9 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, NullLocator
 
+from attnlab.report.compute import AXES as CURVE_AXES
+from attnlab.report.compute import curve_axes
+from attnlab.report.files import write_whole
 from attnlab.report.sweep import SEED, Sweep
 from attnlab.report.table import FINISHED, as_text, configuration_labels, shown_keys
 
@@ -49,11 +52,12 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-")
 
 
-def write_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
-    """Every plot the sweep has data for, written into ``out_dir``; their paths."""
+def write_plots(sweep: Sweep, out_dir: Path, baseline: str | None = None) -> list[Path]:
+    """Every plot the sweep has data for, written into ``out_dir`` (the ``baseline`` configuration's
+    learning curves drawn bold); their paths."""
     return [
         *metric_vs_key_plots(sweep, out_dir),
-        *learning_curve_plots(sweep, out_dir),
+        *learning_curve_plots(sweep, out_dir, baseline),
         *length_plots(sweep, out_dir),
     ]
 
@@ -126,10 +130,11 @@ def x_axis(ax: Axes, x: pd.Series) -> tuple[pd.Series, bool]:
     return numeric, False
 
 
-def learning_curve_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
+def learning_curve_plots(sweep: Sweep, out_dir: Path, baseline: str | None = None) -> list[Path]:
     """Per monitored metric, its curve and the matching training metric's (``val/loss`` with
-    ``train/loss``) against the optimizer step, and against tokens and FLOPs where the runs' summaries
-    give them: one style per configuration, the mean over its seeds with a ± std band."""
+    ``train/loss``) against the optimizer step, and against tokens, FLOPs and wall time where the
+    runs record them (``report.compute.curve_axes``): one style per configuration, the mean over its
+    seeds with a ± std band, the ``baseline`` configuration's line bold."""
     keys, _ = shown_keys(sweep.configs)
     labels = configuration_labels(sweep.configs, keys)
     paths = []
@@ -145,7 +150,7 @@ def learning_curve_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
         for axis, x in curve_axes(sweep, curves).items():
             fig, ax = new_figure()
             singles = draw_curves(
-                ax, curves.assign(x=x, label=labels[curves["job"]].to_numpy()), monitor, train
+                ax, curves.assign(x=x, label=labels[curves["job"]].to_numpy()), monitor, train, baseline
             )
             seeds = " (mean ± std over seeds)" if SEED in keys else ""
             shown = f"{monitor} and {train}" if train else monitor
@@ -153,7 +158,7 @@ def learning_curve_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
             ax.set_xlabel(CURVE_AXES[axis])
             if axis == "step":
                 ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            else:
+            elif axis != "time":
                 ax.set_xscale("log")
             ax.set_ylabel(metric_label(monitor))
             if singles:
@@ -162,27 +167,6 @@ def learning_curve_plots(sweep: Sweep, out_dir: Path) -> list[Path]:
             suffix = "" if axis == "step" else f"_by_{axis}"
             paths.append(save(fig, out_dir / f"{slug(monitor)}_curves{suffix}.png"))
     return paths
-
-
-CURVE_AXES = {
-    "step": "optimizer step",
-    "tokens": "tokens trained on (log scale)",
-    "flops": "training FLOPs (Chinchilla's count, log scale)",
-}
-
-
-def curve_axes(sweep: Sweep, curves: pd.DataFrame) -> dict[str, pd.Series]:
-    """The x values of each curve point: the step, and where every run's summary says how many tokens
-    it trained on (and its FLOPs per token), the tokens and FLOPs at that step."""
-    axes = {"step": curves["step"]}
-    runs = sweep.runs.loc[curves["job"].unique()]
-    per_step = runs["train_tokens"] / runs["final_step"]
-    if per_step.notna().all() and (per_step > 0).all():
-        tokens = curves["step"] * per_step[curves["job"]].to_numpy()
-        axes["tokens"] = tokens
-        if runs["flops_per_token"].notna().all():
-            axes["flops"] = tokens * runs["flops_per_token"][curves["job"]].to_numpy()
-    return axes
 
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
@@ -196,26 +180,41 @@ def series_style(i: int) -> dict[str, str]:
     return {"marker": MARKERS[i % len(MARKERS)], "linestyle": LINE_STYLES[i % len(LINE_STYLES)]}
 
 
-def draw_curves(ax: Axes, curves: pd.DataFrame, metric: str, train: str | None) -> list[str]:
-    """One line per ``label`` (mean over its runs, ± std band) of ``metric`` against ``x``, and thin
-    lines of ``train`` in the same colour; the labels whose line has a single point."""
+def draw_curves(
+    ax: Axes, curves: pd.DataFrame, metric: str, train: str | None, baseline: str | None = None
+) -> list[str]:
+    """One line per ``label`` of ``metric`` against ``x``: at each step, the mean over its runs of the
+    metric (± std band) and of ``x`` (the seeds of a configuration reach a step at different wall
+    times); thin lines of ``train`` in the same colour, the ``baseline`` label's line bold and black,
+    named so in the legend; the labels whose line has a single point."""
     singles = []
     for i, (label, rows) in enumerate(curves.groupby("label", sort=True)):
-        stats = rows.dropna(subset=[metric]).groupby("x")[metric].agg(["mean", "std"]).sort_index()
-        x = stats.index.to_numpy(float)
+        stats = mean_by_step(rows, metric)
+        stats = stats.assign(std=rows.dropna(subset=[metric]).groupby("step")[metric].std())
+        x = stats["x"].to_numpy(float)
         every = max(1, len(x) // MAX_MARKERS)
-        (line,) = ax.plot(x, stats["mean"], label=label, markevery=every, zorder=3, **series_style(i))
+        style = series_style(i)
+        if label == baseline:
+            style.update(color="black", linewidth=2.8, zorder=4)
+            label = f"{label} (baseline)"
+        (line,) = ax.plot(x, stats["mean"], label=label, markevery=every, **{"zorder": 3, **style})
         std = stats["std"].fillna(0).to_numpy(float)
         if std.any():
             ax.fill_between(x, stats["mean"] - std, stats["mean"] + std, color=line.get_color(), alpha=0.2)
         if len(x) == 1:
             singles.append(str(label))
         if train is not None:
-            trained = rows.dropna(subset=[train]).groupby("x")[train].mean().sort_index()
-            ax.plot(trained.index, trained.to_numpy(), color=line.get_color(), linewidth=0.8, alpha=0.6)
+            trained = mean_by_step(rows, train)
+            ax.plot(trained["x"], trained["mean"], color=line.get_color(), linewidth=0.8, alpha=0.6)
     if train is not None:
         ax.plot([], [], color="grey", linewidth=0.8, label=f"{train} (thin, each in its line's colour)")
     return singles
+
+
+def mean_by_step(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """Per step where ``metric`` was logged, the mean ``x`` and the ``mean`` of the metric, in order of x."""
+    logged = rows.dropna(subset=[metric]).groupby("step")
+    return pd.DataFrame({"x": logged["x"].mean(), "mean": logged[metric].mean()}).sort_values("x")
 
 
 def single_point_note(singles: list[str], lines: int) -> str:
@@ -351,8 +350,4 @@ def legend(ax: Axes, title: str) -> None:
 
 def save(fig: Figure, path: Path) -> Path:
     """Write the PNG through a temporary file, so a report never holds half a picture."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    fig.savefig(tmp, dpi=110, format="png")
-    tmp.replace(path)
-    return path
+    return write_whole(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))

@@ -71,6 +71,10 @@ def find_run_dirs(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def _expand(path: str) -> list[Path]:
+    """The paths ``path`` names: itself, a run or sweep directory (a file given by name is refused:
+    the report would be written beside it), or what it matches as a glob."""
+    if Path(path).is_file():
+        raise ReportError(f"{path}: a file: give a run or sweep directory, or a glob of them")
     if Path(path).exists():
         return [Path(path)]
     matches = sorted(glob.glob(path, recursive=True))
@@ -186,12 +190,17 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
 
 def read_evals(eval_dir: Path) -> list[dict[str, Any]]:
     """The ``metrics.json`` of every evaluation under ``<run>/eval``, each with its folder (``name``)
-    relative to ``eval/``, in natural order."""
+    relative to ``eval/``, in natural order; one that is not JSON (empty, cut short) is skipped with a
+    warning naming it."""
     if not eval_dir.is_dir():
         return []
     evals = []
     for path in sorted(eval_dir.rglob(EVAL_METRICS_FILE), key=natural_key):
-        record = read_json(path)
+        try:
+            record = read_json(path)
+        except ReportError as err:  # an evaluation killed while writing: the rest still reads
+            log.warning("%s; skipped: a half-written evaluation? (run its attnlab-eval again)", err)
+            continue
         metrics = record.get("metrics")
         if not isinstance(metrics, dict):
             raise ReportError(f"{path}: has no 'metrics' object: not written by attnlab-eval")

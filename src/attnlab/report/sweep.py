@@ -149,10 +149,24 @@ def result_frame(
         best = by_job[name].min() if metric_mode(name, monitor_modes) == "min" else by_job[name].max()
         runs[f"{name} best"] = best
         runs[f"{name} final"] = final[name]
+    runs = runs.join(target_frame(files, runs.index))
     test = pd.DataFrame.from_records([f.test_metrics for f in files], index=runs.index)
     logged = [c for c in curves.columns if c.startswith("test/")]
     test = test.combine_first(by_job[logged].last()) if logged else test
     return runs.join(test.apply(pd.to_numeric, errors="coerce"))
+
+
+TARGET_KEYS = ("metric", "value", "mode", "reached", "step", "tokens", "flops", "wall_time_s")
+
+
+def target_frame(files: list[RunFiles], index: pd.Index) -> pd.DataFrame:
+    """``target <key>`` columns of the runs that had a target (``summary.json``'s ``target``: what it
+    was, whether the run reached it, and the steps, tokens, FLOPs and wall time to it); none otherwise."""
+    records = [f.summary.get("target") or {} for f in files]
+    if not any(records):
+        return pd.DataFrame(index=index)
+    rows = [{f"target {k}": r.get(k) for k in TARGET_KEYS} if r else {} for r in records]
+    return pd.DataFrame.from_records(rows, index=index, columns=[f"target {k}" for k in TARGET_KEYS])
 
 
 def eval_frame(files: list[RunFiles], jobs: list[str]) -> tuple[pd.DataFrame, list[str]]:

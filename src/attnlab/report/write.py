@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from attnlab.report.decisions import (
+    Decisions,
+    choose_baseline,
+    labels_of,
+    significance_table,
+    significance_text,
+    target_table,
+    target_text,
+)
+from attnlab.report.files import write_text_whole
 from attnlab.report.plots import write_plots
+from attnlab.report.runs import log
 from attnlab.report.scaling import Runs, ScalingFit, fit_scaling
 from attnlab.report.scaling_plots import profile_table, scaling_plots, scaling_table
 from attnlab.report.sweep import SEED, Sweep, evaluated_settings, metric_mode
@@ -17,6 +27,9 @@ from attnlab.report.table import eval_table, job_table, seed_table, shown_keys, 
 REPORT_FILE = "report.md"
 PLOTS_DIR = "plots"
 RUNS_CSV = "runs.csv"
+SIGNIFICANCE_CSV = "significance.csv"
+TARGET_CSV = "time_to_target.csv"
+TARGET_TITLE = "Time to target (mean [95% bootstrap interval] over the seeds that reached it)"
 SCALING_TITLE = "Scaling fit (Chinchilla approaches 2 and 3, 95% bootstrap intervals)"
 PROFILES_TITLE = "IsoFLOP minima (approach 2: each budget's parabola in log N)"
 SCALING_RESAMPLES = 100
@@ -34,23 +47,59 @@ class Report:
     csv: Path
     plots: list[Path]
     tables: dict[str, pd.DataFrame]  # title -> table, in the order of report.md
+    decision_csvs: list[Path] = field(default_factory=list)  # significance.csv, time_to_target.csv
 
 
-def write_report(sweep: Sweep, out_dir: Path, command: str = "attnlab-report") -> Report:
+def write_report(
+    sweep: Sweep, out_dir: Path, command: str = "attnlab-report", decisions: Decisions | None = None
+) -> Report:
     """Write ``report.md``, ``plots/*.png`` and ``runs.csv`` (every config key and result of every
-    run, for your own pandas) into ``out_dir``."""
+    run, for your own pandas) into ``out_dir``; where seeds are swept, each configuration against the
+    baseline of ``decisions`` (``significance.csv``), and the time to a target where runs had one
+    (``time_to_target.csv``)."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    decisions = decisions or Decisions()
     tables = report_tables(sweep)
-    plots = write_plots(sweep, out_dir / PLOTS_DIR)
+    csvs = decision_tables(sweep, decisions, tables, out_dir)
+    plots = write_plots(sweep, out_dir / PLOTS_DIR, decisions.resolved_baseline)
     fit = sweep_scaling_fit(sweep)
     if fit is not None:
         tables[SCALING_TITLE] = scaling_table(fit)
         if fit.profiles:
             tables[PROFILES_TITLE] = profile_table(fit)
         plots += scaling_plots(fit, out_dir / PLOTS_DIR)
-    csv = write_atomic(out_dir / RUNS_CSV, runs_csv(sweep))
-    text = markdown(sweep, tables, [p.relative_to(out_dir) for p in plots], command)
-    return Report(write_atomic(out_dir / REPORT_FILE, text), csv, plots, tables)
+    csv = write_text_whole(out_dir / RUNS_CSV, runs_csv(sweep))
+    text = markdown(sweep, tables, [p.relative_to(out_dir) for p in plots], command, decisions)
+    return Report(write_text_whole(out_dir / REPORT_FILE, text), csv, plots, tables, csvs)
+
+
+def significance_title(metric: str, decisions: Decisions) -> str:
+    where = f"at {decisions.matched.text()}" if decisions.matched else "final value"
+    return f"Significance: {metric}, {where}, against {decisions.resolved_baseline}"
+
+
+def decision_tables(
+    sweep: Sweep, decisions: Decisions, tables: dict[str, pd.DataFrame], out_dir: Path
+) -> list[Path]:
+    """Add the significance table (the first monitored metric) and the time-to-target table to
+    ``tables``; write each as a CSV too; their paths."""
+    written = []
+    metric = sweep.monitors[0] if sweep.monitors else None
+    significance = significance_table(sweep, decisions, metric) if metric else None
+    if significance is not None:
+        tables[significance_title(metric, decisions)] = significance_text(significance, decisions.level)
+        written.append(write_text_whole(out_dir / SIGNIFICANCE_CSV, significance.to_csv(index=False)))
+    else:
+        if decisions.budget or decisions.baseline:
+            log.warning("no significance table: it compares configurations of several seeds each")
+        labels = labels_of(sweep)
+        if labels.nunique() > 1:  # the curves' bold line
+            decisions.resolved_baseline = choose_baseline(labels, decisions.baseline)
+    targets = target_table(sweep, decisions.level)
+    if targets is not None:
+        tables[TARGET_TITLE] = target_text(targets)
+        written.append(write_text_whole(out_dir / TARGET_CSV, targets.to_csv(index=False)))
+    return written
 
 
 def runs_csv(sweep: Sweep) -> str:
@@ -111,10 +160,17 @@ def sweep_scaling_fit(sweep: Sweep) -> ScalingFit | None:
     return fit_scaling(runs, resamples=SCALING_RESAMPLES) if runs is not None else None
 
 
-def markdown(sweep: Sweep, tables: dict[str, pd.DataFrame], plots: list[Path], command: str) -> str:
+def markdown(
+    sweep: Sweep,
+    tables: dict[str, pd.DataFrame],
+    plots: list[Path],
+    command: str,
+    decisions: Decisions | None = None,
+) -> str:
     lines = [f"# Sweep report: {sweep.root}", "", *overview(sweep), ""]
     for title, table in tables.items():
-        lines += [f"## {title}", "", *table_notes(title, sweep), table.to_markdown(index=False), ""]
+        notes = table_notes(title, sweep, decisions or Decisions())
+        lines += [f"## {title}", "", *notes, table.to_markdown(index=False), ""]
     if plots:
         lines += ["## Plots", ""]
         lines += [f"![{p.stem}]({p.as_posix()})\n" for p in plots]
@@ -138,7 +194,17 @@ def overview(sweep: Sweep) -> list[str]:
     return lines
 
 
-def table_notes(title: str, sweep: Sweep) -> list[str]:
+def table_notes(title: str, sweep: Sweep, decisions: Decisions) -> list[str]:
+    if title.startswith("Significance"):
+        return significance_notes(decisions)
+    if title == TARGET_TITLE:
+        return [
+            "Runs with `trainer.target_metric` stop at the first validation at or past "
+            "`trainer.target_value`. `reached`: seeds that got there of those that ran; each figure is "
+            "the mean to the target over the seeds that reached it, with its interval (the mean alone "
+            "for one seed). Wall time counts the time before a kill of a resumed run.",
+            "",
+        ]
     if title == "Runs":
         return [
             "One row per job. `best` and `final`: the best and the last value logged during training; "
@@ -171,9 +237,27 @@ def table_notes(title: str, sweep: Sweep) -> list[str]:
     return [f"Evaluations of the runs' checkpoints; settings changed from the training run: {keys}.", ""]
 
 
-def write_atomic(path: Path, text: str) -> Path:
-    """Write through a temporary file and a rename: a reader never sees half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+def significance_notes(decisions: Decisions) -> list[str]:
+    """What the columns of the significance table mean, and the runs short of the budget."""
+    level = f"{decisions.level:g}"
+    notes = [
+        "`difference`: the configuration's mean minus the baseline's (`paired t`: the mean per-seed "
+        f"difference over the seeds both ran); its interval: percentile bootstrap at {1 - decisions.level:.0%}. "
+        "`p`: Welch's t-test, or the paired t-test where both sides share 2 seeds or more; `p (Holm)`: "
+        f"corrected for the comparisons of this table. `verdict`: better or worse at the level {level} "
+        "after the correction, else no detectable difference; `seeds needed`: seeds per side for the "
+        f"t-test at {level} (two-sample, or paired) to detect the observed difference with 80% power.",
+        "",
+    ]
+    if decisions.matched is not None:
+        notes[0] += (
+            f" Each run's value at {decisions.matched.text()}: its curve interpolated linearly between "
+            "its logged values, never extrapolated."
+        )
+    if decisions.short:
+        short = ", ".join(decisions.short)
+        notes += [
+            f"No value at the budget (left out): {short}. Each did not reach it, or reached it before its first validation.",
+            "",
+        ]
+    return notes

@@ -29,6 +29,7 @@ from attnlab.schema.pos import POSITIONS, PosConfig, PosName, pos_config
 from attnlab.schema.run import CheckpointConfig, LoggerConfig, RunConfig, SampleConfig, TrainerConfig
 from attnlab.schema.synthetic_data import SyntheticData  # its kinds join DATA
 from attnlab.schema.task import TASKS, TaskConfig
+from attnlab.schema.token_data import TokensData  # its kind joins DATA
 
 __all__ = [
     "DATA",
@@ -58,6 +59,7 @@ __all__ = [
     "SampleConfig",
     "SyntheticData",
     "TaskConfig",
+    "TokensData",
     "TrainerConfig",
     "check_run",
     "data_config",

@@ -59,6 +59,14 @@ def check_run(run: RunConfig) -> None:
             data.seq_len,
             f"must be at most model.max_seq_len={m.max_seq_len} with pos=learned",
         )
+    target = run.trainer.target_metric
+    metrics = [f"val/{name}" for name in run.task.val_metrics()]
+    if target is not None and target not in metrics:
+        raise ConfigError(
+            "trainer.target_metric",
+            target,
+            f"choose one of {', '.join(metrics)} (what task={run.task.name} logs at validation)",
+        )
     sharded = run.trainer.strategy in (Strategy.fsdp, Strategy.fsdp2)
     if isinstance(run.optim, MuonConfig) and sharded:
         raise ConfigError(
@@ -163,6 +171,11 @@ def check_tensor_parallel(run: RunConfig) -> None:
         )
     if m.kept_heads is not None:
         raise ConfigError("model.kept_heads", m.kept_heads, f"a pruned model: {key}={tp} splits whole models")
+    for name, off in (("attn_sink", "none"), ("attn_gate", "none"), ("value_residual", None)):
+        if getattr(m, name, off) != off:  # per-head parameters the plan does not split yet
+            raise ConfigError(
+                f"model.{name}", getattr(m, name), f"not split by {key}={tp} yet: set it to {off}"
+            )
     if t.float8:
         raise ConfigError("trainer.float8", t.float8, f"not composed with {key}={tp}: set it to false")
 

@@ -122,7 +122,8 @@ class CompressCommand:
 
     ckpt_path: str = MISSING
     method: CompressMethod = CompressMethod.int8
-    out: str | None = None  # the file to write; None: ``<method>-<name>`` next to ckpt_path
+    out: str | None = None  # the new file to write; None: ``<method>-<name>`` next to ckpt_path
+    overwrite: bool = False  # replace ``out`` where it exists
     # method=prune_heads
     fraction: float = 0.25  # the share of all attention heads to remove, in [0, 1)
     importance_batches: int = 8  # validation batches of the run that head importance averages over

@@ -49,6 +49,7 @@ class DataKind(Choice):
     repeated_segments = "repeated_segments"
     digits = "digits"
     images = "images"
+    tokens = "tokens"
 
 
 class Packing(Choice):
@@ -74,6 +75,9 @@ class DataNeeds:
     classes: bool = False
 
 
+MOST_BATCH = 2**20  # samples a process draws a step: a million already exceeds any accelerator's memory
+
+
 @dataclass
 class DataConfig:
     """What every data module reads; ``kind`` is the tag."""
@@ -90,6 +94,13 @@ class DataConfig:
     def check(self) -> None:
         DATA.check_tag(self)
         at_least_one("data.batch_size", self.batch_size)
+        if self.batch_size > MOST_BATCH:
+            raise ConfigError(
+                "data.batch_size",
+                self.batch_size,
+                f"at most {MOST_BATCH} samples a process: a larger batch fits in no device's memory "
+                "(trainer.accumulate_grad_batches gives a larger batch a step)",
+            )
         not_negative("data.num_workers", self.num_workers)
         if self.seed is not None and self.seed < 0:
             raise ConfigError("data.seed", self.seed, "must be 0 or more, or null for the run's seed")

@@ -6,6 +6,12 @@ from __future__ import annotations
 import math
 from dataclasses import fields, is_dataclass
 
+# why a plain or sharded checkpoint that would run code is refused (every reader of one says the same)
+PICKLED_CODE = (
+    "not a checkpoint of attnlab: it holds pickled objects beyond tensors and plain data, which could "
+    "run code, so it is not loaded"
+)
+
 
 class ConfigError(ValueError):
     """A bad configuration value: ``str()`` is one line, ``key=value: what is allowed``."""

@@ -1,6 +1,6 @@
 """Which token mixer a layer has, and the sizes of the mixers besides softmax attention (torch-free).
 
-``model.mixer`` is every layer's mixer (``attention``: softmax attention with its options; ``latent``:
+``model.mixer`` is every layer's mixer (a ``model.layout`` entry may name another per layer) (``attention``: softmax attention with its options; ``latent``:
 DeepSeek's multi-head latent attention; ``differential``: the Diff Transformer's difference of two
 softmax maps; ``deltanet``: Qwen3-Next's gated DeltaNet, a linear recurrence). ``model.mixers`` holds
 the sizes the non-softmax mixers need, each defaulting to something derived from the model's heads
@@ -106,6 +106,10 @@ def check_model_mixers(cfg: Any, mixers: list[str]) -> None:
     if used != {Mixer.attention} and not cfg.holds_mixers:
         raise ConfigError(
             "model.mixer", cfg.mixer, f"{cfg.family} keeps softmax attention (no mixer plan yet)"
+        )
+    if cfg.value_residual is not None and mixers[0] != Mixer.attention:
+        raise ConfigError(
+            "model.value_residual", cfg.value_residual, "the first layer must be attention (its values)"
         )
     if used != {Mixer.attention} and cfg.kept_heads is not None:
         raise ConfigError("model.kept_heads", "set", "head pruning applies to softmax attention layers only")

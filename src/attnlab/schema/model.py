@@ -15,7 +15,6 @@ only what differs from them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -24,6 +23,9 @@ from omegaconf import MISSING
 from attnlab.schema.choice import Choice, TaggedUnion, missing
 from attnlab.schema.data import DataKind
 from attnlab.schema.errors import ConfigError, fraction, not_negative, positive
+from attnlab.schema.heads import check_kept_heads
+from attnlab.schema.hooks import AttnGate, AttnSink, check_layout_and_hooks
+from attnlab.schema.layout import LayerKind, parse_layout
 from attnlab.schema.mixers import Mixer, MixerSizes, check_model_mixers
 from attnlab.schema.pos import POSITIONS, LearnedPos, PosConfig, SinusoidalPos
 from attnlab.schema.task import TaskName
@@ -60,6 +62,7 @@ class AttnBackend(Choice):
 
     sdpa = "sdpa"
     flex = "flex"
+    explicit = "explicit"  # the softmax written out: every score hook, at the cost of (B, H, T, T) scores
 
 
 # Why model.attn_backend=flex does not train on the CPU (the training refusal and the block's error)
@@ -113,6 +116,20 @@ class ModelConfig:
     # Cross-attention is never windowed.
     attn_window: int | None = None
     qk_norm: bool = False  # RMSNorm on each head's queries and keys, before RoPE (Qwen3, OLMo 2)
+    # Per layer: window, positions, mixer (schema.layout: "sliding full ...", "3*pos nope ...", HF
+    # layer_types); None: every layer alike. Typed Any: a string or a list. Then the attention hooks
+    # (docs/attention.md), each off by default:
+    layout: Any = None
+    attn_softcap: float | None = None  # scores -> cap * tanh(scores / cap) (Gemma 2); None or inf: off
+    attn_sink: AttnSink = (
+        AttnSink.none
+    )  # a per-head logit in the softmax denominator: learned (gpt-oss) or fixed 0
+    attn_sink_init: float = 0.0  # the learned sinks' initial value (-inf: the identity)
+    attn_gate: AttnGate = AttnGate.none  # sigmoid gate on the attention output before out_proj (Qwen3-Next)
+    attn_gate_offset: float = 0.0  # added to the gate's logits (inf: the gate always open, the identity)
+    value_residual: float | None = None  # ResFormer: values mixed with the first layer's, this initial weight
+    value_residual_learned: bool = True  # the mix weight (one per head and layer) trains
+    post_norms: bool = False  # a norm on each sublayer's output too, before the residual sum (Gemma 2)
     attn_backend: AttnBackend = AttnBackend.sdpa  # flex: FlexAttention (no weights: eval may switch it)
     # Every layer's token mixer (attnlab.schema.mixers): softmax attention, or latent attention
     # (DeepSeek), differential attention (DiffLlama) or gated DeltaNet (Qwen3-Next), sized by mixers.
@@ -172,9 +189,15 @@ class ModelConfig:
             raise ConfigError("model.pos", self.pos, "choose the positional encoding with pos=<name>")
         POSITIONS.check_tag(self.pos)
         self.pos.check(self.d_model, self.n_heads)
+        check_layout_and_hooks(self)
         self.check_mixers()
         if self.kept_heads is not None:
             check_kept_heads(self.kept_heads, self.attention_modules(), self.n_heads, self.n_kv_heads)
+
+    def layer_kinds(self) -> list[LayerKind]:
+        """Each layer's kind (``schema.layout``): its mixer (``model.mixer`` where the layout names none),
+        window and positions."""
+        return parse_layout(self.layout, self.n_layers, self.attn_window, self.mixer)
 
     def attention_modules(self) -> int:
         """How many attention modules the family's model has (one per layer; seq2seq: more)."""
@@ -182,7 +205,7 @@ class ModelConfig:
 
     def layer_mixers(self) -> list[str]:
         """Each layer's mixer kind (``schema.mixers``), in order."""
-        return [str(self.mixer)] * self.n_layers
+        return [kind.mixer for kind in self.layer_kinds()]
 
     def check_mixers(self) -> None:
         """The mixers' sizes, and the combinations that cannot work (``schema.mixers``, one line each)."""
@@ -231,12 +254,18 @@ class GPTConfig(TokenModelConfig):
     family: Family = Family.gpt
     dropout: float = 0.0
     lm_head_bias: bool = False
+    logit_softcap: float | None = None  # final logits -> cap * tanh(logits / cap) (Gemma 2); None: off
+
+    def check(self) -> None:
+        super().check()
+        positive("model.logit_softcap", self.logit_softcap, allow_none=True)
 
     causal_stack: ClassVar[bool] = True
 
     trains: ClassVar[dict[str, tuple[str, ...]]] = {
         TaskName.causal_lm: (
             DataKind.text,
+            DataKind.tokens,
             DataKind.copy,
             DataKind.passkey,
             DataKind.recall,
@@ -350,38 +379,6 @@ def check_heads(d_model: int, n_heads: int, n_kv_heads: int | None = None) -> No
         raise ConfigError("model.d_model", d_model, f"must be divisible by model.n_heads={n_heads}")
     if n_kv_heads and n_heads % n_kv_heads:
         raise ConfigError("model.n_kv_heads", n_kv_heads, f"must divide model.n_heads={n_heads}")
-
-
-def check_kept_heads(kept: list[list[int]], modules: int, n_heads: int, n_kv_heads: int | None) -> None:
-    """``model.kept_heads``: one list per attention module, each at least one head (a module without
-    heads would cut its layer's attention out), distinct increasing indices below n_heads, and whole
-    key/value groups under grouped-query attention."""
-    if len(kept) != modules:
-        raise ConfigError("model.kept_heads", kept, f"needs one list per attention module: {modules} lists")
-    for i, heads in enumerate(kept):
-        key = f"model.kept_heads[{i}]"
-        if not heads:
-            raise ConfigError(key, heads, "keep at least one head in every attention module")
-        if list(heads) != sorted(set(heads)) or heads[0] < 0 or heads[-1] >= n_heads:
-            raise ConfigError(key, heads, f"distinct increasing head indices in 0..{n_heads - 1}")
-        kept_kv_groups(heads, n_heads, n_kv_heads, key)
-
-
-def kept_kv_groups(
-    heads: Sequence[int], n_heads: int, n_kv_heads: int | None, key: str = "model.kept_heads"
-) -> list[int]:
-    """The key/value groups that query heads ``heads`` use: under grouped-query attention a group's
-    key and value heads serve all its query heads, so heads are kept (or pruned) by whole groups."""
-    size = n_heads // (n_kv_heads or n_heads)
-    groups = sorted({h // size for h in heads})
-    if len(heads) != size * len(groups):
-        raise ConfigError(
-            key,
-            list(heads),
-            f"keep whole key/value groups: with n_heads={n_heads} and n_kv_heads={n_kv_heads} "
-            f"each group is {size} consecutive heads",
-        )
-    return groups
 
 
 def check_patches(image_size: int, patch_size: int) -> None:

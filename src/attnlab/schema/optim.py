@@ -120,6 +120,11 @@ class OptimConfig:
     max_steps: int | None = None  # None: the trainer's max_steps
     on_extend: OnExtend = OnExtend.keep  # a resume past the checkpoint's schedule: keep | stretch
     on_resume: OnResume = OnResume.refuse  # a resume with changed optim settings: refuse | apply
+    # QK-clip (Kimi K2's MuonClip, any optimiser): after each step, a head whose largest attention
+    # logit on the step's batch exceeds qk_clip has its query and key weights scaled back to it
+    # (attnlab.blocks.qk_clip). None: off.
+    qk_clip: float | None = None
+    log_max_logits: bool = False  # log each layer's largest attention logit (train/max_logit/<layer>)
 
     @property
     def fused_adamw(self) -> FusedChoice:
@@ -136,6 +141,7 @@ class OptimConfig:
         if not 0.0 <= self.min_lr_ratio <= 1.0:
             raise ConfigError("optim.min_lr_ratio", self.min_lr_ratio, "must be in [0, 1]")
         positive("optim.max_steps", self.max_steps, allow_none=True)
+        positive("optim.qk_clip", self.qk_clip, allow_none=True)
 
 
 @OPTIMIZERS.register

@@ -98,10 +98,14 @@ class RopePos(PosConfig):
     rope_mscale: float = 0.0  # with rope_mscale_all_dim (both non-zero): DeepSeek's attention factor
     rope_mscale_all_dim: float = 0.0
     rope_truncate: bool = True  # round YaRN's ramp ends to whole dimensions
+    # Partial RoPE (HF partial_rotary_factor: GPT-NeoX, Phi, Qwen3-Next 0.25): the first
+    # int(head_dim * rope_fraction) dimensions of each head rotate, the others pass unchanged.
+    rope_fraction: float = 1.0
 
     def check(self, d_model: int, n_heads: int) -> None:
         positive("model.pos.rope_base", self.rope_base)
         check_rope_head_size(d_model // n_heads)
+        check_rope_fraction(self.rope_fraction, d_model // n_heads)
         check_rope_scaling(self)
 
 
@@ -137,6 +141,22 @@ def check_rope_head_size(head_dim: int) -> None:
     if head_dim % 2:
         raise ConfigError(
             "model.pos.name", PosName.rope, f"rope needs an even head size, d_model/n_heads={head_dim}"
+        )
+
+
+def rotary_dims(head_dim: int, fraction: float) -> int:
+    """The dimensions of a head that partial RoPE rotates (Hugging Face's ``int(head_dim * factor)``)."""
+    return int(head_dim * fraction)
+
+
+def check_rope_fraction(fraction: float, head_dim: int) -> None:
+    """Partial RoPE rotates a positive, even number of each head's dimensions."""
+    dims = rotary_dims(head_dim, fraction)
+    if not 0.0 < fraction <= 1.0 or dims < 2 or dims % 2:
+        raise ConfigError(
+            "model.pos.rope_fraction",
+            fraction,
+            f"in (0, 1], rotating an even number of the {head_dim} dimensions of a head (here {dims})",
         )
 
 

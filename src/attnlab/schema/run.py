@@ -14,7 +14,7 @@ from attnlab.schema.data import DataConfig, TextData
 from attnlab.schema.errors import ConfigError, not_negative, positive
 from attnlab.schema.model import GPTConfig, ModelConfig
 from attnlab.schema.optim import AdamWConfig, OptimConfig
-from attnlab.schema.task import CausalLMTask, TaskConfig
+from attnlab.schema.task import CausalLMTask, MonitorMode, TaskConfig
 
 PRECISIONS = ("32", "bf16-mixed", "16-mixed")  # not identifiers, so a string with one check
 # a run's directory unless run_dir is given: its time, then its label (training/names.py)
@@ -27,6 +27,13 @@ class Accelerator(Choice):
     cuda = "cuda"
     mps = "mps"
     auto = "auto"
+
+
+class RunDirExists(Choice):
+    """What a new run does with a ``run_dir`` that holds the files of another run (``training.rundir``)."""
+
+    refuse = "refuse"  # one line: continue that run (ckpt_path=last) or name another folder
+    overwrite = "overwrite"  # the new run writes its files over the other run's
 
 
 class MatmulPrecision(Choice):
@@ -133,6 +140,12 @@ class TrainerConfig:
     # it, the model's FLOPs per token and the tokens of a step, so runs of different sizes on one budget
     # spend the same compute (experiment=scaling); null: max_steps as given
     compute_budget: float | None = None
+    # Time to a target: the run stops at the first validation where target_metric (a val/ metric of
+    # the task) is at or below target_value (target_mode=min; at or above for max), and summary.json
+    # records the steps, tokens, FLOPs and wall time it took (null: no target, the run goes on)
+    target_metric: str | None = None
+    target_value: float | None = None
+    target_mode: MonitorMode | None = None  # null: min for loss, ppl and bpb; max for the others
 
     def check(self) -> None:
         if self.float8 not in FLOAT8_MODES:
@@ -177,6 +190,24 @@ class TrainerConfig:
         not_negative("trainer.fast_dev_run", self.fast_dev_run)
         positive("trainer.timeout", self.timeout, allow_none=True)
         positive("trainer.compute_budget", self.compute_budget, allow_none=True)
+        if (self.target_metric is None) != (self.target_value is None):
+            given, other = (
+                ("target_metric", "target_value")
+                if self.target_value is None
+                else ("target_value", "target_metric")
+            )
+            raise ConfigError(
+                f"trainer.{other}",
+                None,
+                f"give it with trainer.{given}={getattr(self, given)} (a target is both)",
+            )
+
+    def target_direction(self) -> str:
+        """``min`` (stop at or below the target) or ``max`` (at or above): ``target_mode``, else by the
+        metric's name, as attnlab-report reads it (losses, perplexity and bits per byte fall)."""
+        if self.target_mode is not None:
+            return str(self.target_mode)
+        return "min" if str(self.target_metric).rsplit("/", 1)[-1] in ("loss", "ppl", "bpb") else "max"
 
 
 def process_count(trainer: TrainerConfig) -> int | None:
@@ -295,6 +326,8 @@ class RunConfig:
     # is one, else start fresh)
     ckpt_path: str | None = None
     run_dir: str = RUN_DIR  # the directory the run writes into; give an existing run's to resume in place
+    # a run_dir holding another run (not continued with ckpt_path): refuse, or overwrite its files
+    run_dir_exists: RunDirExists = RunDirExists.refuse
     # the run's name in wandb and TensorBoard; None: the overrides that distinguish it (its sweep's)
     run_name: str | None = None
     # torch.compile: true (the whole model), block (each transformer layer on its own), false; no gain

@@ -16,6 +16,7 @@ docs/run-directory.md describes each file; ``attnlab.report`` reads them all.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 CONFIG_FILE = "config.yaml"
@@ -57,6 +58,32 @@ def eval_dir_of(ckpt_path: str | Path) -> Path | None:
 SHARDED_INDEX = ".metadata"  # torch.distributed.checkpoint's
 SHARDED_META = "meta.pt"  # Lightning's: everything but the weights and optimizer states
 WHOLE_PREFIX = "whole-"  # a sharded checkpoint consolidated into one file: whole-last.ckpt, ...
+SHARDS_VERSION = (
+    ".shards-"  # <name>.shards-<n>: one written sharded checkpoint, the target of the link <name>
+)
+
+
+def points_elsewhere(path: str | Path) -> bool:
+    """Whether ``path`` is a link to anything but a version directory of a sharded checkpoint beside it
+    (``<name>.shards-<n>``, a real directory, which training links ``<name>`` to): a link attnlab never
+    writes, removes or reads a checkpoint through, since it may lead anywhere, outside the run
+    directory included."""
+    path = Path(path)
+    if not path.is_symlink():
+        return False
+    target = path.resolve()
+    beside = target.parent == path.parent.resolve() and SHARDS_VERSION in target.name
+    return not (beside and target.is_dir() and not target.is_symlink())
+
+
+def refuse_link(key: str, path: str | Path) -> None:
+    """ConfigError naming ``key`` where ``path`` ``points_elsewhere``."""
+    from attnlab.schema.errors import ConfigError
+
+    if points_elsewhere(path):
+        raise ConfigError(
+            key, str(path), f"is a link (to {os.readlink(path)}): give the file itself, not a link to it"
+        )
 
 
 def is_sharded_checkpoint(path: str | Path) -> bool:
@@ -70,12 +97,17 @@ def check_checkpoint_file(key: str, path: str | Path) -> None:
     command that writes it as one file."""
     from attnlab.schema.errors import ConfigError
 
+    refuse_link(key, path)
     if is_sharded_checkpoint(path):
         raise ConfigError(
             key,
             str(path),
             "is a sharded checkpoint (trainer.strategy=fsdp2 checkpoint.sharded=true): write it as one "
             f"file first with: attnlab-consolidate {path}",
+        )
+    if Path(path).is_dir():
+        raise ConfigError(
+            key, str(path), f"is a directory: give a checkpoint file (a run's {CHECKPOINT_DIR}/last.ckpt)"
         )
     if not Path(path).is_file():
         raise ConfigError(key, str(path), "no such checkpoint file")

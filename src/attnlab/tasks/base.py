@@ -26,7 +26,9 @@ from torch import Tensor, nn
 from torch.distributed.fsdp import FullyShardedDataParallel
 from torchmetrics import MeanMetric, Metric
 
+from attnlab.blocks.qk_clip import check_clippable, clip_qk, recording
 from attnlab.models import build_model
+from attnlab.models.common import eval_mode
 from attnlab.models.flops import flops_per_token, matmul_params
 from attnlab.models.parallel import average_replicated_gradients, is_sharded, shard_layers, tensor_parallel
 from attnlab.schema.builders import Builders
@@ -117,6 +119,8 @@ class TaskModule(pl.LightningModule):
         self.tokenizer = tokenizer
         # Counted now, on the whole model: a strategy may shard it (FSDP) before the first batch.
         self.n_matmul_params = matmul_params(self.model)
+        if self.optim_cfg.qk_clip is not None:
+            check_clippable(self.model)
         # Plain data only: the checkpoint rebuilds the model from its config, not from a pickle.
         self.save_hyperparameters(
             {
@@ -236,7 +240,12 @@ class TaskModule(pl.LightningModule):
                 stretch_schedule(scheduler.scheduler, schedule_steps(self.optim_cfg, self.trained_steps()))
 
     def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
-        loss = self.training_loss(batch)
+        if self.optim_cfg.log_max_logits:
+            with recording(self.model) as found:
+                loss = self.training_loss(batch)
+            self.log_max_logits(found)
+        else:
+            loss = self.training_loss(batch)
         self.step_loss = loss.detach()
         if self._trainer is not None and self._logs_this_step():
             log_step_value(self, "train/loss", self.global_loss(loss, batch), prog_bar=True)
@@ -246,8 +255,21 @@ class TaskModule(pl.LightningModule):
         return loss
 
     def on_train_batch_end(self, outputs: object, batch: dict[str, Tensor], batch_idx: int) -> None:
-        """The step's logged values to the loggers, after every callback added its own (``tasks.step_log``)."""
+        """QK-clip after the step (``optim.qk_clip``: the step's batch measured again with the updated
+        weights, dropout off); then the step's logged values to the loggers, after every callback
+        added its own (``tasks.step_log``)."""
+        if self.optim_cfg.qk_clip is not None:
+            with eval_mode(self.model):
+                clip_qk(self.model, self.optim_cfg.qk_clip, lambda: self.logits(batch))
         self.step_log.write(self.trainer)
+
+    def log_max_logits(self, found: dict[str, Tensor]) -> None:
+        """Each self-attention's largest logit of the step (over its heads) as ``train/max_logit/<layer>``."""
+        if self._trainer is None or not self._logs_this_step():
+            return
+        for name, largest in found.items():
+            layer = name.removesuffix(".self_attn.fn")
+            log_step_value(self, f"train/max_logit/{layer}", largest.max())
 
     def configure_gradient_clipping(
         self,

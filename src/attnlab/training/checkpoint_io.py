@@ -79,6 +79,10 @@ class BackgroundCheckpointIO(AsyncCheckpointIO):
     def remove_checkpoint(self, path: str | os.PathLike) -> None:
         self.submit(self.checkpoint_io.remove_checkpoint, path)
 
+    def publish(self, staged: os.PathLike, target: os.PathLike) -> None:
+        """Queued behind the write of ``staged``: published once it is whole on disk."""
+        self.submit(self.checkpoint_io.publish, staged, target)
+
     def submit(self, write: Any, *args: Any) -> None:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-writer")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,41 +19,118 @@ class DiskFullError(OSError):
     """A write failed for lack of space; the message names the file, the space it needed and what was free."""
 
 
-def disk_full(path: Path, needed: int | None = None) -> DiskFullError:
-    """The error of a write of ``needed`` bytes to ``path`` that found the disk full. The free space is
-    measured after the partial file was removed, so it can look like enough: a file system needs room
-    beyond a file's bytes (blocks, metadata), and the message says so rather than contradict itself."""
+def disk_full(path: Path, needed: int | None = None, cause: int = errno.ENOSPC) -> DiskFullError:
+    """The error of a write of ``needed`` bytes to ``path`` that found the disk full (``cause`` ENOSPC or
+    EDQUOT) or the process's file size limit (EFBIG: ``ulimit -f``). The free space is measured after
+    the partial file was removed, so it can look like enough: a file system needs room beyond a file's
+    bytes (blocks, metadata), and the message says so rather than contradict itself; sizes that would
+    print alike are printed in bytes."""
+    if cause == errno.EFBIG:
+        return DiskFullError(errno.EFBIG, f"cannot write {path}: {past_the_size_limit(needed)}")
     where = path if path.is_dir() else path.parent
     free = shutil.disk_usage(where).free if where.exists() else 0
+    wanted, there = sizes(needed or 0, free)
     if not needed:
-        need = "needs more space"
+        need = f"needs more space than the {there} free"
     elif needed < free:
-        need = f"needs about {needed / 2**20:.2f} MB, less than free, but not with the file system's own overhead"
+        need = (
+            f"needs about {wanted}, less than the {there} free, but not with the file system's own overhead"
+        )
     else:
-        need = f"needs about {needed / 2**20:.2f} MB"
-    return DiskFullError(
-        errno.ENOSPC,
-        f"no space left on device to write {path}: {need}; {free / 2**20:.2f} MB free: free some space",
-    )
+        need = f"needs about {wanted}; {there} free"
+    return DiskFullError(errno.ENOSPC, f"no space left on device to write {path}: {need}: free some space")
+
+
+def past_the_size_limit(needed: int | None) -> str:
+    """What a write refused by the file size limit (EFBIG) needed, against the limit."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    shown = "none" if limit == resource.RLIM_INFINITY else sizes(limit, needed or 0)[0]
+    need = f"it needs about {sizes(needed, limit)[0]}, " if needed else ""
+    return f"{need}past this process's file size limit ({shown}, ulimit -f): raise the limit or free it"
+
+
+def sizes(a: int, b: int) -> tuple[str, str]:
+    """``a`` and ``b`` in MB, or in bytes where two decimals of MB would show them equal."""
+    mb = f"{a / 2**20:.2f} MB", f"{b / 2**20:.2f} MB"
+    return mb if mb[0] != mb[1] or a == b else (f"{a} bytes", f"{b} bytes")
 
 
 def is_disk_full(err: BaseException) -> bool:
-    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+    """A write that found no room: the disk (ENOSPC), a quota (EDQUOT), the file size limit (EFBIG)."""
+    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def disk_full_line(err: OSError, where: Path) -> str:
+    """The one line of a full disk: DiskFullError's (the file, the space), else the file named by
+    ``err`` (or ``where``)."""
+    if not isinstance(err, DiskFullError):
+        err = disk_full(Path(err.filename) if err.filename else where, cause=err.errno)
+    return err.strerror
+
+
+@contextmanager
+def disk_full_in_one_line(where: Path | None = None) -> Iterator[None]:
+    """A full disk (or the file size limit) ends the command with one ``error:`` line naming the file
+    (else ``where``, default the working directory) and status 1, no traceback."""
+    try:
+        yield
+    except OSError as err:
+        if not is_disk_full(err):
+            raise
+        print(f"error: {disk_full_line(err, where or Path.cwd())}", file=sys.stderr)
+        sys.exit(1)
 
 
 @contextmanager
 def staged(path: Path, needed: Callable[[], int | None] = lambda: None) -> Iterator[Path]:
     """Yields ``<path>.tmp`` to write; renames it over ``path`` afterwards, removes it on any failure
-    (a full disk becomes DiskFullError naming ``path``)."""
+    (a full disk becomes DiskFullError naming ``path``). A leftover ``<path>.tmp`` that is a link is
+    removed first (the link, not what it points to): nothing is written through it."""
     tmp = path.with_name(path.name + TMP_SUFFIX)
+    if tmp.is_symlink():
+        tmp.unlink()
     try:
         yield tmp
         os.replace(tmp, path)
     except BaseException as err:
         tmp.unlink(missing_ok=True)
         if is_disk_full(err):
-            raise disk_full(path, needed()) from None
+            raise disk_full(path, needed(), err.errno) from None
         raise
+
+
+@contextmanager
+def staged_new(path: Path, overwrite: bool = False) -> Iterator[Path]:
+    """Yields a temporary file of this process's own beside ``path`` (``<path>.<random>.tmp``, created
+    here: never a leftover or a link) to write; then publishes it as ``path``: replacing what is there
+    with ``overwrite``, else with a hard link, which fails (FileExistsError) where ``path`` exists, so
+    that of two writers at once the second learns it. Nothing is left behind on any failure (a full
+    disk becomes DiskFullError naming ``path``)."""
+    fd, name = tempfile.mkstemp(prefix=f"{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+    os.fchmod(fd, 0o666 & ~umask())  # mkstemp's is 0600: the mode any new file gets instead
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
+    except OSError as err:
+        if is_disk_full(err):
+            raise disk_full(path) from None
+        raise
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def umask() -> int:
+    """This process's file-creation mask (read by setting it, then set back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_atomically(path: Path, text: str) -> Path:
@@ -86,7 +165,7 @@ def save_into(directory: Path, save: Callable[[Path], object]) -> list[Path]:
         return moved
     except OSError as err:
         if is_disk_full(err):
-            raise disk_full(directory) from None
+            raise disk_full(directory, cause=err.errno) from None
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)

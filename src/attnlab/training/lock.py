@@ -24,9 +24,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from attnlab.schema.errors import ConfigError
-from attnlab.schema.rundir import LOCK_FILE
+from attnlab.schema.rundir import LOCK_FILE, checkpoint_dir, points_elsewhere
 from attnlab.training.files import disk_full, is_disk_full
 
+HYDRA_DIR = ".hydra"  # Hydra's files of the job
 _held: dict[Path, int] = {}  # the run directories this process holds: their lock files' descriptors
 
 
@@ -39,7 +40,9 @@ def lock_run_dir(run_dir: Path, key: str = "run_dir") -> None:
         return
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(key, run_dir, "is a file, not a directory: give a directory for the run")
+    check_no_live_run_above(run_dir, key)
     made = not run_dir.exists()
+    refuse_links(run_dir, key)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         _held[run_dir] = _lock(run_dir / LOCK_FILE, key, run_dir)
@@ -48,15 +51,56 @@ def lock_run_dir(run_dir: Path, key: str = "run_dir") -> None:
             with suppress(OSError):
                 run_dir.rmdir()
         if is_disk_full(err):
-            raise ConfigError(key, run_dir, disk_full(run_dir).strerror) from None
+            raise ConfigError(key, run_dir, disk_full(run_dir, cause=err.errno).strerror) from None
         raise ConfigError(key, run_dir, f"cannot be written: {err.strerror or err}") from None
+
+
+def refuse_links(run_dir: Path, key: str) -> None:
+    """ConfigError naming ``key`` where ``run_dir``, its ``checkpoints/`` or ``.hydra/`` hold a link
+    (``points_elsewhere``: any but a sharded checkpoint's to its version beside it): a run writes and
+    removes its files there (the lock, metrics, summary, checkpoints and their clean-up), and through
+    a link it would write or delete what the link points to, outside the run directory included."""
+    for folder in (run_dir, checkpoint_dir(run_dir), run_dir / HYDRA_DIR):  # a linked folder: in run_dir's
+        for path in sorted(folder.iterdir()) if folder.is_dir() and not folder.is_symlink() else []:
+            if points_elsewhere(path):
+                raise ConfigError(
+                    key,
+                    run_dir,
+                    f"holds a link, {path.relative_to(run_dir)} (to {os.readlink(path)}), where a run writes "
+                    "and removes files: remove the link, or give another run_dir",
+                )
+
+
+def check_no_live_run_above(run_dir: Path, key: str = "run_dir") -> None:
+    """ConfigError if a folder above ``run_dir`` is held by another live process: a sweep holds its
+    sweep folder, and its job folders are its own (a run there would mix its files with the job's, or
+    be overwritten by it). Its lock is tried, not taken: released at once if nobody holds it."""
+    for parent in run_dir.parents:
+        lock = parent / LOCK_FILE
+        if parent in _held or lock.is_symlink() or not lock.is_file():
+            continue
+        try:
+            fd = os.open(lock, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(
+                key,
+                run_dir,
+                f"is inside {parent}, which another run holds ({_owner(fd)}, its {LOCK_FILE}): a live "
+                "sweep's job folders are its own; give a run_dir outside it",
+            ) from None
+        finally:
+            os.close(fd)
 
 
 def _lock(path: Path, key: str, run_dir: Path) -> int:
     """The descriptor of ``path``, locked by this process and naming it; ConfigError if a live process
     holds it. A lock file removed by its owner between our open and our lock is opened again."""
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)  # never through a link
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from argparse import Namespace
 from pathlib import Path
@@ -23,6 +22,7 @@ from pytorch_lightning.loggers import Logger
 from pytorch_lightning.utilities import rank_zero_only
 
 from attnlab.schema.rundir import METRICS_FILE
+from attnlab.training.files import disk_full, is_disk_full, write_atomically
 
 
 class MetricsFileLogger(Logger):
@@ -44,6 +44,7 @@ class MetricsFileLogger(Logger):
         self._file: IO[str] | None = None
         self._started = False
         self._start = time.monotonic()
+        self.last_time_s: float | None = None  # the time_s of the last line written (rank 0)
 
     @property
     def name(self) -> str:
@@ -70,8 +71,15 @@ class MetricsFileLogger(Logger):
             "time_s": round(time.monotonic() - self._start, 3),
         }
         record.update((k, _number(v)) for k, v in metrics.items() if k != "epoch")
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
+        self.last_time_s = record["time_s"]
+        line = json.dumps(record) + "\n"
+        try:
+            self._file.write(line)
+            self._file.flush()
+        except OSError as err:  # a full disk, or the file size limit: one error naming the file
+            if is_disk_full(err):
+                raise disk_full(self.path, len(line), err.errno) from None
+            raise
 
     def _open(self) -> IO[str]:
         """The file, opened for appending. The first time, it is written anew with only the lines a
@@ -80,9 +88,7 @@ class MetricsFileLogger(Logger):
         whole run."""
         if not self._started:
             kept = kept_lines(self.previous, self.resume_step)
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.write_text("".join(kept), encoding="utf-8")
-            os.replace(tmp, self.path)
+            write_atomically(self.path, "".join(kept))
             if kept:
                 self._start -= json.loads(kept[-1]).get("time_s", 0.0)
             self._started = True

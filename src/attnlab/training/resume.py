@@ -7,11 +7,11 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-from attnlab.schema.errors import ConfigError
+from attnlab.schema.errors import PICKLED_CODE, ConfigError
 from attnlab.schema.load import from_format_1, is_format_1, plain
 from attnlab.schema.optim import RESUME_CHANGEABLE, OnResume
 from attnlab.schema.run import RunConfig, process_count
-from attnlab.schema.rundir import SHARDED_META, is_sharded_checkpoint
+from attnlab.schema.rundir import is_sharded_checkpoint
 
 log = logging.getLogger("attnlab.train")
 RUN_KEY = "attnlab_run"  # the checkpoint entry written by training.callbacks.RunState
@@ -40,7 +40,9 @@ def read_run_state(ckpt_path: str) -> dict[str, Any]:
     from attnlab.training.sharded import CONSOLIDATED_KEY
 
     if is_sharded_checkpoint(ckpt_path):  # its metadata: all but the weights and optimizer states
-        meta = torch.load(Path(ckpt_path) / SHARDED_META, map_location="cpu", weights_only=True)
+        from attnlab.training.sharded_files import check_sharded
+
+        meta = check_sharded(Path(ckpt_path))  # and nothing pickled in it runs code
         return {
             **(meta.get(RUN_KEY) or {}),
             "global_step": int(meta.get("global_step", 0)),
@@ -51,12 +53,7 @@ def read_run_state(ckpt_path: str) -> dict[str, Any]:
     try:
         checkpoint = torch.load(ckpt_path, map_location="cpu", weights_only=True, mmap=True)
     except pickle.UnpicklingError:  # torch's message advises weights_only=False: never do that here
-        raise ConfigError(
-            "ckpt_path",
-            ckpt_path,
-            "not a checkpoint of attnlab: it holds pickled objects beyond tensors and plain data, "
-            "which could run code, so it is not loaded",
-        ) from None
+        raise ConfigError("ckpt_path", ckpt_path, PICKLED_CODE) from None
     except Exception as err:  # a damaged or foreign file fails in many ways; all mean the same here
         raise ConfigError(
             "ckpt_path", ckpt_path, f"not a readable checkpoint ({type(err).__name__})"

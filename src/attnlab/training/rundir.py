@@ -13,10 +13,20 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from attnlab.schema.errors import ConfigError
-from attnlab.schema.rundir import CHECKPOINT_DIR, CONFIG_FILE, checkpoint_dir, is_sharded_checkpoint
+from attnlab.schema.rundir import (
+    CHECKPOINT_DIR,
+    CONFIG_FILE,
+    METRICS_FILE,
+    SUMMARY_FILE,
+    TEST_METRICS_FILE,
+    checkpoint_dir,
+    is_sharded_checkpoint,
+    refuse_link,
+)
 from attnlab.training.files import write_atomically
 
 RUN_DIR_ENV = "ATTNLAB_DDP_RUN_DIR"  # set by rank 0 for the DDP ranks it launches
+RUN_FILES = (CONFIG_FILE, SUMMARY_FILE, METRICS_FILE, TEST_METRICS_FILE)  # with checkpoints/: a run was here
 
 
 def is_rank_zero() -> bool:
@@ -84,8 +94,10 @@ def resolve_ckpt_path(ckpt_path: str | None, run_dir: Path) -> str | None:
                 "last",
                 f"no {CHECKPOINT_DIR}/last.ckpt in {run_dir}; give run_dir=<the run to resume>",
             )
+        refuse_link("ckpt_path", candidates[-1])
         return str(candidates[-1].resolve())
     path = Path(ckpt_path)
+    refuse_link("ckpt_path", path)
     if is_sharded_checkpoint(path):  # trainer.strategy=fsdp2 checkpoint.sharded=true
         return str(path.resolve())
     if path.is_dir():
@@ -97,3 +109,40 @@ def resolve_ckpt_path(ckpt_path: str | None, run_dir: Path) -> str | None:
             "ckpt_path", ckpt_path, "no such checkpoint file (or ckpt_path=last|auto with run_dir=<dir>)"
         )
     return str(path.resolve())
+
+
+def files_of_a_run(run_dir: Path) -> list[str]:
+    """The files in ``run_dir`` that a run wrote (its config, summary, metrics, test metrics, a
+    non-empty ``checkpoints/``): empty for a new folder, or one that only Hydra or a lock wrote into."""
+    found = [name for name in RUN_FILES if (run_dir / name).exists()]
+    checkpoints = checkpoint_dir(run_dir)
+    if checkpoints.is_dir() and any(checkpoints.iterdir()):
+        found.append(f"{CHECKPOINT_DIR}/")
+    return found
+
+
+def continues_run_in(ckpt_path: str | None, run_dir: Path) -> bool:
+    """Whether ``ckpt_path`` continues the run of ``run_dir``: ``last`` or ``auto``, or a checkpoint in
+    its ``checkpoints/`` folder (a sharded one's link included)."""
+    if ckpt_path in ("last", "auto"):
+        return True
+    if ckpt_path is None:
+        return False
+    return Path(ckpt_path).absolute().parent.resolve() == checkpoint_dir(run_dir).absolute().resolve()
+
+
+def check_run_dir_free(run_dir: Path, ckpt_path: str | None, run_dir_exists: str = "refuse") -> None:
+    """A new run (or a resume from another directory's checkpoint) into a ``run_dir`` that holds another
+    run would overwrite its config, metrics and summary and remove its checkpoints: ConfigError, unless
+    ``run_dir_exists=overwrite`` asks for that. Called under the directory's lock (``training.lock``),
+    so no other run can start writing between the look and the run's first file."""
+    if str(run_dir_exists) == "overwrite" or continues_run_in(ckpt_path, run_dir):
+        return
+    found = files_of_a_run(run_dir)
+    if found:
+        raise ConfigError(
+            "run_dir",
+            str(run_dir),
+            f"holds another run ({', '.join(found)}): continue it with ckpt_path=last, name another "
+            "folder, or add run_dir_exists=overwrite to replace it",
+        )

@@ -25,19 +25,17 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import tempfile
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from attnlab.models.parallel import fuse_optimizer_state, fuse_projections
-from attnlab.schema.rundir import SHARDED_META, WHOLE_PREFIX
-from attnlab.training.files import TMP_SUFFIX, write_bytes_durably
+from attnlab.schema.rundir import SHARDED_META, SHARDS_VERSION, WHOLE_PREFIX, points_elsewhere
+from attnlab.training.files import TMP_SUFFIX, staged_new
 
-VERSION = ".shards-"  # <name>.shards-<time in ns>: one written checkpoint, the target of <name>
+VERSION = SHARDS_VERSION  # <name>.shards-<time in ns>: one written checkpoint, the target of <name>
 OPTIMIZER_PREFIX = "optimizer_"  # Lightning's key of each optimizer's states in a sharded checkpoint
 CONSOLIDATED_KEY = "attnlab_consolidated_from"  # in a consolidated file: the directory it was made from
 
@@ -56,7 +54,7 @@ def publish(staging: Path, target: Path) -> None:
     link = target.with_name(target.name + ".link" + TMP_SUFFIX)
     link.unlink(missing_ok=True)
     os.symlink(version.name, link)  # relative: the run directory may move
-    replaced = target.resolve() if target.is_symlink() else None
+    replaced = own_version(target)
     if target.is_dir() and not target.is_symlink():  # written in place by something else
         shutil.rmtree(target)
     os.replace(link, target)
@@ -65,23 +63,42 @@ def publish(staging: Path, target: Path) -> None:
         shutil.rmtree(replaced, ignore_errors=True)
 
 
+def move(source: Path, target: Path) -> None:
+    """Make the checkpoint at ``source`` (a file, or a sharded checkpoint's link) the one at ``target``
+    in one rename, then remove the version ``target``'s link pointed to before."""
+    replaced = target.resolve() if target.is_symlink() else None
+    os.replace(source, target)
+    sync(target.parent)
+    if replaced is not None and replaced != target.resolve():
+        shutil.rmtree(replaced, ignore_errors=True)
+
+
 def remove(target: Path) -> None:
     """Remove the checkpoint at ``target``: a link and the version it points to, a directory, or a file."""
     if target.is_symlink():
-        version = target.resolve()
+        version = own_version(target)
         target.unlink()
-        shutil.rmtree(version, ignore_errors=True)
+        if version is not None:
+            shutil.rmtree(version, ignore_errors=True)
     elif target.is_dir():
         shutil.rmtree(target)
     else:
         target.unlink(missing_ok=True)
 
 
+def own_version(link: Path) -> Path | None:
+    """The version directory the link ``link`` points to, where it is one that ``publish`` wrote beside
+    it; None for anything else (no link, or a link elsewhere, outside the run directory included: only
+    such a link is ever removed, never what it points to)."""
+    return None if not link.is_symlink() or points_elsewhere(link) else link.resolve()
+
+
 def stale_versions(dirpath: Path) -> list[Path]:
     """The version directories of ``dirpath`` that no link there points to (a kill between writing and
     publishing one, or before removing the one replaced)."""
     used = {p.resolve() for p in dirpath.iterdir() if p.is_symlink()}
-    return [p for p in dirpath.glob(f"*{VERSION}*") if p.is_dir() and p.resolve() not in used]
+    versions = [p for p in dirpath.glob(f"*{VERSION}*") if p.is_dir() and not p.is_symlink()]
+    return [p for p in versions if p.resolve() not in used]
 
 
 def sync(path: Path) -> None:
@@ -99,39 +116,34 @@ def consolidated_path(checkpoint: Path) -> Path:
     return checkpoint.with_name(WHOLE_PREFIX + checkpoint.name)
 
 
-def consolidate(checkpoint: Path, out: Path | None = None) -> Path:
+def consolidate(checkpoint: Path, out: Path | None = None, overwrite: bool = True) -> Path:
     """Write the weights and run metadata of the sharded checkpoint ``checkpoint`` as one ordinary
     attnlab checkpoint file (whole tensors; written whole or not at all), without its optimizer state:
     a file for the commands that read weights, not for resuming. Returns its path. One process, no
-    process group: torch's ``dcp_to_torch_save`` reads every shard."""
-    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+    process group; nothing pickled in it runs code (``sharded_files``: ConfigError naming
+    ``checkpoint``). Without ``overwrite``, FileExistsError where ``out`` exists when it is published."""
+    from attnlab.training.sharded_files import read_sharded
 
     out = out or consolidated_path(checkpoint)
-    meta = torch.load(checkpoint / SHARDED_META, map_location="cpu", weights_only=True)
-    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        dcp_to_torch_save(checkpoint.resolve(), Path(tmp) / "state.pt")
-        state = torch.load(Path(tmp) / "state.pt", map_location="cpu", weights_only=True)
-    whole = {**meta, "state_dict": fuse_projections(state["state_dict"]), CONSOLIDATED_KEY: str(checkpoint)}
+    saved, meta = read_sharded(checkpoint.resolve(), key="checkpoint")
+    whole = {**meta, "state_dict": fuse_projections(saved["state_dict"]), CONSOLIDATED_KEY: str(checkpoint)}
     buffer = io.BytesIO()
     torch.save(whole, buffer)
-    return write_bytes_durably(out, buffer.getbuffer())
+    with staged_new(out, overwrite) as tmp, open(tmp, "wb") as file:
+        file.write(buffer.getbuffer())
+        file.flush()
+        os.fsync(file.fileno())
+    return out
 
 
 def load_whole(checkpoint: Path) -> dict[str, Any]:
     """The sharded checkpoint ``checkpoint`` as a one-file checkpoint of an unsharded run: its metadata,
     the whole weights (``state_dict``) and the optimizer states keyed by parameter position, as
     ``Optimizer.state_dict`` keys them (``optimizer_states``). One process, no process group: every
-    shard of every tensor is read."""
-    from torch.distributed.checkpoint import FileSystemReader
-    from torch.distributed.checkpoint.format_utils import _EmptyStateDictLoadPlanner
-    from torch.distributed.checkpoint.state_dict_loader import _load_state_dict
+    shard of every tensor is read, nothing pickled in it run (``sharded_files``)."""
+    from attnlab.training.sharded_files import read_sharded
 
-    whole: dict[str, Any] = {}  # filled with every saved tensor, as dcp_to_torch_save does
-    reader, planner = FileSystemReader(checkpoint.resolve()), _EmptyStateDictLoadPlanner()
-    with warnings.catch_warnings():  # that no process group is there: none is meant to be
-        warnings.filterwarnings("ignore", "torch.distributed is disabled", UserWarning)
-        _load_state_dict(whole, storage_reader=reader, planner=planner, no_dist=True)
-    meta = torch.load(checkpoint / SHARDED_META, map_location="cpu", weights_only=True)
+    whole, meta = read_sharded(checkpoint.resolve())
     optimizers = sorted(k for k in whole if k.startswith(OPTIMIZER_PREFIX))
     states = [by_position(fuse_optimizer_state(whole[k])) for k in optimizers]
     return {**meta, "state_dict": fuse_projections(whole["state_dict"]), "optimizer_states": states}

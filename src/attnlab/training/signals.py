@@ -1,5 +1,7 @@
-"""One signal policy for a whole training run: SIGINT (Ctrl-C), SIGTERM (a scheduler's pre-emption) and
-SIGUSR1 (SLURM's warning before a requeue) end it promptly in any phase, with ``RunInterrupted``.
+"""One signal policy for every command: SIGINT (Ctrl-C), SIGTERM (a scheduler's pre-emption), SIGHUP (the
+terminal closed) and SIGUSR1 (SLURM's warning before a requeue) end it promptly in any phase, with
+``RunInterrupted``: one line, no traceback, the exit status a shell gives a process ended by the signal
+(130, 143, 129, 138). The commands other than training end at once (``interrupted``).
 
 ``attnlab-train`` installs the handlers first thing. While the training loop runs (``defer``, from the
 first step to the final checkpoint), a signal is only noted: the loop stops at the end of the current
@@ -16,12 +18,16 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 REQUEUE_SIGNAL = signal.SIGUSR1  # Lightning's default requeue signal: sbatch --signal=USR1@120
-SIGNALS = (signal.SIGINT, signal.SIGTERM, REQUEUE_SIGNAL)
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, REQUEUE_SIGNAL)
 
 
 class RunInterrupted(BaseException):
@@ -39,7 +45,7 @@ class RunInterrupted(BaseException):
 
     @property
     def exit_code(self) -> int:
-        return 128 + self.signum  # what a shell reports for a process ended by the signal: 130, 143, 138
+        return 128 + self.signum  # what a shell reports for a process ended by the signal: 130, 143, 129, 138
 
 
 class SignalPolicy:
@@ -56,11 +62,20 @@ class SignalPolicy:
         self.received: int | None = None  # the first signal noted while deferred
         self.stopping = False  # RunInterrupted was raised by a handler: the run is on its way out
 
-    def install(self) -> None:
-        """Handle ``SIGNALS`` from now on (in the main thread only, where Python runs handlers)."""
+    def install(self) -> dict[int, Any]:
+        """Handle ``SIGNALS`` from now on (in the main thread only, where Python runs handlers); returns
+        the handlers replaced, for ``uninstall``."""
+        replaced = {}
         if threading.current_thread() is threading.main_thread():
             for signum in SIGNALS:
-                signal.signal(signum, self.handle)
+                replaced[signum] = signal.signal(signum, self.handle)
+        return replaced
+
+    @staticmethod
+    def uninstall(replaced: dict[int, Any]) -> None:
+        """Put back the handlers ``install`` replaced (a process that runs commands in turn, the tests')."""
+        for signum, handler in replaced.items():
+            signal.signal(signum, handler)
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
         if self.stopping:  # already stopping, and asked again: now
@@ -84,3 +99,18 @@ class SignalPolicy:
 
 
 policy = SignalPolicy()  # the one of this process
+
+
+@contextmanager
+def interrupted_in_one_line(command: str) -> Iterator[None]:
+    """A command other than training (``command``: its name, the phase its message names): the policy's
+    handlers from here on, and a signal ends it with one line and the signal's exit status."""
+    replaced = policy.install()
+    policy.phase = command
+    try:
+        yield
+    except RunInterrupted as stop:
+        print(f"interrupted by {stop}", file=sys.stderr)
+        sys.exit(stop.exit_code)
+    finally:
+        policy.uninstall(replaced)

@@ -3,11 +3,17 @@
     {"status": "completed", "error": null, "n_params": 837632, "wall_time_s": 252.4,
      "tokens_per_s": 9540.2, "train_tokens": 2457600, "final_step": 300,
      "best": {"metric": "val/loss", "value": 2.06, "step": 300},
+     "target": {"metric": "val/loss", "value": 2.1, "mode": "min", "reached": true, "step": 250,
+                "metric_value": 2.09, "tokens": 2048000, "flops": 1.1e13, "wall_time_s": 201.7},
      "flops_per_token": {"nanogpt": 5.1e6, "chinchilla": 5.6e6, "seq_len": 64, "counts": "..."},
      "started": "2025-01-01T12:00:00+00:00", "ended": "2025-01-01T12:04:12+00:00"}
 
 ``flops_per_token`` (decoder-only models) is written when the model is built: training FLOPs per token
 at ``data.seq_len`` counted two ways, and ``counts`` says how (``attnlab.models.flops``).
+
+``target`` (runs with ``trainer.target_metric``): what the target was and, where the run reached it,
+the step of the first validation at or past it, the tokens and FLOPs to it and the wall time (the
+``time_s`` of that validation's line in ``metrics.jsonl``, counting the time before a resume).
 
 ``status`` is ``running`` until the end, then ``completed``, ``failed`` (``error``: the one line the
 console printed) or ``interrupted``; a run killed with SIGKILL keeps ``running``. Each write goes
@@ -18,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import time
 from datetime import datetime, timezone
@@ -73,21 +78,25 @@ class RunSummary:
         return time.monotonic() - self._start
 
     def _write(self) -> None:
+        from attnlab.training.files import write_atomically  # a full disk: one error naming the file
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(self.fields, indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_atomically(self.path, json.dumps(self.fields, indent=1) + "\n")
 
 
-def fit_results(trainer: pl.Trainer, monitor: str) -> dict[str, Any]:
+def fit_results(trainer: pl.Trainer, monitor: str, flops_per_token: dict | None = None) -> dict[str, Any]:
     """What a finished fit adds to the summary: the final step, the best value of ``monitor`` and the
     step of its checkpoint, the mean throughput (``tokens_per_s``, or ``samples_per_s`` for images) and
     the tokens (samples) trained on over all devices since this fit started (``train_tokens``: with
-    ``flops_per_token``, a run's compute)."""
+    ``flops_per_token``, a run's compute); with a target (``trainer.target_metric``), ``target``: the
+    steps, tokens, FLOPs (Chinchilla's count of ``flops_per_token``) and wall time to it."""
+    from attnlab.training.callbacks.target import StopAtTarget
     from attnlab.training.callbacks.throughput import ThroughputLogger
 
     results: dict[str, Any] = {"final_step": trainer.global_step, "best": best_of(trainer, monitor)}
     for callback in trainer.callbacks:
+        if isinstance(callback, StopAtTarget):
+            results["target"] = callback.record((flops_per_token or {}).get("chinchilla"))
         if isinstance(callback, ThroughputLogger) and callback.mean_rate is not None:
             results[f"{callback.unit}_per_s"] = round(callback.mean_rate, 3)
             results[f"train_{callback.unit}"] = callback.count_seen * trainer.world_size

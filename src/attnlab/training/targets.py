@@ -4,6 +4,7 @@ run directory exists: one line naming the key, instead of an error from ``instan
 from __future__ import annotations
 
 import importlib
+import inspect
 from typing import Any
 
 from attnlab.schema.errors import ConfigError
@@ -22,12 +23,41 @@ def check_targets(run: RunConfig) -> None:
     check_classes(targets)
     for name, c in run.callbacks.items():  # a class that checks its own arguments (HarnessEvaluation)
         cls = target_class(f"callbacks.{name}._target_", c["_target_"], "Callback") if c else None
+        if cls is None:
+            continue
+        check_arguments(f"callbacks.{name}", cls, c)
         check_trainer = getattr(cls, "check_trainer", None)  # and the trainer it can work under
         if check_trainer is not None:
             check_trainer(f"callbacks.{name}", run.trainer)
+        check_model = getattr(cls, "check_model", None)  # and the models it can work on
+        if check_model is not None:
+            check_model(f"callbacks.{name}", run.model)
         check = getattr(cls, "check_config", None)
         if check is not None:
             check(f"callbacks.{name}", {k: v for k, v in c.items() if k != "_target_"})
+
+
+def check_arguments(key: str, cls: Any, config: Any) -> None:
+    """The arguments of ``config`` (Hydra's own ``_target_``, ``_partial_``, ... left out) are ones that
+    ``cls`` takes, and every argument it requires is given: ConfigError naming ``<key>.<argument>``."""
+    try:
+        parameters = inspect.signature(cls).parameters
+    except (TypeError, ValueError):  # a class whose signature Python cannot read: nothing to compare
+        return
+    if any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+        return
+    given = {k: v for k, v in config.items() if not str(k).startswith("_")}
+    named = [n for n, p in parameters.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    for name, value in given.items():
+        if name not in named:
+            raise ConfigError(
+                f"{key}.{name}",
+                value,
+                f"not an argument of {cls.__name__}; it takes {', '.join(named) or 'none'}",
+            )
+    for name in named:
+        if parameters[name].default is inspect.Parameter.empty and name not in given:
+            raise ConfigError(f"{key}.{name}", None, f"required by {cls.__name__}: give it")
 
 
 def check_trainer_target(path: str) -> None:

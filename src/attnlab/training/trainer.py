@@ -18,6 +18,7 @@ from pytorch_lightning.strategies import DDPStrategy, FSDPStrategy, ModelParalle
 from attnlab.blocks.layers import TransformerLayer
 from attnlab.schema.load import plain
 from attnlab.schema.run import CheckpointConfig, RunConfig, TrainerConfig
+from attnlab.schema.rundir import is_sharded_checkpoint
 from attnlab.tasks.lightning_shims import quiet_profiler
 from attnlab.training import sharded
 from attnlab.training.callbacks import AtomicCheckpointIO, console_is_terminal
@@ -89,6 +90,16 @@ class FullyShardedStrategy(ModelParallelStrategy):
             sharded.publish(staging, target)
         self.barrier()
 
+    def load_checkpoint(self, checkpoint_path: Any, weights_only: bool | None = None) -> dict[str, Any]:
+        """Lightning's load, after every pickled part of a sharded checkpoint is checked in this process
+        (``sharded_files.check_sharded``): Lightning reads it through the reader and planner that
+        ``torch.distributed.checkpoint`` builds itself, which unpickle without restriction."""
+        if is_sharded_checkpoint(checkpoint_path):
+            from attnlab.training.sharded_files import check_sharded
+
+            check_sharded(Path(checkpoint_path))
+        return super().load_checkpoint(checkpoint_path, weights_only=weights_only)
+
     def remove_checkpoint(self, filepath: Any) -> None:
         if self.is_global_zero and self._save_distributed_checkpoint:
             sharded.remove(Path(filepath))
@@ -142,6 +153,9 @@ ATTNLAB_SETTINGS = (
     "tensor_parallel_size",
     "sequence_parallel",
     "async_tensor_parallel",
+    "target_metric",  # read by the StopAtTarget callback (training/callbacks/target.py)
+    "target_value",
+    "target_mode",
 )
 
 

@@ -118,6 +118,7 @@ class LatentAttention(nn.Module):
         self.scale = scale if scale is not None else qk_dim**-0.5
         self.window, self.absorb, self.rope_interleave = window, absorb, rope_interleave
         self.dropout = 0.0
+        self.softcap = self.sinks = None  # the softmax layer's score hooks (blocks.hooks): not applied here
         self.rotary = RotaryPositionalEncoding(qk_rope_head_dim, base=rope_base) if rope else None
         if q_lora_rank is None:
             self.q_proj = nn.Linear(d_model, n_heads * qk_dim, bias=False)

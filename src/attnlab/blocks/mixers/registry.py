@@ -17,22 +17,26 @@ from torch import nn
 
 from attnlab.blocks.attention import SelfAttention
 from attnlab.blocks.cache import AttentionCache
+from attnlab.blocks.hooks import AttentionHooks
 from attnlab.blocks.mixers.delta import GatedDeltaNet, RecurrentCache
 from attnlab.blocks.mixers.differential import DifferentialAttention
 from attnlab.blocks.mixers.latent import LatentAttention, LatentCache
 from attnlab.blocks.positional import PositionalEncoding, RotaryPositionalEncoding
+from attnlab.schema.layout import LayerKind
 from attnlab.schema.mixers import Mixer
 from attnlab.schema.model import ModelConfig
+from attnlab.schema.pos import RopePos
 
 
 @dataclass(frozen=True)
 class MixerKind:
-    """How to build one kind of mixer: ``build(cfg, pos, index, settings)`` with ``index`` the layer's
-    place (from 0) and ``settings`` what every attention takes (``layers.attention_settings``), and the
-    cache class its decoding keeps."""
+    """How to build one kind of mixer: ``build(cfg, window, pos, index, settings)`` with the layer's
+    window (None: full) and positional encoding (None: none), ``index`` its place in the stack (from 0)
+    and ``settings`` what every attention takes (``layers.attention_settings``); and the cache its
+    decoding keeps, from the entries a growing cache reserves."""
 
-    build: Callable[[ModelConfig, PositionalEncoding | None, int, dict[str, Any]], nn.Module]
-    new_cache: Callable[[int], Any]  # reserve (the tokens a growing cache allocates at first) -> cache
+    build: Callable[[ModelConfig, int | None, PositionalEncoding | None, int, dict[str, Any]], nn.Module]
+    new_cache: Callable[[int], Any]
 
 
 def head_dim(cfg: ModelConfig) -> int:
@@ -40,21 +44,32 @@ def head_dim(cfg: ModelConfig) -> int:
 
 
 def build_attention(
-    cfg: ModelConfig, pos: PositionalEncoding | None, index: int, settings: dict
+    cfg: ModelConfig, window: int | None, pos: PositionalEncoding | None, index: int, settings: dict
 ) -> nn.Module:
-    return SelfAttention(cfg.d_model, cfg.n_heads, window=cfg.attn_window, pos=pos, **settings)
-
-
-def build_differential(
-    cfg: ModelConfig, pos: PositionalEncoding | None, index: int, settings: dict
-) -> nn.Module:
-    settings = {**settings, "norm_eps": cfg.norm_eps}
-    return DifferentialAttention(
-        cfg.d_model, cfg.n_heads, layer=index + 1, window=cfg.attn_window, pos=pos, **settings
+    """Softmax attention with the model's hooks; the first layer shares its values for a value residual."""
+    return SelfAttention(
+        cfg.d_model,
+        cfg.n_heads,
+        window=window,
+        pos=pos,
+        hooks=AttentionHooks.of(cfg),
+        shares_values=index == 0 and cfg.value_residual is not None,
+        **settings,
     )
 
 
-def build_latent(cfg: ModelConfig, pos: PositionalEncoding | None, index: int, settings: dict) -> nn.Module:
+def build_differential(
+    cfg: ModelConfig, window: int | None, pos: PositionalEncoding | None, index: int, settings: dict
+) -> nn.Module:
+    settings = {**settings, "norm_eps": cfg.norm_eps}
+    return DifferentialAttention(
+        cfg.d_model, cfg.n_heads, layer=index + 1, window=window, pos=pos, **settings
+    )
+
+
+def build_latent(
+    cfg: ModelConfig, window: int | None, pos: PositionalEncoding | None, index: int, settings: dict
+) -> nn.Module:
     sizes, hd = cfg.mixers, head_dim(cfg)
     rope = pos if isinstance(pos, RotaryPositionalEncoding) else None
     return LatentAttention(
@@ -66,16 +81,18 @@ def build_latent(cfg: ModelConfig, pos: PositionalEncoding | None, index: int, s
         v_head_dim=sizes.v_head_dim or hd,
         q_lora_rank=sizes.q_lora_rank,
         bias=cfg.bias,
-        rope_base=rope.base if rope is not None else 10000.0,
+        rope_base=rope.base if rope is not None else RopePos.rope_base,
         rope=rope is not None,
-        window=cfg.attn_window,
+        window=window,
         scale=cfg.attn_scale,
         absorb=sizes.absorb,
         backend=settings["backend"],
     )
 
 
-def build_deltanet(cfg: ModelConfig, pos: PositionalEncoding | None, index: int, settings: dict) -> nn.Module:
+def build_deltanet(
+    cfg: ModelConfig, window: int | None, pos: PositionalEncoding | None, index: int, settings: dict
+) -> nn.Module:
     sizes, hd = cfg.mixers, head_dim(cfg)
     return GatedDeltaNet(
         cfg.d_model,
@@ -105,13 +122,16 @@ def mixer_kind(name: str) -> MixerKind:
 
 
 def build_mixer(
-    cfg: ModelConfig, name: str, pos: PositionalEncoding | None, index: int, settings: dict[str, Any]
+    cfg: ModelConfig, kind: LayerKind, pos: PositionalEncoding | None, index: int, settings: dict[str, Any]
 ) -> nn.Module:
-    """Layer ``index``'s mixer of kind ``name``; pruned heads (``settings['head_ids']``) only for
-    softmax attention."""
-    if name != Mixer.attention and settings.get("head_ids") is not None:
-        raise ValueError(f"model.kept_heads prunes softmax attention heads; layer {index} is a {name} mixer")
-    return mixer_kind(name).build(cfg, pos, index, settings)
+    """Layer ``index``'s mixer as its layout entry ``kind`` says (mixer, window, positions); pruned
+    heads (``settings['head_ids']``) only for softmax attention."""
+    if kind.mixer != Mixer.attention and settings.get("head_ids") is not None:
+        raise ValueError(
+            f"model.kept_heads prunes softmax attention heads; layer {index} is a {kind.mixer} mixer"
+        )
+    window = cfg.attn_window if kind.sliding else None
+    return mixer_kind(kind.mixer).build(cfg, window, pos if kind.positions else None, index, settings)
 
 
 def layer_caches(mixers: Sequence[str], reserves: Sequence[int]) -> list[Any]:

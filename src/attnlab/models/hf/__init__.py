@@ -1,4 +1,5 @@
-"""Hugging Face checkpoints as attnlab models: GPT-2, BERT, ViT, Marian, T5, Llama, BLOOM, Mistral, Qwen3.
+"""Hugging Face checkpoints as attnlab models: GPT-2, BERT, ViT, Marian, T5, Llama, BLOOM, Mistral, Qwen3,
+SmolLM3, Gemma 2, Phi-3.
 
 Each architecture is one module here with small functions and a ``register`` call: one function
 reads its ``config.json`` into a ``ModelConfig``, one is a table saying where every attnlab module
@@ -39,7 +40,20 @@ from attnlab.models.hf.convert import (
 from attnlab.models.hf.io import read_config, read_weights
 from attnlab.schema.model import ModelConfig
 
-ARCHITECTURE_MODULES = ("gpt2", "bert", "vit", "marian", "t5", "llama", "bloom", "mistral", "qwen3")
+ARCHITECTURE_MODULES = (
+    "gpt2",
+    "bert",
+    "vit",
+    "marian",
+    "t5",
+    "llama",
+    "bloom",
+    "mistral",
+    "qwen3",
+    "smollm3",
+    "gemma2",
+    "phi3",
+)
 for _name in ARCHITECTURE_MODULES:
     importlib.import_module(f"{__name__}.{_name}")  # each architecture module registers itself
 
@@ -50,6 +64,16 @@ def model_config_from_hf(path: str | Path, **overrides: Any) -> ModelConfig:
     """The attnlab ModelConfig (family, sizes, options) of a local checkpoint; reads config.json only."""
     path = Path(path)
     return hf_model_config(read_config(path), where=str(path), **overrides)
+
+
+def check_hf_checkpoint(path: str | Path) -> ModelConfig:
+    """``model_config_from_hf``, with the weights checked against that config (every tensor found,
+    with its shape, none left over) from the weight files' headers alone: the check of
+    ``model.init_from`` before a run exists. ValueError or FileNotFoundError naming the file at fault."""
+    path = Path(path)
+    hf_config = read_config(path)
+    cfg, _ = convert_checkpoint(hf_config, read_weights(path, shapes_only=True), where=str(path))
+    return cfg
 
 
 def load_hf(path: str | Path, **overrides: Any) -> nn.Module:

@@ -20,8 +20,9 @@ from torch import Tensor
 from attnlab.blocks.ffn import ffn_width
 from attnlab.models.common import has_final_norm, scales_embeddings
 from attnlab.models.hf.convert import ARCHITECTURES, Architecture
-from attnlab.models.hf.spec import Raw, as_spec
+from attnlab.models.hf.spec import Raw, as_spec, join_parts
 from attnlab.schema.errors import ConfigError, show
+from attnlab.schema.layout import explicit
 from attnlab.schema.model import ModelConfig, Norm, TokenModelConfig
 
 # Settings that change how a model trains or runs, not what it computes: never a reason to refuse.
@@ -45,6 +46,12 @@ def computed(cfg: ModelConfig) -> dict[str, Any]:
         out["type_vocab_size"] = 1  # no segments: one segment row of zeros (``zero_segments``)
     if cfg.norm == Norm.rmsnorm:
         del out["norm_bias"]  # RMSNorm has no bias
+    kinds = cfg.layer_kinds()  # a layout by what each layer does, however it is written
+    out["layout"] = explicit(kinds)
+    if not any(k.sliding for k in kinds):
+        out["attn_window"] = None  # no layer slides: the width is moot
+    if out.get("attn_softcap") == float("inf"):
+        out["attn_softcap"] = None
     pos = out.pop("pos")  # first: the positions explain other differences (sinusoidal's embed_scale)
     out = {f"pos.{k}": v for k, v in (asdict(pos) if is_dataclass(pos) else {}).items()} | out
     if out.get("pos.rope_original_max_len", 0) is None:
@@ -125,7 +132,7 @@ def export_checkpoint(cfg: ModelConfig, state: dict[str, Tensor]) -> tuple[dict,
         raise ConfigError(
             "model", cfg.family, f"{hf_config['architectures'][0]} has no place for {', '.join(left[:5])}"
         )
-    return hf_config, tensors
+    return hf_config, join_parts(tensors)
 
 
 __all__ = ["choose_architecture", "computed", "differences", "export_checkpoint"]

@@ -2,9 +2,12 @@
 
 RoPE scaling is read from ``rope_parameters`` (transformers 5) or ``rope_scaling`` (4.x, whose older
 files spell the kind ``type``): ``default``, ``linear``, ``dynamic`` (attnlab's ``ntk``) and ``yarn``
-are reproduced; any other kind (``llama3``, ``longrope``, ...) is refused, as are a partial rotary
-dimension, a head size other than ``hidden_size / heads`` and an MLP bias that differs from the
-attention bias (attnlab has one ``bias`` switch).
+are reproduced; any other kind (``llama3``, ``longrope``, ...) is refused, as are a head size other
+than ``hidden_size / heads`` and an MLP bias that differs from the attention bias (attnlab has one
+``bias`` switch). ``partial_rotary_factor`` is read into ``model.pos.rope_fraction`` (partial RoPE) for
+the architectures that apply it (Phi-3, ``models.hf.phi3``); ``LlamaForCausalLM`` itself rotates every
+dimension whatever the factor says (transformers 5), so a Llama config with a factor below 1 is refused
+rather than loaded into a model that computes something else.
 """
 
 from __future__ import annotations
@@ -25,11 +28,10 @@ def rope_config(c: dict) -> RopePos:
     kind = rope.get("rope_type", rope.get("type", "default"))
     if kind not in ROPE_TYPES:
         raise ValueError(f"rope_type={kind!r} is not supported (attnlab reproduces {', '.join(ROPE_TYPES)})")
-    require(rope, partial_rotary_factor=1.0)
-    require(c, partial_rotary_factor=1.0)
+    fraction = float(rope.get("partial_rotary_factor", c.get("partial_rotary_factor", 1.0)))
     base = rope.get("rope_theta", c.get("rope_theta", 10000.0))
     if kind == "default":
-        return RopePos(rope_base=base)
+        return RopePos(rope_base=base, rope_fraction=fraction)
     original = rope.get("original_max_position_embeddings") if kind == "yarn" else None
     factor = rope.get("factor")
     if factor is None and original:  # YaRN as DeepSeek-V3 writes it: the stretch is implied by the lengths
@@ -47,6 +49,7 @@ def rope_config(c: dict) -> RopePos:
         rope_mscale=float(rope.get("mscale") or 0.0),
         rope_mscale_all_dim=float(rope.get("mscale_all_dim") or 0.0),
         rope_truncate=bool(rope.get("truncate", True)),
+        rope_fraction=fraction,
     )
 
 
@@ -57,6 +60,8 @@ def rope_export(cfg: GPTConfig) -> dict:
     if not isinstance(pos, RopePos):
         return {"rope_type": "default", "rope_theta": 10000.0}
     out: dict = {"rope_theta": pos.rope_base}
+    if pos.rope_fraction != 1.0:
+        out["partial_rotary_factor"] = pos.rope_fraction
     if pos.rope_scaling == RopeScalingKind.none:
         return {**out, "rope_type": "default"}
     kind = next(hf for hf, ours in ROPE_TYPES.items() if ours == str(pos.rope_scaling))
@@ -98,8 +103,15 @@ def llama_export(cfg: GPTConfig, model_type: str = "llama", cls: str = "LlamaFor
     }
 
 
-def llama_config(c: dict, cls: str) -> GPTConfig:
+def llama_config(c: dict, cls: str, partial_rope: bool = False) -> GPTConfig:
+    """``partial_rope``: the architecture applies ``partial_rotary_factor`` (Llama does not)."""
     require(c, hidden_act="silu", mlp_bias=c.get("attention_bias", False))
+    pos = rope_config(c)
+    if pos.rope_fraction != 1.0 and not partial_rope:
+        raise ValueError(
+            f"partial_rotary_factor={pos.rope_fraction} is not applied by {cls} (it rotates every "
+            "dimension); Phi3ForCausalLM applies it"
+        )
     d, heads = c["hidden_size"], c["num_attention_heads"]
     if c.get("head_dim") is not None:  # null (Mistral's default) means d // heads
         require(c, head_dim=d // heads)
@@ -120,7 +132,7 @@ def llama_config(c: dict, cls: str) -> GPTConfig:
         max_seq_len=c["max_position_embeddings"],
         tie_embeddings=c.get("tie_word_embeddings", False),
         embed_scale=False,
-        pos=rope_config(c),
+        pos=pos,
     )
 
 

@@ -2,9 +2,8 @@
 
 Each attention head's queries and keys pass through an RMSNorm over the head dimension before RoPE
 (``self_attn.q_norm``/``k_norm``): attnlab's ``model.qk_norm``. Qwen3 windows only the layers that
-``layer_types`` marks ``sliding_attention`` (with ``use_sliding_window``, those from
-``max_window_layers`` on); attnlab has one window for every layer, so a config that mixes windowed and
-full layers is refused. Qwen3's head size is a config key of its own (``head_dim``, 128 by default);
+``layer_types`` marks ``sliding_attention`` (with ``use_sliding_window``; by default those from
+``max_window_layers`` on): attnlab's per-layer ``model.layout`` (``models.hf.layouts``). Qwen3's head size is a config key of its own (``head_dim``, 128 by default);
 attnlab's is ``hidden_size / heads``, so a checkpoint where they differ (Qwen3-0.6B: 1024 / 16 = 64)
 is refused in one line.
 """
@@ -14,37 +13,36 @@ from __future__ import annotations
 from dataclasses import replace
 
 from attnlab.models.hf.convert import Architecture, register
+from attnlab.models.hf.layouts import layer_types, read_layout
 from attnlab.models.hf.llama import llama_config, llama_export, llama_weights
 from attnlab.models.hf.spec import Table, layers
 from attnlab.schema.model import GPTConfig
 
 
-def qwen3_window(c: dict) -> int | None:
-    """The one window of every layer (None: full attention), from ``layer_types`` and ``sliding_window``."""
-    kinds = set(c.get("layer_types") or ["full_attention"])
-    if kinds == {"full_attention"} or not c.get("use_sliding_window", False):
-        return None
-    if kinds != {"sliding_attention"}:
-        raise ValueError(
-            f"layer_types mixes {', '.join(sorted(kinds))} (max_window_layers={c.get('max_window_layers')}); "
-            "attnlab has one window for every layer"
-        )
-    return c["sliding_window"]
+def qwen3_layer_types(c: dict) -> list[str]:
+    """``layer_types`` as Qwen3Config fills it in when absent: sliding from ``max_window_layers`` on."""
+    if c.get("layer_types"):
+        return c["layer_types"]
+    first = c.get("max_window_layers", c["num_hidden_layers"])
+    return ["sliding_attention" if i >= first else "full_attention" for i in range(c["num_hidden_layers"])]
 
 
 def qwen3_config(c: dict, cls: str) -> GPTConfig:
-    return replace(llama_config(c, cls), qk_norm=True, attn_window=qwen3_window(c))
+    window = c.get("sliding_window") if c.get("use_sliding_window", False) else None
+    layout = read_layout(c["num_hidden_layers"], qwen3_layer_types(c), window)
+    return replace(llama_config(c, cls), qk_norm=True, **layout)
 
 
 def qwen3_export(cfg: GPTConfig) -> dict:
-    """Qwen3's keys on Llama's: the window on every layer, or none; QK-norm is the architecture's."""
-    window = cfg.attn_window is not None
+    """Qwen3's keys on Llama's: each layer's window in ``layer_types``; QK-norm is the architecture's."""
+    types = layer_types(cfg)
+    window = "sliding_attention" in types
     return {
         **llama_export(cfg, "qwen3", "Qwen3ForCausalLM"),
         "use_sliding_window": window,
-        "sliding_window": cfg.attn_window,
-        "max_window_layers": 0 if window else cfg.n_layers,
-        "layer_types": [("sliding" if window else "full") + "_attention"] * cfg.n_layers,
+        "sliding_window": cfg.attn_window if window else None,
+        "max_window_layers": types.index("sliding_attention") if window else cfg.n_layers,
+        "layer_types": types,
     }
 
 

@@ -154,6 +154,37 @@ class Tied:
         return {f"{self.names[0]}.weight": ours["weight"]}
 
 
+@dataclass(frozen=True)
+class Part(Same):
+    """Part ``index`` of ``count`` equal row blocks of one checkpoint matrix (Phi-3's ``gate_up_proj``:
+    gate rows, then up rows). Written as a piece that ``join_parts`` stacks with its siblings."""
+
+    index: int = 0
+    count: int = 1
+
+    def read(self, ckpt: Checkpoint) -> dict[str, Tensor]:
+        return {s: t.chunk(self.count)[self.index] for s, t in ckpt.module(self.name).items()}
+
+    def write(self, ours: dict[str, Tensor]) -> dict[str, Tensor]:
+        return {f"{self.name}.{s}{PIECE}{self.index}": t for s, t in ours.items()}
+
+
+PIECE = "#part"  # marks a written piece of a checkpoint tensor (``Part``), joined by ``join_parts``
+
+
+def join_parts(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Checkpoint tensors with the pieces ``Part`` wrote stacked, in order, into their matrix."""
+    pieces: dict[str, dict[int, Tensor]] = {}
+    out = {}
+    for name, t in tensors.items():
+        base, marked, index = name.partition(PIECE)
+        if marked:
+            pieces.setdefault(base, {})[int(index)] = t
+        else:
+            out[name] = t
+    return out | {base: torch.cat([p[i] for i in sorted(p)]) for base, p in pieces.items()}
+
+
 Spec = str | Same | Fused | Tied
 Table = dict[str, Spec]  # attnlab module (or, for Raw, parameter) name -> where it comes from
 
@@ -190,7 +221,7 @@ def attention(
     return {**table, f"{sub}.norm": norm} if norm else table
 
 
-def ffn(fc_in: Spec, fc_out: Spec, norm: str, fc_gate: str | None = None) -> Table:
+def ffn(fc_in: Spec, fc_out: Spec, norm: Spec, fc_gate: Spec | None = None) -> Table:
     """A feed-forward sublayer: input, output and (for gated activations) gate projections, its norm."""
     table: Table = {"ffn.fn.fc_in": fc_in, "ffn.fn.fc_out": fc_out, "ffn.norm": norm}
     return {**table, "ffn.fn.fc_gate": fc_gate} if fc_gate else table

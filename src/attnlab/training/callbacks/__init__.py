@@ -18,12 +18,14 @@ from attnlab.training.callbacks.model_summary import ModelSummary
 from attnlab.training.callbacks.progress import StepProgressBar
 from attnlab.training.callbacks.progress_lines import ProgressLines, console_is_terminal
 from attnlab.training.callbacks.run_state import RankConsistency, RunState, StepSeeder
+from attnlab.training.callbacks.target import StopAtTarget
 from attnlab.training.callbacks.throughput import ThroughputLogger
 
 
-def checkpoint_callbacks(run: RunConfig, run_dir: Path) -> list[Checkpoint]:
+def checkpoint_callbacks(run: RunConfig, run_dir: Path, run_id: str | None = None) -> list[Checkpoint]:
     """The best by ``task.monitor`` at each validation, then ``last.ckpt`` every
-    ``checkpoint.every_n_steps`` and after each validation: in this order (see ``callbacks.checkpoints``)."""
+    ``checkpoint.every_n_steps`` and after each validation: in this order (see ``callbacks.checkpoints``).
+    ``run_id``: the identity the run's checkpoints record (its wandb id)."""
     dirpath = checkpoint_dir(run_dir)
     best = BestCheckpoint(
         dirpath=dirpath,
@@ -32,6 +34,7 @@ def checkpoint_callbacks(run: RunConfig, run_dir: Path) -> list[Checkpoint]:
         save_top_k=run.checkpoint.save_top_k,
         filename="best-step{step:06d}",
         auto_insert_metric_name=False,
+        run_id=run_id,
     )
     return [best, LastCheckpoint(dirpath, run.checkpoint.every_n_steps)]
 
@@ -58,10 +61,13 @@ def build_callbacks(
         ProgressLines() if console else ProgressLines(to_console=False),
     ]
     if not run.trainer.fast_dev_run:
-        callbacks += checkpoint_callbacks(run, run_dir)
+        callbacks += checkpoint_callbacks(run, run_dir, wandb_id)
     if run.trainer.enable_progress_bar:  # a bar only on a terminal; elsewhere ProgressLines print
         callbacks += [StepProgressBar()] if console_is_terminal() else []
         callbacks += [ModelSummary(max_depth=2)] if console else []
+    if run.trainer.target_metric is not None:  # time to a target: stop there, record what it took
+        t = run.trainer
+        callbacks.append(StopAtTarget(t.target_metric, t.target_value, t.target_direction()))
     if run.task.log_attention_every_n_epochs > 0:
         every = run.task.log_attention_every_n_epochs
         callbacks.append(AttentionMapLogger(every, save_dir=run_dir / "attention"))
@@ -83,6 +89,7 @@ __all__ = [
     "RunState",
     "StepProgressBar",
     "StepSeeder",
+    "StopAtTarget",
     "ThroughputLogger",
     "build_callbacks",
     "checkpoint_callbacks",

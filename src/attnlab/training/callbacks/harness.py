@@ -75,6 +75,19 @@ class HarnessEvaluation(pl.Callback):
                 "attnlab-eval harness.tasks=[...] (after attnlab-consolidate for a sharded one)",
             )
 
+    @staticmethod
+    def check_model(key: str, model: Any) -> None:
+        """A ConfigError for a model the harness cannot score: it answers with a language model's
+        log-likelihoods and generations (``attnlab.harness``: decoders and encoder-decoders)."""
+        family = str(model.family)
+        if family not in ("gpt", "seq2seq"):
+            raise ConfigError(
+                key,
+                "HarnessEvaluation",
+                f"scores language models (model.family gpt or seq2seq), not model.family={family}: "
+                f"leave {key} out",
+            )
+
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:

@@ -1,0 +1,70 @@
+"""``hydra/sweeper=interleaved``: a multirun's jobs run seed by seed (A, B, A, B, ...), so that drift
+of a shared machine falls on both sides of a comparison; the jobs checked up front are numbered as
+they run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from train_cli import TEXT, check, cli, job_dirs
+
+from attnlab.cli.sweep_jobs import seeds_first
+
+QUICK = [
+    *TEXT,
+    "model=gpt-tiny",
+    "data.batch_size=4",
+    "trainer.max_steps=1",
+    "trainer.val_every_n_steps=1",
+    "trainer.limit_val_batches=1",
+    "trainer.enable_progress_bar=false",
+    "test_after_fit=false",
+    "sample.max_new_tokens=0",
+    "logger=none",
+]
+
+
+def grid(lines: list[str]) -> list[list[str]]:
+    return BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(lines), None)[0]
+
+
+def test_the_seed_varies_slowest_wherever_it_is_given() -> None:
+    jobs = grid(
+        [
+            str(o.input_line)
+            for o in seeds_first(
+                OverridesParser.create().parse_overrides(
+                    ["pos=rope,alibi", "trainer.max_steps=5", "seed=1,2,3"]
+                )
+            )
+        ]
+    )
+    swept = [[o for o in job if not o.startswith("trainer.")] for job in jobs]
+    assert swept == [
+        ["seed=1", "pos=rope"], ["seed=1", "pos=alibi"],
+        ["seed=2", "pos=rope"], ["seed=2", "pos=alibi"],
+        ["seed=3", "pos=rope"], ["seed=3", "pos=alibi"],
+    ]  # fmt: skip
+    assert grid(["pos=rope,alibi", "seed=1,2"])[1] == ["pos=rope", "seed=2"]  # the basic sweeper's order
+
+
+@pytest.mark.slow
+def test_a_multirun_runs_its_jobs_seed_interleaved(tmp_path: Path) -> None:
+    result = check(cli(["-m", "hydra/sweeper=interleaved", "pos=rope,alibi", "seed=1,2", *QUICK], tmp_path))
+    order = []
+    for job in job_dirs(tmp_path):
+        config = yaml.safe_load((job / "config.yaml").read_text())
+        order.append((config["model"]["pos"]["name"], config["seed"]))
+    assert order == [("rope", 1), ("alibi", 1), ("rope", 2), ("alibi", 2)]
+    assert "job 1 (" in result.stdout
+
+
+def test_a_bad_job_is_named_by_its_number_in_the_interleaved_order(tmp_path: Path) -> None:
+    """Job 1 of the interleaved grid is model.n_heads=3 with seed 1 (in the basic order it would be job 2)."""
+    result = cli(["-m", "hydra/sweeper=interleaved", "model.n_heads=2,3", "seed=1,2", *QUICK], tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: job 1 (seed=1 model.n_heads=3)"), result.stderr

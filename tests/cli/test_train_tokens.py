@@ -1,0 +1,126 @@
+"""Training on token shards (``data=tokens``): a run killed with SIGKILL and resumed with
+``ckpt_path=last`` logs the uninterrupted run's losses; nanoGPT's raw ``train.bin`` trains; a preset
+whose folder was never prepared says, in one line, the command that prepares it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from train_cli import check, cli, csv_series, start_and_kill_after_first_checkpoint
+
+from attnlab.data.prepare import PrepareSettings, prepare
+from attnlab.data.shards import token_folder
+from token_corpus import documents, write_jsonl, write_tokenizer
+
+pytestmark = pytest.mark.slow
+STEPS = 10
+ARGS = [
+    "data=tokens",
+    "data.seq_len=32",
+    "data.batch_size=8",
+    "model=gpt-tiny",
+    "model.dropout=0.1",
+    "logger=csv",
+    f"trainer.max_steps={STEPS}",
+    "trainer.val_every_n_steps=4",
+    "checkpoint.every_n_steps=3",
+    "trainer.limit_val_batches=2",
+    "trainer.limit_test_batches=2",
+    "trainer.log_every_n_steps=1",
+    "trainer.enable_progress_bar=false",
+    "optim.warmup_steps=2",
+    "sample.max_new_tokens=0",
+    "test_after_fit=false",
+]
+
+
+def prepared_corpus(folder: Path) -> Path:
+    docs = documents(600)
+    write_jsonl(folder / "docs.jsonl", docs)
+    write_tokenizer(folder / "tokenizer.json", docs)
+    settings = PrepareSettings(
+        out=str(folder / "shards"),
+        inputs=[str(folder / "docs.jsonl")],
+        tokenizer=str(folder / "tokenizer.json"),
+        shard_tokens=20_000,
+        val_every=20,
+        workers=1,
+        progress=False,
+    )
+    prepare(settings, say=lambda line: None)
+    return folder / "shards"
+
+
+@pytest.fixture(scope="module")
+def runs(built_once: Callable[..., Path]) -> dict[str, Path | int]:
+    def full_killed_and_resumed(cwd: Path) -> None:
+        args = [*ARGS, f"data.path={prepared_corpus(cwd)}"]
+        check(cli([*args, "run_dir=full"], cwd))
+        killed_at = start_and_kill_after_first_checkpoint(args, cwd, cwd / "killed")
+        check(cli([*args, "run_dir=killed", "ckpt_path=last"], cwd))
+        (cwd / "killed_at").write_text(str(killed_at))
+
+    cwd = built_once("tokens-resume", full_killed_and_resumed)
+    return {"full": cwd / "full", "killed": cwd / "killed", "step": int((cwd / "killed_at").read_text())}
+
+
+def test_a_run_killed_and_resumed_logs_the_uninterrupted_losses(runs: dict) -> None:
+    assert 0 < runs["step"] < STEPS
+    resumed_csv = max((runs["killed"] / "csv").glob("resumed-*"))
+    full, resumed = csv_series(runs["full"], "train/loss"), csv_series(resumed_csv, "train/loss")
+    assert sorted(resumed) == list(range(runs["step"], STEPS))
+    assert resumed == {step: full[step] for step in resumed}  # bit for bit
+    full_val, resumed_val = csv_series(runs["full"], "val/loss"), csv_series(resumed_csv, "val/loss")
+    assert resumed_val == {step: full_val[step] for step in resumed_val} and resumed_val
+    assert csv_series(runs["full"], "val/bpb")  # bits per byte, from the tokenizer's bytes per token
+
+
+def test_nanogpt_train_bin_trains(tmp_path: Path) -> None:
+    """Tokens as nanoGPT's prepare.py writes them: each document then end-of-text, uint16, no header."""
+    shards = token_folder(prepared_corpus(tmp_path))
+    tokens = np.concatenate(shards.open("train"))
+    eot = int(tokens[0])
+    as_nanogpt = np.concatenate([tokens[1:], [eot]]).astype(np.uint16)  # the end-of-text after each document
+    nanogpt = tmp_path / "nanogpt"
+    nanogpt.mkdir()
+    as_nanogpt.tofile(nanogpt / "train.bin")
+    np.concatenate(shards.open("val")).astype(np.uint16).tofile(nanogpt / "val.bin")
+    args = [
+        *ARGS,
+        f"data.path={nanogpt}",
+        f"data.tokenizer={tmp_path / 'tokenizer.json'}",
+        "trainer.max_steps=3",
+    ]
+    check(cli([*args, "run_dir=run"], tmp_path))
+    assert sorted(csv_series(tmp_path / "run", "train/loss")) == [0, 1, 2]
+    assert (tmp_path / "run" / "tokenizer.json").read_bytes() == (tmp_path / "tokenizer.json").read_bytes()
+
+
+def test_a_preset_never_prepared_names_the_command_that_prepares_it(tmp_path: Path) -> None:
+    result = cli(["data=fineweb_edu", "model=gpt-tiny", "trainer.max_steps=1"], tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "error: data.path='data/fineweb_edu': no such folder of token shards; prepare it with: attnlab-prepare "
+        "--hf HuggingFaceFW/fineweb-edu --hf-config sample-10BT --streaming --tokenizer gpt2 --out "
+        "data/fineweb_edu (needs ~20 GB of disk and the network)"
+    )
+
+
+def test_two_processes_train_on_the_shards_like_one_with_the_doubled_batch(
+    built_once: Callable[..., Path],
+) -> None:
+    """Each rank reads its own samples of the step's windows (``trainer=ddp_sim``: two CPU processes)."""
+
+    def both(cwd: Path) -> None:
+        args = [*ARGS, f"data.path={prepared_corpus(cwd)}", "trainer.max_steps=4", "model.dropout=0.0"]
+        check(cli([*args, "trainer=ddp_sim", "data.batch_size=4", "run_dir=ddp"], cwd, timeout=600))
+        check(cli([*args, "data.batch_size=8", "run_dir=single"], cwd))
+
+    cwd = built_once("tokens-ddp", both)
+    ddp, single = csv_series(cwd / "ddp", "train/loss"), csv_series(cwd / "single", "train/loss")
+    assert sorted(ddp) == [0, 1, 2, 3] and ddp == pytest.approx(single, rel=1e-5)
+    ddp_val, single_val = csv_series(cwd / "ddp", "val/loss"), csv_series(cwd / "single", "val/loss")
+    assert sorted(ddp_val) == [4] and ddp_val == pytest.approx(single_val, rel=1e-5)
