@@ -264,3 +264,32 @@ def test_layout_refusals_name_the_entry() -> None:
         replace(TINY, layout="deltanet attention ...", value_residual=0.5).check()
     with pytest.raises(ConfigError, match="unknown tag 'mamba'"):
         replace(TINY, layout="mamba attention ...").check()
+
+
+def test_qk_clip_bounds_differential_logits_and_refuses_latent() -> None:
+    """Differential attention records the logits both maps share, so QK-clip scales its heads back;
+    latent attention is refused in one line; gated DeltaNet has no softmax logits to clip."""
+    from attnlab.blocks.qk_clip import check_clippable, clip_qk, recording
+
+    model = tiny(["differential", "deltanet", "differential", "attention"])
+    check_clippable(model)
+    with torch.no_grad():
+        model.stack.layers[0].self_attn.fn.qkv_proj.weight.mul_(30.0)  # logits far past the threshold
+    ids = torch.randint(0, VOCAB, (2, 12), generator=torch.Generator().manual_seed(6))
+    with torch.no_grad(), recording(model) as before:
+        model(ids)
+    assert set(before) == {
+        "stack.layers.0.self_attn.fn",
+        "stack.layers.2.self_attn.fn",
+        "stack.layers.3.self_attn.fn",
+    }
+    assert float(before["stack.layers.0.self_attn.fn"].max()) > 5.0
+    clip_qk(model, 5.0, lambda: model(ids))
+    with torch.no_grad(), recording(model) as after:
+        model(ids)
+    assert all(float(v.max()) <= 5.0 * (1 + 1e-5) for v in after.values())
+    with pytest.raises(
+        ValueError, match=r"optim.qk_clip: stack.layers.0.self_attn.fn: latent attention"
+    ) as err:
+        check_clippable(tiny("latent"))
+    assert "\n" not in str(err.value)

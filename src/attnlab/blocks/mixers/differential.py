@@ -100,6 +100,8 @@ class DifferentialAttention(SelfAttention):
         keys = Keys(
             positions, k_pos, KeyRule(causal=view.causal, window=self.window), padding, view.documents
         )
+        if self.logit_record is not None:  # QK-clip and its metric: both maps share these logits
+            self._record_max_logits(q, k, keys)
         y = self._differential(q, k, v, keys, view)  # (B, T, H/2, 2 hd)
         return self.out_proj(y.reshape(x.shape[0], x.shape[1], -1))
 

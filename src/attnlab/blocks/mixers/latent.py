@@ -80,6 +80,7 @@ class LatentAttention(nn.Module):
     ``explicit`` or ``flex``, as for ``SelfAttention``; the plain and absorbed paths run on any of them.
     """
 
+    qk_clip_refusal: ClassVar[str] = "latent attention's logits come from its latents: no QK-clip rule yet"
     tensor_parallel_refusal: ClassVar[str] = (
         "latent attention: its latent projections have no tensor-parallel plan yet"
     )
