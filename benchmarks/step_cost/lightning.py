@@ -21,10 +21,8 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
-from hydra import compose, initialize_config_dir
 
-from attnlab.cli.app import config_dir, register_schemas
-from attnlab.schema.checks import validate
+from attnlab import run as attnlab_run
 from attnlab.schema.run import RunConfig
 from attnlab.tasks import build_task
 from attnlab.training.callbacks import build_callbacks
@@ -64,9 +62,7 @@ def run_config(size: GPTSize, steps: int, run_dir: Path) -> RunConfig:
     ]
     if CORPUS.is_file():
         overrides += ["data=shakespeare", f"data.path={CORPUS}"]
-    register_schemas()
-    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-        return validate(compose("train", overrides=overrides))
+    return attnlab_run.run_config(overrides)
 
 
 def measure(size: GPTSize, steps: int, rounds: int) -> tuple[list[float], str, float, float]:

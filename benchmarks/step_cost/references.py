@@ -23,13 +23,11 @@ from dataclasses import replace
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-from hydra import compose, initialize_config_dir
 from torch import Tensor, nn
 
-from attnlab.cli.app import config_dir, register_schemas
 from attnlab.data import build_datamodule
 from attnlab.models import build_model
-from attnlab.schema.checks import validate
+from attnlab.run import run_config
 from attnlab.schema.run import RunConfig
 from attnlab.tasks.optim import configure_optimizers
 
@@ -56,9 +54,7 @@ class BareLM(pl.LightningModule):
 
 
 def compose_run(overrides: list[str]) -> RunConfig:
-    register_schemas()
-    with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-        return validate(compose("train", overrides=overrides))
+    return run_config(overrides)
 
 
 def prepare(overrides: list[str]) -> tuple[RunConfig, nn.Module, pl.LightningDataModule]:

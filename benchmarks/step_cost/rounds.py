@@ -2,8 +2,8 @@
 
     python -m benchmarks.step_cost.rounds --first 400 --last 2400 --order "attnlab-train,bare Trainer,plain loop" --out F
 
-``attnlab-train`` runs as its command runs it (``attnlab.cli.train.main``: Hydra, validation, the
-wandb logger offline, every callback, checkpoints, progress lines) in the main thread, with one
+``attnlab-train``'s run runs as its command runs it (``attnlab.run.train``: the config composed by Hydra
+and validated, the wandb logger offline, every callback, checkpoints, progress lines) in the main thread, with one
 callback added that takes part in the relay (``benchmarks.step_cost.relay``); the bare ``pl.Trainer`` and
 the plain loop (``benchmarks.step_cost.references``) train the same tiny GPT in two threads. Each runs ``last + 1``
 steps; the steps ``first`` to ``last - 1`` are timed, one turn each in ``order``. Writes
@@ -40,19 +40,10 @@ def attnlab_train_argv(steps: int, run_dir: Path, overrides: Sequence[str] = ())
 
 
 def run_attnlab_train(steps: int, run_dir: Path, overrides: Sequence[str]) -> None:
-    """``attnlab-train`` in this thread, as ``python -m attnlab.train <argv>`` runs it."""
-    import attnlab.train
-    from attnlab.cli.train import main
+    """``attnlab-train <argv>``'s run in this thread (``attnlab.run.train``)."""
+    from attnlab.run import run_config, train
 
-    saved = sys.argv
-    sys.argv = [attnlab.train.__file__, *attnlab_train_argv(steps, run_dir, overrides)]
-    try:
-        main()
-    except SystemExit as stop:
-        if stop.code not in (0, None):
-            raise RuntimeError(f"attnlab-train exited with {stop.code}") from stop
-    finally:
-        sys.argv = saved
+    train(run_config(attnlab_train_argv(steps, run_dir, overrides)), run_dir)
 
 
 def reference_threads(steps: int, errors: list[BaseException]) -> list[threading.Thread]:

@@ -19,8 +19,8 @@ from pathlib import Path
 import torch
 
 from attnlab.checkpoint import load_checkpoint, run_datamodule
-from attnlab.cli.compress import compress_checkpoint
 from attnlab.compress import total_heads
+from attnlab.run import compress
 from attnlab.schema.commands import CompressCommand, CompressMethod
 
 FRACTIONS = (0.0, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75)
@@ -72,7 +72,7 @@ def main() -> None:
                 importance_batches=args.importance_batches,
                 finetune_steps=steps,
             )
-            print(compress_checkpoint(cmd, out), flush=True)
+            print(f"compressed: {compress(cmd)}", flush=True)
             metrics = test_metrics(out)
             rows.append({"fraction": fraction, "finetune_steps": steps, **metrics})
             rows[-1]["seconds"] = round(time.perf_counter() - start, 1)

@@ -20,11 +20,9 @@ from collections import Counter
 from typing import Any
 
 import torch
-from hydra import compose, initialize_config_dir
 
-from attnlab.cli.app import config_dir, register_schemas
-from attnlab.cli.prepared import build_datamodule_for
-from attnlab.schema.checks import validate
+from attnlab.data import build_datamodule
+from attnlab.run import run_config
 
 FAMILIES = ("gpt", "bert", "seq2seq", "vit")  # model presets, each with its default data and task
 EVAL_SPLITS = ("val", "test")
@@ -32,9 +30,12 @@ EVAL_SPLITS = ("val", "test")
 
 def datasets(family: str, seed: int) -> dict[str, Any]:
     """The train/val/test datasets of ``attnlab-train model=<family> seed=<seed>``."""
-    with initialize_config_dir(str(config_dir()), version_base="1.3"):
-        cfg = compose("train", overrides=[f"model={family}", f"seed={seed}"])
-    return build_datamodule_for(validate(cfg)).datasets
+    run = run_config([f"model={family}", f"seed={seed}"])
+    datamodule = build_datamodule(
+        run.data, needs=run.task.inner().data_needs, seed=run.seed, model_cfg=run.model
+    )
+    datamodule.setup("fit")
+    return datamodule.datasets
 
 
 def unigram(splits: dict[str, Any]) -> dict[str, float]:
@@ -94,7 +95,6 @@ def reference(splits: dict[str, Any]) -> dict[str, float]:
 
 
 def main(seeds: list[int]) -> None:
-    register_schemas()
     rows = [
         {"family": family, "seed": seed, **reference(datasets(family, seed))}
         for family in FAMILIES

@@ -155,8 +155,7 @@ def load_task_from_checkpoint(
     if quantization is not None:  # written by attnlab-compress: its weights fit the quantized layout
         model = quantized_layout(build_model(model_cfg), quantization["method"])
     try:
-        task = load_from_checkpoint(
-            TASK_CLASSES[task_cfg.name],
+        task = TASK_CLASSES[task_cfg.name].load_from_checkpoint(
             path,
             map_location=map_location,
             weights_only=True,
@@ -169,21 +168,6 @@ def load_task_from_checkpoint(
             f"the weights in {path!r} do not fit the model its config describes: {details}"
         ) from None
     return task.to(map_location).eval()
-
-
-def load_from_checkpoint(task_class: type[TaskModule], path: str, **kwargs: Any) -> TaskModule:
-    """``task_class.load_from_checkpoint(path, **kwargs)``, without the check Lightning wraps it in.
-
-    Lightning's wrapper refuses a call on an instance after reading the source line of every frame
-    of the caller's stack (``inspect.stack()``, to tell a TorchScript caller), which costs more than
-    loading a small checkpoint where a frame has no source file (code run by ``exec``, as under a
-    test runner's workers: 22 ms a call measured there, of a 114 ms load). Called on the class, the
-    check has nothing to refuse; the method the wrapper guards (its ``__func__``) is called directly."""
-    method = task_class.load_from_checkpoint
-    unwrapped = getattr(method, "__func__", None)
-    if unwrapped is None:  # a Lightning without the wrapper: its classmethod, bound to the class
-        return method(path, **kwargs)
-    return unwrapped(task_class, path, **kwargs)
 
 
 HPARAMS = ("model", "task", "optim", "max_steps")  # TaskModule's hyperparameters

@@ -2,23 +2,16 @@
 attnlab (``attnlab.data``'s submodules and others are imported only when a command reaches them, so
 each forked command imported, and with ``PYTHONDONTWRITEBYTECODE`` compiled, them again) but the
 harness's (lm-eval, which two test files read), and what two-process runs (torch.distributed's
-checkpoint and tensor modules), TensorBoard's logger and the Optuna sweeper import on their way; and
-every config file of attnlab's and Hydra's, parsed once (``attnlab.cli.composition_costs.PARSED``),
-which each command would parse again.
-0.6 CPU-s once per server on the machine of 2026-11-28 (97 files parsed among them), against about
-1,400 samples of imports in forked children over the suite (py-spy, 25 Hz). The server finds this
+checkpoint and tensor modules), TensorBoard's logger and the Optuna sweeper import on their way.
+0.6 CPU-s once per server on the machine of 2026-11-28, against about 1,400 samples of imports in forked children over the suite (py-spy, 25 Hz). The server finds this
 module only because ``forked`` starts it with tests/cli on its PYTHONPATH."""
 
 import importlib
 import pkgutil
-from pathlib import Path
 
-import hydra
 from hydra.core.plugins import Plugins
 
 import attnlab
-from attnlab.cli.composition_costs import OmegaConfParsingEachFileOnce
-from attnlab.cli.presets import config_dir
 
 OUTSIDE_ATTNLAB = [
     "torch.distributed.checkpoint",
@@ -35,6 +28,3 @@ for module in pkgutil.walk_packages(attnlab.__path__, "attnlab."):
 for name in OUTSIDE_ATTNLAB:
     importlib.import_module(name)
 Plugins.instance()  # Hydra's scan of its plugins, which every command would make again (15 CPU-ms)
-for path in sorted([*config_dir().rglob("*.yaml"), *(Path(hydra.__file__).parent / "conf").rglob("*.yaml")]):
-    with open(path, encoding="utf-8") as file:
-        OmegaConfParsingEachFileOnce.load(file)

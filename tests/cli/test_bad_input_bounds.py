@@ -166,7 +166,7 @@ def test_consolidate_on_a_missing_path_says_it_does_not_exist(
         consolidate.main([str(tmp_path / "missing")])
     assert ended.value.code == 2
     assert capsys.readouterr().err.splitlines() == [
-        f"error: {tmp_path / 'missing'}: does not exist: give a sharded checkpoint's directory"
+        f"error: checkpoint={tmp_path / 'missing'}: does not exist"
     ]
 
 
@@ -175,6 +175,5 @@ def test_consolidate_without_its_argument_is_one_line(capsys: pytest.CaptureFixt
         consolidate.main([])
     assert ended.value.code == 2
     assert capsys.readouterr().err.splitlines() == [
-        "error: the following arguments are required: checkpoint "
-        "(usage: attnlab-consolidate [-h] [--out OUT] checkpoint)"
+        "error: the following arguments are required: checkpoint (see attnlab-consolidate --help)"
     ]

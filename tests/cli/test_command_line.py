@@ -30,7 +30,7 @@ ARGV_USERS = {
     ("command_line", "read_before_sample"),
     ("teacher", "use_teacher_defaults"),
     ("bad_input", "override_value"),
-    ("report", "main"),
+    ("report", "report_command"),
 }
 
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from train_cli import cli, run_command, tiny_checkpoints, wandb_history
+from train_cli import cli, command_here, run_command, tiny_checkpoints, wandb_history
 
 pytest.importorskip("lm_eval")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "harness"))
@@ -130,7 +130,8 @@ def test_a_perplexity_task_on_an_encoder_decoder_is_one_line(
 
 
 def test_harness_scores_reach_the_logger(checkpoint, tasks: Path, tmp_path: Path) -> None:
-    """logger=wandb (offline): the run's history holds metrics.json's numbers, read back from its file."""
+    """logger=wandb (offline): the run's history holds metrics.json's numbers, read back from its file
+    (a process of its own: wandb's service writes the offline log out when the process ends)."""
     out = tmp_path / "eval"
     args = [f"ckpt_path={checkpoint('gpt')}", TASKS, f"harness.include_path={tasks}", f"hydra.run.dir={out}"]
     result = cli([*args, "logger=wandb", "trainer.enable_progress_bar=false"], tmp_path, command="eval")
@@ -154,7 +155,7 @@ def test_a_task_name_no_task_defines_is_one_line_before_any_folder(
         f"harness.include_path={tasks}",
         f"hydra.run.dir={out}",
     ]
-    result = cli(args, tmp_path, command="eval")
+    result = command_here(args, tmp_path, command="eval")
     assert (result.returncode, result.stderr.strip().splitlines()) == (
         2,
         [

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from train_cli import check, cli, copy_learned_at_16, run_command, tiny_checkpoints
+from train_cli import check, command_here, copy_learned_at_16, run_command, tiny_checkpoints
 
 pytestmark = pytest.mark.slow  # trains tiny runs (about 1 s each), then runs attnlab-eval in process
 
@@ -153,7 +153,7 @@ def test_a_tiny_gpt_learns_copy_at_16_and_is_scored_at_16_and_32_in_one_call(
     ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
     # RoPE as trained and stretched linearly: the rows below (every scaling: the test of rope above)
     args = [f"ckpt_path={ckpt}", "eval.lengths=[16,32]", "eval.examples=256", "eval.rope_scalings=[linear]"]
-    result = check(cli(args, tmp_path, command="eval"))
+    result = check(command_here(args, tmp_path, command="eval"))
     (path,) = eval_dirs(ckpt)
     rows = {(r["rope_scaling"], r["length"]): r for r in json.loads(path.read_text())["lengths"]}
     assert rows["none", 16]["exact_match"] >= 0.95

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from train_cli import TEXT, TINY, cli, run_command, train_in_process
+from train_cli import TEXT, TINY, command_here, run_command, train_in_process
 
 pytestmark = pytest.mark.slow
 # Learned positions for 64 tokens, trained on windows of 32.
@@ -36,7 +36,7 @@ def evaluate(run: Path, *args: str, multirun: bool = False):
     before = evaluations(run)
     flags = ["-m"] if multirun else []
     ckpt = f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}"
-    result = cli([*flags, ckpt, *EVAL, *args], run.parent, command="eval")
+    result = command_here([*flags, ckpt, *EVAL, *args], run.parent, command="eval")
     return result, sorted(evaluations(run) - before)
 
 

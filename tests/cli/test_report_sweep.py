@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from train_cli import TEXT, TINY, check, cli, csv_series, job_dirs, jobs_in
+from train_cli import TEXT, TINY, check, command_here, csv_series, job_dirs, jobs_in
 
 from attnlab.report.table import format_number
 
@@ -37,13 +37,13 @@ def train_evaluate_and_report(built: Path) -> None:
     (report.stdout) and the training multirun's folder (sweep.dir)."""
     cwd = built / "cwd"
     cwd.mkdir()
-    trained = cli(["-m", "pos=learned,alibi", "seed=1,2,3", FAIL_SEED_3, *GPT], cwd, timeout=900)
+    trained = command_here(["-m", "pos=learned,alibi", "seed=1,2,3", FAIL_SEED_3, *GPT], cwd)
     assert trained.returncode == 1, trained.stderr[-3000:]  # two jobs failed, the others ran
     jobs = job_dirs(cwd)
     best = ",".join(str(next((jobs[i] / "checkpoints").glob("best-*.ckpt"))) for i in (0, 3))
     evaluate = ["-m", f"ckpt_path={best}", "split=val", "batch_size=8,4", "logger=csv"]
-    check(cli([*evaluate, "trainer.enable_progress_bar=false"], cwd, command="eval"))
-    report = check(cli([str(jobs[0].parent)], cwd, command="cli.report"))
+    check(command_here([*evaluate, "trainer.enable_progress_bar=false"], cwd, command="eval"))
+    report = check(command_here([str(jobs[0].parent)], cwd, command="cli.report"))
     (built / "report.stdout").write_text(report.stdout)
     (built / "sweep.dir").write_text(str(jobs[0].parent))  # the evaluations' multirun lies beside it
 
@@ -153,14 +153,14 @@ def test_a_job_refused_by_validation_is_reported_with_its_error(tmp_path: Path) 
     config still make it a row, with the one-line error the console printed. (A bad value of the grid
     stops the multirun before any job; a model that does not fit the data is found when the job
     builds its data.)"""
-    result = cli(["-m", "model.vocab_size=0,20", *GPT], tmp_path)
+    result = command_here(["-m", "model.vocab_size=0,20", *GPT], tmp_path)
     assert result.returncode == 1
     ok, refused = job_dirs(tmp_path)
     summary = json.loads((refused / "summary.json").read_text())
     assert summary["status"] == "failed"
     assert summary["error"].startswith("model.vocab_size=20: the tokenizer (data.tokenizer='char') has ")
     assert not (refused / "config.yaml").exists()
-    check(cli([str(ok.parent)], tmp_path, command="cli.report"))
+    check(command_here([str(ok.parent)], tmp_path, command="cli.report"))
     rows = table_rows((ok.parent / "report.md").read_text(), "Runs")
     assert [(r["model.vocab_size"], r["status"], r["error"]) for r in rows] == [
         ("0", "completed", ""),
@@ -171,7 +171,7 @@ def test_a_job_refused_by_validation_is_reported_with_its_error(tmp_path: Path) 
 def test_a_missing_checkpoint_among_swept_ones_stops_the_evaluation_at_once(sweep: dict) -> None:
     good = next((sweep["jobs"][1] / "checkpoints").glob("best-*.ckpt"))
     missing = sweep["jobs"][2] / "checkpoints" / "best-step000006.ckpt"  # seed 3 failed before it
-    result = cli(["-m", f"ckpt_path={good},{missing}", "logger=csv"], sweep["dir"], command="eval")
+    result = command_here(["-m", f"ckpt_path={good},{missing}", "logger=csv"], sweep["dir"], command="eval")
     assert result.returncode == 2
     assert (
         result.stderr.strip().splitlines()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from train_cli import check, cli, jobs_in, run_command
+from train_cli import check, command_here, jobs_in, run_command
 
 pytestmark = pytest.mark.slow
 QUICK = [
@@ -69,7 +69,7 @@ def test_pos_extrapolation_trains_evaluates_at_other_lengths_and_reports(
     corpus = write_corpus(tmp_path / "corpus.txt")
     runs = tmp_path / "runs"
     sweep = ["experiment=pos_extrapolation", "seed=1", "pos=learned,rope", f"hydra.sweep.dir={runs}"]
-    check(cli([*sweep, f"data.path={corpus}", *QUICK, *SMALL_MODEL], tmp_path))
+    check(command_here([*sweep, f"data.path={corpus}", *QUICK, *SMALL_MODEL], tmp_path))
     jobs = jobs_in(runs)
     # Named by what the sweep varies: the preset's seeds (fixed to one here) and the encodings.
     assert [job.name for job in jobs] == ["0_seed-1+pos-learned", "1_seed-1+pos-rope"]
@@ -99,7 +99,9 @@ def test_pos_extrapolation_trains_evaluates_at_other_lengths_and_reports(
     assert [e["overrides"]["model.pos.rope_factor"] for e in scaled] == [16]
     assert all(0 < e["metrics"]["val/loss"] < 10 for found in evals.values() for e in found)
 
-    report = check(cli([str(runs), "--out", str(tmp_path / "results")], tmp_path, command="cli.report"))
+    report = check(
+        command_here([str(runs), "--out", str(tmp_path / "results")], tmp_path, command="cli.report")
+    )
     assert "model.pos.rope_scaling" in report.stdout
     assert (tmp_path / "results" / "plots" / "val-loss_by_length.png").stat().st_size > 0
 
@@ -109,7 +111,7 @@ def test_nanogpt_baby_preset_is_nanogpts_baby_configuration(tmp_path: Path) -> N
     parameters as nanoGPT's model of that size (no biases, a 64-row position table, tied output)."""
     corpus = write_corpus(tmp_path / "corpus.txt")
     check(
-        cli(
+        command_here(
             ["experiment=nanogpt_baby", f"data.path={corpus}", f"run_dir={tmp_path / 'run'}", *QUICK],
             tmp_path,
         )
@@ -147,7 +149,7 @@ def test_families_preset_runs_the_four_families_on_their_default_tasks(tmp_path:
     """experiment=families: one multirun of four jobs, one per family, each on its family's task."""
     runs = tmp_path / "runs"
     check(
-        cli(
+        command_here(
             [
                 "experiment=families",
                 f"hydra.sweep.dir={runs}",
@@ -158,7 +160,6 @@ def test_families_preset_runs_the_four_families_on_their_default_tasks(tmp_path:
                 *SMALL_MODEL,
             ],
             tmp_path,
-            timeout=600,
         )
     )
     jobs = jobs_in(runs)

@@ -12,7 +12,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from attnlab.cli.app import config_dir, one_line, register_schemas
-from attnlab.cli.prepared import build_model_for, take_datamodule
+from attnlab.cli.prepared import build_datamodule_for, build_model_for
 from attnlab.schema.checks import validate
 from attnlab.tasks import build_task
 
@@ -75,7 +75,7 @@ def test_each_family_trains_with_each_switch_where_it_applies(family: str, switc
         assert one_line(refused.value, args).startswith(expected)
         return
     run = run_config(*args)
-    datamodule = take_datamodule(run)
+    datamodule = build_datamodule_for(run)
     task = build_task(
         run.task,
         run.optim,

@@ -8,14 +8,16 @@ import math
 
 import pytest
 from test_report_sweep import table_rows
-from train_cli import TEXT, TINY, check, cli, job_dirs
+from train_cli import TEXT, TINY, check, command_here, job_dirs
 
 from attnlab.report.table import format_number
 
 pytestmark = pytest.mark.slow
 
 
-def test_char_and_bpe_bits_per_byte_are_logged_evaluated_and_reported_side_by_side(tmp_path) -> None:
+def test_char_and_bpe_bits_per_byte_are_logged_evaluated_and_reported_side_by_side(
+    tmp_path, monkeypatch, capsys
+) -> None:
     args = [
         "-m",
         "data.tokenizer=char,bpe",
@@ -23,12 +25,16 @@ def test_char_and_bpe_bits_per_byte_are_logged_evaluated_and_reported_side_by_si
         "model=gpt-tiny",
         "sample.max_new_tokens=0",
     ]
-    check(cli([*args, *TINY, *TEXT], tmp_path, timeout=600))
+    check(command_here([*args, *TINY, *TEXT], tmp_path, monkeypatch, capsys))
     char, bpe = job_dirs(tmp_path)
     ckpt = next((bpe / "checkpoints").glob("best-*.ckpt"))
     check(
-        cli(
-            [f"ckpt_path={ckpt}", "split=test", "trainer.enable_progress_bar=false"], tmp_path, command="eval"
+        command_here(
+            [f"ckpt_path={ckpt}", "split=test", "trainer.enable_progress_bar=false"],
+            tmp_path,
+            monkeypatch,
+            capsys,
+            command="eval",
         )
     )
     (evaluation,) = [json.loads(p.read_text()) for p in bpe.glob("eval/*/metrics.json")]
@@ -48,7 +54,7 @@ def test_char_and_bpe_bits_per_byte_are_logged_evaluated_and_reported_side_by_si
     assert finals[bpe]["val/bpb"] < bits[bpe] / 1.5  # ~2 bytes a token at 512 tokens
     assert finals[char]["val/bpb"] == pytest.approx(bits[char], rel=0.05)
 
-    report = check(cli([str(char.parent)], tmp_path, command="cli.report"))
+    report = check(command_here([str(char.parent)], tmp_path, monkeypatch, capsys, command="cli.report"))
     rows = table_rows((char.parent / "report.md").read_text(), "Runs")
     assert [r["data.tokenizer"] for r in rows] == ["char", "bpe"]
     for row, job in zip(rows, (char, bpe)):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from train_cli import TEXT, cli, job_dirs, run_command
+from train_cli import TEXT, command_here, job_dirs, run_command
 
 from attnlab.models.flops import steps_for_budget
 
@@ -32,7 +32,7 @@ def test_runs_of_one_budget_spend_it_whatever_their_size(
     x its FLOPs per token (summary.json, Chinchilla's count) is its budget, to within one step."""
     args = ["-m", "experiment=scaling", "data=text", *TEXT, "model.max_seq_len=32", *QUICK]
     sweep = ["trainer.compute_budget=2e8,6e8", "model.d_model=16,24,32"]
-    result = cli([*args, *sweep], tmp_path)
+    result = command_here([*args, *sweep], tmp_path, monkeypatch, capsys)
     assert result.returncode == 0, result.stderr[-2000:]
     spent: dict[float, list[float]] = {}
     for job in job_dirs(tmp_path):
@@ -74,8 +74,10 @@ def test_runs_of_one_budget_spend_it_whatever_their_size(
         ),
     ],
 )
-def test_a_budget_it_cannot_count_is_one_line(tmp_path: Path, args: list[str], message: str) -> None:
-    result = cli([*args, *TEXT, "run_dir=run"], tmp_path)
+def test_a_budget_it_cannot_count_is_one_line(
+    tmp_path: Path, args: list[str], message: str, monkeypatch, capsys
+) -> None:
+    result = command_here([*args, *TEXT, "run_dir=run"], tmp_path, monkeypatch, capsys)
     assert result.returncode == 2
     assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not (tmp_path / "run").exists()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -83,6 +82,12 @@ def test_command_line_data_and_task_win_over_the_family_defaults() -> None:
     run = run_config("model=bert", "task=mlm", "data=text")
     assert (run.task.name, run.data.kind) == ("mlm", "text")
     assert run_config("model=seq2seq", "data=numbers").data.kind == "numbers"
+
+
+def test_text_stays_the_gpt_default_beside_token_shards() -> None:
+    """data=tokens is chosen, never the default: a gpt run without data= reads the small text corpus."""
+    for model in ("gpt", "gpt-tiny", "gpt2-small"):
+        assert run_config(f"model={model}").data.kind == "text", model
 
 
 def test_experiments_combine_with_the_command_line() -> None:
@@ -235,7 +240,10 @@ GPT2_CONFIG = {
 
 
 def test_init_from_takes_family_and_sizes_from_the_checkpoint(tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text(json.dumps(GPT2_CONFIG))
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    settings = {k: v for k, v in GPT2_CONFIG.items() if k != "model_type"}
+    GPT2LMHeadModel(GPT2Config(**settings)).save_pretrained(tmp_path)  # config.json and its weights
     overrides = [f"model.init_from={tmp_path}", "data.seq_len=64", "model.dropout=0.0"]
     run = resolve_init_from(run_config(*overrides), explicit_model_keys(overrides))
     m = run.model

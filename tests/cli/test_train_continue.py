@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from train_cli import CONTINUED_GPT, check, cli
+from train_cli import CONTINUED_GPT, check, command_here
 
 pytestmark = pytest.mark.slow
 ARGS = CONTINUED_GPT
@@ -25,15 +25,17 @@ CONTINUE = ["run_dir=run", "ckpt_path=last", "trainer.max_steps=12", *CHANGED]
 @pytest.fixture(scope="module")
 def runs(built_once: Callable[..., Path]) -> Path:
     def first_refused_then_continued(cwd: Path) -> None:
-        check(cli([*ARGS, "trainer.max_steps=8", "run_dir=run"], cwd))
+        check(command_here([*ARGS, "trainer.max_steps=8", "run_dir=run"], cwd))
         (cwd / "first.jsonl").write_text((cwd / "run" / "metrics.jsonl").read_text())
-        check(cli([*ARGS, "trainer.max_steps=8", "run_dir=run", "ckpt_path=last"], cwd))  # nothing to train
+        check(
+            command_here([*ARGS, "trainer.max_steps=8", "run_dir=run", "ckpt_path=last"], cwd)
+        )  # nothing to train
         (cwd / "again.jsonl").write_text((cwd / "run" / "metrics.jsonl").read_text())
         (cwd / "before.json").write_text((cwd / "run" / "summary.json").read_text())
-        refused = cli([*ARGS, *CONTINUE], cwd)
+        refused = command_here([*ARGS, *CONTINUE], cwd)
         (cwd / "refused.json").write_text(json.dumps([refused.returncode, refused.stdout, refused.stderr]))
         (cwd / "after_refusal.json").write_text((cwd / "run" / "summary.json").read_text())
-        result = check(cli([*ARGS, *CONTINUE, "optim.on_resume=apply"], cwd))
+        result = check(command_here([*ARGS, *CONTINUE, "optim.on_resume=apply"], cwd))
         (cwd / "continued.out").write_text(result.stdout + result.stderr)
 
     return built_once("continue", first_refused_then_continued)
@@ -98,6 +100,6 @@ def test_the_continuation_trains_with_the_new_values_and_records_them(runs: Path
 )
 def test_model_and_optimizer_shape_changes_stay_refused(runs: Path, override: str, named: str) -> None:
     args = [*ARGS, "run_dir=run", "ckpt_path=last", "optim.on_resume=apply", override, *CHANGED]
-    result = cli([*args, "trainer.max_steps=12"], runs, timeout=120)
+    result = command_here([*args, "trainer.max_steps=12"], runs)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert named in result.stderr

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from train_cli import TINY, cli
+from train_cli import TINY, command_here
 
 
 def write_data(root: Path) -> None:
@@ -84,7 +84,7 @@ BAD_DATA = [
 def test_bad_data_fails_before_the_run_directory(tmp_path: Path, args: list[str], message: str) -> None:
     write_data(tmp_path)
     before = sorted(p.name for p in tmp_path.iterdir())
-    result = cli([*TINY, *args], tmp_path, timeout=300)
+    result = command_here([*TINY, *args], tmp_path)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(message), result.stderr
@@ -101,14 +101,14 @@ def test_own_grey_images_the_readme_example(tmp_path: Path) -> None:
         for i in range(12):
             Image.new("L", (28, 28), 40 + 150 * c + i).save(tmp_path / "imgs" / name / f"{i}.png")
     args = [*TINY, "model=vit", "data=image_folder", "data.path=imgs", "logger=none"]
-    result = cli(args, tmp_path, timeout=120)
+    result = command_here(args, tmp_path)
     assert result.returncode == 2 and result.stderr.strip() == (
         "error: model.image_size=8: the images are 28x28 (e.g. imgs/circle/0.png), so resizing them to 8x8 "
         "shrinks them 4x and loses their detail; set model.image_size=28 model.patch_size=7 (or any size "
         "within 2x of the images)"
     )
     sized = [*args, "model.image_size=28", "model.patch_size=7", "data.val_fraction=0.25", "run_dir=run"]
-    result = cli(sized, tmp_path, timeout=300)
+    result = command_here(sized, tmp_path)
     assert result.returncode == 0, result.stderr
     import torch
 
@@ -129,9 +129,7 @@ def test_own_colour_images_train_with_three_channels(tmp_path: Path) -> None:
             colour = (220 - 20 * c, 40 + 5 * i, 60 + 40 * c)
             Image.new("RGB", (16, 16), colour).save(tmp_path / "imgs" / name / f"{i}.png")
     args = [*TINY, "model=vit", "data=image_folder", "data.path=imgs", "logger=none", "model.image_size=16"]
-    result = cli(
-        [*args, "model.patch_size=4", "data.val_fraction=0.25", "run_dir=run"], tmp_path, timeout=300
-    )
+    result = command_here([*args, "model.patch_size=4", "data.val_fraction=0.25", "run_dir=run"], tmp_path)
     assert result.returncode == 0, result.stderr
     state = torch.load(tmp_path / "run" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     patches = next(v for k, v in state["state_dict"].items() if k.endswith("patches.proj.weight"))

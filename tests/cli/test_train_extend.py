@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from train_cli import CONTINUED_GPT, check, cli
+from train_cli import CONTINUED_GPT, check, command_here
 
 from attnlab.report.sweep import read_sweep
 
@@ -21,12 +21,12 @@ TRAIN_STEPS, VAL_STEPS = [2, 4, 6, 8, 10, 12], [4, 8, 12]
 @pytest.fixture(scope="module")
 def runs(built_once: Callable[..., Path]) -> Path:
     def first_then_extended(cwd: Path) -> None:
-        check(cli([*ARGS, "trainer.max_steps=8", "run_dir=first"], cwd))
+        check(command_here([*ARGS, "trainer.max_steps=8", "run_dir=first"], cwd))
         extended = ["trainer.max_steps=12", "run_dir=extended", "ckpt_path=first/checkpoints/last.ckpt"]
-        result = check(cli([*ARGS, *extended], cwd))
+        result = check(command_here([*ARGS, *extended], cwd))
         (cwd / "extended.out").write_text(result.stdout + result.stderr)
         in_place = ["trainer.max_steps=12", "run_dir=first", "ckpt_path=last", "optim.on_extend=stretch"]
-        (cwd / "in_place.out").write_text(check(cli([*ARGS, *in_place], cwd)).stdout)
+        (cwd / "in_place.out").write_text(check(command_here([*ARGS, *in_place], cwd)).stdout)
 
     return built_once("extend", first_then_extended)
 

@@ -15,7 +15,7 @@ from train_cli import (
     TEST_PRESETS,
     TINY,
     check,
-    cli,
+    command_here,
     csv_series,
     job_dirs,
     run_command,
@@ -31,7 +31,7 @@ FAMILIES = ["gpt", "bert", "seq2seq", "vit"]
 def jobs(built_once: Callable[..., Path]) -> list[Path]:
     experiments = ",".join(f"tiny_{f}" for f in FAMILIES)
     args = ["-m", TEST_PRESETS, f"experiment={experiments}", "logger=many", *TINY]
-    return job_dirs(built_once("families", lambda cwd: check(cli(args, cwd, timeout=600))))
+    return job_dirs(built_once("families", lambda cwd: check(command_here(args, cwd))))
 
 
 def test_each_family_writes_one_complete_run_directory(jobs: list[Path]) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from train_cli import TEXT, TINY, check, cli
+from train_cli import TEXT, TINY, check, command_here
 
 from attnlab.data import build_datamodule
 from attnlab.schema.data import TextData
@@ -47,7 +47,7 @@ def test_training_starts_from_the_pretrained_weights(pretrained: tuple, tmp_path
         "optim.warmup_steps=0",
         "optim.schedule=constant",
     ]
-    check(cli(args, tmp_path))
+    check(command_here(args, tmp_path))
     (run,) = tmp_path.glob("outputs/*/*")
     state = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)["state_dict"]
     assert state["model.embed.tokens.weight"].shape == (hf_model.config.vocab_size, 32)
@@ -63,7 +63,7 @@ def test_every_free_field_reaches_the_pretrained_model(pretrained: tuple, tmp_pa
     hf_dir, tokenizer, _ = pretrained
     free = ["model.dropout=0.2", "model.attn_dropout=0.1", "model.init_std=0.05"]
     args = [*TINY, *TEXT, f"model.init_from={hf_dir}", f"data.tokenizer={tokenizer}", "logger=csv", *free]
-    check(cli([*args, "trainer.max_steps=1"], tmp_path))
+    check(command_here([*args, "trainer.max_steps=1"], tmp_path))
     (run,) = tmp_path.glob("outputs/*/*")
     ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     built = ckpt["hyper_parameters"]["model"]
@@ -74,7 +74,9 @@ def test_every_free_field_reaches_the_pretrained_model(pretrained: tuple, tmp_pa
 
 def test_a_contradicting_size_is_refused(pretrained: tuple, tmp_path: Path) -> None:
     hf_dir, tokenizer, _ = pretrained
-    result = cli([f"model.init_from={hf_dir}", f"data.tokenizer={tokenizer}", "model.n_layers=6"], tmp_path)
+    result = command_here(
+        [f"model.init_from={hf_dir}", f"data.tokenizer={tokenizer}", "model.n_layers=6"], tmp_path
+    )
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"error: model.n_layers=6: contradicts the checkpoint model.init_from={hf_dir}, which has n_layers=2; "

@@ -13,7 +13,7 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.backend.event_processing.plugin_event_multiplexer import EventMultiplexer
 from tensorboard.plugins.hparams import plugin_data_pb2
-from train_cli import TEXT, TINY, check, cli, job_dirs, wandb_records, wandb_run
+from train_cli import TEXT, TINY, check, command_here, job_dirs, wandb_records, wandb_run
 
 pytestmark = pytest.mark.slow
 GPT = [*TINY, *TEXT, "model=gpt-tiny", "logger=many"]
@@ -22,7 +22,7 @@ GPT = [*TINY, *TEXT, "model=gpt-tiny", "logger=many"]
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], str]:
     cwd = tmp_path_factory.mktemp("names")
-    result = check(cli(["-m", "model.n_layers=1,2", *GPT], cwd))
+    result = check(command_here(["-m", "model.n_layers=1,2", *GPT], cwd))
     return job_dirs(cwd), result.stdout
 
 

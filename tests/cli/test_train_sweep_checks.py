@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from train_cli import TEXT, TINY, cli, run_command
+from train_cli import TEXT, TINY, command_here, run_command
 
 GPT = [*TINY, *TEXT, "model=gpt-tiny", "sample.max_new_tokens=0", "logger=none"]
 
 
 def test_a_bad_value_of_a_grid_stops_the_multirun_before_any_job(tmp_path: Path) -> None:
-    result = cli(["-m", "model.n_heads=4,3", *GPT], tmp_path)
+    result = command_here(["-m", "model.n_heads=4,3", *GPT], tmp_path)
     assert result.returncode == 2, result.stderr
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert line == "error: job 1 (model.n_heads=3): model.d_model=32: must be divisible by model.n_heads=3"
@@ -20,14 +20,16 @@ def test_a_bad_value_of_a_grid_stops_the_multirun_before_any_job(tmp_path: Path)
 
 
 def test_the_jobs_of_a_grid_are_named_by_their_swept_values(tmp_path: Path) -> None:
-    result = cli(["-m", "model.n_heads=2,4", "model.n_layers=1,2", "optim.lr=0.01,-1", *GPT], tmp_path)
+    result = command_here(
+        ["-m", "model.n_heads=2,4", "model.n_layers=1,2", "optim.lr=0.01,-1", *GPT], tmp_path
+    )
     assert result.returncode == 2, result.stderr
     assert "error: job 1 (model.n_heads=2 model.n_layers=1 optim.lr=-1): optim.lr=-1" in result.stderr
 
 
 def test_an_edge_of_a_search_space_out_of_bounds_stops_the_search(tmp_path: Path) -> None:
     space = "model.dropout=interval(0.0, 1.5)"  # on the command line, it replaces the preset's space
-    result = cli(["hparams_search=optuna", space, *GPT], tmp_path)
+    result = command_here(["hparams_search=optuna", space, *GPT], tmp_path)
     assert result.returncode == 2, result.stderr
     assert "error: model.dropout=1.5 of the search space: model.dropout=1.5: " in result.stderr
     assert not (tmp_path / "multirun").exists()
@@ -35,14 +37,14 @@ def test_an_edge_of_a_search_space_out_of_bounds_stops_the_search(tmp_path: Path
 
 def test_a_bad_choice_of_a_search_space_stops_the_search(tmp_path: Path) -> None:
     space = "optim.warmup_steps=choice(0, -5)"
-    result = cli(["hparams_search=optuna", space, *GPT], tmp_path)
+    result = command_here(["hparams_search=optuna", space, *GPT], tmp_path)
     assert result.returncode == 2, result.stderr
     assert "error: optim.warmup_steps=-5 of the search space: optim.warmup_steps=-5: " in result.stderr
 
 
 def test_a_non_finite_value_of_a_grid_stops_the_multirun_before_any_job(tmp_path: Path) -> None:
     """``optim.lr=1e-3,nan`` trained job 0 to completion before job 1 failed."""
-    result = cli(["-m", "optim.lr=1e-3,nan", *GPT], tmp_path)
+    result = command_here(["-m", "optim.lr=1e-3,nan", *GPT], tmp_path)
     assert result.returncode == 2, result.stderr
     (line,) = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert line == "error: job 1 (optim.lr=nan): optim.lr=nan: must be a finite number (not nan, inf or -inf)"
@@ -84,8 +86,7 @@ def test_the_jobs_checked_are_the_jobs_the_sweeper_runs() -> None:
 def test_a_sweep_hydra_refuses_is_one_line_before_any_directory(
     args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    """The composition that reads ``hydra.mode`` is kept for the multirun's (``cli.compose_once``): the
-    sweeps are still checked as Hydra checks them."""
+    """Hydra's own checks of a sweep, as one line."""
     from attnlab.cli.train import main
 
     monkeypatch.chdir(tmp_path)

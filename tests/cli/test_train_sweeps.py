@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from train_cli import TEXT, TINY, check, cli, csv_series, job_dirs, wandb_history
+from train_cli import TEXT, TINY, check, command_here, csv_series, job_dirs, wandb_history
 
 pytestmark = pytest.mark.slow
 GPT = [*TINY, *TEXT, "model=gpt-tiny", "sample.max_new_tokens=0"]
 
 
 def test_each_logger_writes_only_its_files(tmp_path: Path) -> None:
-    check(cli(["-m", "logger=wandb,csv,tensorboard,none", *GPT], tmp_path))
+    check(command_here(["-m", "logger=wandb,csv,tensorboard,none", *GPT], tmp_path))
     wandb, csv, tensorboard, none = job_dirs(tmp_path)
     assert wandb_history(wandb, "train/loss").keys() == set(range(6))
     assert csv_series(csv, "train/loss").keys() == set(range(6))
@@ -33,7 +33,7 @@ def test_each_logger_writes_only_its_files(tmp_path: Path) -> None:
 
 def test_a_failed_job_leaves_the_others_intact(tmp_path: Path) -> None:
     fail = "+callbacks.fault={_target_:fault_injection.FailAtStep,step:2,seed:3}"  # job 1 only
-    result = cli(["-m", "seed=1,3,5", fail, "logger=many", *GPT], tmp_path)
+    result = command_here(["-m", "seed=1,3,5", fail, "logger=many", *GPT], tmp_path)
     assert result.returncode == 1
     assert "error: job 1 (" in result.stderr and "RuntimeError: deliberate failure at step 2" in result.stderr
     assert "error: 1 job(s) of the multirun failed:" in result.stderr
@@ -47,7 +47,7 @@ def test_a_failed_job_leaves_the_others_intact(tmp_path: Path) -> None:
 
 
 def test_optuna_search_runs_its_trials_and_reports_the_best(tmp_path: Path) -> None:
-    check(cli(["hparams_search=optuna", "hydra.sweeper.n_trials=3", "logger=csv", *GPT], tmp_path))
+    check(command_here(["hparams_search=optuna", "hydra.sweeper.n_trials=3", "logger=csv", *GPT], tmp_path))
     jobs = job_dirs(tmp_path)
     assert len(jobs) == 3
     (results,) = tmp_path.glob("multirun/*/*/optimization_results.yaml")
@@ -59,7 +59,7 @@ def test_optuna_search_runs_its_trials_and_reports_the_best(tmp_path: Path) -> N
 
 def test_a_failed_single_run_ends_with_one_line_and_its_traceback_in_the_log(tmp_path: Path) -> None:
     fail = "+callbacks.fault={_target_:fault_injection.FailAtStep,step:2}"
-    result = cli([fail, "logger=wandb", *GPT], tmp_path)
+    result = command_here([fail, "logger=wandb", *GPT], tmp_path)
     (run,) = tmp_path.glob("outputs/*/*")
     label = run.name.split("_", 1)[1]  # after the time: the overrides of what it trains
     assert label.startswith("trainer.max_steps-6+trainer.val_every_n_steps-3+")

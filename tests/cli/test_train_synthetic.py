@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from train_cli import TINY, check, cli, copy_learned_at_16
+from train_cli import TINY, check, command_here, copy_learned_at_16
 
 
 @pytest.mark.parametrize(
@@ -25,9 +25,9 @@ from train_cli import TINY, check, cli, copy_learned_at_16
     ],
 )
 def test_bad_settings_fail_in_one_line_before_the_run_directory(
-    tmp_path: Path, args: list[str], message: str
+    tmp_path: Path, args: list[str], message: str, monkeypatch, capsys
 ) -> None:
-    result = cli([*TINY, "model=gpt-tiny", *args], tmp_path, timeout=120)
+    result = command_here([*TINY, "model=gpt-tiny", *args], tmp_path, monkeypatch, capsys)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(message), result.stderr
@@ -36,13 +36,21 @@ def test_bad_settings_fail_in_one_line_before_the_run_directory(
 
 @pytest.mark.slow
 def test_a_tiny_gpt_learns_copy_at_16_and_is_scored_at_16_and_32_in_one_call(
-    built_once: Callable[..., Path], tmp_path: Path
+    built_once: Callable[..., Path], tmp_path: Path, monkeypatch, capsys
 ) -> None:
     copy_learned_at_16(built_once, tmp_path)
     trained = json.loads((tmp_path / "run" / "test_metrics.json").read_text())["metrics"]
     assert trained["test/exact_match"] >= 0.95
     ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
-    check(cli(["-m", f"ckpt_path={ckpt}", "data.seq_len=16,32", "logger=none"], tmp_path, command="eval"))
+    check(
+        command_here(
+            ["-m", f"ckpt_path={ckpt}", "data.seq_len=16,32", "logger=none"],
+            tmp_path,
+            monkeypatch,
+            capsys,
+            command="eval",
+        )
+    )
     evaluations = [json.loads(p.read_text()) for p in (tmp_path / "run").glob("eval/*/*/metrics.json")]
     # the job at the training length overrides nothing
     scores = {e["overrides"].get("data.seq_len", 16): e["metrics"] for e in evaluations}

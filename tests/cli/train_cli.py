@@ -1,12 +1,14 @@
-"""Helpers of the training tests: run attnlab-train / attnlab-eval as a new process (as a user would, so
-Hydra, signals, kills and exit codes are real: forked from a process that has attnlab imported, see
-``forked``), or a command's
-``main`` in this process where a new process would prove nothing more; and read back what the runs
-wrote."""
+"""Helpers of the training tests: a command run in this process (``attnlab.run``'s functions,
+``command_here``: a console script's ``main``), or, for a process contract (signals, kills, several
+ranks, what the interpreter prints; docs/development.md), as a new process (``cli``: forked from a
+process that has attnlab imported, see ``forked``); and read back what the runs wrote."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import importlib
+import io
 import json
 import os
 import shutil
@@ -151,11 +153,11 @@ def copy_of_run_built_once(
 
 
 def copy_learned_at_16(built_once: Callable[..., Path], cwd: Path) -> Path:
-    """A copy of the run of ``COPY_AT_16`` (trained once per session, attnlab-train as a user runs it)
+    """A copy of the run of ``COPY_AT_16`` (trained once per session, attnlab-train in this process)
     in ``cwd / "run"``: each test scores its own copy, so one test's evaluations never show in
     another's run directory. Training it once instead of once per test saves ~10 CPU-seconds."""
     return copy_of_run_built_once(
-        built_once, "copy-at-16", lambda folder: check(cli(COPY_AT_16, folder, timeout=300)), cwd
+        built_once, "copy-at-16", lambda folder: check(command_here(COPY_AT_16, folder)), cwd
     )
 
 
@@ -288,19 +290,40 @@ def run_command(
     return 0
 
 
+def command_here(
+    args: list[str],
+    cwd: Path,
+    monkeypatch: pytest.MonkeyPatch | None = None,
+    capsys: pytest.CaptureFixture[str] | None = None,
+    command: str = "train",
+) -> subprocess.CompletedProcess:
+    """``attnlab-<command> <args>`` in this process, in ``cwd`` (its ``main``, as its console script
+    runs it): its exit status and what it printed, as ``cli`` returns them for a process. Without
+    ``monkeypatch`` and ``capsys`` (a module-scoped fixture's call), its own, undone after."""
+    main = importlib.import_module(f"attnlab.cli.{command.removeprefix('cli.')}").main
+    if monkeypatch is None:
+        with pytest.MonkeyPatch.context() as patch:
+            return command_here(args, cwd, patch, capsys, command)
+    monkeypatch.chdir(cwd)
+    if capsys is not None:
+        status = run_command(main, args, monkeypatch, capsys)
+        out, err = capsys.readouterr()
+    else:
+        with (
+            contextlib.redirect_stdout(io.StringIO()) as stdout,
+            contextlib.redirect_stderr(io.StringIO()) as stderr,
+        ):
+            status = run_command(main, args, monkeypatch)
+        out, err = stdout.getvalue(), stderr.getvalue()
+    return subprocess.CompletedProcess([f"attnlab-{command}", *args], status, out, err)
+
+
 def train_in_process(overrides: list[str], run_dir: Path) -> Path:
-    """Train the run of ``overrides`` in this process into ``run_dir`` (composed and validated as
-    attnlab-train does, without Hydra's own files); its last.ckpt. For tests of what reads a run."""
-    from hydra import compose, initialize_config_dir
+    """Train the run of ``overrides`` in this process into ``run_dir`` (``attnlab.run``: composed and
+    validated as attnlab-train does, without Hydra's own files); its last.ckpt."""
+    from attnlab import run
 
-    from attnlab.cli.app import config_dir, register_schemas
-    from attnlab.cli.train import train
-    from attnlab.schema.checks import validate
-
-    register_schemas()
-    with initialize_config_dir(str(config_dir()), version_base="1.3"):
-        cfg = compose("train", overrides=overrides)
-    train(validate(cfg), run_dir)
+    run.train(run.run_config(overrides), run_dir)
     return run_dir / "checkpoints" / "last.ckpt"
 
 

@@ -144,3 +144,21 @@ def test_the_logger_connector_writes_a_steps_values_as_step_log_calls_it() -> No
     assert isinstance(type(connector).__dict__["should_update_logs"], property)
     assert list(inspect.signature(connector.log_metrics).parameters) == ["metrics", "step"]
     assert list(inspect.signature(trainer.fit_loop._should_accumulate).parameters) == []
+
+
+def test_lightnings_logging_step_is_the_epoch_loops_count_of_optimizer_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``logging_step`` and ``set_logging_step``: the loggers' step (``should_update_logs``) is the epoch
+    loop's ``_batches_that_stepped``, a plain int that its state_dict saves and restores; off outside
+    the checked version."""
+    trainer = bare_trainer(max_steps=1)
+    loop = trainer.fit_loop.epoch_loop
+    assert "_batches_that_stepped" in inspect.getsource(
+        type(trainer._logger_connector).should_update_logs.fget
+    )
+    assert "_batches_that_stepped" in loop.state_dict()["state_dict"]
+    assert lightning_shims.logging_step(trainer) == 0
+    assert lightning_shims.set_logging_step(trainer, 7) and lightning_shims.logging_step(trainer) == 7
+    monkeypatch.setattr(lightning_shims, "SHIMS_ON", False)
+    assert not lightning_shims.set_logging_step(trainer, 9) and lightning_shims.logging_step(trainer) == 7

@@ -312,22 +312,6 @@ def test_a_checkpoint_written_by_format_2_loads_with_its_tokenizer():
     torch.testing.assert_close(logits, torch.load(DATA / "format_2_gpt_logits.pt"), rtol=1e-6, atol=1e-6)
 
 
-def test_loading_reads_no_source_of_the_callers_frames(monkeypatch) -> None:
-    """Lightning's ``load_from_checkpoint`` wrapper reads the source of every frame of the stack
-    (``inspect.stack``) to refuse a call on an instance: 22 ms a load under a test runner's workers.
-    ``load_task_from_checkpoint`` calls the method it guards, on the class, and loads the same model."""
-
-    def no_stack(*args, **kwargs):
-        raise AssertionError("inspect.stack() called")
-
-    monkeypatch.setattr("inspect.stack", no_stack)
-    loaded = load_task_from_checkpoint(DATA / "format_2_gpt.ckpt")
-    ids = torch.randint(0, loaded.tokenizer.vocab_size, (2, 9), generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        logits = loaded.model(ids[:, :-1])
-    torch.testing.assert_close(logits, torch.load(DATA / "format_2_gpt_logits.pt"), rtol=1e-6, atol=1e-6)
-
-
 @pytest.mark.parametrize("family", ["vit", "bert"])
 def test_a_checkpoint_of_format_1_loads(tmp_path, family):
     """The configs of a format-1 checkpoint (flat classes, tests/schema/data) with weights that fit them."""

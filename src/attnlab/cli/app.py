@@ -12,9 +12,10 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import hydra
-from hydra.core.config_store import ConfigNode, ConfigStore
+from hydra.core.config_store import ConfigStore
 from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
@@ -30,17 +31,11 @@ from attnlab.cli.bad_input import (
     one_line,
 )
 from attnlab.cli.command_line import before_composing
-from attnlab.cli.compose_once import compose_once
-from attnlab.cli.composition_costs import (
-    interpolation_map_only_when_needed,
-    parse_each_config_file_once,
-    share_the_config_store,
-)
 from attnlab.cli.eval_data import CHECKPOINT_DATA
-from attnlab.cli.help import fast_help
+from attnlab.cli.hydra_shims import help_with_field_comments
 from attnlab.cli.jobs import failed_jobs, job_rows, job_table
+from attnlab.cli.prepared import PreparedRun
 from attnlab.cli.presets import config_dir, presets
-from attnlab.cli.sweep_jobs import validate_batches_once
 from attnlab.schema.commands import CompressCommand, ExplainCommand, ExportCommand, SampleCommand
 from attnlab.schema.eval import EvalConfig
 from attnlab.schema.load import UNIONS
@@ -71,43 +66,22 @@ def help_groups(command: str) -> str:
     return "\n".join(f"{group}: {', '.join(presets(group))}" for group in groups if presets(group))
 
 
-def schema_nodes() -> list[ConfigNode]:
-    """The nodes ``register_schemas`` puts in Hydra's config store, as ``ConfigStore.store`` makes them:
-    each command's schema (``train_schema``, ...), each class of a tagged group (``model/gpt_schema``,
-    ``pos/rope_schema``, ...), which the group's options in ``conf/`` start from, and the untyped
-    ``data/_checkpoint`` and ``model/_checkpoint`` that the commands reading a checkpoint compose
-    ``data.*`` and ``model.*`` onto, typed afterwards by the checkpoint's classes
-    (``attnlab.cli.eval_data``)."""
-    nodes = [(None, SCHEMA_NODE.format(name), schema) for name, schema in COMMANDS.items()]
+def register_schemas() -> None:
+    """Put the schemas in Hydra's config store, so that every key exists (and is typed) before the
+    groups and the command line are merged in: each command's schema (``train_schema``, ...), each
+    class of a tagged group (``model/gpt_schema``, ``pos/rope_schema``, ...), which the group's options
+    in ``conf/`` start from, and the untyped ``data/_checkpoint`` and ``model/_checkpoint`` that the
+    commands reading a checkpoint compose ``data.*`` and ``model.*`` onto, typed afterwards by the
+    checkpoint's classes (``attnlab.cli.eval_data``). Also the resolvers the configs' Hydra settings use."""
+    store = ConfigStore.instance()
+    for name, schema in COMMANDS.items():
+        store.store(name=SCHEMA_NODE.format(name), node=schema)
     for group in ("data", "model"):  # attnlab-eval's and -sample's: the checkpoint's, typed after composing
-        nodes.append((group, CHECKPOINT_DATA, OmegaConf.create({}, flags={"struct": False})))
+        store.store(group=group, name=CHECKPOINT_DATA, node=OmegaConf.create({}, flags={"struct": False}))
     for union in UNIONS:
         group = union.group.rpartition(".")[2]  # model.pos: the pos group
-        nodes.extend((group, SCHEMA_NODE.format(tag), schema) for tag, schema in union.schemas.items())
-    return [
-        ConfigNode(
-            name=f"{name}.yaml", node=OmegaConf.structured(node), group=group, package=None, provider=None
-        )
-        for group, name, node in nodes
-    ]
-
-
-# Built once per process, on import: turning the dataclasses into configs is most of registering them
-# (0.08 CPU-s of a command's 0.5 that fails validation); a process that forks commands (the test suite's)
-# builds them once for all. The store never hands out these nodes themselves (``ConfigStore.load`` copies).
-SCHEMA_NODES = schema_nodes()
-
-
-def register_schemas() -> None:
-    """Put the schemas in Hydra's config store (``SCHEMA_NODES``, again where a test took some out), so
-    that every key exists (and is typed) before the groups and the command line are merged in. Also the
-    resolvers that the configs' Hydra settings use."""
-    store = ConfigStore.instance()
-    for node in SCHEMA_NODES:
-        folder = store.repo
-        for part in node.group.split("/") if node.group else ():
-            folder = folder.setdefault(part, {})
-        folder[node.name] = node
+        for tag, schema in union.schemas.items():
+            store.store(group=group, name=SCHEMA_NODE.format(tag), node=schema)
     # Ranks > 0 of torchrun or SLURM write no Hydra files and log to <job>_rank<k>.log.
     OmegaConf.register_new_resolver(
         "attnlab.rank_zero", lambda v: v if is_rank_zero() else None, replace=True
@@ -157,13 +131,7 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
         policy.phase = config_name
     before_composing(config_name)
     freeze_heap_at_exit()
-    share_the_config_store()
-    parse_each_config_file_once()
-    interpolation_map_only_when_needed()
     register_schemas()
-    compose_once()  # Hydra composes the config once, not once for its mode and again for the run
-    validate_batches_once()  # a multirun's jobs checked up front are not composed again to validate
-    fast_help()  # --help fills only what its template shows, with each key's description
     logging.raiseExceptions = (
         False  # a log file that cannot be written (a full disk) must not flood the console
     )
@@ -171,7 +139,8 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
     try:
         os.environ["HYDRA_FULL_ERROR"] = "1"
         main = hydra.main(config_path=str(config_dir()), config_name=config_name, version_base="1.3")
-        main(task_function)()
+        with help_with_field_comments():  # --help fills only what its template shows, keys described
+            main(task_function)()
     except DryRunDone:
         return
     except (*USER_ERRORS, ConfigRejected) as err:
@@ -185,6 +154,7 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
         print(f"interrupted by {stop}", file=sys.stderr)  # the other commands: in any phase
         sys.exit(stop.exit_code)
     finally:  # as the caller had it: a process that runs commands in turn (tests) passes on no "1"
+        _checked.clear()  # a run that never started leaves nothing for the next command
         unlock_run_dirs()  # the run directories this command held (the kernel would at exit)
         policy.uninstall(replaced)
         if asked is None:
@@ -195,13 +165,22 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
         print(job_table(job_rows))
         job_rows.clear()
     if failed_jobs:
-        print(
-            f"error: {len(failed_jobs)} job(s) of the multirun failed:",
-            *failed_jobs,
-            sep="\n  ",
-            file=sys.stderr,
-        )
+        failed = list(failed_jobs)
+        failed_jobs.clear()  # a process that runs commands in turn starts the next one with none
+        print(f"error: {len(failed)} job(s) of the multirun failed:", *failed, sep="\n  ", file=sys.stderr)
         sys.exit(1)
+
+
+# What ValidateOnStart's check returned for the run Hydra starts next, by its directory: Hydra runs a
+# callback and then the task function in the same process, handing each the config and nothing else
+# (a callback's return value goes nowhere), so the one validation's result waits here for its job.
+_checked: dict[Path, object] = {}
+
+
+def checked_by_validation(run_dir: Path) -> Any:
+    """What validation returned for the run starting in ``run_dir`` (the job's to take, once); None
+    where validation checked no run there (a multirun's job, checked in the job)."""
+    return _checked.pop(run_dir.resolve(), None)
 
 
 class ValidateOnStart(Callback):
@@ -221,12 +200,15 @@ class ValidateOnStart(Callback):
         self.claim = hydra.utils.get_method(claim) if claim else None
 
     def on_run_start(self, config: DictConfig, **kwargs: object) -> None:
-        checked = self._check(config, Path(config.hydra.run.dir))
+        run_dir = Path(config.hydra.run.dir)
+        checked = self._check(config, run_dir)
         if OmegaConf.select(config, "dry_run", default=False):  # before the directory is claimed
-            print(OmegaConf.to_yaml(OmegaConf.structured(checked)), end="")
+            shown = checked.run if isinstance(checked, PreparedRun) else checked
+            print(OmegaConf.to_yaml(OmegaConf.structured(shown)), end="")
             print("dry run: the config is valid; nothing was trained or written")
             raise DryRunDone
-        self._claim(config, Path(config.hydra.run.dir))
+        self._claim(config, run_dir)
+        _checked[run_dir.resolve()] = checked
 
     def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
         from attnlab.cli.sweep_jobs import swept_keys

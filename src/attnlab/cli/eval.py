@@ -83,10 +83,10 @@ def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str
     check_trainer_target(ev.trainer._target_)
     if run_dir is not None:
         return ev
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from attnlab.cli.sweep_jobs import grid_jobs
 
     swept = {o.get_key_element() for o in parse(overrides) if o.is_sweep_override()}
-    for number, job in enumerate(BasicSweeper.split_arguments(parse(overrides), None)[0]):
+    for number, job in enumerate(grid_jobs(parse(overrides))):
         ckpt_path = values_of("ckpt_path", parse(job)) or [ev.ckpt_path]
         try:
             if chooses_preset(parse(job)):  # the preset's data is composed in the job
@@ -140,22 +140,31 @@ def eval_job(config: DictConfig) -> float | None:
 
     def job() -> float:
         ev, run, evaluated = typed_eval_config(config, list(hc.overrides.task))
-        save_config(OmegaConf.structured(ev), out_dir)
-        if ev.harness.tasks:
-            from attnlab.cli.harness import harness_eval
-
-            metrics = harness_eval(
-                ev, changed_keys(plain(run.model), plain(evaluated.model), "model"), out_dir
-            )
+        metrics, monitor = evaluation(ev, run, evaluated, out_dir)
+        if not monitor:  # harness tasks, lengths: their first metric
             return next(iter(metrics.values()), math.nan)
-        if ev.eval.lengths:
-            from attnlab.cli.eval_lengths import evaluate_lengths
-
-            return next(iter(evaluate_lengths(ev, run, evaluated, out_dir).values()))
-        metrics, monitor = evaluate(ev, run, evaluated, out_dir)
         return metrics.get(monitor, math.nan)
 
     return run_job(job)
+
+
+def evaluation(
+    ev: EvalConfig, run: RunConfig, evaluated: RunConfig, out_dir: Path
+) -> tuple[dict[str, float], str]:
+    """The evaluation ``ev`` asks for (harness tasks, synthetic lengths, or a split) of the checkpoint
+    trained in ``run``, measured on ``evaluated``'s data and model settings, written into ``out_dir``
+    with its config; its metrics and the key of the run's monitored metric ("" where it has none)."""
+    save_config(OmegaConf.structured(ev), out_dir)
+    if ev.harness.tasks:
+        from attnlab.cli.harness import harness_eval
+
+        changed = changed_keys(plain(run.model), plain(evaluated.model), "model")
+        return harness_eval(ev, changed, out_dir), ""
+    if ev.eval.lengths:
+        from attnlab.cli.eval_lengths import evaluate_lengths
+
+        return evaluate_lengths(ev, run, evaluated, out_dir), ""
+    return evaluate(ev, run, evaluated, out_dir)
 
 
 def evaluate(

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import OmegaConf
 
 from attnlab.cli.jobs import log_to_file
-from attnlab.cli.prepared import build_model_for, take_datamodule
-from attnlab.cli.teacher import take_teacher
+from attnlab.cli.prepared import PreparedRun, build_datamodule_for, build_model_for
+from attnlab.cli.teacher import teacher_of
 from attnlab.schema.load import plain
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import LAST, TEST_METRICS_FILE, checkpoint_dir, run_dir_of
@@ -41,7 +41,7 @@ log = logging.getLogger("attnlab.train")
 
 
 def train(
-    run: RunConfig,
+    run: RunConfig | PreparedRun,
     run_dir: Path,
     *,
     group: str | None = None,
@@ -52,8 +52,13 @@ def train(
     """Fit ``run``, writing into ``run_dir`` (and what it learns of the run into ``summary``), named
     ``name`` in the loggers (default: ``run_name``, else the directory's name); returns the best
     ``task.monitor`` (NaN if never validated). A job of a ``multirun`` prints nothing of its own to the
-    console (its ``train.log`` has it all; the multirun prints a line per job and a table)."""
-    run = replace(run, run_dir=str(run_dir))  # the directory Hydra chose, also under -m or in a DDP rank
+    console (its ``train.log`` has it all; the multirun prints a line per job and a table). A
+    ``PreparedRun`` trains on the data module and teacher its validation built; a bare run config
+    builds its own (a DDP rank's, a multirun job's)."""
+    prepared = run if isinstance(run, PreparedRun) else PreparedRun(run)
+    run = replace(
+        prepared.run, run_dir=str(run_dir)
+    )  # the directory Hydra chose, also under -m or in a DDP rank
     config = OmegaConf.structured(run)
     if is_rank_zero():
         if run.print_config:  # config.yaml holds it in any case
@@ -65,7 +70,8 @@ def train(
         where(logging.INFO, "run directory: %s", run_dir)
     with _job_environment(run_dir):
         name = name or run.run_name or run_dir.name
-        return _fit(run, run_dir, plain(run), group, summary, name, console=not multirun)
+        prepared = replace(prepared, run=run)
+        return _fit(prepared, run_dir, plain(run), group, summary, name, console=not multirun)
 
 
 def counted_flops(model: object, run: RunConfig) -> dict | None:
@@ -101,7 +107,7 @@ def _job_environment(run_dir: Path):
 
 
 def _fit(
-    run: RunConfig,
+    prepared: PreparedRun,
     run_dir: Path,
     config: dict,
     group: str | None,
@@ -123,8 +129,11 @@ def _fit(
     from attnlab.training.trainer import build_trainer
 
     warnings.filterwarnings("ignore", ".*does not have many workers.*")  # workers are data.num_workers
+    run = prepared.run
     pl.seed_everything(run.seed, workers=True, verbose=False)
-    datamodule = take_datamodule(run)  # built (and checked) by the validation of a single run
+    datamodule = prepared.datamodule
+    if datamodule is None:  # nothing was built by validation (a DDP rank, a multirun's job)
+        datamodule = build_datamodule_for(run)
     model = build_model_for(run, datamodule)
     n_params = count_parameters(model)
     if summary is not None:
@@ -136,7 +145,7 @@ def _fit(
         tokenizer=datamodule.tokenizer,
         num_classes=datamodule.num_classes,
         max_steps=run.trainer.max_steps,
-        teacher=take_teacher(run),
+        teacher=prepared.teacher if prepared.teacher is not None else teacher_of(run),
     )
     task.nonfinite = NonFiniteGuard(run.trainer.on_nonfinite, run.trainer.max_nonfinite_skips)
     resumed = read_run_state(run.ckpt_path) if run.ckpt_path else {}

@@ -2,9 +2,9 @@
 
 Hydra's ``--help`` fills every placeholder of Hydra's help template, the two lists of config groups
 included, whether the template shows them or not; listing them composes the config once per group,
-deep-copying the whole config store each time (23 s on a busy 2-core machine). attnlab's
-templates (``conf/hydra/help/attnlab.yaml``, ``conf/eval.yaml``) list their groups themselves, so
-``fast_help`` fills only the placeholders a template uses.
+23 s on a busy 2-core machine. attnlab's templates (``conf/hydra/help/attnlab.yaml``,
+``conf/eval.yaml``) list their groups themselves, so ``cli.hydra_shims.help_with_field_comments`` fills
+only the placeholders a template uses (Hydra's help is private API: there, with its version guard).
 
 The config it shows is annotated with the comment of each key's field in the schema's dataclasses
 (``model.n_heads: 4  # ...``), read from their source: the schema is the one place the keys are
@@ -16,8 +16,6 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-import string
-from argparse import ArgumentParser
 from dataclasses import is_dataclass
 
 from omegaconf import DictConfig, OmegaConf
@@ -25,30 +23,6 @@ from omegaconf import DictConfig, OmegaConf
 FIELD = re.compile(r"^    (\w+): [^#]*?(?:  # (.*))?$")  # a field of a dataclass body, its inline comment
 COMMENT = re.compile(r"^    # ?(.*)$")  # a comment line of a dataclass body
 KEY = re.compile(r"^( *)([\w-]+):")  # a key of Hydra's YAML dump, indented two spaces a level
-
-
-def fast_help() -> None:
-    """Replace Hydra's ``Hydra.get_help`` by ``get_help`` (once per process)."""
-    from hydra._internal.hydra import Hydra
-
-    Hydra.get_help = get_help
-
-
-def get_help(
-    hydra: object, help_cfg: DictConfig, cfg: DictConfig, args_parser: ArgumentParser, resolve: bool
-) -> str:
-    """Hydra's ``get_help``, computing only the placeholders that ``help_cfg.template`` uses, and with
-    the application's config described (``described_yaml``)."""
-    template = str(help_cfg.template)
-    values = {"CONFIG": described_yaml(cfg, resolve)}
-    if "$FLAGS_HELP" in template:
-        values["FLAGS_HELP"] = hydra.format_args_help(args_parser)
-    for name, wanted in (("HYDRA_CONFIG_GROUPS", True), ("APP_CONFIG_GROUPS", False)):
-        if f"${name}" in template:
-            values[name] = hydra.format_config_groups(
-                lambda g, w=wanted: (g == "hydra" or g.startswith("hydra/")) == w
-            )
-    return string.Template(template).substitute(values)
 
 
 def described_yaml(cfg: DictConfig, resolve: bool = False) -> str:

@@ -17,11 +17,13 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
 from attnlab.cli.bad_input import error_line, full_traceback
+from attnlab.cli.hydra_shims import launcher_logger
 from attnlab.training.files import disk_full_line, is_disk_full
 
 log = logging.getLogger("attnlab")
 failed_jobs: list[str] = []  # one line per job of this multirun that failed
 job_rows: list[dict[str, str]] = []  # one row per job of this multirun, finished or failed: the final table
+tabled: set[bool] = set()  # {True} once a command asked for the table (``one_line_per_job``)
 
 
 def run_job(job: Callable[[], float]) -> float | None:
@@ -67,9 +69,6 @@ def tell_torchrun(reason: str) -> None:
             Path(path).write_text(json.dumps(data))
 
 
-LAUNCHER_LOGGER = "hydra._internal.core_plugins.basic_launcher"
-
-
 class DropJobLaunchLines(logging.Filter):
     """Drops Hydra's line per job launched (``#3 : pos=rope seed=2``), for a command whose jobs print
     one line each when they end (``attnlab-train -m``); its "Launching N jobs" line stays."""
@@ -80,14 +79,18 @@ class DropJobLaunchLines(logging.Filter):
 
 def one_line_per_job() -> None:
     """A multirun's jobs announce themselves when they end (``record_job``), not when Hydra launches
-    them, and the multirun ends with their table (failed jobs included)."""
-    if not jobs_in_a_table():
-        logging.getLogger(LAUNCHER_LOGGER).addFilter(DropJobLaunchLines())
+    them (its launcher's lines are dropped where ``cli.hydra_shims`` knows its logger), and the
+    multirun ends with their table (failed jobs included)."""
+    tabled.add(True)
+    name = launcher_logger()
+    launcher = logging.getLogger(name) if name else None
+    if launcher is not None and not any(isinstance(f, DropJobLaunchLines) for f in launcher.filters):
+        launcher.addFilter(DropJobLaunchLines())
 
 
 def jobs_in_a_table() -> bool:
     """Whether this command's multirun jobs end in a table (``one_line_per_job``)."""
-    return any(isinstance(f, DropJobLaunchLines) for f in logging.getLogger(LAUNCHER_LOGGER).filters)
+    return bool(tabled)
 
 
 def record_job(row: dict[str, str]) -> None:

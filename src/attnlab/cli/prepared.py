@@ -1,15 +1,15 @@
-"""The data module of a run, built once, and the model built for it.
+"""A run prepared: checked, with the data module (and teacher) that checking it built; and the model
+built for it.
 
-The data module is built once: by validation, before the run directory exists (so that data
-that does not fit the model stops the run with one line and nothing written), then taken by the job
-(``Handoff``: why Hydra forces a module-level slot for it).
+The data module is built once: by validation, before the run directory exists (so that data that
+does not fit the model stops the run with one line and nothing written), then trained on by the job
+(``PreparedRun``, which validation returns).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from attnlab.cli.pretrained import FREE_MODEL_FIELDS
 from attnlab.schema.errors import ConfigError
@@ -18,52 +18,23 @@ from attnlab.schema.run import RunConfig, Strategy
 if TYPE_CHECKING:
     from torch import nn
 
-T = TypeVar("T")
 
+@dataclass(frozen=True)
+class PreparedRun:
+    """A run checked against this machine and its directory, with what checking it built: the data
+    module (its files read whole, its tokenizer built, checked against the model) and, for
+    ``task=distill``, the teacher (loaded, checked against the student). None where nothing was built
+    (a multirun's base config, checked before its jobs): the job then builds its own."""
 
-class Handoff(Generic[T]):
-    """One thing that validation built for the job that follows, kept until the job takes it.
-
-    Why Hydra forces a slot at module level: the only code Hydra runs before it creates the run
-    directory is a callback (``ValidateOnStart``'s ``on_run_start``), and it runs the callback and
-    then the task function in the same process, handing each the config and nothing else (a
-    callback's return value goes nowhere). What validation had to build to check the run (the data
-    module, its files read whole; the teacher, loaded) waits here, keyed by what it was built from,
-    so that the job does not build it twice. A job that finds nothing under its key (a multirun's
-    job, a DDP child process, a direct call of ``attnlab.cli.train.train``) builds its own.
-    """
-
-    def __init__(self) -> None:
-        self.kept: tuple[Hashable, T] | None = None
-
-    def get(self, key: Hashable, build: Callable[[], T]) -> T:
-        """What was built for ``key``, or ``build()`` now, kept in place of anything built for another."""
-        if self.kept is None or self.kept[0] != key:
-            self.kept = None  # the old one is not kept alive while the new one is built
-            self.kept = (key, build())
-        return self.kept[1]
-
-    def take(self, key: Hashable, build: Callable[[], T]) -> T:
-        """``get``, after which nothing is kept: a multirun's next job does not keep this one's alive."""
-        value = self.get(key, build)
-        self.kept = None
-        return value
-
-
-_datamodules: Handoff[Any] = Handoff()
-
-
-def prepare_datamodule(run: RunConfig) -> Any:
-    """The run's data module, built and set up: its files read whole, its tokenizer built, and checked
-    against the model (``model.vocab_size`` against the tokenizer, ``model.num_classes`` against the
-    labels, ``data.seq_len`` against the longest example). Validation calls it, so that bad data stops
-    the run before its directory exists; the job that follows takes the same module
-    (``take_datamodule``) instead of building it again."""
-    key = (run.data, run.model, run.task.inner().name, run.seed)
-    return _datamodules.get(key, lambda: build_datamodule_for(run))
+    run: RunConfig
+    datamodule: Any = None
+    teacher: Any = None
 
 
 def build_datamodule_for(run: RunConfig) -> Any:
+    """The run's data module, built and set up: its files read whole, its tokenizer built, and checked
+    against the model (``model.vocab_size`` against the tokenizer, ``model.num_classes`` against the
+    labels, ``data.seq_len`` against the longest example, the monitored metric logged)."""
     from attnlab.data import build_datamodule
 
     datamodule = build_datamodule(
@@ -85,13 +56,6 @@ def check_monitor_logged(run: RunConfig, datamodule: Any) -> None:
             f"the tokenizer (data.tokenizer={run.data.tokenizer!r}) does not fix the bytes each token covers "
             "(words split at whitespace, or an unknown token), so no bits per byte is logged; monitor val/loss",
         )
-
-
-def take_datamodule(run: RunConfig) -> Any:
-    """The data module ``prepare_datamodule`` built for ``run`` (built now if it did not), which the
-    module then no longer holds: a multirun's next job does not keep this one's data alive."""
-    key = (run.data, run.model, run.task.inner().name, run.seed)
-    return _datamodules.take(key, lambda: build_datamodule_for(run))
 
 
 def build_model_for(run: RunConfig, datamodule: Any) -> nn.Module:

@@ -2,27 +2,20 @@
 
 A bad value in a sweep (``-m model.n_heads=4,3``) used to be found only when its job started, after
 the jobs before it had trained. The basic sweeper's grid is known in full: its jobs are expanded as
-the sweeper expands them (``BasicSweeper.split_arguments``). An Optuna search chooses its values as
+the sweeper expands them (``grid_jobs``, the product of the swept values, each key at its last place). An Optuna search chooses its values as
 it goes, so each value it could choose at the edges of its space is checked instead: every choice of
 a ``choice(...)``/``range(...)``, both bounds of an ``interval(...)``. Each job's config is composed
 as the sweeper composes it (``ConfigLoader.load_sweep_config``).
-
-The basic sweeper then composes each job of its batch once more, only to find a composition error
-early (``Sweeper.validate_batch_is_legal``), before its launcher composes each job again to run it.
-A batch whose every job was composed here, from the same multirun config, is legal: composing it
-again gave the same config (0.1-0.2 CPU-s a job), so ``validate_batches_once`` skips it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+import itertools
+from collections.abc import Iterator
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import IntervalSweep, Override
-from hydra.plugins.sweeper import Sweeper
 from omegaconf import DictConfig, OmegaConf
 
 
@@ -70,9 +63,26 @@ def sweep_jobs(config: DictConfig) -> Iterator[tuple[str, list[str]]]:
         return
     keys = {o.get_key_element() for o in overrides if o.is_sweep_override()}
     grid = seeds_first(overrides) if is_interleaved(config) else overrides  # in the order jobs run
-    for number, job in enumerate(BasicSweeper.split_arguments(grid, None)[0]):
+    for number, job in enumerate(grid_jobs(grid)):
         named = " ".join(line for line in job if line.partition("=")[0] in keys)
         yield f"job {number} ({named})", job
+
+
+def grid_jobs(overrides: list[Override]) -> list[list[str]]:
+    """The overrides of each job of a grid, as Hydra's basic sweeper expands it: one ``key=value`` per
+    key (a key given twice keeps its first place and its last value), the product of every sweep's
+    values, the last key varying fastest. A sweep that is not a list of values (``interval(...)``) is
+    refused, as the basic sweeper refuses it."""
+    choices: dict[str, list[str]] = {}
+    for override in overrides:
+        key = override.get_key_element()
+        if not override.is_sweep_override():
+            choices[key] = [f"{key}={override.get_value_element_as_str()}"]
+        elif override.is_discrete_sweep():
+            choices[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
+        else:
+            raise ValueError(f"{override.input_line}: a grid sweeps lists of values, not intervals")
+    return [list(job) for job in itertools.product(*choices.values())]
 
 
 def swept_keys(config: DictConfig) -> set[str]:
@@ -88,40 +98,7 @@ def edge_values(override: Override) -> list[str]:
     return list(override.sweep_string_iterator())
 
 
-HYDRA_VALIDATE_BATCH = Sweeper.validate_batch_is_legal
-
-
-@dataclass
-class ComposedJobs:
-    """The jobs (their overrides) that ``compose_job`` composed from the multirun config ``config``."""
-
-    config: DictConfig
-    jobs: set[tuple[str, ...]] = field(default_factory=set)
-
-
-composed_jobs: list[ComposedJobs] = []  # at most one: that of this process's multirun
-
-
 def compose_job(config: DictConfig, overrides: list[str]) -> DictConfig:
     """The config of the job with ``overrides``, composed as the multirun's sweeper composes it."""
     loader = GlobalHydra.instance().hydra.config_loader  # type: ignore[union-attr]
-    job = loader.load_sweep_config(config, overrides)
-    if not composed_jobs or composed_jobs[0].config is not config:
-        composed_jobs[:] = [ComposedJobs(config)]
-    composed_jobs[0].jobs.add(tuple(overrides))
-    return job
-
-
-def validate_batches_once() -> None:
-    """Replace ``Sweeper.validate_batch_is_legal`` (once per process) by ``validate_batch``."""
-    Sweeper.validate_batch_is_legal = validate_batch
-
-
-def validate_batch(sweeper: Sweeper, batch: Sequence[Sequence[str]]) -> None:
-    """Hydra's check that every job of ``batch`` composes, skipped where ``compose_job`` composed each
-    from this sweeper's config already (the same composition: it succeeded)."""
-    kept = composed_jobs[0] if composed_jobs else None
-    config = getattr(sweeper, "config", None)
-    if kept is not None and kept.config is config and all(tuple(job) in kept.jobs for job in batch):
-        return
-    HYDRA_VALIDATE_BATCH(sweeper, batch)
+    return loader.load_sweep_config(config, overrides)

@@ -32,7 +32,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnlab.cli.bad_input import user_errors_as_one_line
 from attnlab.cli.eval_data import chooses_preset, parse, values_of
-from attnlab.cli.prepared import Handoff
 from attnlab.schema.checks import validate_saved
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.run import RunConfig
@@ -41,7 +40,6 @@ from attnlab.schema.task import DistillTask, TaskConfig
 from attnlab.training.names import record_implied_overrides
 
 TEACHER_OPTION = "_teacher"  # the option of the model and data groups that holds the teacher's config
-_teachers: Handoff[Any] = Handoff()  # the teacher that validation loaded, for the job (``Handoff``: why)
 
 
 def use_teacher_defaults() -> None:
@@ -142,13 +140,13 @@ def check_teacher_run(config: DictConfig) -> None:
         )
 
 
-def check_teacher(run: RunConfig, datamodule: Any) -> None:
-    """After the student's data is built: the teacher (loaded now, kept for ``take_teacher``) and the
-    student predict the same tokens or classes."""
-    if not isinstance(run.task, DistillTask):
-        return
-    teacher = _teachers.get(run.task.teacher, lambda: load_teacher(run.task.teacher))
-    check_outputs_match(run, teacher, datamodule)
+def check_teacher(run: RunConfig, datamodule: Any) -> Any:
+    """After the student's data is built: the teacher (loaded now, returned for the job; None unless
+    ``task=distill``) and the student predict the same tokens or classes."""
+    teacher = teacher_of(run)
+    if teacher is not None:
+        check_outputs_match(run, teacher, datamodule)
+    return teacher
 
 
 def check_outputs_match(run: RunConfig, teacher: Any, datamodule: Any) -> None:
@@ -186,12 +184,11 @@ def check_outputs_match(run: RunConfig, teacher: Any, datamodule: Any) -> None:
         )
 
 
-def take_teacher(run: RunConfig) -> Any:
-    """The teacher's task module in eval mode (None unless ``task=distill``): the one validation
-    loaded, or loaded now (a multirun's job, a DDP rank)."""
+def teacher_of(run: RunConfig) -> Any:
+    """The teacher's task module in eval mode, loaded now (None unless ``task=distill``)."""
     if not isinstance(run.task, DistillTask):
         return None
-    return _teachers.take(run.task.teacher, lambda: load_teacher(run.task.teacher))
+    return load_teacher(run.task.teacher)
 
 
 def load_teacher(path: str) -> Any:

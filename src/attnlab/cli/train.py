@@ -23,13 +23,13 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attnlab.cli.app import run_hydra
+from attnlab.cli.app import checked_by_validation, run_hydra
 from attnlab.cli.bad_input import error_line
 from attnlab.cli.budget import with_budget_steps
 from attnlab.cli.devices import check_attention_backend, check_devices, check_float8, check_strategy
 from attnlab.cli.fit import train
 from attnlab.cli.jobs import log_to_file, one_line_per_job, run_job
-from attnlab.cli.prepared import prepare_datamodule
+from attnlab.cli.prepared import PreparedRun, build_datamodule_for
 from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
 from attnlab.cli.teacher import check_teacher, check_teacher_run
 from attnlab.schema.checks import validate, validate_saved
@@ -68,29 +68,22 @@ def main() -> None:
     run_hydra(train_job, "train")
 
 
-def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> RunConfig:
+def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> PreparedRun:
     """All that can be checked before the run directory exists: types, rules between fields, the
     pretrained checkpoint of ``model.init_from``, the accelerators, the data's files (their heads), the
-    run directory, and the checkpoint to resume from. ``run_dir`` is the directory Hydra will write into (None for a
-    multirun's base config)."""
-    from attnlab.data import check_source
-
+    run directory, and the checkpoint to resume from. ``run_dir`` is the directory Hydra will write
+    into (None for a multirun's base config, whose run is checked without building its data)."""
     check_teacher_run(config)  # task=distill: the teacher's file, family and task
     run = resolve_init_from(validate(config), explicit_model_keys(overrides))
     check_sweeper(config, run)
-    check_devices(run.trainer)
-    check_strategy(run.trainer)
-    check_float8(run.trainer)
-    check_attention_backend(run)
-    check_targets(run)
-    check_source(run.data, run.model)
+    check_machine(run)
     given = run_dir_given(config)
     if run_dir is None:  # a multirun's base config: every job is checked again
         if given:
             raise ConfigError(
                 "run_dir", run.run_dir, "a multirun writes one directory per job: set hydra.sweep.dir"
             )
-        return run
+        return PreparedRun(run)
     if external_world_size() > 1 and not given:
         raise ConfigError(
             "run_dir",
@@ -98,16 +91,35 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
             f"{external_world_size()} processes started by torchrun or SLURM must share one "
             "directory: give run_dir=<dir>",
         )
-    run = replace(run, ckpt_path=resolve_ckpt_path(run.ckpt_path, run_dir))
+    max_steps_given = any(o.split("=", 1)[0].lstrip("+") == "trainer.max_steps" for o in overrides)
+    return prepare_run(run, run_dir, max_steps_given)
+
+
+def check_machine(run: RunConfig) -> None:
+    """The run against this machine: its accelerators, strategy, float8 and attention backend, the
+    targets it names, and the heads of its data's files."""
+    from attnlab.data import check_source
+
+    check_devices(run.trainer)
+    check_strategy(run.trainer)
+    check_float8(run.trainer)
+    check_attention_backend(run)
+    check_targets(run)
+    check_source(run.data, run.model)
+
+
+def prepare_run(run: RunConfig, run_dir: Path, max_steps_given: bool = False) -> PreparedRun:
+    """A validated ``run`` made ready to train into ``run_dir``: its checkpoint to resume from found
+    there, its data module built and checked against the model, its step budget counted, the resume
+    checked (``max_steps_given``: trainer.max_steps was set on the command line, which a compute budget
+    may not override), and the teacher of ``task=distill`` loaded and checked."""
     from attnlab.training.resume import check_resume
 
-    max_steps_given = any(o.split("=", 1)[0].lstrip("+") == "trainer.max_steps" for o in overrides)
-    run = with_budget_steps(
-        run, prepare_datamodule(run), max_steps_given
-    )  # before check_resume compares steps
+    run = replace(run, ckpt_path=resolve_ckpt_path(run.ckpt_path, run_dir))
+    datamodule = build_datamodule_for(run)
+    run = with_budget_steps(run, datamodule, max_steps_given)  # before check_resume compares the steps
     check_resume(run)
-    check_teacher(run, prepare_datamodule(run))
-    return run
+    return PreparedRun(run, datamodule, check_teacher(run, datamodule))
 
 
 def claim_run_dir(config: DictConfig, run_dir: Path | None) -> None:
@@ -168,10 +180,12 @@ def train_job(config: DictConfig) -> float | None:
             if multirun and is_rank_zero():  # before its summary: another run's there stays whole
                 check_job_dir(config, run_dir)
             with run_summary(run_dir) as summary:
-                run = check_job(config, run_dir, overrides)
-                name = run_name(run.run_name, overrides, run_dir.name, multirun)
+                prepared = checked_by_validation(run_dir) or check_job(config, run_dir, overrides)
+                name = run_name(prepared.run.run_name, overrides, run_dir.name, multirun)
                 with peer_failure_said(run_dir, overrides):
-                    score = train(run, run_dir, group=group, summary=summary, name=name, multirun=multirun)
+                    score = train(
+                        prepared, run_dir, group=group, summary=summary, name=name, multirun=multirun
+                    )
                 if multirun and summary is not None:
                     announce_job(hc.job.num, name, run_dir, summary)
                 return score

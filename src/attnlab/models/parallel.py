@@ -54,6 +54,7 @@ from attnlab.blocks.attention import MultiHeadAttention
 from attnlab.blocks.ffn import FeedForward
 from attnlab.blocks.layers import Residual, TransformerStack
 from attnlab.blocks.roles import ParamRole, parameter_roles
+from attnlab.models import torch_shims
 from attnlab.models.speedups import transformer_layers
 
 
@@ -179,10 +180,9 @@ def enable_async_tp() -> None:
     (and each product followed by a reduce-scatter) of a compiled graph into chunks that overlap the
     communication with the computation (``_micro_pipeline_tp``, as torchtitan sets it). It acts only
     on compiled code over CUDA's symmetric memory, which torch now enables for every process group
-    itself (``enable_symm_mem_for_group`` is deprecated as a no-op need)."""
-    import torch._inductor.config
-
-    torch._inductor.config._micro_pipeline_tp = True
+    itself (``enable_symm_mem_for_group`` is deprecated as a no-op need). A private setting: set by
+    ``models.torch_shims``, off under a torch it was not checked against."""
+    torch_shims.enable_async_tp()
 
 
 def attention_plan(attn: MultiHeadAttention, size: int, sequence: bool = False) -> dict[str, ParallelStyle]:

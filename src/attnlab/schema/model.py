@@ -121,9 +121,7 @@ class ModelConfig:
     # (docs/attention.md), each off by default:
     layout: Any = None
     attn_softcap: float | None = None  # scores -> cap * tanh(scores / cap) (Gemma 2); None or inf: off
-    attn_sink: AttnSink = (
-        AttnSink.none
-    )  # a per-head logit in the softmax denominator: learned (gpt-oss) or fixed 0
+    attn_sink: AttnSink = AttnSink.none  # a per-head logit in the softmax denominator: learned or fixed 0
     attn_sink_init: float = 0.0  # the learned sinks' initial value (-inf: the identity)
     attn_gate: AttnGate = AttnGate.none  # sigmoid gate on the attention output before out_proj (Qwen3-Next)
     attn_gate_offset: float = 0.0  # added to the gate's logits (inf: the gate always open, the identity)

@@ -121,3 +121,18 @@ def write_step_values(trainer: pl.Trainer, values: dict[str, Any]) -> None:
     connector = trainer._logger_connector
     if connector.should_update_logs or trainer.fast_dev_run:
         connector.log_metrics(values)
+
+
+# -- a restored run's logging step --------------------------------------------------------------
+
+
+def logging_step(trainer: pl.Trainer) -> int:
+    """The step Lightning's loggers count (``log_every_n_steps``): the batches that stepped the optimizer."""
+    return trainer.fit_loop.epoch_loop._batches_that_stepped
+
+
+def set_logging_step(trainer: pl.Trainer, step: int) -> bool:
+    """Make Lightning's logging step ``step``; whether it was set (never outside the checked version)."""
+    if SHIMS_ON:
+        trainer.fit_loop.epoch_loop._batches_that_stepped = step
+    return SHIMS_ON

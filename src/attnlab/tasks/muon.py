@@ -85,6 +85,17 @@ class Muon(torch.optim.Muon):
             return self.ns_dtype
         return torch.bfloat16 if grad.device.type == "cuda" else torch.float32
 
+    def with_gradients(self, group: dict) -> tuple[list[Tensor], list[Tensor], list[Tensor]]:
+        """The parameters of ``group`` that have a gradient, their gradients and momentum buffers (made
+        as zeros on first use, as torch.optim.Muon makes them: its ``momentum_buffer`` state)."""
+        params = [p for p in group["params"] if p.grad is not None]
+        for param in params:
+            if param.is_complex() or param.grad.is_sparse:
+                raise RuntimeError("Muon takes neither complex parameters nor sparse gradients")
+            if "momentum_buffer" not in self.state[param]:
+                self.state[param]["momentum_buffer"] = torch.zeros_like(param.grad)
+        return params, [p.grad for p in params], [self.state[p]["momentum_buffer"] for p in params]
+
     @torch.no_grad()
     def step(self, closure: Callable[[], Tensor] | None = None) -> Tensor | None:
         """torch.optim.Muon's step (its single-tensor path): Nesterov momentum, orthogonalisation,
@@ -94,8 +105,7 @@ class Muon(torch.optim.Muon):
             with torch.enable_grad():
                 loss = closure()
         for group in self.param_groups:
-            params, grads, buffers = [], [], []
-            self._init_group(group, params, grads, buffers)
+            params, grads, buffers = self.with_gradients(group)
             lr, momentum = float(group["lr"]), group["momentum"]
             for param, grad, buffer in zip(params, grads, buffers):
                 buffer.lerp_(grad, 1 - momentum)

@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from attnlab.blocks.roles import ParamRole, params_with_role
 from attnlab.models.parametrization import learning_rate_multipliers
+from attnlab.models.torch_shims import set_last_lr
 from attnlab.schema.builders import Builders
 from attnlab.schema.optim import OPTIMIZERS, AdamWConfig, Decay, MuonConfig, NsDtype, OptimConfig
 from attnlab.tasks.muon import Muon, MuonWithAdamW, hidden_matrices
@@ -161,7 +162,7 @@ def reschedule(scheduler: torch.optim.lr_scheduler.LambdaLR) -> None:
     groups = scheduler.optimizer.param_groups
     for group, base_lr, lr_lambda in zip(groups, scheduler.base_lrs, scheduler.lr_lambdas, strict=True):
         group["lr"] = base_lr * lr_lambda(scheduler.last_epoch)
-    scheduler._last_lr = [group["lr"] for group in groups]  # what get_last_lr() (the logged lr) reads
+    set_last_lr(scheduler, [group["lr"] for group in groups])  # what get_last_lr() (the logged lr) reads
 
 
 # What builds the optimiser of each optim config (``OPTIMIZER_BUILDERS.of(cfg)``): ONE

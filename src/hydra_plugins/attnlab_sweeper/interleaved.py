@@ -7,10 +7,12 @@ in the ``hydra_plugins`` package only: this is where ``conf/hydra/sweeper/interl
 
 from __future__ import annotations
 
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.types import Override
 
+from attnlab.cli.hydra_shims import basic_sweeper
 from attnlab.cli.sweep_jobs import seeds_first
+
+BasicSweeper = basic_sweeper()
 
 
 class InterleavedSweeper(BasicSweeper):

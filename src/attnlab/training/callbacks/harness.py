@@ -79,12 +79,13 @@ class HarnessEvaluation(pl.Callback):
     def check_model(key: str, model: Any) -> None:
         """A ConfigError for a model the harness cannot score: it answers with a language model's
         log-likelihoods and generations (``attnlab.harness``: decoders and encoder-decoders)."""
-        family = str(model.family)
-        if family not in ("gpt", "seq2seq"):
+        from attnlab.schema.model import GPTConfig, Seq2SeqConfig
+
+        if not isinstance(model, GPTConfig | Seq2SeqConfig):
             raise ConfigError(
                 key,
                 "HarnessEvaluation",
-                f"scores language models (model.family gpt or seq2seq), not model.family={family}: "
+                f"scores language models (model.family gpt or seq2seq), not model.family={model.family}: "
                 f"leave {key} out",
             )
 

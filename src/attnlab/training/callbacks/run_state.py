@@ -12,7 +12,7 @@ import torch
 from pytorch_lightning.callbacks import Callback
 
 from attnlab.data.sampling import mixed_seed
-from attnlab.tasks.lightning_shims import retire_hook
+from attnlab.tasks.lightning_shims import logging_step, retire_hook, set_logging_step
 from attnlab.training.resume import RUN_KEY
 
 log = logging.getLogger("attnlab")
@@ -85,10 +85,9 @@ def continue_logging_step(trainer: pl.Trainer) -> None:
     where the count is already even with the step. Left one ahead, the logging steps
     (``log_every_n_steps``) are missed by one: a run extended from a finished one wrote none of its
     training lines to the loggers and ``metrics.jsonl`` until its last step."""
-    loop = trainer.fit_loop.epoch_loop
-    if loop._batches_that_stepped != trainer.global_step:
-        log.debug("logging step %d -> %d after the restore", loop._batches_that_stepped, trainer.global_step)
-        loop._batches_that_stepped = trainer.global_step
+    step = logging_step(trainer)
+    if step != trainer.global_step and set_logging_step(trainer, trainer.global_step):
+        log.debug("logging step %d -> %d after the restore", step, trainer.global_step)
 
 
 class RankConsistency(Callback):
