@@ -11,6 +11,7 @@ import pkgutil
 from torch import nn
 
 import attnlab.blocks
+from attnlab.schema.mixers import MixerSizes
 from attnlab.schema.model import GPTConfig, ModelConfig
 from attnlab.schema.pos import RelativePos, RopePos, SinusoidalPos
 
@@ -38,6 +39,20 @@ SETTINGS = {
     ("RelativePositionBias", "num_buckets"): RelativePos.num_buckets,
     ("RelativePositionBias", "max_distance"): RelativePos.max_distance,
     ("RopeScaling", "kind"): RopePos.rope_scaling,
+    ("LatentAttention", "q_lora_rank"): MixerSizes.q_lora_rank,
+    ("LatentAttention", "bias"): ModelConfig.bias,
+    ("LatentAttention", "rope_base"): RopePos.rope_base,
+    ("LatentAttention", "window"): ModelConfig.attn_window,
+    ("LatentAttention", "scale"): ModelConfig.attn_scale,
+    ("LatentAttention", "absorb"): MixerSizes.absorb,
+    ("LatentAttention", "backend"): ModelConfig.attn_backend,
+    ("DifferentialAttention", "n_kv_heads"): ModelConfig.n_kv_heads,
+    ("DifferentialAttention", "norm_eps"): ModelConfig.norm_eps,
+    ("GatedDeltaNet", "n_k_heads"): MixerSizes.linear_k_heads,
+    ("GatedDeltaNet", "conv_kernel"): MixerSizes.conv_kernel,
+    ("GatedDeltaNet", "chunk"): MixerSizes.chunk,
+    ("GatedDeltaNet", "norm_eps"): ModelConfig.norm_eps,
+    ("GatedRMSNorm", "eps"): ModelConfig.norm_eps,
     ("RopeScaling", "factor"): RopePos.rope_factor,
     ("RopeScaling", "beta_fast"): RopePos.rope_beta_fast,
     ("RopeScaling", "beta_slow"): RopePos.rope_beta_slow,
@@ -75,6 +90,11 @@ NOT_SETTINGS = {
     ("TransformerLayer", "index"),  # the layer's place in its stack
     ("SelfAttention", "hooks"),  # None: no hooks (AttentionHooks.of(model config) has the settings)
     ("SelfAttention", "shares_values"),  # the first layer of a model.value_residual stack
+    ("DifferentialAttention", "layer"),  # the layer's number (sets λ_init), not a setting
+    ("LatentAttention", "rope"),  # whether the layer rotates (its positions), derived from model.pos
+    ("LatentAttention", "rope_interleave"),  # DeepSeek checkpoints' rotary layout (HF's rope_interleave)
+    *(("RecurrentCache", name) for name in ("conv", "state", "seen", "dropped")),
+    *(("LatentCache", name) for name in ("k", "v", "positions", "dropped", "reserve", "_buffers", "_start")),
     *(
         ("AttentionView", name)  # one forward pass's inputs, not settings
         for name in ("causal", "padding", "documents", "cache", "memory", "memory_padding", "first_values")
@@ -92,8 +112,8 @@ def block_defaults() -> dict[tuple[str, str], object]:
     """(block, argument) -> default, over every module of attnlab.blocks: ``nn.Module`` constructors,
     dataclass fields and ``build_*`` functions."""
     found: dict[tuple[str, str], object] = {}
-    for info in pkgutil.iter_modules(attnlab.blocks.__path__):
-        module = importlib.import_module(f"attnlab.blocks.{info.name}")
+    for info in pkgutil.walk_packages(attnlab.blocks.__path__, "attnlab.blocks."):  # mixers/ too
+        module = importlib.import_module(info.name)
         for name, obj in vars(module).items():
             if getattr(obj, "__module__", None) != module.__name__:
                 continue

@@ -29,8 +29,9 @@ from attnlab.blocks.positional import PositionalEncoding, ScoreMod
 from attnlab.blocks.roles import ParamRole, declare_roles
 from attnlab.blocks.static_cache import StaticAttentionCache
 from attnlab.blocks.view import AttentionView
+from attnlab.schema.heads import kept_kv_groups
 from attnlab.schema.hooks import AttnGate, AttnSink
-from attnlab.schema.model import ModelConfig, check_heads, kept_kv_groups
+from attnlab.schema.model import ModelConfig, check_heads
 
 ATTENTION_PATHS = tuple(BACKENDS)  # fused kernels; the softmax written out (its weights probed); flex
 

@@ -12,14 +12,15 @@ from collections.abc import Sequence
 
 from torch import Tensor, nn
 
-from attnlab.blocks.attention import CrossAttention, SelfAttention
+from attnlab.blocks.attention import CrossAttention
 from attnlab.blocks.cache import AttentionCache
 from attnlab.blocks.ffn import FeedForward, ffn_width
-from attnlab.blocks.hooks import AttentionHooks
+from attnlab.blocks.mixers.registry import build_mixer
 from attnlab.blocks.norm import build_norm
 from attnlab.blocks.positional import PositionalEncoding
 from attnlab.blocks.view import AttentionView
 from attnlab.schema.layout import LayerKind, parse_layout
+from attnlab.schema.mixers import Mixer
 from attnlab.schema.model import ModelConfig
 
 Heads = Sequence[int] | None  # the heads an attention module keeps (attnlab.compress.prune); None: all
@@ -76,8 +77,9 @@ class TransformerLayer(nn.Module):
     """Self-attention (applying ``pos``), optional cross-attention, feed-forward (none when
     ``model.d_ff=0``: an attention-only layer); each a ``Residual`` sublayer. ``self_heads`` and
     ``cross_heads`` prune their attention to those heads (None: all). ``kind`` is the layer's entry of
-    the layout (``schema.layout``): its window and whether it applies ``pos``; ``index`` its place
-    (the first layer's values are the ones a value residual mixes in)."""
+    the layout (``schema.layout``): its mixer (``blocks.mixers``: softmax attention, latent or
+    differential attention, gated DeltaNet), its window and whether it applies ``pos``; ``index`` its
+    place (the first layer's values are the ones a value residual mixes in; λ_init's layer number)."""
 
     def __init__(
         self,
@@ -90,16 +92,9 @@ class TransformerLayer(nn.Module):
         index: int = 0,
     ) -> None:
         super().__init__()
-        kind = kind or LayerKind(sliding=cfg.attn_window is not None)
-        attn = SelfAttention(
-            cfg.d_model,
-            cfg.n_heads,
-            window=cfg.attn_window if kind.sliding else None,
-            pos=pos if kind.positions else None,
-            hooks=AttentionHooks.of(cfg),
-            shares_values=index == 0 and cfg.value_residual is not None,
-            **attention_settings(cfg, self_heads),
-        )
+        kind = kind or LayerKind(str(cfg.mixer), sliding=cfg.attn_window is not None)
+        attn = build_mixer(cfg, kind, pos, index, attention_settings(cfg, self_heads))
+        self.mixer = kind.mixer
         self.self_attn = Residual(attn, cfg)
         self.cross_attn = None
         if cross_attention:
@@ -140,6 +135,8 @@ class TransformerStack(nn.Module):
     ``pos`` is the positional encoding every self-attention applies (the embedding owns it).
     ``kept_heads`` prunes attention heads: the heads each attention module keeps, one entry per module
     in the order they run (per layer: self-attention, then cross-attention); None: every head.
+    Each layer's kind (mixer, window, positions) is ``model.layout``'s entry, ``model.mixer`` where it
+    names none (softmax attention in a stack with cross-attention).
     """
 
     def __init__(
@@ -159,7 +156,8 @@ class TransformerStack(nn.Module):
             raise ValueError(
                 f"kept_heads has {len(heads)} entries: the stack has {n_layers * per_layer} attentions"
             )
-        kinds = parse_layout(cfg.layout, n_layers, cfg.attn_window)
+        mixer = Mixer.attention if cross_attention else cfg.mixer  # a decoder with cross-attention: softmax
+        kinds = parse_layout(cfg.layout, n_layers, cfg.attn_window, mixer)
         self.layers = nn.ModuleList(
             TransformerLayer(
                 cfg, pos, cross_attention, *heads[i * per_layer : (i + 1) * per_layer], kind=kinds[i], index=i

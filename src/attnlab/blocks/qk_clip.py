@@ -45,7 +45,11 @@ def recording(model: nn.Module) -> Iterator[dict[str, Tensor]]:
 
 
 def check_clippable(model: nn.Module) -> None:
-    """A ValueError (one line) where QK-clip cannot scale the logits by the projections."""
+    """A ValueError (one line) where QK-clip cannot scale the logits by the projections (a mixer says
+    why in ``qk_clip_refusal``; one without softmax logits, gated DeltaNet, has nothing to clip)."""
+    for name, module in model.named_modules():
+        if getattr(module, "qk_clip_refusal", ""):
+            raise ValueError(f"optim.qk_clip: {name}: {module.qk_clip_refusal}")
     for attn in self_attentions(model):
         if attn.q_norm is not None:
             raise ValueError(

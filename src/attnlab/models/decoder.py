@@ -8,6 +8,7 @@ from torch import Tensor, nn
 from attnlab.blocks.cache import KVCache
 from attnlab.blocks.heads import LMHead
 from attnlab.blocks.hooks import soft_cap
+from attnlab.blocks.mixers.registry import layer_caches
 from attnlab.blocks.static_cache import StaticAttentionCache, StaticCache
 from attnlab.blocks.view import AttentionView
 from attnlab.models.common import (
@@ -21,6 +22,7 @@ from attnlab.models.common import (
     token_embedding,
     token_positions,
 )
+from attnlab.schema.mixers import Mixer
 from attnlab.schema.model import GPTConfig
 
 
@@ -45,17 +47,19 @@ class DecoderLM(FamilyModel):
     def new_cache(self, reserve: int = 0) -> KVCache:
         """An empty KV cache; ``reserve``: the tokens (prompt and new) its buffers hold from the start.
         A sliding layer reserves no more than twice its window: its cache keeps only the window's last
-        keys, and its memory must not grow with the length of the decoding (``model.layout``)."""
+        keys, and its memory must not grow with the length of the decoding (``model.layout``). Each
+        layer's cache is of its mixer's kind (``blocks.mixers``): keys and values, a latent, a state."""
         windows = [layer.self_attn.fn.window for layer in self.stack.layers]
-        return KVCache.empty(
-            len(windows), reserve=[reserve if w is None else min(reserve, 2 * w) for w in windows]
-        )
+        reserves = [reserve if w is None else min(reserve, 2 * w) for w in windows]
+        return KVCache(self_attn=layer_caches([layer.mixer for layer in self.stack.layers], reserves))
 
     def new_static_cache(self, batch: int, length: int) -> StaticCache:
         """A KV cache of ``length`` columns for ``batch`` rows, allocated once (compiled decoding), each
         layer's buffers sized by its own key/value heads (a pruned layer may keep fewer) and of the
         dtype its key projection computes in."""
         caches = []
+        if any(layer.mixer != Mixer.attention for layer in self.stack.layers):
+            raise ValueError(f"a static KV cache holds softmax attention only; model.mixer={self.cfg.mixer}")
         for layer in self.stack.layers:
             attn = layer.self_attn.fn
             weight = attn.qkv_proj.weight

@@ -84,6 +84,7 @@ def tensor_parallel(
     (``sequence_plan``); with ``asynchronous``, torch's async tensor parallel (``enable_async_tp``).
     Returns ``model``."""
     check_split_roles(model)
+    check_mixer_plans(model)
     for layer in transformer_layers(model).values():
         for module in list(layer.modules()):
             if isinstance(module, MultiHeadAttention):
@@ -104,6 +105,14 @@ SPLIT_PROJECTIONS = {
     MultiHeadAttention: ("qkv_proj", "q_proj", "kv_proj", "out_proj"),
     FeedForward: ("fc_in", "fc_gate", "fc_out"),
 }
+
+
+def check_mixer_plans(model: nn.Module) -> None:
+    """A one-line ValueError for a mixer without a tensor-parallel plan (``blocks.mixers``: each says why)."""
+    for name, module in model.named_modules():
+        refusal = getattr(module, "tensor_parallel_refusal", "")
+        if refusal:
+            raise ValueError(f"tensor parallel cannot split {name}: {refusal}")
 
 
 def check_split_roles(model: nn.Module) -> None:

@@ -12,8 +12,11 @@ each layer in ``layer_types``. A layout is a list of layer entries, one per laye
 
 An entry joins tags with ``+`` (``sliding+nope``): a window tag (``full``, the default, or ``sliding``:
 ``model.attn_window`` keys), a positions tag (``pos``, the default: the model's ``model.pos``, or
-``nope``: none in this layer) and a mixer tag (``attention``, the only mixer so far). Without a layout
-every layer is the same: sliding where ``model.attn_window`` is set, full otherwise, with ``model.pos``.
+``nope``: none in this layer) and a mixer tag (``attention``, ``latent``, ``differential`` or
+``deltanet``: ``schema.mixers``; without one, ``model.mixer``). Without a layout every layer is the
+same: ``model.mixer``, sliding where ``model.attn_window`` is set, full otherwise, with ``model.pos``.
+
+    layout: "3*deltanet attention ..."     # Qwen3-Next: three gated DeltaNet layers to one attention
 Torch-free: the config checks it up front, the blocks build from ``layer_kinds``.
 """
 
@@ -22,15 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from attnlab.schema.choice import Choice
 from attnlab.schema.errors import ConfigError, show
-
-
-class Mixer(Choice):
-    """What mixes a layer's tokens: softmax attention (with its hooks)."""
-
-    attention = "attention"
-
+from attnlab.schema.mixers import Mixer
 
 WINDOW_TAGS = {"full": False, "sliding": True, "full_attention": False, "sliding_attention": True}
 POSITION_TAGS = {"pos": True, "nope": False}
@@ -48,13 +44,15 @@ class LayerKind:
 
     @property
     def hf_type(self) -> str:
-        """Hugging Face's ``layer_types`` entry of this layer."""
+        """Hugging Face's ``layer_types`` entry of this layer (Qwen3-Next's for a DeltaNet layer)."""
+        if self.mixer == Mixer.deltanet:
+            return "linear_attention"
         return "sliding_attention" if self.sliding else "full_attention"
 
 
-def _entry(text: str, default_sliding: bool) -> LayerKind:
+def _entry(text: str, default_sliding: bool, default_mixer: str = Mixer.attention) -> LayerKind:
     """One entry (``sliding+nope``) as a LayerKind; a ConfigError naming the tag otherwise."""
-    mixer, sliding, positions = str(Mixer.attention), default_sliding, True
+    mixer, sliding, positions = str(default_mixer), default_sliding, True
     for tag in text.split("+"):
         tag = tag.strip()
         if tag in WINDOW_TAGS:
@@ -84,14 +82,17 @@ def _entries(layout: Any) -> list[str]:
     return out
 
 
-def parse_layout(layout: Any, n_layers: int, window: int | None) -> list[LayerKind]:
+def parse_layout(
+    layout: Any, n_layers: int, window: int | None, mixer: str = Mixer.attention
+) -> list[LayerKind]:
     """The kind of each of ``n_layers`` layers; ``layout=None`` makes every layer alike (sliding when
-    ``window`` is set). A ConfigError (one line) for a length, tag or combination that cannot work."""
+    ``window`` is set), an entry without a mixer tag has ``mixer`` (``model.mixer``). A ConfigError (one
+    line) for a length, tag or combination that cannot work."""
     if layout is None:
-        return [LayerKind(sliding=window is not None)] * n_layers
+        return [LayerKind(str(mixer), sliding=window is not None)] * n_layers
     entries = _entries(layout)
     repeat = bool(entries) and entries[-1] == REPEAT
-    pattern = [_entry(e, default_sliding=False) for e in (entries[:-1] if repeat else entries)]
+    pattern = [_entry(e, False, mixer) for e in (entries[:-1] if repeat else entries)]
     if not pattern:
         raise ConfigError("model.layout", layout, "give at least one layer entry")
     if repeat:
@@ -112,6 +113,10 @@ def parse_layout(layout: Any, n_layers: int, window: int | None) -> list[LayerKi
         kinds = pattern
     if any(k.sliding for k in kinds) and window is None:
         raise ConfigError("model.layout", show(layout), "a sliding layer needs model.attn_window (its width)")
+    if any(k.sliding and k.mixer == Mixer.deltanet for k in kinds):
+        raise ConfigError(
+            "model.layout", show(layout), "a deltanet layer has no window: drop sliding from it"
+        )
     return kinds
 
 
@@ -122,5 +127,7 @@ def explicit(kinds: list[LayerKind]) -> list[str]:
         tags = ["sliding" if k.sliding else "full"]
         if not k.positions:
             tags.append("nope")
+        if k.mixer != Mixer.attention:
+            tags.append(str(k.mixer))
         out.append("+".join(tags))
     return out

@@ -15,8 +15,7 @@ only what differs from them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from omegaconf import MISSING
@@ -24,8 +23,10 @@ from omegaconf import MISSING
 from attnlab.schema.choice import Choice, TaggedUnion, missing
 from attnlab.schema.data import DataKind
 from attnlab.schema.errors import ConfigError, fraction, not_negative, positive
+from attnlab.schema.heads import check_kept_heads
 from attnlab.schema.hooks import AttnGate, AttnSink, check_layout_and_hooks
 from attnlab.schema.layout import LayerKind, parse_layout
+from attnlab.schema.mixers import Mixer, MixerSizes, check_model_mixers
 from attnlab.schema.pos import POSITIONS, LearnedPos, PosConfig, SinusoidalPos
 from attnlab.schema.task import TaskName
 
@@ -128,6 +129,10 @@ class ModelConfig:
     value_residual_learned: bool = True  # the mix weight (one per head and layer) trains
     post_norms: bool = False  # a norm on each sublayer's output too, before the residual sum (Gemma 2)
     attn_backend: AttnBackend = AttnBackend.sdpa  # flex: FlexAttention (no weights: eval may switch it)
+    # Every layer's token mixer (attnlab.schema.mixers): softmax attention, or latent attention
+    # (DeepSeek), differential attention (DiffLlama) or gated DeltaNet (Qwen3-Next), sized by mixers.
+    mixer: Mixer = Mixer.attention
+    mixers: MixerSizes = field(default_factory=MixerSizes)
     init_std: float = 0.02
     # mup: the settings tuned at d_model = mup_base_width (learning rate, init_std) hold at other widths
     parametrization: Parametrization = Parametrization.sp
@@ -142,6 +147,8 @@ class ModelConfig:
     kept_heads: list[list[int]] | None = None
 
     default_pos: ClassVar[type[PosConfig]] = LearnedPos  # what a Python caller gets without a pos
+    causal_stack: ClassVar[bool] = False  # its stack is causal: it can hold a causal-only mixer (deltanet)
+    holds_mixers: ClassVar[bool] = True  # its stacks take model.mixer (schema.mixers)
     # What the family trains: each task it can learn, and the data kinds it reads for that task (the
     # first is the one the task's preset picks). Checked between groups by ``schema.checks``.
     trains: ClassVar[dict[str, tuple[str, ...]]] = {}
@@ -181,16 +188,26 @@ class ModelConfig:
         POSITIONS.check_tag(self.pos)
         self.pos.check(self.d_model, self.n_heads)
         check_layout_and_hooks(self)
+        self.check_mixers()
         if self.kept_heads is not None:
             check_kept_heads(self.kept_heads, self.attention_modules(), self.n_heads, self.n_kv_heads)
 
     def layer_kinds(self) -> list[LayerKind]:
-        """Each layer's kind (``schema.layout``)."""
-        return parse_layout(self.layout, self.n_layers, self.attn_window)
+        """Each layer's kind (``schema.layout``): its mixer (``model.mixer`` where the layout names none),
+        window and positions."""
+        return parse_layout(self.layout, self.n_layers, self.attn_window, self.mixer)
 
     def attention_modules(self) -> int:
         """How many attention modules the family's model has (one per layer; seq2seq: more)."""
         return self.n_layers
+
+    def layer_mixers(self) -> list[str]:
+        """Each layer's mixer kind (``schema.mixers``), in order."""
+        return [kind.mixer for kind in self.layer_kinds()]
+
+    def check_mixers(self) -> None:
+        """The mixers' sizes, and the combinations that cannot work (``schema.mixers``, one line each)."""
+        check_model_mixers(self, self.layer_mixers())
 
 
 @dataclass
@@ -240,6 +257,8 @@ class GPTConfig(TokenModelConfig):
     def check(self) -> None:
         super().check()
         positive("model.logit_softcap", self.logit_softcap, allow_none=True)
+
+    causal_stack: ClassVar[bool] = True
 
     trains: ClassVar[dict[str, tuple[str, ...]]] = {
         TaskName.causal_lm: (
@@ -302,6 +321,7 @@ class Seq2SeqConfig(TokenModelConfig):
     tied_output_scale: bool = False  # T5: hidden * d_model**-0.5 before a tied output projection
 
     default_pos: ClassVar[type[PosConfig]] = SinusoidalPos
+    holds_mixers: ClassVar[bool] = False  # a decoder layer's cache pairs with cross-attention's
 
     def check(self) -> None:
         super().check()
@@ -357,38 +377,6 @@ def check_heads(d_model: int, n_heads: int, n_kv_heads: int | None = None) -> No
         raise ConfigError("model.d_model", d_model, f"must be divisible by model.n_heads={n_heads}")
     if n_kv_heads and n_heads % n_kv_heads:
         raise ConfigError("model.n_kv_heads", n_kv_heads, f"must divide model.n_heads={n_heads}")
-
-
-def check_kept_heads(kept: list[list[int]], modules: int, n_heads: int, n_kv_heads: int | None) -> None:
-    """``model.kept_heads``: one list per attention module, each at least one head (a module without
-    heads would cut its layer's attention out), distinct increasing indices below n_heads, and whole
-    key/value groups under grouped-query attention."""
-    if len(kept) != modules:
-        raise ConfigError("model.kept_heads", kept, f"needs one list per attention module: {modules} lists")
-    for i, heads in enumerate(kept):
-        key = f"model.kept_heads[{i}]"
-        if not heads:
-            raise ConfigError(key, heads, "keep at least one head in every attention module")
-        if list(heads) != sorted(set(heads)) or heads[0] < 0 or heads[-1] >= n_heads:
-            raise ConfigError(key, heads, f"distinct increasing head indices in 0..{n_heads - 1}")
-        kept_kv_groups(heads, n_heads, n_kv_heads, key)
-
-
-def kept_kv_groups(
-    heads: Sequence[int], n_heads: int, n_kv_heads: int | None, key: str = "model.kept_heads"
-) -> list[int]:
-    """The key/value groups that query heads ``heads`` use: under grouped-query attention a group's
-    key and value heads serve all its query heads, so heads are kept (or pruned) by whole groups."""
-    size = n_heads // (n_kv_heads or n_heads)
-    groups = sorted({h // size for h in heads})
-    if len(heads) != size * len(groups):
-        raise ConfigError(
-            key,
-            list(heads),
-            f"keep whole key/value groups: with n_heads={n_heads} and n_kv_heads={n_kv_heads} "
-            f"each group is {size} consecutive heads",
-        )
-    return groups
 
 
 def check_patches(image_size: int, patch_size: int) -> None:
