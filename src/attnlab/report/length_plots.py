@@ -147,7 +147,7 @@ def draw_lines(
     for name, style in CHANCE_STYLES.items():
         if all(name in level for level in levels):
             values = [level[name] for level in levels]
-            shown = ", ".join(chance_text(v) for v in dict.fromkeys(values))
+            shown = ", ".join(dict.fromkeys(chance_text(v) for v in values))
             ax.plot(
                 lengths, values, color="black", linestyle=style, linewidth=1, label=f"chance, {name}: {shown}"
             )
