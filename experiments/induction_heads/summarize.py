@@ -26,10 +26,12 @@ def previous_token_head(r: dict) -> str:
     return f"L0H{h} ({scores[h]:.3f})"
 
 
-def in_context_score(point: dict) -> float:
-    """Olsson et al.'s in-context learning score, here: the loss on the repeat minus the loss inside the
-    first occurrence (same rows; negative when the context helps)."""
-    return point["repeat_loss"] - point["first_occurrence_loss"]
+def previous_token_heads(r: dict) -> str:
+    """Every layer-0 head the study counts as a previous-token head (score 0.3 or more), with its score."""
+    scores = r["previous_token_scores"]
+    if r.get("previous_token_heads") is None:  # the learned-position runs predate the rule
+        return "not recorded"
+    return " ".join(f"{head(h)} ({scores[h[0]][h[1]]:.3f})" for h in r["previous_token_heads"]) or "none"
 
 
 def steepest_drop(curve: list[dict], uniform: float) -> tuple[int, int, float, float]:
@@ -65,7 +67,7 @@ def table(results: list[dict]) -> str:
     """summary.md: a row per seed, then the mean over seeds of the numeric columns."""
     lines = [
         "| seed | phase change step | steepest drop (steps: loss) | top score >= 0.3 at step | "
-        "repeat loss, final | in-context score, start -> final | induction heads (score >= 0.3) | "
+        "repeat loss, final | previous-token heads, layer 0 (score >= 0.3) | induction heads (score >= 0.3) | "
         "top head (induction score) | top heads (patching share) | same | previous-token head, layer 0 | "
         "zero ablation: before -> induction / previous-token / control heads | "
         "mean ablation: before -> induction / previous-token / control heads | control heads | wall s |",
@@ -84,7 +86,7 @@ def table(results: list[dict]) -> str:
             f"{first}-{last}: {before:.3f} -> {after:.3f}",
             str(r["induction_step"]),
             f"{r['final_repeat_loss']:.3f}",
-            f"{in_context_score(r['curve'][0]):.3f} -> {in_context_score(r['curve'][-1]):.3f}",
+            previous_token_heads(r),
             " ".join(head(h) for h in r["induction_heads"]),
             f"{head(top)} ({score:.3f})",
             shares,
@@ -98,7 +100,7 @@ def table(results: list[dict]) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     mean = {
         key: statistics.mean(r[key] for r in results)
-        for key in ("phase_change_step", "final_repeat_loss", "final_first_occurrence_loss", "wall_s")
+        for key in ("phase_change_step", "final_repeat_loss", "wall_s")
         if all(r[key] is not None for r in results)
     }
     rise = {
@@ -109,8 +111,7 @@ def table(results: list[dict]) -> str:
     lines += [
         "",
         f"Mean over {len(results)} seeds: phase change step {mean.get('phase_change_step', float('nan')):.0f}, "
-        f"final repeat loss {mean['final_repeat_loss']:.3f}, first occurrence loss "
-        f"{mean['final_first_occurrence_loss']:.3f}; ablating raises the repeat loss by (zero, mean): "
+        f"final repeat loss {mean['final_repeat_loss']:.3f}; ablating raises the repeat loss by (zero, mean): "
         + "; ".join(
             f"{g.replace('_', ' ')} {rise[g, 'zero']} and {rise[g, 'mean']}" for g, _ in list(rise)[::2]
         )

@@ -9,10 +9,14 @@
 #   report  attnlab-report over the runs: heatmaps, line plots and tables into $HERE/results/
 #   longer  a probe of whether more training teaches a task at the trained length: the six encodings,
 #           seed 1 only, 5x the steps (1,500), scored at 16 and 32, reported into $HERE/results/longer/
+# TRAIN_MIN_LEN=n trains on every length from n to 16 (data.train_min_len: each training example its
+# own length, so copy's offset varies, as Kazemnejad et al. train); RUNS and OUT keep such a run apart:
+#   TRAIN_MIN_LEN=2 RUNS=$HERE/runs/range OUT=$HERE/results/train_lengths_2_16 run.sh copy
 # One thread per process: the 2 cores of the machine this was written on are shared with other work.
 set -euo pipefail
 HERE=experiments/length_generalisation
 RUNS=${RUNS:-$HERE/runs}                  # git-ignored: checkpoints and logs
+OUT=${OUT:-$HERE/results}
 export OMP_NUM_THREADS=${THREADS:-1}
 export HYDRA_FULL_ERROR=0
 BIN=${ATTNLAB_BIN:-$(dirname "$(command -v python)")}
@@ -23,6 +27,7 @@ task_args() {  # what a task sets beyond the experiment (passkey: a 3-digit key,
     passkey) echo "data=passkey data.passkey_digits=3 data.batch_size=32" ;;
     *) echo "data=$1 data.batch_size=32" ;;
   esac
+  if [ -n "${TRAIN_MIN_LEN:-}" ]; then echo "data.train_min_len=$TRAIN_MIN_LEN"; fi
 }
 
 train() {  # one task's 18 trainings
@@ -44,7 +49,7 @@ tasks() {  # train and evaluate each task in turn; each one's wall time into res
     start=$(date +%s)
     train "$task"
     evaluate "$task"
-    echo "$task: train 18 runs and evaluate them: $(($(date +%s) - start)) s wall" >> "$HERE/results/wall_time.txt"
+    echo "$task: train 18 runs and evaluate them: $(($(date +%s) - start)) s wall" >> "$OUT/wall_time.txt"
   done
 }
 
@@ -66,10 +71,10 @@ longer() {  # one task's six encodings at 1,500 steps (seed 1), scored at 1x and
 report() {  # the four tasks' sweeps only: runs/longer is the probe's, reported into results/longer
   local sweeps
   mapfile -t sweeps < <(find "$RUNS" -mindepth 1 -maxdepth 1 -type d ! -name longer | sort)
-  "$BIN/attnlab-report" "${sweeps[@]}" --out "$HERE/results"
+  "$BIN/attnlab-report" "${sweeps[@]}" --out "$OUT"
 }
 
-mkdir -p "$RUNS" "$HERE/results"
+mkdir -p "$RUNS" "$OUT"
 case ${1:-all} in
   report) report ;;
   eval) shift; for task in "$@"; do evaluate "$task"; done ;;

@@ -199,3 +199,59 @@ def test_a_causal_lm_scores_exact_match_on_answer_batches_only(make_dm, tiny_mod
     module.evaluate(batch, metrics)
     expected = exact_answers(module.logits(batch), batch["labels"]).float().mean()
     assert metrics["exact_match"].compute() == pytest.approx(expected.item())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_train_min_len_gives_each_training_example_its_own_length(make_dm, kind: str) -> None:
+    """``data.train_min_len``: training rows of every length from it to seq_len (so copy's offset
+    between a letter and its copy varies), each still answered by the task's rule; validation stays at
+    seq_len, and without the option the training examples are those of before."""
+    low = data_config(kind).min_seq_len
+    dm = make_dm(kind, seq_len=SEQ_LEN, train_min_len=low, num_train=400, num_val=50, num_test=8)
+    train, val = dm.datasets["train"], dm.datasets["val"]
+    lengths = set()
+    for i in range(400):
+        prompt, answer = train.example(i)
+        if kind != "repeated_segments":  # its oracle reads the segment's length from SEQ_LEN
+            assert solve(kind, prompt) == answer
+        lengths.add(len(prompt) + len(answer))
+    assert min(lengths) <= low + 3 and max(lengths) >= SEQ_LEN - 2 and len(lengths) > 10
+    assert {len(val[i]["input_ids"]) for i in range(50)} <= set(range(SEQ_LEN - 3, SEQ_LEN + 1))
+    fixed = make_dm(kind, seq_len=SEQ_LEN, num_train=400, num_val=50, num_test=8)
+    assert [val.example(i) for i in range(50)] == [fixed.datasets["val"].example(i) for i in range(50)]
+    if kind == "copy":
+        offsets = {len(train.example(i)[0]) for i in range(400)}  # the copy is that far behind
+        assert len(offsets) == (SEQ_LEN - low) // 2 + 1
+        plain = make_dm(kind, seq_len=16, num_train=50, num_val=8, num_test=8).datasets["train"]
+        assert plain.example(0) == ("hlgfmxbm=", "hlgfmxbm")  # unchanged without train_min_len
+
+
+def test_rows_of_several_lengths_are_padded_without_changing_a_causal_models_outputs(
+    make_dm, tiny_model
+) -> None:
+    """The training batch pads the shorter rows on the right (labels IGNORE_INDEX there); a causal
+    model's logits at each row's own positions are those of the row alone, so the loss is unchanged."""
+    dm = make_dm("copy", seq_len=24, train_min_len=6, num_train=64, num_val=8, num_test=8)
+    batches = SampleBatches(dm.datasets["train"], dm.collate_fn(), seed=0, batch_size=8, rank=0, world_size=1)
+    batch = batches[0]
+    assert batch["input_ids"].shape == batch["labels"].shape
+    module = build_task(
+        task_config("causal_lm"), AdamWConfig(), tiny_model("gpt", vocab_size=dm.vocab_size), max_steps=1
+    )
+    module.eval()
+    sizes = set()
+    with torch.no_grad():
+        together = module.logits(batch)
+        for row in range(8):
+            n = int((batch["labels"][row] != IGNORE_INDEX).nonzero().max()) + 1  # the row's last label
+            alone = module.logits({"input_ids": batch["input_ids"][row : row + 1, :n]})
+            torch.testing.assert_close(together[row, :n], alone[0])
+            assert (batch["labels"][row, n:] == IGNORE_INDEX).all()
+            sizes.add(n)
+    assert len(sizes) > 1  # the batch really held rows of several lengths
+
+
+@pytest.mark.parametrize(("value", "message"), [(3, "from 5"), (41, "to data.seq_len=40")])
+def test_a_train_min_len_outside_the_task_and_seq_len_is_refused(value: int, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        data_config("addition", seq_len=40, train_min_len=value).check()

@@ -125,6 +125,8 @@ def score_setting(ev: EvalConfig, run: RunConfig, evaluated: RunConfig, setting:
         evaluated.data, seq_len=setting.length, batch_size=ev.batch_size or evaluated.data.batch_size
     )
     data = replace(data, **{f"num_{ev.split}": ev.eval.examples})
+    if getattr(data, "train_min_len", None) is not None:  # a training range; this scores one length
+        data = replace(data, train_min_len=None)
     if setting.depth is not None:
         data = replace(data, passkey_depth=setting.depth)
     datamodule = build_datamodule(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 import string
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -110,7 +111,12 @@ class SyntheticSet(Dataset):
         return self.size
 
     def example(self, index: int) -> Example:
-        return self.make(example_rng(self.seed, self.split, index), self.cfg)
+        rng = example_rng(self.seed, self.split, index)
+        if self.split == "train" and self.cfg.train_min_len is not None:  # each its own length
+            return self.make(
+                rng, replace(self.cfg, seq_len=rng.randint(self.cfg.train_min_len, self.cfg.seq_len))
+            )
+        return self.make(rng, self.cfg)
 
     def encode(self, text: str) -> Tensor:
         return torch.tensor([self.ids[c] for c in text], dtype=torch.long)
@@ -149,10 +155,29 @@ class SyntheticDataModule(AttnlabDataModule):
         tok = self.tokenizer
         if self.pairs:
             return partial(collate_pairs, pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id)
-        return default_collate
+        return collate_rows
 
     def eval_collate_fn(self) -> Callable[[list[dict[str, Any]]], dict[str, Tensor]]:
         return self.collate_fn() if self.pairs else collate_answers
+
+
+def collate_rows(samples: list[dict[str, Tensor]]) -> dict[str, Tensor]:
+    """A training batch of causal-LM rows, the shorter ones (``data.train_min_len``) padded on the right
+    to the longest: the inputs with token 0, the labels with IGNORE_INDEX. A causal model's outputs at
+    a row's real positions never see what follows them, so the padding changes no loss; rows of one
+    length give exactly ``default_collate``'s batch."""
+    width = max(len(s["input_ids"]) for s in samples)
+    if all(len(s["input_ids"]) == width for s in samples):
+        return default_collate(samples)
+    batch = {
+        "input_ids": torch.zeros(len(samples), width, dtype=torch.long),
+        "labels": torch.full((len(samples), width), IGNORE_INDEX, dtype=torch.long),
+    }
+    for row, sample in enumerate(samples):
+        n = len(sample["input_ids"])
+        batch["input_ids"][row, :n] = sample["input_ids"]
+        batch["labels"][row, :n] = sample["labels"]
+    return batch
 
 
 def collate_answers(samples: list[dict[str, Tensor]]) -> dict[str, Tensor]:

@@ -26,11 +26,17 @@ def length_frame(paths: Iterable[str | Path]) -> pd.DataFrame:
     for run_dir in find_run_dirs(paths):
         files = read_run(run_dir)
         for evaluation in files.evals if files is not None else []:
-            rows += [{"run": str(run_dir), **row} for row in evaluation.get("lengths", [])]
+            digits = (files.config.get("data") or {}).get("passkey_digits")  # for passkey's chance
+            rows += [
+                {"run": str(run_dir), "passkey_digits": digits, **row}
+                for row in evaluation.get("lengths", [])
+            ]
     if not rows:
         return pd.DataFrame()
     frame = pd.DataFrame.from_records(rows)
     frame["task"] = frame["data_kind"]
+    if "passkey_digits" not in frame:
+        frame["passkey_digits"] = None
     frame["encoding"] = [encoding_name(p, s) for p, s in zip(frame["pos"], frame["rope_scaling"])]
     frame["depth"] = frame["depth"].astype(object).where(frame["depth"].notna(), "-")
     keys = ["run", "length", "depth", "rope_scaling"]
@@ -76,16 +82,20 @@ def write_length_report(paths: Iterable[str | Path], out_dir: Path) -> list[Path
     summary = length_summary(frame)
     written = [out_dir / LENGTHS_CSV]
     write_whole(written[0], lambda tmp: summary.to_csv(tmp, index=False, float_format="%.4f"))
-    parts = ["# Exact match of generated answers by evaluation length (mean ± std over seeds)\n"]
+    seeds = int(summary["seeds"].max())
+    spread = "one seed: the ± is 0 by construction" if seeds <= 1 else f"mean ± std over {seeds} seeds"
+    parts = [f"# Exact match of generated answers by evaluation length ({spread})\n"]
     for task in sorted(summary["task"].unique()):
         trained = sorted(frame.loc[frame["task"] == task, "trained_length"].unique())
+        digits = frame.loc[frame["task"] == task, "passkey_digits"].dropna().unique()
+        digits = int(digits[0]) if len(digits) == 1 else None
         parts.append(f"## {task} (trained at {', '.join(map(str, trained))})\n")
         parts.append(accuracy_table(summary, task).to_markdown(index=False) + "\n")
-        parts.append(f"Answer-token loss, {task} (nats per answer token, mean ± std over seeds):\n")
+        parts.append(f"Answer-token loss, {task} (nats per answer token, {spread}):\n")
         parts.append(accuracy_table(summary, task, "answer_loss").to_markdown(index=False) + "\n")
-        written.append(length_heatmap(summary, task, out_dir / "plots"))
+        written.append(length_heatmap(summary, task, out_dir / "plots", digits))
         written.append(
-            length_lines(summary, task, out_dir / "plots", trained[0] if len(trained) == 1 else None)
+            length_lines(summary, task, out_dir / "plots", trained[0] if len(trained) == 1 else None, digits)
         )
     write_text_whole(out_dir / LENGTHS_MD, "\n".join(parts))
     return [out_dir / LENGTHS_MD, *written]

@@ -19,6 +19,10 @@ class SyntheticData(SequenceData, GeneratedData):
 
     seq_len: int = 64
     batch_size: int = 64
+    # None: every example at seq_len. A length: each training example at its own length, drawn
+    # uniformly from [train_min_len, seq_len] (so copy's offset and recall's number of pairs vary
+    # within training, as Kazemnejad et al. 2023 train); validation and test stay at seq_len.
+    train_min_len: int | None = None
     min_seq_len: ClassVar[int] = 2  # the shortest row that holds one example of the task
 
     def check(self) -> None:
@@ -28,6 +32,13 @@ class SyntheticData(SequenceData, GeneratedData):
                 "data.seq_len",
                 self.seq_len,
                 f"is too short for data.kind={self.kind}; it needs at least {self.min_seq_len}",
+            )
+        if self.train_min_len is not None and not self.min_seq_len <= self.train_min_len <= self.seq_len:
+            raise ConfigError(
+                "data.train_min_len",
+                self.train_min_len,
+                f"must be from {self.min_seq_len} (the shortest row of data.kind={self.kind}) to "
+                f"data.seq_len={self.seq_len}, or null (every example at data.seq_len)",
             )
 
 
