@@ -25,6 +25,7 @@ from attnlab.schema.errors import ConfigError, show
 from attnlab.schema.layout import explicit
 from attnlab.schema.model import ModelConfig, Norm, TokenModelConfig
 
+UNREADABLE = "<unreadable>"  # the difference of an architecture whose reader refuses the exported config
 # Settings that change how a model trains or runs, not what it computes: never a reason to refuse.
 NOT_COMPUTED = ("dropout", "attn_dropout", "ffn_dropout", "init_std", "init_from", "attn_backend", "ffn_mult")
 
@@ -66,7 +67,7 @@ def differences(cfg: ModelConfig, arch: Architecture) -> tuple[dict, list[tuple[
     try:
         back = arch.config({k: v for k, v in hf_config.items() if v is not None}, cls)
     except (KeyError, ValueError) as err:  # a value its reader refuses
-        return hf_config, [("model", cfg.family, f"{cls} cannot read it back ({err})")]
+        return hf_config, [(UNREADABLE, cfg.family, f"{cls} cannot read it back ({err})")]
     ours, theirs = computed(cfg), computed(back)
     return hf_config, [(k, v, theirs.get(k)) for k, v in ours.items() if theirs.get(k) != v]
 
@@ -87,12 +88,15 @@ def choose_architecture(cfg: ModelConfig) -> tuple[Architecture, dict]:
         hf_config, diffs = differences(cfg, arch)
         if not diffs:
             return arch, hf_config
-        tried.append((len(diffs), hf_config["architectures"][0], diffs[0]))
+        unreadable = diffs[0][0] == UNREADABLE  # the farthest: nothing of it was compared
+        tried.append((float("inf") if unreadable else len(diffs), hf_config["architectures"][0], diffs[0]))
     if not tried:
         raise ConfigError(
             "model.family", cfg.family, "no Hugging Face architecture of this family is exported"
         )
     _, cls, (key, ours, theirs) = min(tried, key=lambda t: t[0])
+    if key == UNREADABLE:
+        raise ConfigError("model.family", ours, f"no Hugging Face architecture holds this model: {theirs}")
     raise ConfigError(
         f"model.{key}",
         ours,
