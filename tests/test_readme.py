@@ -31,10 +31,10 @@ from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
-from attnlab.cli import eval_data, teacher
-from attnlab.cli.app import COMMANDS, config_dir, one_line, register_schemas
 from attnlab.cli.eval import check_eval_job
+from attnlab.cli.hydra.app import COMMANDS, config_dir, one_line, register_schemas
 from attnlab.data import check_source
+from attnlab.run import eval_data, teacher
 from attnlab.schema.checks import validate
 from attnlab.schema.run import RunConfig
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from attnlab.blocks.positional import POSITIONAL
-from attnlab.cli.families import FAMILY_COMMANDS
 from attnlab.data import modules
 from attnlab.models import MODEL_CLASSES
+from attnlab.run.families import FAMILY_COMMANDS
 from attnlab.schema.data import DATA
 from attnlab.schema.model import MODELS
 from attnlab.schema.optim import OPTIMIZERS

@@ -1,5 +1,5 @@
 """What the commands read of their command line before Hydra composes it: only the pieces that
-``attnlab.cli.command_line`` gathers. attnlab-eval's and attnlab-sample's ``data.*`` and ``model.*``
+``attnlab.cli.hydra.command_line`` gathers. attnlab-eval's and attnlab-sample's ``data.*`` and ``model.*``
 compose untyped onto ``data/_checkpoint`` and ``model/_checkpoint``, with no checkpoint read and
 nothing stored in Hydra's config store first, and are typed afterwards by the checkpoint's classes."""
 
@@ -15,14 +15,15 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 import attnlab.cli
-from attnlab.cli.app import config_dir, register_schemas
-from attnlab.cli.command_line import before_composing
-from attnlab.cli.eval_data import CHECKPOINT_DATA, parse, with_overrides
+import attnlab.run
+from attnlab.cli.hydra.app import config_dir, register_schemas
+from attnlab.cli.hydra.command_line import before_composing
+from attnlab.run.eval_data import CHECKPOINT_DATA, parse, with_overrides
 from attnlab.schema.data import TextData
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.model import GPTConfig
 
-# (module, function) of attnlab.cli that name sys.argv: the reads before Hydra composes, the one
+# (module, function) of attnlab.cli and attnlab.run that name sys.argv: the reads before Hydra composes, the one
 # rewrite (the teacher's defaults), the error messages' default and attnlab-report's argparse.
 ARGV_USERS = {
     ("command_line", "read_before_train"),
@@ -35,9 +36,10 @@ ARGV_USERS = {
 
 
 def argv_users() -> set[tuple[str, str]]:
-    """The (module, function) pairs of attnlab.cli whose code names ``sys.argv``."""
+    """The (module, function) pairs of attnlab.cli and attnlab.run whose code names ``sys.argv``."""
     found = set()
-    for path in sorted(Path(attnlab.cli.__file__).parent.glob("*.py")):
+    packages = (Path(attnlab.cli.__file__).parent, Path(attnlab.run.__file__).parent)
+    for path in sorted(path for package in packages for path in package.rglob("*.py")):
         for function in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not isinstance(function, ast.FunctionDef):
                 continue

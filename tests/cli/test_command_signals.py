@@ -6,7 +6,7 @@ on every machine.
 Covered: attnlab-eval (SIGTERM while validating its config), attnlab-report (SIGINT while reading the
 runs), attnlab-consolidate (SIGHUP while looking at the checkpoint); training's SIGHUP is in
 test_train_interrupts. The other commands (sample, export, explain, compress) share eval's path
-(``cli.app.run_hydra``). A file size limit (``ulimit -f``) during training: one line naming the file.
+(``cli.hydra.app.run_hydra``). A file size limit (``ulimit -f``) during training: one line naming the file.
 """
 
 from __future__ import annotations

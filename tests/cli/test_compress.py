@@ -117,7 +117,7 @@ def config_store() -> Iterator[None]:
     afterwards, so that later tests in this process compose eval's schema defaults."""
     from hydra.core.config_store import ConfigStore
 
-    from attnlab.cli.eval_data import CHECKPOINT_DATA
+    from attnlab.run.eval_data import CHECKPOINT_DATA
 
     yield
     for group in ("data", "model"):

@@ -107,9 +107,9 @@ def test_attnlab_eval_sample_and_explain_read_the_pruned_checkpoint(
     from hydra.core.config_store import ConfigStore
 
     from attnlab.cli.eval import main as evaluate
-    from attnlab.cli.eval_data import CHECKPOINT_DATA
     from attnlab.cli.explain import main as explain
     from attnlab.cli.sample import main as sample
+    from attnlab.run.eval_data import CHECKPOINT_DATA
 
     ckpt = pruned("gpt")
     args = [f"ckpt_path={ckpt}", "logger=none", "trainer.enable_progress_bar=false", "split=val"]

@@ -8,7 +8,7 @@ import sys
 PROGRAM = """
 import atexit, gc
 atexit.register(lambda: print("registered before:", gc.get_freeze_count() > 0))
-from attnlab.cli.app import freeze_heap_at_exit
+from attnlab.cli.hydra.app import freeze_heap_at_exit
 before = atexit._ncallbacks()
 freeze_heap_at_exit()
 freeze_heap_at_exit()

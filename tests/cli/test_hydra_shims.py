@@ -1,4 +1,4 @@
-"""The places where the command line leans on Hydra's internals (``cli.hydra_shims``): one contract per
+"""The places where the command line leans on Hydra's internals (``cli.hydra.hydra_shims``): one contract per
 shim, which fails when the internal it relies on changes, and the version guard that turns them off."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 from hydra._internal.core_plugins import basic_launcher
 from hydra._internal.hydra import Hydra
 
-from attnlab.cli import hydra_shims
-from attnlab.cli.hydra_shims import CHECKED_HYDRA, get_help, help_with_field_comments, hydra_checked
+from attnlab.cli.hydra import hydra_shims
+from attnlab.cli.hydra.hydra_shims import CHECKED_HYDRA, get_help, help_with_field_comments, hydra_checked
 
 # -- the version guard ----------------------------------------------------------------------
 
@@ -73,7 +73,7 @@ def test_within_the_shim_hydras_help_is_attnlabs_and_hydras_again_after() -> Non
 def test_the_basic_launcher_logs_each_jobs_line_to_the_logger_the_shim_names(caplog) -> None:
     assert basic_launcher.log.name == hydra_shims.launcher_logger()
     assert 'log.info(f"\\t#{idx} : {lst}")' in inspect.getsource(basic_launcher)  # DropJobLaunchLines' prefix
-    from attnlab.cli.jobs import DropJobLaunchLines
+    from attnlab.cli.hydra.jobs import DropJobLaunchLines
 
     line = logging.LogRecord(basic_launcher.log.name, logging.INFO, "", 0, "\t#3 : pos=rope", None, None)
     assert not DropJobLaunchLines().filter(line)

@@ -12,7 +12,7 @@ from train_cli import TEXT, TINY, check, cli, csv_series
 
 from attnlab.blocks.attention import SelfAttention
 from attnlab.blocks.mixers import DifferentialAttention, GatedDeltaNet, LatentAttention
-from attnlab.cli.app import config_dir, register_schemas
+from attnlab.cli.hydra.app import config_dir, register_schemas
 from attnlab.models import build_model
 from attnlab.schema.load import to_object
 

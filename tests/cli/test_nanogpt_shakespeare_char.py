@@ -14,7 +14,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from attnlab.cli.app import config_dir, register_schemas
+from attnlab.cli.hydra.app import config_dir, register_schemas
 from attnlab.cli.train import train
 from attnlab.models import build_model
 from attnlab.schema.checks import validate

@@ -56,7 +56,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_wheel_ships_the_configs_and_py_typed(installed: Path) -> None:
     where = run(
-        [installed / "bin" / "python", "-c", "import attnlab.cli.app as a; print(a.config_dir())"],
+        [installed / "bin" / "python", "-c", "import attnlab.cli.hydra.app as a; print(a.config_dir())"],
         cwd=installed,
         env={"PATH": "/usr/bin:/bin"},
     ).stdout.strip()

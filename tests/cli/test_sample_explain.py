@@ -391,7 +391,7 @@ def test_sample_slides_past_a_learned_table_and_compiles_to_the_same_text(
     ],
 )
 def test_sampling_past_the_trained_length_is_said(pos, longest, max_context, expected, note) -> None:
-    from attnlab.cli.families import context_for
+    from attnlab.run.families import context_for
     from attnlab.schema.model import GPTConfig
     from attnlab.schema.pos import pos_config
 

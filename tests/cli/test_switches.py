@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from hydra import compose, initialize_config_dir
 
-from attnlab.cli.app import config_dir, one_line, register_schemas
-from attnlab.cli.prepared import build_datamodule_for, build_model_for
+from attnlab.cli.hydra.app import config_dir, one_line, register_schemas
+from attnlab.run.prepared import build_datamodule_for, build_model_for
 from attnlab.schema.checks import validate
 from attnlab.tasks import build_task
 

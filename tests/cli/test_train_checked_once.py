@@ -1,5 +1,5 @@
 """A run is checked once and its data built once: validation, before the run directory exists, hands
-the job what it checked and built (``cli.app.checked_by_validation``); a multirun's jobs, checked
+the job what it checked and built (``cli.hydra.app.checked_by_validation``); a multirun's jobs, checked
 up front without their data, are each prepared once in the job."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from train_cli import TEXT, TINY, run_command
 
-from attnlab.cli import fit, train
+from attnlab.cli import train
+from attnlab.run import fit
 
 GPT = [*TINY, *TEXT, "model=gpt-tiny", "trainer.max_steps=2", "sample.max_new_tokens=0", "logger=none"]
 

@@ -10,8 +10,8 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import DictConfig
 
-from attnlab.cli.app import config_dir, one_line, register_schemas
-from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
+from attnlab.cli.hydra.app import config_dir, one_line, register_schemas
+from attnlab.run.pretrained import explicit_model_keys, resolve_init_from
 from attnlab.schema.checks import validate
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.model import Activation

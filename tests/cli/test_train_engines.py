@@ -1,5 +1,5 @@
 """The layers' engines as ``attnlab-train`` keys: ``trainer.float8``, ``trainer.activation_checkpointing``
-and ``compile=block`` reach the model the run trains (``cli.prepared.speed_up``); the pairings that
+and ``compile=block`` reach the model the run trains (``run.prepared.speed_up``); the pairings that
 cannot run are one line naming the key, before the run directory exists."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 from test_train_config import composed, run_config
 from torch import nn
 
-from attnlab.cli.prepared import speed_up
 from attnlab.cli.train import check_job
 from attnlab.models import build_model
 from attnlab.models.speedups import transformer_layers
+from attnlab.run.prepared import speed_up
 from attnlab.schema.errors import ConfigError
 
 TINY = dict(vocab_size=64, d_model=32, n_heads=2, n_layers=2, d_ff=64)

@@ -12,7 +12,7 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from train_cli import TEXT, check, cli, job_dirs
 
-from attnlab.cli.sweep_jobs import seeds_first
+from attnlab.cli.hydra.sweep_jobs import seeds_first
 
 QUICK = [
     *TEXT,

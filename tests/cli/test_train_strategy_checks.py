@@ -9,8 +9,8 @@ import pytest
 import torch
 from test_train_config import composed, run_config
 
-from attnlab.cli.devices import check_strategy
 from attnlab.cli.train import check_job
+from attnlab.run.devices import check_strategy
 from attnlab.schema.errors import ConfigError
 
 REFUSED = "trainer.strategy=fsdp: shards over GPUs (trainer.accelerator=gpu); on the CPU use trainer=cpu"

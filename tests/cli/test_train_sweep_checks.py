@@ -59,7 +59,7 @@ def test_the_jobs_checked_are_the_jobs_the_sweeper_runs() -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
-    from attnlab.cli.sweep_jobs import sweep_jobs, swept_keys
+    from attnlab.cli.hydra.sweep_jobs import sweep_jobs, swept_keys
 
     task = ["experiment=pos_extrapolation", "seed=1", "pos=learned,rope"]
     params = {"seed": "1,2,3", "pos": "none,learned,rope,alibi"}

@@ -380,7 +380,7 @@ def test_full_attention_qwen3_has_no_window(tmp_path: Path) -> None:
 
 def init_from_error(path: Path) -> str:
     """The one line of attnlab-train's check of ``model.init_from=<path>`` (before its run directory)."""
-    from attnlab.cli.pretrained import resolve_init_from
+    from attnlab.run.pretrained import resolve_init_from
     from attnlab.schema.errors import ConfigError
     from attnlab.schema.run import RunConfig
 

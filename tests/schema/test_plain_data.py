@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from attnlab.cli.app import config_dir, register_schemas
+from attnlab.cli.hydra.app import config_dir, register_schemas
 from attnlab.schema.checks import validate
 from attnlab.schema.commands import CompressCommand, ExplainCommand, ExportCommand, SampleCommand
 from attnlab.schema.eval import EvalConfig

@@ -6,7 +6,7 @@ attnlab-explain read like any other.
     attnlab-compress ckpt_path=... method=prune_heads fraction=0.25 [finetune_steps=200]
 
 int8 quantizes every Linear weight (``attnlab.compress.quantize``); prune_heads removes the least
-important attention heads (``attnlab.cli.prune``), and the checkpoint's model config says which
+important attention heads (``attnlab.run.prune``), and the checkpoint's model config says which
 heads each attention module kept (``model.kept_heads``).
 
 The new checkpoint holds what those commands read (the model, task and run configs, the tokenizer)
@@ -23,8 +23,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from attnlab.cli.app import run_hydra
-from attnlab.cli.bad_input import check_writable, user_errors_as_one_line
+from attnlab.cli.hydra.app import run_hydra
+from attnlab.run.bad_input import check_writable, user_errors_as_one_line
 from attnlab.schema.commands import CompressCommand, CompressMethod
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
@@ -88,7 +88,7 @@ def compress_checkpoint(cmd: CompressCommand, out: Path) -> str:
     ckpt = Path(cmd.ckpt_path)
     if cmd.method == CompressMethod.prune_heads:
         from attnlab.checkpoint import load_checkpoint
-        from attnlab.cli.prune import prune_loaded
+        from attnlab.run.prune import prune_loaded
 
         loaded = load_checkpoint(ckpt)  # with its tokenizer: the run's data is rebuilt
         checkpoint, what = prune_loaded(cmd, loaded, uncompressed_checkpoint(ckpt))

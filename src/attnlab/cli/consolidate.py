@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from attnlab.cli.bad_input import check_writable
-from attnlab.cli.one_line_parser import OneLineParser
+from attnlab.cli.hydra.one_line_parser import OneLineParser
+from attnlab.run.bad_input import check_writable
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.rundir import LAST, is_sharded_checkpoint
 from attnlab.training.files import disk_full_in_one_line

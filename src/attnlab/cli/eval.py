@@ -21,11 +21,12 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, read_write
 
-from attnlab.cli.app import run_hydra
-from attnlab.cli.bad_input import check_writable
-from attnlab.cli.devices import check_devices
-from attnlab.cli.eval_choices import help_groups
-from attnlab.cli.eval_data import (
+from attnlab.cli.hydra.app import run_hydra
+from attnlab.cli.hydra.eval_choices import help_groups
+from attnlab.cli.hydra.jobs import log_to_file, run_job
+from attnlab.run.bad_input import check_writable
+from attnlab.run.devices import check_devices
+from attnlab.run.eval_data import (
     changed_keys,
     chooses_preset,
     job_run_config,
@@ -33,9 +34,8 @@ from attnlab.cli.eval_data import (
     saved_run,
     values_of,
 )
-from attnlab.cli.eval_lengths import check_length_sweep
-from attnlab.cli.harness import check_harness_tasks
-from attnlab.cli.jobs import log_to_file, run_job
+from attnlab.run.eval_lengths import check_length_sweep
+from attnlab.run.harness import check_harness_tasks
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.eval import EvalConfig
 from attnlab.schema.load import plain, to_object
@@ -83,7 +83,7 @@ def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str
     check_trainer_target(ev.trainer._target_)
     if run_dir is not None:
         return ev
-    from attnlab.cli.sweep_jobs import grid_jobs
+    from attnlab.cli.hydra.sweep_jobs import grid_jobs
 
     swept = {o.get_key_element() for o in parse(overrides) if o.is_sweep_override()}
     for number, job in enumerate(grid_jobs(parse(overrides))):
@@ -106,7 +106,7 @@ def is_sweep(arg: str) -> bool:
 
 def typed_eval_config(config: DictConfig, overrides: list[str]) -> tuple[EvalConfig, RunConfig, RunConfig]:
     """The composed eval config as its schema class, with the data and model it measures typed by the
-    checkpoint's classes (composed untyped: ``attnlab.cli.eval_data``), checked; and the run the
+    checkpoint's classes (composed untyped: ``attnlab.run.eval_data``), checked; and the run the
     checkpoint was trained in and the run this evaluation measures (``job_run_config``)."""
     ev: EvalConfig = to_object(config)
     run, evaluated = job_run_config(ev.ckpt_path, overrides, ev.data)
@@ -156,12 +156,12 @@ def evaluation(
     with its config; its metrics and the key of the run's monitored metric ("" where it has none)."""
     save_config(OmegaConf.structured(ev), out_dir)
     if ev.harness.tasks:
-        from attnlab.cli.harness import harness_eval
+        from attnlab.run.harness import harness_eval
 
         changed = changed_keys(plain(run.model), plain(evaluated.model), "model")
         return harness_eval(ev, changed, out_dir), ""
     if ev.eval.lengths:
-        from attnlab.cli.eval_lengths import evaluate_lengths
+        from attnlab.run.eval_lengths import evaluate_lengths
 
         return evaluate_lengths(ev, run, evaluated, out_dir), ""
     return evaluate(ev, run, evaluated, out_dir)

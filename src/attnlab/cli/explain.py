@@ -20,8 +20,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from attnlab.cli.app import run_hydra
-from attnlab.cli.bad_input import check_writable, user_errors_as_one_line
+from attnlab.cli.hydra.app import run_hydra
+from attnlab.run.bad_input import check_writable, user_errors_as_one_line
 from attnlab.schema.commands import ExplainCommand
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
@@ -84,8 +84,8 @@ def check_selection(cmd: ExplainCommand, model: object) -> None:
 
 def names_an_image(text: str) -> bool:
     """Whether an input names an image: ``digits:<index>``, or one word ending in an image suffix."""
-    from attnlab.cli.families import DIGITS_PREFIX
     from attnlab.data.checks import IMAGE_SUFFIXES
+    from attnlab.run.families import DIGITS_PREFIX
 
     one_word = text.strip() != "" and not any(c.isspace() for c in text)
     return text.startswith(DIGITS_PREFIX) or (one_word and Path(text).suffix.lower() in IMAGE_SUFFIXES)
@@ -195,9 +195,9 @@ def check_probe_and_ablation(cmd: ExplainCommand, model: Any, batches: list | No
 def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
     """Load the checkpoint, prepare the input, write everything into ``folder``; returns index.html."""
     from attnlab.checkpoint import load_checkpoint, run_datamodule
-    from attnlab.cli.devices import check_device
-    from attnlab.cli.families import FAMILY_COMMANDS
     from attnlab.explain import explain_to_folder
+    from attnlab.run.devices import check_device
+    from attnlab.run.families import FAMILY_COMMANDS
 
     check_device("device", cmd.device)
     loaded = load_checkpoint(cmd.ckpt_path, cmd.device)

@@ -19,8 +19,8 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from attnlab.cli.app import run_hydra
-from attnlab.cli.bad_input import check_writable, user_errors_as_one_line
+from attnlab.cli.hydra.app import run_hydra
+from attnlab.run.bad_input import check_writable, user_errors_as_one_line
 from attnlab.schema.commands import ExportCommand
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object

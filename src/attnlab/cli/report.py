@@ -18,7 +18,7 @@ import logging
 import sys
 from pathlib import Path
 
-from attnlab.cli.one_line_parser import OneLineParser
+from attnlab.cli.hydra.one_line_parser import OneLineParser
 from attnlab.report import ReportError, read_sweep, write_report
 from attnlab.report.decisions import Decisions
 from attnlab.report.lengths import write_length_report

@@ -7,7 +7,7 @@
     attnlab-sample ckpt_path=<vit run> image=digit.png
     attnlab-sample ckpt_path=... prompt="ROMEO:" model.attn_backend=flex      # FlexAttention kernel
 
-The family of the checkpoint decides what is done (``attnlab.cli.families``, conf/sample.yaml); the tokenizer is the one
+The family of the checkpoint decides what is done (``attnlab.run.families``, conf/sample.yaml); the tokenizer is the one
 saved with the checkpoint. Hydra's override grammar wants text with commas, brackets or ``<>``
 quoted inside the shell's quotes: ``prompt="'To be, or not'"``. The model's keys that hold no weights
 may change as in attnlab-eval (``model.attn_backend``, ``model.attn_window``, ``model.pos.rope_*``).
@@ -20,9 +20,9 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from attnlab.cli.app import run_hydra
-from attnlab.cli.bad_input import user_errors_as_one_line
-from attnlab.cli.eval_data import model_changes
+from attnlab.cli.hydra.app import run_hydra
+from attnlab.run.bad_input import user_errors_as_one_line
+from attnlab.run.eval_data import model_changes
 from attnlab.schema.commands import SampleCommand
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
@@ -39,8 +39,8 @@ def sample_job(config: DictConfig) -> None:
         cmd: SampleCommand = to_object(config)
         cmd.check()
         from attnlab.checkpoint import load_checkpoint  # torch: only once the command line is valid
-        from attnlab.cli.devices import check_device
-        from attnlab.cli.families import FAMILY_COMMANDS
+        from attnlab.run.devices import check_device
+        from attnlab.run.families import FAMILY_COMMANDS
 
         check_device("device", cmd.device)
         changes = model_changes(cmd.ckpt_path, list(HydraConfig.get().overrides.task))
@@ -54,8 +54,8 @@ def sample_job(config: DictConfig) -> None:
 def check_sampling_fits(cmd: SampleCommand, cfg: Any) -> None:
     """``num_samples`` sequences of ``max_new_tokens`` tokens fit in the device's free memory: their ids,
     their KV cache (as long as the context a model slides at: ``max_context``, a learned table's
-    length, else the whole sequence) and one step's logits (``cli.memory.sampling_bytes``)."""
-    from attnlab.cli.memory import check_fits, sampling_bytes
+    length, else the whole sequence) and one step's logits (``run.memory.sampling_bytes``)."""
+    from attnlab.run.memory import check_fits, sampling_bytes
     from attnlab.schema.pos import LearnedPos
 
     prompts = list(cmd.prompts) or [cmd.prompt]

@@ -23,15 +23,15 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attnlab.cli.app import checked_by_validation, run_hydra
-from attnlab.cli.bad_input import error_line
-from attnlab.cli.budget import with_budget_steps
-from attnlab.cli.devices import check_attention_backend, check_devices, check_float8, check_strategy
-from attnlab.cli.fit import train
-from attnlab.cli.jobs import log_to_file, one_line_per_job, run_job
-from attnlab.cli.prepared import PreparedRun, build_datamodule_for
-from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
-from attnlab.cli.teacher import check_teacher, check_teacher_run
+from attnlab.cli.hydra.app import checked_by_validation, run_hydra
+from attnlab.cli.hydra.jobs import log_to_file, one_line_per_job, run_job
+from attnlab.run.bad_input import error_line
+from attnlab.run.budget import with_budget_steps
+from attnlab.run.devices import check_attention_backend, check_devices, check_float8, check_strategy
+from attnlab.run.fit import train
+from attnlab.run.prepared import PreparedRun, build_datamodule_for
+from attnlab.run.pretrained import explicit_model_keys, resolve_init_from
+from attnlab.run.teacher import check_teacher, check_teacher_run
 from attnlab.schema.checks import validate, validate_saved
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.run import RUN_DIR, RunConfig
@@ -235,7 +235,7 @@ def announce_job(number: int, name: str, run_dir: Path, summary: RunSummary) -> 
     import json
     from datetime import timedelta
 
-    from attnlab.cli.jobs import record_job
+    from attnlab.cli.hydra.jobs import record_job
 
     row = {"job": str(number), "run": name, "status": "completed"}
     best = summary.fields.get("best")

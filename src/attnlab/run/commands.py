@@ -32,8 +32,8 @@ def train(run: RunConfig, run_dir: Path) -> RunResult:
     the directory (its checkpoint to resume from, its data against the model), fitted, tested and
     sampled as ``attnlab-train`` does, with its ``summary.json``; ConfigError before anything is
     written where a check fails."""
-    from attnlab.cli.fit import train as fit
     from attnlab.cli.train import check_machine, prepare_run, run_summary
+    from attnlab.run.fit import train as fit
 
     check_machine(run)
     prepared = prepare_run(run, run_dir)
@@ -62,8 +62,8 @@ def sample(cmd: SampleCommand, model_changes: dict[str, Any] | None = None) -> s
     """The checkpoint's predictions for ``cmd``'s prompt or image, as ``attnlab-sample`` prints them;
     ``model_changes`` (dotted ``model.*`` keys that hold no weights) change the model first."""
     from attnlab.checkpoint import load_checkpoint
-    from attnlab.cli.families import FAMILY_COMMANDS
     from attnlab.cli.sample import refuse_other_inputs
+    from attnlab.run.families import FAMILY_COMMANDS
 
     loaded = load_checkpoint(cmd.ckpt_path, cmd.device, model_changes=model_changes or {})
     refuse_other_inputs(cmd, loaded.model.input_kind, loaded.family)

@@ -10,9 +10,8 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from omegaconf import DictConfig
 
-from attnlab.cli.app import register_schemas
-from attnlab.cli.presets import config_dir
-from attnlab.cli.pretrained import explicit_model_keys, resolve_init_from
+from attnlab.run.presets import config_dir
+from attnlab.run.pretrained import explicit_model_keys, resolve_init_from
 from attnlab.schema.checks import validate
 from attnlab.schema.load import to_object
 from attnlab.schema.run import RunConfig
@@ -21,6 +20,8 @@ from attnlab.schema.run import RunConfig
 def compose(command: str, overrides: Sequence[str] = ()) -> DictConfig:
     """The config of ``attnlab-<command> <overrides>`` (``train``, ``eval``, ``sample``, ``explain``,
     ``compress``, ``export``), without Hydra's own ``hydra`` node."""
+    from attnlab.cli.hydra.app import register_schemas
+
     register_schemas()
     with initialize_config_dir(str(config_dir()), version_base="1.3"):
         return hydra_compose(command, overrides=list(overrides))

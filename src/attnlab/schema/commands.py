@@ -29,7 +29,7 @@ class SampleCommand:
     images: list[str] = field(default_factory=list)  # vit: several image files
     device: str = "cpu"
     # model.* keys, composed untyped (model/_checkpoint) and applied to the checkpoint's model by its
-    # class (attnlab.cli.eval_data.model_changes): only keys that hold no weights may change
+    # class (attnlab.run.eval_data.model_changes): only keys that hold no weights may change
     # (schema.eval.eval_may_change), e.g. model.attn_backend=flex.
     model: Any = field(default_factory=dict)
     # decoder-only sampling

@@ -74,7 +74,7 @@ class EvalConfig:
     split: Split = Split.test
     # The checkpoint's own data config with data.* overrides on top, or data=<preset>: composed untyped
     # (conf/eval.yaml's data/_checkpoint), a DataConfig once typed by the checkpoint's class
-    # (attnlab.cli.eval_data).
+    # (attnlab.run.eval_data).
     data: Any = field(default_factory=dict)
     # The checkpoint's model config, composed and typed the same way (model/_checkpoint): only keys that
     # hold no weights may change (eval_may_change), e.g. model.pos.rope_base.

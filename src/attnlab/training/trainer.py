@@ -149,7 +149,7 @@ ATTNLAB_SETTINGS = (
     "float32_matmul_precision",
     "activation_checkpointing",
     "float8",
-    "compute_budget",  # turned into max_steps before the run (cli/budget.py)
+    "compute_budget",  # turned into max_steps before the run (run/budget.py)
     "tensor_parallel_size",
     "sequence_parallel",
     "async_tensor_parallel",

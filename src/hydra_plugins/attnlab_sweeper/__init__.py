@@ -1,1 +1,1 @@
-"""attnlab's Hydra sweeper: ``hydra/sweeper=interleaved`` (``attnlab.cli.sweep_jobs.seeds_first``)."""
+"""attnlab's Hydra sweeper: ``hydra/sweeper=interleaved`` (``attnlab.cli.hydra.sweep_jobs.seeds_first``)."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from hydra.core.override_parser.types import Override
 
-from attnlab.cli.hydra_shims import basic_sweeper
-from attnlab.cli.sweep_jobs import seeds_first
+from attnlab.cli.hydra.hydra_shims import basic_sweeper
+from attnlab.cli.hydra.sweep_jobs import seeds_first
 
 BasicSweeper = basic_sweeper()
 

@@ -7,9 +7,9 @@ Two, both about what a user sees, neither about speed of the test suite:
   template, both lists of config groups included, whether the template shows them or not (listing
   them composes the config once per group: 23 s on a busy 2-core machine), and dumps the config
   bare. ``help_with_field_comments`` fills only the placeholders attnlab's templates use and annotates
-  each key with its schema field's comment (``attnlab.cli.help.described_yaml``).
+  each key with its schema field's comment (``attnlab.cli.hydra.help.described_yaml``).
 * A multirun's one line per job: Hydra's basic launcher logs ``#3 : pos=rope`` per job under its
-  module's logger (``LAUNCHER_LOGGER``), which ``attnlab.cli.jobs`` filters because each job prints
+  module's logger (``LAUNCHER_LOGGER``), which ``attnlab.cli.hydra.jobs`` filters because each job prints
   its own line when it ends.
 
 Each depends on something Hydra does not promise; the contract tests (``tests/cli/test_hydra_shims.py``)
@@ -28,7 +28,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from attnlab.cli.help import described_yaml
+from attnlab.cli.hydra.help import described_yaml
 
 CHECKED_HYDRA = (1, 3)  # the major and minor version whose internals the contract tests read
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from attnlab.cli.pretrained import FREE_MODEL_FIELDS
+from attnlab.run.pretrained import FREE_MODEL_FIELDS
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.run import RunConfig, Strategy
 
@@ -61,9 +61,9 @@ def check_monitor_logged(run: RunConfig, datamodule: Any) -> None:
 def build_model_for(run: RunConfig, datamodule: Any) -> nn.Module:
     """The model of ``run.model`` completed from the data and the task: the vocabulary size, the
     number of classes, and only the heads the task trains (a masked-LM head only for ``mlm``)."""
-    from attnlab.cli.families import FAMILY_COMMANDS
     from attnlab.models import MODEL_CLASSES, build_model
     from attnlab.models.hf import load_hf
+    from attnlab.run.families import FAMILY_COMMANDS
 
     cfg = run.model
     updates: dict[str, Any] = FAMILY_COMMANDS.of(cfg).model_updates(run.task.inner())

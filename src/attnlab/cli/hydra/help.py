@@ -3,7 +3,7 @@
 Hydra's ``--help`` fills every placeholder of Hydra's help template, the two lists of config groups
 included, whether the template shows them or not; listing them composes the config once per group,
 23 s on a busy 2-core machine. attnlab's templates (``conf/hydra/help/attnlab.yaml``,
-``conf/eval.yaml``) list their groups themselves, so ``cli.hydra_shims.help_with_field_comments`` fills
+``conf/eval.yaml``) list their groups themselves, so ``cli.hydra.hydra_shims.help_with_field_comments`` fills
 only the placeholders a template uses (Hydra's help is private API: there, with its version guard).
 
 The config it shows is annotated with the comment of each key's field in the schema's dataclasses

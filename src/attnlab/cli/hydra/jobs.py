@@ -16,8 +16,8 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
-from attnlab.cli.bad_input import error_line, full_traceback
-from attnlab.cli.hydra_shims import launcher_logger
+from attnlab.cli.hydra.hydra_shims import launcher_logger
+from attnlab.run.bad_input import error_line, full_traceback
 from attnlab.training.files import disk_full_line, is_disk_full
 
 log = logging.getLogger("attnlab")
@@ -79,7 +79,7 @@ class DropJobLaunchLines(logging.Filter):
 
 def one_line_per_job() -> None:
     """A multirun's jobs announce themselves when they end (``record_job``), not when Hydra launches
-    them (its launcher's lines are dropped where ``cli.hydra_shims`` knows its logger), and the
+    them (its launcher's lines are dropped where ``cli.hydra.hydra_shims`` knows its logger), and the
     multirun ends with their table (failed jobs included)."""
     tabled.add(True)
     name = launcher_logger()

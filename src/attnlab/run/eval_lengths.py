@@ -6,7 +6,7 @@ A RoPE checkpoint is scored as trained, then once per ``eval.rope_scalings`` (li
 applied zero-shot with ``rope_factor`` = length / trained length (at least 1) and the trained length
 as ``rope_original_max_len``: each length is stretched back onto the positions the model saw, not
 all by one fixed factor. Each setting reports the exact match of greedily generated answers, the
-answer-token loss and the teacher-forced exact match (``attnlab.cli.answers``).
+answer-token loss and the teacher-forced exact match (``attnlab.run.answers``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from attnlab.cli.jobs import log_to_file
+from attnlab.cli.hydra.jobs import log_to_file
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.eval import EvalConfig
 from attnlab.schema.load import plain
@@ -77,7 +77,7 @@ def check_length_sweep(ev: EvalConfig) -> None:
 
 def check_lengths_fit(ev: EvalConfig, length: int) -> None:
     """The longest length's attention scores (one layer, one batch) fit in the device's free memory."""
-    from attnlab.cli.memory import attention_scores_bytes, check_fits
+    from attnlab.run.memory import attention_scores_bytes, check_fits
 
     batch = ev.batch_size or ev.data.batch_size
     device = "cuda" if str(ev.trainer.accelerator) in ("gpu", "cuda") else "cpu"
@@ -117,8 +117,8 @@ def scaling_changes(setting: Setting, trained_len: int) -> dict[str, Any]:
 def score_setting(ev: EvalConfig, run: RunConfig, evaluated: RunConfig, setting: Setting) -> dict[str, float]:
     """The answer scores of one setting on the first ``eval.examples`` examples of ``ev.split``."""
     from attnlab.checkpoint import load_task_from_checkpoint
-    from attnlab.cli.answers import AnswerTotals, add_batch
     from attnlab.data import build_datamodule
+    from attnlab.run.answers import AnswerTotals, add_batch
 
     task = load_task_from_checkpoint(ev.ckpt_path, model_changes=scaling_changes(setting, run.data.seq_len))
     data = replace(

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import OmegaConf
 
-from attnlab.cli.jobs import log_to_file
-from attnlab.cli.prepared import PreparedRun, build_datamodule_for, build_model_for
-from attnlab.cli.teacher import teacher_of
+from attnlab.cli.hydra.jobs import log_to_file
+from attnlab.run.prepared import PreparedRun, build_datamodule_for, build_model_for
+from attnlab.run.teacher import teacher_of
 from attnlab.schema.load import plain
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import LAST, TEST_METRICS_FILE, checkpoint_dir, run_dir_of

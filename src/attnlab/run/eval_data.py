@@ -5,7 +5,7 @@ preset ``data=<name>`` chose; typed and checked by the schema before anything he
 Composed untyped, typed after, as a saved config is read (``schema.load.read_run_config``): the data's
 class (its kind) is known only from the checkpoint, a value of the config being composed, and Hydra
 types keys only by what it holds when it composes. So conf/eval.yaml's ``data`` defaults to the untyped,
-open node ``data/_checkpoint`` (registered with the schemas, ``cli.app.register_schemas``): Hydra
+open node ``data/_checkpoint`` (registered with the schemas, ``cli.hydra.app.register_schemas``): Hydra
 composes ``data.seq_len=512`` onto it as a plain key, and ``job_run_config`` then applies the job's
 ``data.*`` overrides to the checkpoint's own data, typed by the class its tag picks, so a key that
 class lacks or a value it refuses is one line naming the key, before any directory exists.
@@ -17,7 +17,7 @@ The model is the checkpoint's too (``model/_checkpoint``, the same way), and onl
 no weights may change (``schema.eval.eval_may_change``: ``model.pos.rope_base=20000``, RoPE's
 scaling to longer contexts, ``model.attn_backend=flex``, ``model.attn_window=64``); ``model=<preset>``
 is refused before composing (a model preset's defaults list chooses the task and data groups that
-these commands lack: ``attnlab.cli.command_line``). ``attnlab-sample`` reads its ``model.*`` keys the
+these commands lack: ``attnlab.cli.hydra.command_line``). ``attnlab-sample`` reads its ``model.*`` keys the
 same way (``model_changes``).
 """
 

@@ -12,8 +12,8 @@ from dataclasses import fields
 
 from omegaconf import OmegaConf
 
-from attnlab.cli.eval_data import parse, values_of
-from attnlab.cli.presets import config_dir, presets
+from attnlab.run.eval_data import parse, values_of
+from attnlab.run.presets import config_dir, presets
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.eval import EvalTrainerConfig
 

@@ -1,7 +1,7 @@
 """The teacher of ``attnlab-train task=distill task.teacher=<ckpt>``: its run's model and data as the
 student's defaults, and the checks that it can teach this student, all before the run directory exists.
 
-Why the teacher is read before Hydra composes (``attnlab.cli.command_line``, the one place that
+Why the teacher is read before Hydra composes (``attnlab.cli.hydra.command_line``, the one place that
 reads the command line first, calls ``use_teacher_defaults``): the student's defaults are the teacher's model, data and objective, and
 ``model.n_layers=2`` must compose onto the teacher's model class. So ``with_teacher_defaults`` stores
 the teacher's model and data configs in Hydra's config store as the options ``model/_teacher`` and
@@ -30,8 +30,8 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from attnlab.cli.bad_input import user_errors_as_one_line
-from attnlab.cli.eval_data import chooses_preset, parse, values_of
+from attnlab.run.bad_input import user_errors_as_one_line
+from attnlab.run.eval_data import chooses_preset, parse, values_of
 from attnlab.schema.checks import validate_saved
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.run import RunConfig

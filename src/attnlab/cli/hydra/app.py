@@ -1,6 +1,6 @@
 """The command line around Hydra: the schemas in Hydra's config store, the configs' resolvers, and
 validation before any directory exists (``ValidateOnStart``). Bad input ends in one line
-(``attnlab.cli.bad_input``); a failed job and a multirun's table are ``attnlab.cli.jobs``'.
+(``attnlab.run.bad_input``); a failed job and a multirun's table are ``attnlab.cli.hydra.jobs``'.
 """
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from attnlab.cli.bad_input import (
+from attnlab.cli.hydra.command_line import before_composing
+from attnlab.cli.hydra.hydra_shims import help_with_field_comments
+from attnlab.cli.hydra.jobs import failed_jobs, job_rows, job_table
+from attnlab.run.bad_input import (
     SCHEMA_NODE,
     USER_ERRORS,
     ConfigRejected,
@@ -30,12 +33,9 @@ from attnlab.cli.bad_input import (
     full_traceback,
     one_line,
 )
-from attnlab.cli.command_line import before_composing
-from attnlab.cli.eval_data import CHECKPOINT_DATA
-from attnlab.cli.hydra_shims import help_with_field_comments
-from attnlab.cli.jobs import failed_jobs, job_rows, job_table
-from attnlab.cli.prepared import PreparedRun
-from attnlab.cli.presets import config_dir, presets
+from attnlab.run.eval_data import CHECKPOINT_DATA
+from attnlab.run.prepared import PreparedRun
+from attnlab.run.presets import config_dir, presets
 from attnlab.schema.commands import CompressCommand, ExplainCommand, ExportCommand, SampleCommand
 from attnlab.schema.eval import EvalConfig
 from attnlab.schema.load import UNIONS
@@ -72,7 +72,7 @@ def register_schemas() -> None:
     class of a tagged group (``model/gpt_schema``, ``pos/rope_schema``, ...), which the group's options
     in ``conf/`` start from, and the untyped ``data/_checkpoint`` and ``model/_checkpoint`` that the
     commands reading a checkpoint compose ``data.*`` and ``model.*`` onto, typed afterwards by the
-    checkpoint's classes (``attnlab.cli.eval_data``). Also the resolvers the configs' Hydra settings use."""
+    checkpoint's classes (``attnlab.run.eval_data``). Also the resolvers the configs' Hydra settings use."""
     store = ConfigStore.instance()
     for name, schema in COMMANDS.items():
         store.store(name=SCHEMA_NODE.format(name), node=schema)
@@ -123,7 +123,7 @@ def freeze_heap_at_exit() -> None:
 
 def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: str) -> None:
     """Run ``task_function`` under Hydra, after the few things the command reads of its command line
-    first (``cli.command_line``); bad input ends the process with one ``error:`` line (status 2), a
+    first (``cli.hydra.command_line``); bad input ends the process with one ``error:`` line (status 2), a
     run that failed after it started with one line and its traceback in the log file (status 1)."""
     replaced = {}
     if config_name != "train":  # attnlab-train installs them itself, and names its own phases
@@ -188,7 +188,7 @@ class ValidateOnStart(Callback):
 
     ``check`` is the dotted path of a function ``(config, run_dir, overrides) -> object`` that raises
     ConfigError; ``run_dir`` is None for a multirun's base config. With ``check_jobs``, each job of a
-    multirun (``cli.sweep_jobs``) is checked too, with ``run_dir`` None, before the first one starts;
+    multirun (``cli.hydra.sweep_jobs``) is checked too, with ``run_dir`` None, before the first one starts;
     each job is checked again when it starts. ``claim``, the dotted path of a function ``(config,
     run_dir) -> None``, then takes the directory the command will write (``run_dir``, or the sweep's for
     a multirun) for this process, before Hydra writes into it; it raises ConfigError where it cannot.
@@ -211,7 +211,7 @@ class ValidateOnStart(Callback):
         _checked[run_dir.resolve()] = checked
 
     def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
-        from attnlab.cli.sweep_jobs import swept_keys
+        from attnlab.cli.hydra.sweep_jobs import swept_keys
         from attnlab.training.names import record_swept_keys
 
         record_swept_keys(swept_keys(config))  # the jobs (and their folders) are named by these
@@ -233,7 +233,7 @@ class ValidateOnStart(Callback):
 
     def _check_jobs(self, config: DictConfig) -> None:
         """Each job of the multirun (each edge of a search space), named in the error of the first bad one."""
-        from attnlab.cli.sweep_jobs import compose_job, sweep_jobs
+        from attnlab.cli.hydra.sweep_jobs import compose_job, sweep_jobs
 
         for name, overrides in sweep_jobs(config):
             try:
