@@ -59,7 +59,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.object_type import ObjectType
 from omegaconf import OmegaConf
 
-from attnlab.cli.hydra.app import register_schemas
+from attnlab.run.configs import register_schemas
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"

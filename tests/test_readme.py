@@ -32,9 +32,11 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from attnlab.cli.eval import check_eval_job
-from attnlab.cli.hydra.app import COMMANDS, config_dir, one_line, register_schemas
 from attnlab.data import check_source
 from attnlab.run import eval_data, teacher
+from attnlab.run.bad_input import one_line
+from attnlab.run.configs import COMMANDS, register_schemas
+from attnlab.run.presets import config_dir
 from attnlab.schema.checks import validate
 from attnlab.schema.run import RunConfig
 

@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from attnlab.cli import consolidate
-from attnlab.cli.explain import check_probe_and_ablation
-from attnlab.cli.sample import check_sampling_fits
 from attnlab.run.budget import MOST_STEPS, budget_steps, with_budget_steps
 from attnlab.run.devices import check_device
 from attnlab.run.eval_lengths import check_lengths_fit
+from attnlab.run.explaining import check_probe_and_ablation
+from attnlab.run.sampling import check_sampling_fits
 from attnlab.schema.commands import ExplainCommand, SampleCommand
 from attnlab.schema.data import TextData
 from attnlab.schema.errors import ConfigError

@@ -16,9 +16,10 @@ from omegaconf import OmegaConf
 
 import attnlab.cli
 import attnlab.run
-from attnlab.cli.hydra.app import config_dir, register_schemas
 from attnlab.cli.hydra.command_line import before_composing
+from attnlab.run.configs import register_schemas
 from attnlab.run.eval_data import CHECKPOINT_DATA, parse, with_overrides
+from attnlab.run.presets import config_dir
 from attnlab.schema.data import TextData
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.model import GPTConfig

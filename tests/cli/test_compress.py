@@ -98,7 +98,8 @@ def test_the_size_is_reported_against_the_uncompressed_weights(
     """Not against last.ckpt, whose Adam moments triple it: the ratio says what int8 saves."""
     import re
 
-    from attnlab.cli.compress import main, saved_size, uncompressed_checkpoint
+    from attnlab.cli.compress import main
+    from attnlab.run.compressing import saved_size, uncompressed_checkpoint
 
     out = tmp_path / "int8.ckpt"
     assert (

@@ -14,7 +14,8 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import OmegaConf
 
-from attnlab.cli.hydra.app import config_dir, presets, register_schemas
+from attnlab.run.configs import register_schemas
+from attnlab.run.presets import config_dir, presets
 
 
 def help_text(command: str, monkeypatch: pytest.MonkeyPatch, capsys, tmp_path: Path) -> tuple[str, str]:

@@ -12,8 +12,9 @@ from train_cli import TEXT, TINY, check, cli, csv_series
 
 from attnlab.blocks.attention import SelfAttention
 from attnlab.blocks.mixers import DifferentialAttention, GatedDeltaNet, LatentAttention
-from attnlab.cli.hydra.app import config_dir, register_schemas
 from attnlab.models import build_model
+from attnlab.run.configs import register_schemas
+from attnlab.run.presets import config_dir
 from attnlab.schema.load import to_object
 
 PRESETS = {  # each layer's mixer

@@ -14,9 +14,10 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from attnlab.cli.hydra.app import config_dir, register_schemas
 from attnlab.cli.train import train
 from attnlab.models import build_model
+from attnlab.run.configs import register_schemas
+from attnlab.run.presets import config_dir
 from attnlab.schema.checks import validate
 from attnlab.schema.load import to_object
 from attnlab.schema.run import RunConfig

@@ -11,7 +11,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from attnlab.cli.hydra.app import config_dir, register_schemas
+from attnlab.run.configs import register_schemas
+from attnlab.run.presets import config_dir
 from attnlab.training.names import record_swept_keys
 
 TIME = r"outputs/\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d"

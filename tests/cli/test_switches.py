@@ -11,8 +11,10 @@ from __future__ import annotations
 import pytest
 from hydra import compose, initialize_config_dir
 
-from attnlab.cli.hydra.app import config_dir, one_line, register_schemas
+from attnlab.run.bad_input import one_line
+from attnlab.run.configs import register_schemas
 from attnlab.run.prepared import build_datamodule_for, build_model_for
+from attnlab.run.presets import config_dir
 from attnlab.schema.checks import validate
 from attnlab.tasks import build_task
 

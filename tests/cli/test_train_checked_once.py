@@ -11,7 +11,7 @@ import pytest
 from train_cli import TEXT, TINY, run_command
 
 from attnlab.cli import train
-from attnlab.run import fit
+from attnlab.run import fit, prepared
 
 GPT = [*TINY, *TEXT, "model=gpt-tiny", "trainer.max_steps=2", "sample.max_new_tokens=0", "logger=none"]
 
@@ -34,7 +34,7 @@ def test_a_run_is_checked_once_and_its_data_built_once(
 ) -> None:
     checks = counted(monkeypatch, train, "check_job")
     built_in_fit = counted(monkeypatch, fit, "build_datamodule_for")
-    built = counted(monkeypatch, train, "build_datamodule_for")
+    built = counted(monkeypatch, prepared, "build_datamodule_for")
     monkeypatch.chdir(tmp_path)
     assert run_command(train.main, [*GPT, f"run_dir={tmp_path / 'run'}"], monkeypatch) == 0
     assert len(checks) == 1 and len(built) == 1 and built_in_fit == []
@@ -44,7 +44,7 @@ def test_a_run_is_checked_once_and_its_data_built_once(
 def test_each_job_of_a_multirun_is_prepared_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Checked up front without its data (``run_dir`` None), then checked and built in its job."""
     checks = counted(monkeypatch, train, "check_job")
-    built = counted(monkeypatch, train, "build_datamodule_for")
+    built = counted(monkeypatch, prepared, "build_datamodule_for")
     built_in_fit = counted(monkeypatch, fit, "build_datamodule_for")
     monkeypatch.chdir(tmp_path)
     assert run_command(train.main, ["-m", "seed=1,2", *GPT], monkeypatch) == 0

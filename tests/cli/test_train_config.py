@@ -10,7 +10,9 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from omegaconf import DictConfig
 
-from attnlab.cli.hydra.app import config_dir, one_line, register_schemas
+from attnlab.run.bad_input import one_line
+from attnlab.run.configs import register_schemas
+from attnlab.run.presets import config_dir
 from attnlab.run.pretrained import explicit_model_keys, resolve_init_from
 from attnlab.schema.checks import validate
 from attnlab.schema.errors import ConfigError

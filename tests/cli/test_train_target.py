@@ -30,8 +30,9 @@ def train_with_summary(overrides: list[str], run_dir: Path) -> tuple[dict, list[
     and the lines of its metrics.jsonl."""
     from hydra import compose, initialize_config_dir
 
-    from attnlab.cli.hydra.app import config_dir, register_schemas
+    from attnlab.run.configs import register_schemas
     from attnlab.run.fit import train
+    from attnlab.run.presets import config_dir
     from attnlab.schema.checks import validate
     from attnlab.training.summary import RunSummary
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from attnlab.cli.hydra.app import config_dir, register_schemas
+from attnlab.run.configs import register_schemas
+from attnlab.run.presets import config_dir
 from attnlab.schema.checks import accepted_kinds, check_compatible
 from attnlab.schema.data import DATA, DataKind, SourcedData, data_config
 from attnlab.schema.errors import ConfigError

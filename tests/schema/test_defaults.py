@@ -14,7 +14,8 @@ import yaml
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
-from attnlab.cli.hydra.app import COMMANDS, config_dir, register_schemas
+from attnlab.run.configs import COMMANDS, register_schemas
+from attnlab.run.presets import config_dir
 from attnlab.schema.eval import EvalConfig
 from attnlab.schema.load import UNIONS, to_object
 from attnlab.schema.run import RUN_DIR, LoggerConfig, RunConfig, TrainerConfig

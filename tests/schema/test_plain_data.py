@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from attnlab.cli.hydra.app import config_dir, register_schemas
+from attnlab.run.configs import register_schemas
+from attnlab.run.presets import config_dir
 from attnlab.schema.checks import validate
 from attnlab.schema.commands import CompressCommand, ExplainCommand, ExportCommand, SampleCommand
 from attnlab.schema.eval import EvalConfig

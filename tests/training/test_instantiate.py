@@ -15,7 +15,8 @@ from pytorch_lightning.demos.boring_classes import BoringModel
 from pytorch_lightning.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 from pytorch_lightning.profilers import SimpleProfiler
 
-from attnlab.cli.hydra.app import config_dir, register_schemas
+from attnlab.run.configs import register_schemas
+from attnlab.run.presets import config_dir
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
 from attnlab.tasks.lightning_shims import STEP_HOOKS, NoProfiler, without_idle_step_hooks

@@ -102,7 +102,8 @@ def test_a_run_resumed_after_its_target_stops_at_once() -> None:
 def test_a_bad_target_is_one_line(overrides: list[str], message: str) -> None:
     from hydra import compose, initialize_config_dir
 
-    from attnlab.cli.hydra.app import config_dir, register_schemas
+    from attnlab.run.configs import register_schemas
+    from attnlab.run.presets import config_dir
     from attnlab.schema.checks import validate
 
     register_schemas()

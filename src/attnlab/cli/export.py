@@ -15,16 +15,14 @@ writes it as one file first).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig
 
 from attnlab.cli.hydra.app import run_hydra
-from attnlab.run.bad_input import check_writable, user_errors_as_one_line
+from attnlab.run.bad_input import user_errors_as_one_line
+from attnlab.run.exporting import check_paths, export_checkpoint
 from attnlab.schema.commands import ExportCommand
-from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
-from attnlab.schema.rundir import check_checkpoint_file
 
 
 def main() -> None:
@@ -38,51 +36,6 @@ def export_job(config: DictConfig) -> None:
         cmd: ExportCommand = to_object(config)
         out = check_paths(cmd)
         print(export_checkpoint(Path(cmd.ckpt_path), out))
-
-
-def check_paths(cmd: ExportCommand) -> Path:
-    """``out``, checked before any work: the checkpoint is one file, ``out`` is new and its folder
-    exists."""
-    check_checkpoint_file("ckpt_path", cmd.ckpt_path)
-    out = Path(cmd.out)
-    if out.exists():
-        raise ConfigError("out", cmd.out, "exists: name a new folder to create")
-    if not out.parent.is_dir():
-        raise ConfigError("out", cmd.out, f"its folder {out.parent} does not exist: create it first")
-    check_writable("out", out)
-    return out
-
-
-def export_checkpoint(ckpt: Path, out: Path) -> str:
-    """Write the model and tokenizer of ``ckpt`` to ``out``; returns a line saying what was written.
-    The checkpoint is loaded first, so that a file that is not an attnlab checkpoint is one line."""
-    import torch
-
-    from attnlab.checkpoint import load_checkpoint
-    from attnlab.compress import quantization_of
-    from attnlab.export import write_hf
-
-    loaded = load_checkpoint(ckpt)
-    done = quantization_of(torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True))
-    if done is not None:
-        raise ConfigError(
-            "ckpt_path",
-            str(ckpt),
-            f"is compressed ({done['method']}): export the checkpoint of attnlab-train it was made from",
-        )
-    cls = write_hf(loaded.model, out, loaded.tokenizer, image_normalisation_of(loaded))
-    files = ", ".join(sorted(p.name for p in out.iterdir()))
-    return f"{out}: {cls} ({files})"
-
-
-def image_normalisation_of(loaded: Any) -> tuple[Any, Any] | None:
-    """The mean and std with which an image model's run normalised its images (its data module is
-    rebuilt to read them), for the exported image processor; None for a model of tokens."""
-    if loaded.model.input_kind != "images":
-        return None
-    from attnlab.checkpoint import image_normalisation, run_datamodule
-
-    return image_normalisation(run_datamodule(loaded))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -25,13 +24,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnlab.cli.hydra.app import checked_by_validation, run_hydra
 from attnlab.cli.hydra.jobs import log_to_file, one_line_per_job, run_job
-from attnlab.run.bad_input import error_line
-from attnlab.run.budget import with_budget_steps
-from attnlab.run.devices import check_attention_backend, check_devices, check_float8, check_strategy
-from attnlab.run.fit import train
-from attnlab.run.prepared import PreparedRun, build_datamodule_for
+from attnlab.run.fit import run_summary, train
+from attnlab.run.prepared import PreparedRun, check_machine, prepare_run
 from attnlab.run.pretrained import explicit_model_keys, resolve_init_from
-from attnlab.run.teacher import check_teacher, check_teacher_run
+from attnlab.run.teacher import check_teacher_run
 from attnlab.schema.checks import validate, validate_saved
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.run import RUN_DIR, RunConfig
@@ -43,10 +39,8 @@ from attnlab.training.rundir import (
     external_world_size,
     is_rank_zero,
     load_config,
-    resolve_ckpt_path,
 )
 from attnlab.training.signals import RunInterrupted, policy
-from attnlab.training.targets import check_targets
 
 if TYPE_CHECKING:
     from attnlab.training.summary import RunSummary
@@ -93,33 +87,6 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
         )
     max_steps_given = any(o.split("=", 1)[0].lstrip("+") == "trainer.max_steps" for o in overrides)
     return prepare_run(run, run_dir, max_steps_given)
-
-
-def check_machine(run: RunConfig) -> None:
-    """The run against this machine: its accelerators, strategy, float8 and attention backend, the
-    targets it names, and the heads of its data's files."""
-    from attnlab.data import check_source
-
-    check_devices(run.trainer)
-    check_strategy(run.trainer)
-    check_float8(run.trainer)
-    check_attention_backend(run)
-    check_targets(run)
-    check_source(run.data, run.model)
-
-
-def prepare_run(run: RunConfig, run_dir: Path, max_steps_given: bool = False) -> PreparedRun:
-    """A validated ``run`` made ready to train into ``run_dir``: its checkpoint to resume from found
-    there, its data module built and checked against the model, its step budget counted, the resume
-    checked (``max_steps_given``: trainer.max_steps was set on the command line, which a compute budget
-    may not override), and the teacher of ``task=distill`` loaded and checked."""
-    from attnlab.training.resume import check_resume
-
-    run = replace(run, ckpt_path=resolve_ckpt_path(run.ckpt_path, run_dir))
-    datamodule = build_datamodule_for(run)
-    run = with_budget_steps(run, datamodule, max_steps_given)  # before check_resume compares the steps
-    check_resume(run)
-    return PreparedRun(run, datamodule, check_teacher(run, datamodule))
 
 
 def claim_run_dir(config: DictConfig, run_dir: Path | None) -> None:
@@ -260,31 +227,6 @@ def resume_command(run_dir: Path, overrides: list[str], ckpt_path: str | None = 
     ckpt_path = ckpt_path or ("last" if any(checkpoint_dir(run_dir).glob("last*.ckpt")) else "auto")
     args = [f"run_dir={run_dir.resolve()}", f"ckpt_path={ckpt_path}", *kept]
     return " ".join(["attnlab-train", *map(shlex.quote, args)])
-
-
-@contextmanager
-def run_summary(run_dir: Path) -> Iterator[RunSummary | None]:
-    """The job's ``summary.json`` (rank 0 writes it): ``running`` from here on, then ``completed``,
-    ``failed`` with the error line the console shows (a multirun job refused by validation too), or
-    ``interrupted`` (Ctrl-C, SIGTERM)."""
-    if not is_rank_zero():
-        yield None
-        return
-    from attnlab.training.summary import RunSummary
-
-    summary = RunSummary(run_dir)
-    try:
-        yield summary
-    except RunInterrupted as stop:
-        summary.finish("interrupted", str(stop), phase=stop.phase)
-        raise
-    except (KeyboardInterrupt, SystemExit) as err:  # Lightning's SIGTERMException is a SystemExit
-        summary.finish("interrupted", type(err).__name__)
-        raise
-    except BaseException as err:
-        summary.finish("failed", error_line(err))
-        raise
-    summary.finish("completed")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,12 @@ Each function does what its console script's job does, in this process, without 
 files, console handling or exit codes: the ``attnlab-*`` commands (``attnlab.cli``) add those around the
 same code. Configs are composed from attnlab's ``conf/`` as the command line composes them
 (``compose``), or built from the schema's dataclasses.
+
+The work behind each function lives in this package, below ``attnlab.cli`` (which imports it, never
+the reverse): training (``prepared``, ``fit``, ``budget``, ``devices``, ``teacher``, ``pretrained``),
+evaluation (``evaluation``, ``eval_data``, ``eval_lengths``, ``answers``, ``harness``, ``memory``), the
+commands that read a checkpoint (``sampling``, ``explaining``, ``compressing``, ``prune``,
+``exporting``, ``families``), and the configs (``configs``, ``presets``, ``bad_input``).
 """
 
 from attnlab.run.commands import RunResult, compress, evaluate, explain, export, report, sample, train

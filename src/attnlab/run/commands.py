@@ -32,8 +32,9 @@ def train(run: RunConfig, run_dir: Path) -> RunResult:
     the directory (its checkpoint to resume from, its data against the model), fitted, tested and
     sampled as ``attnlab-train`` does, with its ``summary.json``; ConfigError before anything is
     written where a check fails."""
-    from attnlab.cli.train import check_machine, prepare_run, run_summary
+    from attnlab.run.fit import run_summary
     from attnlab.run.fit import train as fit
+    from attnlab.run.prepared import check_machine, prepare_run
 
     check_machine(run)
     prepared = prepare_run(run, run_dir)
@@ -49,7 +50,7 @@ def train(run: RunConfig, run_dir: Path) -> RunResult:
 def evaluate(ckpt_path: str | Path, out_dir: Path, overrides: Sequence[str] = ()) -> dict[str, float]:
     """Evaluate the checkpoint as ``attnlab-eval ckpt_path=<ckpt_path> <overrides>`` does (a split,
     harness tasks or synthetic lengths), writing into ``out_dir``; its metrics."""
-    from attnlab.cli.eval import evaluation, typed_eval_config
+    from attnlab.run.evaluation import evaluation, typed_eval_config
 
     args = [f"ckpt_path={ckpt_path}", *overrides]
     ev, run, evaluated = typed_eval_config(compose("eval", args), args)
@@ -61,18 +62,14 @@ def evaluate(ckpt_path: str | Path, out_dir: Path, overrides: Sequence[str] = ()
 def sample(cmd: SampleCommand, model_changes: dict[str, Any] | None = None) -> str:
     """The checkpoint's predictions for ``cmd``'s prompt or image, as ``attnlab-sample`` prints them;
     ``model_changes`` (dotted ``model.*`` keys that hold no weights) change the model first."""
-    from attnlab.checkpoint import load_checkpoint
-    from attnlab.cli.sample import refuse_other_inputs
-    from attnlab.run.families import FAMILY_COMMANDS
+    from attnlab.run.sampling import sample_checkpoint
 
-    loaded = load_checkpoint(cmd.ckpt_path, cmd.device, model_changes=model_changes or {})
-    refuse_other_inputs(cmd, loaded.model.input_kind, loaded.family)
-    return FAMILY_COMMANDS[loaded.family].sample(loaded, cmd)
+    return sample_checkpoint(cmd, model_changes)
 
 
 def explain(cmd: ExplainCommand, out_dir: Path) -> Path:
     """Write ``cmd``'s explanation of its checkpoint into ``out_dir``; the page to open."""
-    from attnlab.cli.explain import explain_checkpoint
+    from attnlab.run.explaining import explain_checkpoint
 
     out_dir.mkdir(parents=True, exist_ok=True)
     return Path(explain_checkpoint(cmd, out_dir))
@@ -80,7 +77,7 @@ def explain(cmd: ExplainCommand, out_dir: Path) -> Path:
 
 def compress(cmd: CompressCommand) -> Path:
     """Write ``cmd.ckpt_path`` compressed by ``cmd.method`` (to ``cmd.out``, or beside it); the file."""
-    from attnlab.cli.compress import compress_checkpoint, output_path
+    from attnlab.run.compressing import compress_checkpoint, output_path
 
     out = output_path(cmd)
     compress_checkpoint(cmd, out)
@@ -89,7 +86,7 @@ def compress(cmd: CompressCommand) -> Path:
 
 def export(cmd: ExportCommand) -> Path:
     """Write the checkpoint's model and tokenizer as a Hugging Face folder ``cmd.out``; the folder."""
-    from attnlab.cli.export import check_paths, export_checkpoint
+    from attnlab.run.exporting import check_paths, export_checkpoint
 
     out = check_paths(cmd)
     export_checkpoint(Path(cmd.ckpt_path), out)

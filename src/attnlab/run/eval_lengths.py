@@ -17,7 +17,6 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from attnlab.cli.hydra.jobs import log_to_file
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.eval import EvalConfig
 from attnlab.schema.load import plain
@@ -25,6 +24,7 @@ from attnlab.schema.pos import LearnedPos, RopePos, RopeScalingKind
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import EVAL_METRICS_FILE
 from attnlab.schema.synthetic_data import PasskeyData, SyntheticData
+from attnlab.training.console import log_to_file
 from attnlab.training.files import write_atomically
 
 SYNTHETIC_KINDS = "copy, passkey, recall, addition"

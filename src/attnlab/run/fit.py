@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import OmegaConf
 
-from attnlab.cli.hydra.jobs import log_to_file
+from attnlab.run.bad_input import error_line
 from attnlab.run.prepared import PreparedRun, build_datamodule_for, build_model_for
 from attnlab.run.teacher import teacher_of
 from attnlab.schema.load import plain
@@ -23,13 +24,14 @@ from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import LAST, TEST_METRICS_FILE, checkpoint_dir, run_dir_of
 from attnlab.schema.synthetic_data import SyntheticData
 from attnlab.schema.task import CausalLMTask
+from attnlab.training.console import log_to_file
 from attnlab.training.files import write_atomically
 from attnlab.training.rundir import (
     announce_run_dir,
     is_rank_zero,
     save_config,
 )
-from attnlab.training.signals import policy
+from attnlab.training.signals import RunInterrupted, policy
 
 if TYPE_CHECKING:
     import pytorch_lightning as pl
@@ -290,3 +292,28 @@ def report(
         log_to_file(logging.INFO, "%s: %s", name, value)
     if console:
         print_summary(lines)
+
+
+@contextmanager
+def run_summary(run_dir: Path) -> Iterator[RunSummary | None]:
+    """The job's ``summary.json`` (rank 0 writes it): ``running`` from here on, then ``completed``,
+    ``failed`` with the error line the console shows (a multirun job refused by validation too), or
+    ``interrupted`` (Ctrl-C, SIGTERM)."""
+    if not is_rank_zero():
+        yield None
+        return
+    from attnlab.training.summary import RunSummary
+
+    summary = RunSummary(run_dir)
+    try:
+        yield summary
+    except RunInterrupted as stop:
+        summary.finish("interrupted", str(stop), phase=stop.phase)
+        raise
+    except (KeyboardInterrupt, SystemExit) as err:  # Lightning's SIGTERMException is a SystemExit
+        summary.finish("interrupted", type(err).__name__)
+        raise
+    except BaseException as err:
+        summary.finish("failed", error_line(err))
+        raise
+    summary.finish("completed")

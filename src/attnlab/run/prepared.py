@@ -1,5 +1,5 @@
-"""A run prepared: checked, with the data module (and teacher) that checking it built; and the model
-built for it.
+"""A run prepared: checked against this machine (``check_machine``) and its directory
+(``prepare_run``), with the data module (and teacher) that checking it built; and the model built for it.
 
 The data module is built once: by validation, before the run directory exists (so that data that
 does not fit the model stops the run with one line and nothing written), then trained on by the job
@@ -9,11 +9,17 @@ does not fit the model stops the run with one line and nothing written), then tr
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from attnlab.run.budget import with_budget_steps
+from attnlab.run.devices import check_attention_backend, check_devices, check_float8, check_strategy
 from attnlab.run.pretrained import FREE_MODEL_FIELDS
+from attnlab.run.teacher import check_teacher
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.run import RunConfig, Strategy
+from attnlab.training.rundir import resolve_ckpt_path
+from attnlab.training.targets import check_targets
 
 if TYPE_CHECKING:
     from torch import nn
@@ -105,3 +111,30 @@ def speed_up(model: nn.Module, run: RunConfig) -> nn.Module:
     elif run.compile:
         model.compile()
     return model
+
+
+def check_machine(run: RunConfig) -> None:
+    """The run against this machine: its accelerators, strategy, float8 and attention backend, the
+    targets it names, and the heads of its data's files."""
+    from attnlab.data import check_source
+
+    check_devices(run.trainer)
+    check_strategy(run.trainer)
+    check_float8(run.trainer)
+    check_attention_backend(run)
+    check_targets(run)
+    check_source(run.data, run.model)
+
+
+def prepare_run(run: RunConfig, run_dir: Path, max_steps_given: bool = False) -> PreparedRun:
+    """A validated ``run`` made ready to train into ``run_dir``: its checkpoint to resume from found
+    there, its data module built and checked against the model, its step budget counted, the resume
+    checked (``max_steps_given``: trainer.max_steps was set on the command line, which a compute budget
+    may not override), and the teacher of ``task=distill`` loaded and checked."""
+    from attnlab.training.resume import check_resume
+
+    run = replace(run, ckpt_path=resolve_ckpt_path(run.ckpt_path, run_dir))
+    datamodule = build_datamodule_for(run)
+    run = with_budget_steps(run, datamodule, max_steps_given)  # before check_resume compares the steps
+    check_resume(run)
+    return PreparedRun(run, datamodule, check_teacher(run, datamodule))

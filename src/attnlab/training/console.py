@@ -85,3 +85,12 @@ def quiet_lightning() -> None:
     warnings.filterwarnings(
         "ignore", r".*LeafSpec.* is deprecated", module=r"pytorch_lightning\.utilities\._pytree"
     )
+
+
+def log_to_file(level: int, message: str, *args: object) -> None:
+    """A record for the run's log files only, where the console shows its own rendering of it."""
+    log = logging.getLogger("attnlab")
+    record = log.makeRecord(log.name, level, __file__, 0, message, args, None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)

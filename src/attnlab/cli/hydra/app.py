@@ -1,6 +1,7 @@
-"""The command line around Hydra: the schemas in Hydra's config store, the configs' resolvers, and
-validation before any directory exists (``ValidateOnStart``). Bad input ends in one line
-(``attnlab.run.bad_input``); a failed job and a multirun's table are ``attnlab.cli.hydra.jobs``'.
+"""The command line around Hydra: a command run under ``hydra.main`` with the schemas registered
+(``attnlab.run.configs``), and validation before any directory exists (``ValidateOnStart``). Bad input
+ends in one line (``attnlab.run.bad_input``); a failed job and a multirun's table are
+``attnlab.cli.hydra.jobs``'.
 """
 
 from __future__ import annotations
@@ -15,17 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-from hydra.core.config_store import ConfigStore
-from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
-from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from attnlab.cli.hydra.command_line import before_composing
 from attnlab.cli.hydra.hydra_shims import help_with_field_comments
 from attnlab.cli.hydra.jobs import failed_jobs, job_rows, job_table
 from attnlab.run.bad_input import (
-    SCHEMA_NODE,
     USER_ERRORS,
     ConfigRejected,
     DryRunDone,
@@ -33,78 +30,11 @@ from attnlab.run.bad_input import (
     full_traceback,
     one_line,
 )
-from attnlab.run.eval_data import CHECKPOINT_DATA
+from attnlab.run.configs import register_schemas
 from attnlab.run.prepared import PreparedRun
-from attnlab.run.presets import config_dir, presets
-from attnlab.schema.commands import CompressCommand, ExplainCommand, ExportCommand, SampleCommand
-from attnlab.schema.eval import EvalConfig
-from attnlab.schema.load import UNIONS
-from attnlab.schema.run import RunConfig
+from attnlab.run.presets import config_dir
 from attnlab.training.lock import unlock_run_dirs
-from attnlab.training.rundir import is_rank_zero, rank_suffix
 from attnlab.training.signals import RunInterrupted, policy
-
-# The schema each command's primary config (conf/<name>.yaml) starts from.
-COMMANDS = {
-    "train": RunConfig,
-    "eval": EvalConfig,
-    "sample": SampleCommand,
-    "explain": ExplainCommand,
-    "compress": CompressCommand,
-    "export": ExportCommand,
-}
-
-
-def help_groups(command: str) -> str:
-    """The groups section of ``--help`` (the resolver ``attnlab.help_groups``, in
-    ``conf/hydra/help/attnlab.yaml``). Hydra's own lists the schema nodes of the config store
-    (``model/gpt_schema``, ...) as if they were choices, and every group of ``conf/`` for the commands
-    that read a checkpoint, which take none of them."""
-    if not command.startswith("train"):  # train_rank<k> under torchrun
-        return "(none: the model, data and tokenizer are the checkpoint's, ckpt_path=...)"
-    groups = sorted(path.name for path in config_dir().iterdir() if path.is_dir() and path.name != "hydra")
-    return "\n".join(f"{group}: {', '.join(presets(group))}" for group in groups if presets(group))
-
-
-def register_schemas() -> None:
-    """Put the schemas in Hydra's config store, so that every key exists (and is typed) before the
-    groups and the command line are merged in: each command's schema (``train_schema``, ...), each
-    class of a tagged group (``model/gpt_schema``, ``pos/rope_schema``, ...), which the group's options
-    in ``conf/`` start from, and the untyped ``data/_checkpoint`` and ``model/_checkpoint`` that the
-    commands reading a checkpoint compose ``data.*`` and ``model.*`` onto, typed afterwards by the
-    checkpoint's classes (``attnlab.run.eval_data``). Also the resolvers the configs' Hydra settings use."""
-    store = ConfigStore.instance()
-    for name, schema in COMMANDS.items():
-        store.store(name=SCHEMA_NODE.format(name), node=schema)
-    for group in ("data", "model"):  # attnlab-eval's and -sample's: the checkpoint's, typed after composing
-        store.store(group=group, name=CHECKPOINT_DATA, node=OmegaConf.create({}, flags={"struct": False}))
-    for union in UNIONS:
-        group = union.group.rpartition(".")[2]  # model.pos: the pos group
-        for tag, schema in union.schemas.items():
-            store.store(group=group, name=SCHEMA_NODE.format(tag), node=schema)
-    # Ranks > 0 of torchrun or SLURM write no Hydra files and log to <job>_rank<k>.log.
-    OmegaConf.register_new_resolver(
-        "attnlab.rank_zero", lambda v: v if is_rank_zero() else None, replace=True
-    )
-    OmegaConf.register_new_resolver("attnlab.rank_suffix", rank_suffix, replace=True)
-    OmegaConf.register_new_resolver("attnlab.with_label", with_label, replace=True)
-    OmegaConf.register_new_resolver("attnlab.help_groups", help_groups, replace=True)
-
-
-def with_label(base: object, *, _root_: DictConfig) -> str:
-    """The resolver ``${attnlab.with_label:<base>}`` of the run folders' names: ``<base>_<label>``
-    (``training.names.folder_name``), from the command line of the config being resolved (or of the
-    running job, for a config without its ``hydra`` node), so every rank and every reading agrees."""
-    from attnlab.training.names import folder_name
-
-    hydra_config = _root_.get("hydra") if "hydra" in _root_ else None
-    if hydra_config is None and HydraConfig.initialized():
-        hydra_config = HydraConfig.get()
-    if hydra_config is None:  # composed outside a Hydra run (tests, notebooks): nothing to name it by
-        return str(base)
-    overrides = [str(o) for o in hydra_config.overrides.task]
-    multirun = hydra_config.mode == RunMode.MULTIRUN
-    return folder_name(str(base), _root_.get("run_name"), overrides, multirun)
 
 
 def freeze_heap_at_exit() -> None:

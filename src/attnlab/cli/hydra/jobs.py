@@ -18,9 +18,9 @@ from hydra.types import RunMode
 
 from attnlab.cli.hydra.hydra_shims import launcher_logger
 from attnlab.run.bad_input import error_line, full_traceback
+from attnlab.training.console import log_to_file
 from attnlab.training.files import disk_full_line, is_disk_full
 
-log = logging.getLogger("attnlab")
 failed_jobs: list[str] = []  # one line per job of this multirun that failed
 job_rows: list[dict[str, str]] = []  # one row per job of this multirun, finished or failed: the final table
 tabled: set[bool] = set()  # {True} once a command asked for the table (``one_line_per_job``)
@@ -114,11 +114,3 @@ def disk_full_reason(err: OSError, run_dir: Path) -> str:
 def log_traceback(err: BaseException) -> None:
     """Write the traceback of ``err`` to the log files only (the console gets one line)."""
     log_to_file(logging.ERROR, "the run failed:\n%s", "".join(traceback.format_exception(err)))
-
-
-def log_to_file(level: int, message: str, *args: object) -> None:
-    """A record for the run's log files only, where the console shows its own rendering of it."""
-    record = log.makeRecord(log.name, level, __file__, 0, message, args, None)
-    for handler in logging.getLogger().handlers:
-        if isinstance(handler, logging.FileHandler):
-            handler.handle(record)
