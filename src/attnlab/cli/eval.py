@@ -18,23 +18,18 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, read_write
 
-from attnlab.cli.hydra.app import run_hydra
+from attnlab.cli.hydra.app import checked_by_validation, run_hydra
 from attnlab.cli.hydra.eval_choices import help_groups
 from attnlab.cli.hydra.jobs import run_job
 from attnlab.run.bad_input import check_writable
 from attnlab.run.devices import check_devices
 from attnlab.run.eval_data import (
-    chooses_preset,
-    job_run_config,
     parse,
-    saved_run,
     values_of,
 )
 from attnlab.run.eval_lengths import check_length_sweep
-from attnlab.run.evaluation import evaluation, typed_eval_config
+from attnlab.run.evaluation import EvalJob, evaluation, typed_eval_config
 from attnlab.run.harness import check_harness_tasks
-from attnlab.schema.errors import ConfigError
-from attnlab.schema.eval import EvalConfig
 from attnlab.schema.rundir import EVAL_DIR, eval_dir_of
 from attnlab.training.lock import new_dir
 from attnlab.training.targets import check_trainer_target
@@ -61,35 +56,22 @@ def eval_dir_for(fallback: str, *, _root_: DictConfig) -> str:
     return str(where) if where is not None else f"{fallback}/{EVAL_DIR}"
 
 
-def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> EvalConfig:
+def check_eval_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> EvalJob:
     """The eval config, checked before the output directory exists, with the run it measures (its
-    checkpoint's, with this evaluation's data). A multirun's base config is checked for every job of
-    its grid (``-m ckpt_path=a,b data.seq_len=64,128``), so a bad one stops the sweep before any job."""
+    checkpoint's, with this evaluation's data): the job takes it (``checked_by_validation``), so the
+    checkpoint's run config is read once. A multirun's base config is checked with its swept keys
+    left out (the first checkpoint of ``-m ckpt_path=a,b``); each job is then composed and checked
+    on its own (``check_jobs`` in conf/eval.yaml), so a bad one stops the sweep before any job."""
     swept = values_of("ckpt_path", parse(overrides)) if run_dir is None else []
     if swept and OmegaConf.is_missing(config, "ckpt_path"):  # -m ckpt_path=a,b: the base config has none
         config = OmegaConf.merge(config, {"ckpt_path": swept[0]})
     fixed = overrides if run_dir is not None else [o for o in overrides if not is_sweep(o)]
-    ev, _, _ = typed_eval_config(config, fixed)
-    check_length_sweep(ev)
-    check_harness_tasks(ev)
-    check_devices(ev.trainer, on_the_cpu="use trainer=cpu")
-    check_trainer_target(ev.trainer._target_)
-    if run_dir is not None:
-        return ev
-    from attnlab.cli.hydra.sweep_jobs import grid_jobs
-
-    swept = {o.get_key_element() for o in parse(overrides) if o.is_sweep_override()}
-    for number, job in enumerate(grid_jobs(parse(overrides))):
-        ckpt_path = values_of("ckpt_path", parse(job)) or [ev.ckpt_path]
-        try:
-            if chooses_preset(parse(job)):  # the preset's data is composed in the job
-                saved_run(ckpt_path[0])
-            else:
-                job_run_config(ckpt_path[0], job, None)
-        except ConfigError as err:
-            named = " ".join(o for o in job if o.partition("=")[0] in swept)
-            raise ValueError(f"job {number} ({named}): {err}") from err
-    return ev
+    job = typed_eval_config(config, fixed)
+    check_length_sweep(job.ev)
+    check_harness_tasks(job.ev)
+    check_devices(job.ev.trainer, on_the_cpu="use trainer=cpu")
+    check_trainer_target(job.ev.trainer._target_)
+    return job
 
 
 def is_sweep(arg: str) -> bool:
@@ -121,7 +103,8 @@ def eval_job(config: DictConfig) -> float | None:
     out_dir = Path(hc.runtime.output_dir)
 
     def job() -> float:
-        ev, run, evaluated = typed_eval_config(config, list(hc.overrides.task))
+        checked = checked_by_validation(out_dir)  # a multirun's job was checked without its folder
+        ev, run, evaluated = checked or typed_eval_config(config, list(hc.overrides.task))
         metrics, monitor = evaluation(ev, run, evaluated, out_dir)
         if not monitor:  # harness tasks, lengths: their first metric
             return next(iter(metrics.values()), math.nan)

@@ -23,8 +23,6 @@ same way (``model_changes``).
 
 from __future__ import annotations
 
-import copy
-import os
 from dataclasses import replace
 from typing import Any
 
@@ -72,29 +70,12 @@ def chooses_preset(overrides: list[Override], group: str = "data") -> bool:
 
 def saved_run(ckpt_path: str) -> RunConfig:
     """The checked run config that a checkpoint of attnlab-train holds; ConfigError naming ckpt_path
-    for a missing file, a file that is not such a checkpoint, or one without a run config."""
+    for a missing file, a file that is not such a checkpoint, or one without a run config. Each call
+    reads the file: a command reads it once and passes the run on (``job_run_config``)."""
     check_checkpoint_file("ckpt_path", ckpt_path)
-    identity = checkpoint_identity(ckpt_path)
-    if identity not in _SAVED_RUNS:
-        _SAVED_RUNS[identity] = read_saved_run(ckpt_path)
-    run = copy.deepcopy(_SAVED_RUNS[identity])  # callers may change theirs
-    check_run(run)  # every time: a rule may look beyond the file (a data path that must exist)
+    run = read_saved_run(ckpt_path)
+    check_run(run)  # a rule may look beyond the file (a data path that must exist)
     return run
-
-
-# The typed run configs of the checkpoint files read so far, by ``checkpoint_identity``: one evaluation
-# reads its checkpoint's config several times (each job checked before the multirun starts, then typed
-# again in the job), and each read loads the checkpoint and types its config (a quarter of a CPU-second
-# for a tiny model).
-_SAVED_RUNS: dict[tuple[str, int, int, int], RunConfig] = {}
-
-
-def checkpoint_identity(ckpt_path: str) -> tuple[str, int, int, int]:
-    """The file a checkpoint path names (links followed) and its inode, size and modification time:
-    another file, or the same one written again, is another identity."""
-    path = os.path.realpath(ckpt_path)
-    stat = os.stat(path)
-    return path, stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 def read_saved_run(ckpt_path: str) -> RunConfig:

@@ -8,7 +8,7 @@ import json
 import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -22,15 +22,25 @@ from attnlab.training.files import write_atomically
 from attnlab.training.rundir import save_config
 
 
-def typed_eval_config(config: DictConfig, overrides: list[str]) -> tuple[EvalConfig, RunConfig, RunConfig]:
+class EvalJob(NamedTuple):
+    """An evaluation checked: its config, the run its checkpoint was trained in, and the run it
+    measures (that run with the evaluation's data and model keys)."""
+
+    ev: EvalConfig
+    run: RunConfig
+    evaluated: RunConfig
+
+
+def typed_eval_config(config: DictConfig, overrides: list[str]) -> EvalJob:
     """The composed eval config as its schema class, with the data and model it measures typed by the
     checkpoint's classes (composed untyped: ``attnlab.run.eval_data``), checked; and the run the
-    checkpoint was trained in and the run this evaluation measures (``job_run_config``)."""
+    checkpoint was trained in and the run this evaluation measures (``job_run_config``), read from the
+    checkpoint once."""
     ev: EvalConfig = to_object(config)
     run, evaluated = job_run_config(ev.ckpt_path, overrides, ev.data)
     ev = replace(ev, data=evaluated.data, model=evaluated.model)
     ev.check()
-    return ev, run, evaluated
+    return EvalJob(ev, run, evaluated)
 
 
 def evaluation(

@@ -138,7 +138,7 @@ class ValidateOnStart(Callback):
             print("dry run: the config is valid; nothing was trained or written")
             raise DryRunDone
         self._claim(config, run_dir)
-        _checked[run_dir.resolve()] = checked
+        _checked[Path(config.hydra.run.dir).resolve()] = checked  # where the claim put it (eval: a _2)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: object) -> None:
         from attnlab.cli.hydra.sweep_jobs import swept_keys
