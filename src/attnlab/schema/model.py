@@ -138,8 +138,11 @@ class ModelConfig:
     parametrization: Parametrization = Parametrization.sp
     mup_base_width: int = 128
     init_from: str | None = None  # a local Hugging Face checkpoint directory
-    # A PosConfig, chosen with pos=<name>. Typed Any because OmegaConf merges a class into a typed field
-    # only if it subclasses the class already there: pos=rope over a LearnedPos would be refused.
+    # A PosConfig, chosen with pos=<name>; ``check`` refuses anything else. Typed Any because the pos
+    # group is composed before the model preset (which may set model.pos.*), and OmegaConf 2.3, merging
+    # the preset's class (GPTConfig) over the run's ModelConfig node, rebuilds that node from the
+    # class's fields: a field typed PosConfig would turn the RopePos there into a bare PosConfig, whose
+    # keys are only ``name`` (model.pos.rope_base: not a known key). Any keeps the node's own class.
     pos: Any = MISSING
     # Written by attnlab-compress method=prune_heads: the heads each attention module keeps, as their
     # indices among n_heads, one list per module in the order the model runs them (seq2seq: the
