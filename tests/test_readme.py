@@ -32,8 +32,9 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 from attnlab.cli.eval import check_eval_job
+from attnlab.cli.hydra import teacher_defaults
 from attnlab.data import check_source
-from attnlab.run import eval_data, teacher
+from attnlab.run import eval_data
 from attnlab.run.bad_input import one_line
 from attnlab.run.configs import COMMANDS, register_schemas
 from attnlab.run.presets import config_dir
@@ -246,7 +247,7 @@ def readme_runs(trained_config, monkeypatch, readme_folder):
     for group in ("data", "model"):
         monkeypatch.setitem(store.repo, group, dict(store.repo[group]))
     monkeypatch.setattr(eval_data, "saved_run", trained_config)
-    monkeypatch.setattr(teacher, "teacher_run", trained_config)
+    monkeypatch.setattr(teacher_defaults, "teacher_run", trained_config)
     monkeypatch.chdir(readme_folder)
 
 
@@ -255,9 +256,9 @@ def check(name: str, overrides: list[str], composer) -> None:
     schema and rules (attnlab-train's between the groups, a teacher's; attnlab-eval's against the
     checkpoint's run), as the command composes it."""
     if name == "train":
-        overrides = teacher.with_teacher_defaults(overrides)
+        overrides = teacher_defaults.with_teacher_defaults(overrides)
         cfg = composer(name, overrides=overrides)
-        teacher.check_teacher_run(cfg)
+        teacher_defaults.check_teacher_run(cfg)
         run = validate(cfg)
         check_source(run.data, run.model)  # the heads of its files: the example images' sizes
         return

@@ -30,7 +30,7 @@ ARGV_USERS = {
     ("command_line", "read_before_train"),
     ("command_line", "read_before_eval"),
     ("command_line", "read_before_sample"),
-    ("teacher", "use_teacher_defaults"),
+    ("teacher_defaults", "use_teacher_defaults"),
     ("bad_input", "override_value"),
     ("report", "report_command"),
 }

@@ -47,8 +47,8 @@ def config_store(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     runs without this test's implied overrides)."""
     from hydra.core.config_store import ConfigStore
 
+    from attnlab.cli.hydra.teacher_defaults import TEACHER_OPTION
     from attnlab.run.eval_data import CHECKPOINT_DATA
-    from attnlab.run.teacher import TEACHER_OPTION
     from attnlab.training.names import IMPLIED_VARIABLE
 
     monkeypatch.setenv(IMPLIED_VARIABLE, "[]")  # restored after the test
@@ -89,7 +89,7 @@ def test_a_student_learns_from_a_teacher_of_each_family(checkpoint, tmp_path, mo
 def test_a_student_is_named_by_what_was_typed(checkpoint, monkeypatch) -> None:
     """Not by the teacher's defaults that task=distill adds (model=_teacher, pos=..., task.objective=...),
     which filled the 120 characters of a name before what tells two students apart."""
-    from attnlab.run.teacher import use_teacher_defaults
+    from attnlab.cli.hydra.teacher_defaults import use_teacher_defaults
     from attnlab.training.names import folder_name, run_name
 
     teacher = checkpoint("vit")

@@ -24,10 +24,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnlab.cli.hydra.app import checked_by_validation, run_hydra
 from attnlab.cli.hydra.jobs import log_to_file, one_line_per_job, run_job
+from attnlab.cli.hydra.teacher_defaults import check_teacher_run
 from attnlab.run.fit import run_summary, train
 from attnlab.run.prepared import PreparedRun, check_machine, prepare_run
 from attnlab.run.pretrained import explicit_model_keys, resolve_init_from
-from attnlab.run.teacher import check_teacher_run
 from attnlab.schema.checks import validate, validate_saved
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.run import RUN_DIR, RunConfig

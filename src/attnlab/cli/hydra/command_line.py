@@ -6,7 +6,7 @@ attnlab-sample's ``data.*`` and ``model.*`` keys compose onto an untyped node (`
 ``model/_checkpoint``, registered with the schemas) and are typed afterwards by the checkpoint's own
 classes, picked by their tags (``attnlab.run.eval_data.job_run_config``). Four pieces remain:
 
-* ``task=distill task.teacher=<ckpt>`` (``attnlab.run.teacher.use_teacher_defaults``): the teacher's
+* ``task=distill task.teacher=<ckpt>`` (``attnlab.cli.hydra.teacher_defaults.use_teacher_defaults``): the teacher's
   model and data are the student's *defaults*, so ``model.type_vocab_size=2`` for a bert teacher must
   compose onto a bert node. Hydra chooses a group's option only from the primary config's defaults
   list and the overrides it reads from ``sys.argv``, never from a value of the config it composes, and
@@ -31,10 +31,10 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 
 from attnlab.cli.hydra.eval_choices import refuse_other_trainers
+from attnlab.cli.hydra.teacher_defaults import use_teacher_defaults
 from attnlab.run.bad_input import exit_before_the_run, user_errors_as_one_line
 from attnlab.run.eval_data import refuse_model_preset
 from attnlab.run.presets import presets
-from attnlab.run.teacher import use_teacher_defaults
 from attnlab.schema.errors import ConfigError
 from attnlab.training.signals import RunInterrupted
 
