@@ -334,3 +334,26 @@ def test_a_gated_qk_normed_llama_exports_as_qwen3_next() -> None:
     cfg = replace(NEXT, layout=None, mixers=MixerSizes())
     arch, hf_config = choose_architecture(cfg)
     assert (arch.model_type, hf_config["layer_types"]) == ("qwen3_next", ["full_attention"] * 4)
+
+
+def test_init_from_takes_the_mixers_and_their_sizes_from_the_checkpoint(tmp_path: Path) -> None:
+    """``model.init_from=<dir>`` (before a run exists): the layout and mixer sizes are the checkpoint's,
+    and a size the run sets against it is refused in one line."""
+    from attnlab.cli.pretrained import resolve_init_from
+    from attnlab.schema.run import RunConfig
+
+    qwen3_next().save_pretrained(tmp_path)
+    run = RunConfig()
+    run = replace(run, model=replace(run.model, init_from=str(tmp_path)))
+    model = resolve_init_from(run, explicit={"family"}).model
+    assert (model.layout, model.mixers) == (
+        CASES["qwen3_next"][1]["layout"],
+        CASES["qwen3_next"][1]["mixers"],
+    )
+    clash = replace(run, model=replace(run.model, mixers=MixerSizes(linear_k_heads=4)))
+    with pytest.raises(ConfigError) as err:
+        resolve_init_from(clash, explicit={"family", "mixers.linear_k_heads"})
+    assert str(err.value) == (
+        f"model.mixers.linear_k_heads=4: contradicts the checkpoint model.init_from={tmp_path}, which has "
+        "mixers.linear_k_heads=2; leave it out to take the checkpoint's"
+    )
