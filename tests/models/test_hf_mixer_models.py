@@ -339,7 +339,7 @@ def test_a_gated_qk_normed_llama_exports_as_qwen3_next() -> None:
 def test_init_from_takes_the_mixers_and_their_sizes_from_the_checkpoint(tmp_path: Path) -> None:
     """``model.init_from=<dir>`` (before a run exists): the layout and mixer sizes are the checkpoint's,
     and a size the run sets against it is refused in one line."""
-    from attnlab.cli.pretrained import resolve_init_from
+    from attnlab.run.pretrained import resolve_init_from
     from attnlab.schema.run import RunConfig
 
     qwen3_next().save_pretrained(tmp_path)
