@@ -34,6 +34,7 @@ SOURCED = [
     "muon",
     "nanogpt_baby",
     "nanogpt_shakespeare_char",
+    "packing",
     "parity",
     "pos_extrapolation",
 ]
