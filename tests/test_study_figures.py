@@ -32,6 +32,7 @@ SOURCED = [
     "compression",
     "families",
     "muon",
+    "mup",
     "nanogpt_baby",
     "nanogpt_shakespeare_char",
     "packing",
