@@ -31,6 +31,7 @@ NOT_YET_BACKED: dict[str, str] = {}
 SOURCED = [
     "compression",
     "families",
+    "induction_heads",
     "muon",
     "mup",
     "nanogpt_baby",
