@@ -21,6 +21,7 @@ import json
 import re
 import sys
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, InvalidOperation
+from functools import lru_cache
 from pathlib import Path
 
 EXPERIMENTS = Path(__file__).resolve().parent
@@ -211,19 +212,35 @@ def markdown_tables(text: str) -> list[list[list[str]]]:
     return tables
 
 
+def source_text(path: Path) -> str:
+    """A source file's text, read once per version of the file (the one-digit test rechecks a README
+    once per figure, against the same files)."""
+    return cached_text(path, path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=256)
+def cached_text(path: Path, version: int) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=256)
+def parsed_tables(text: str) -> tuple:
+    return tuple(markdown_tables(text))
+
+
 def source_value(study: Path, source: str) -> Decimal:
     """The number a source names (see above)."""
     file, _, locator = source.strip().partition(":")
     path = study / file
     if not path.is_file():
         raise SourceError(f"{file}: no such file")
-    text = path.read_text(encoding="utf-8")
+    text = source_text(path)
     index = 1
     if (m := re.fullmatch(r"(.*)#(\d+)", locator)) and not locator.startswith("{"):
         locator, index = m.group(1), int(m.group(2))
     if m := re.fullmatch(r"\[(.+?)\]\[(.+)\]", locator):
         row, column = m.group(1), m.group(2)
-        for table in markdown_tables(text):
+        for table in parsed_tables(text):
             header = table[0]
             if column in header:
                 cell = next((r[header.index(column)] for r in table[1:] if r[0] == row), None)

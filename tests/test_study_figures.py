@@ -39,6 +39,7 @@ SOURCED = [
     "packing",
     "parity",
     "pos_extrapolation",
+    "scaling",
 ]
 
 
