@@ -32,6 +32,7 @@ SOURCED = [
     "compression",
     "families",
     "induction_heads",
+    "length_generalisation",
     "muon",
     "mup",
     "nanogpt_baby",
