@@ -224,6 +224,17 @@ def cached_text(path: Path, version: int) -> str:
 
 
 @lru_cache(maxsize=256)
+def file_rows(text: str) -> frozenset[str]:
+    """Every line of a file as a table row (its cells stripped): what a copied table's rows must be."""
+    return frozenset(normalise(line) for line in text.splitlines())
+
+
+@lru_cache(maxsize=256)
+def csv_rows(text: str) -> tuple:
+    return tuple(csv.DictReader(text.splitlines()))
+
+
+@lru_cache(maxsize=256)
 def parsed_tables(text: str) -> tuple:
     return tuple(markdown_tables(text))
 
@@ -234,6 +245,13 @@ def source_value(study: Path, source: str) -> Decimal:
     path = study / file
     if not path.is_file():
         raise SourceError(f"{file}: no such file")
+    return located_value(path, path.stat().st_mtime_ns, file, locator)
+
+
+@lru_cache(maxsize=4096)
+def located_value(path: Path, version: int, file: str, locator: str) -> Decimal:
+    """The number ``locator`` names in the file at ``path`` (``version``: its modification time, so
+    that a changed file is read again)."""
     text = source_text(path)
     index = 1
     if (m := re.fullmatch(r"(.*)#(\d+)", locator)) and not locator.startswith("{"):
@@ -249,7 +267,7 @@ def source_value(study: Path, source: str) -> Decimal:
         raise SourceError(f"{file}: no table with a column {column!r} and a row {row!r}")
     if m := re.fullmatch(r"\{(.+)\}\[(.+)\]", locator):
         wanted = dict(pair.split("=", 1) for pair in m.group(1).split(","))
-        rows = [r for r in csv.DictReader(text.splitlines()) if all(r.get(k) == v for k, v in wanted.items())]
+        rows = [r for r in csv_rows(text) if all(r.get(k) == v for k, v in wanted.items())]
         if len(rows) != 1 or m.group(2) not in rows[0]:
             raise SourceError(
                 f"{file}: {len(rows)} rows with {wanted} (one wanted) or no column {m.group(2)!r}"
@@ -268,7 +286,9 @@ def source_value(study: Path, source: str) -> Decimal:
             except (KeyError, IndexError, ValueError, TypeError):
                 raise SourceError(f"{file}: no key {locator}") from None
         return nth(numbers_in(str(value)), 1, f"{file}: {locator}")
-    raise SourceError(f'{source}: not a source ([row][column], {{key=value}}[column], a.b.c or "text")')
+    raise SourceError(
+        f'{file}:{locator}: not a source ([row][column], {{key=value}}[column], a.b.c or "text")'
+    )
 
 
 def nth(numbers: list[Decimal], index: int, where: str) -> Decimal:
@@ -335,7 +355,7 @@ def sourced_problems(study: Path, readme: str) -> list[str]:
             if not path.is_file():
                 problems.append(f"line {start}: figures from {table_file}: no such file")
                 continue
-            table_rows = {normalise(line) for line in path.read_text(encoding="utf-8").splitlines()}
+            table_rows = file_rows(source_text(path))
         checked: dict[str, bool] = {}
         for figure, line, _ in block_figures(block):
             if table_file is not None and line.lstrip().startswith("|"):
