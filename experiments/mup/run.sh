@@ -20,3 +20,5 @@ mkdir -p "$OUT/lr_1e-2"
 "$PY" "$HERE/bigram.py" --data "$DATA" > "$OUT/bigram.json"
 "$PY" "$HERE/compare.py"
 "$PY" "$HERE/tables.py"
+# what costs μP against a tuned sp at width 128: one piece of μP replaced by sp's at a time, 500 steps
+"$PY" "$HERE/ablation.py" --data "$DATA" --steps 500 --seeds 0
