@@ -129,7 +129,7 @@ def consolidate(checkpoint: Path, out: Path | None = None, overwrite: bool = Tru
     whole = {**meta, "state_dict": fuse_projections(saved["state_dict"]), CONSOLIDATED_KEY: str(checkpoint)}
     buffer = io.BytesIO()
     torch.save(whole, buffer)
-    with staged_new(out, overwrite) as tmp, open(tmp, "wb") as file:
+    with staged_new(out, overwrite, needed=lambda: buffer.getbuffer().nbytes) as tmp, open(tmp, "wb") as file:
         file.write(buffer.getbuffer())
         file.flush()
         os.fsync(file.fileno())
