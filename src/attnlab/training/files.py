@@ -154,8 +154,11 @@ def torch_save(obj: object, path: Path) -> None:
         try:
             torch.save(obj, recording)
         except RuntimeError:
-            if recording.error is not None:
-                raise recording.error from None
+            from attnlab.training.signals import policy
+
+            error = recording.error or (policy.raised if policy.stopping else None)
+            if error is not None:  # a signal that landed in the writer outside its ``try``: the handler's
+                raise error from None
             raise
 
 
