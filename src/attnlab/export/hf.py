@@ -173,23 +173,9 @@ def write_hf(
         if normalisation is not None:
             image_processor(model.cfg, *normalisation).save_pretrained(tmp / "model")
         publish(tmp / "model", out)
-    except Exception as err:
-        raise_disk_full(err, out, sum(t.nbytes for t in tensors.values()))
-        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return hf_config["architectures"][0]
-
-
-def raise_disk_full(err: Exception, out: Path, weights: int) -> None:
-    """A write of the directory that found the disk full (or passed ``ulimit -f``), safetensors' and the
-    tokenizer's included, as one DiskFullError naming ``out`` and about the space it needs (its
-    ``weights`` bytes); any other error is left to the caller."""
-    from attnlab.training.files import disk_full, is_disk_full, writer_os_error
-
-    cause = writer_os_error(err)
-    if cause is not None and is_disk_full(cause):
-        raise disk_full(out, weights, cause.errno) from None
 
 
 def publish(written: Path, out: Path) -> None:
