@@ -20,8 +20,9 @@ from attnlab.training.files import write_atomically
 
 def check_harness_tasks(ev: EvalConfig) -> None:
     """Before the evaluation's folder exists and before the model is loaded: a ConfigError for a task
-    name no task defines, and for a task whose requests the checkpoint's model refuses (a perplexity
-    task on an encoder-decoder; decoders answer every kind)."""
+    name no task defines, for a task whose requests the checkpoint's model refuses (a perplexity
+    task on an encoder-decoder; decoders answer every kind), and for a text of the tasks that the
+    checkpoint's tokenizer cannot encode (``check_texts``)."""
     from attnlab.schema.model import Seq2SeqConfig
 
     if not ev.harness.tasks:
@@ -34,17 +35,15 @@ def check_harness_tasks(ev: EvalConfig) -> None:
         return  # harness_eval names what to install
     tasks, include_path = list(ev.harness.tasks), ev.harness.include_path
     check_task_names(ev.harness.tasks, include_path, "harness")
-    from attnlab.harness.run import TaskRefused, check_requests
+    if isinstance(ev.model, Seq2SeqConfig):
+        from attnlab.harness.run import TaskRefused, check_requests
+        from attnlab.harness.seq2seq import AttnlabSeq2SeqLM
 
+        try:
+            check_requests(AttnlabSeq2SeqLM, tasks, task_manager(tasks, include_path))
+        except TaskRefused as err:
+            raise ConfigError("harness.tasks", ev.harness.tasks, str(err)) from None
     check_texts(ev)
-    if not isinstance(ev.model, Seq2SeqConfig):
-        return
-    from attnlab.harness.seq2seq import AttnlabSeq2SeqLM
-
-    try:
-        check_requests(AttnlabSeq2SeqLM, tasks, task_manager(tasks, include_path))
-    except TaskRefused as err:
-        raise ConfigError("harness.tasks", ev.harness.tasks, str(err)) from None
 
 
 def check_texts(ev: EvalConfig) -> None:
