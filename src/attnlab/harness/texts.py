@@ -11,10 +11,13 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from attnlab.harness.run import TaskRefused
-
 PREVIEW = 40  # characters of a document's text shown in the message
 FEWSHOT_SEED = 1234  # lm_eval.simple_evaluate's default: the same few-shot examples as the scoring's
+
+
+class TaskRefused(ValueError):
+    """A task asks for what the model cannot answer: a kind of request, or a text its tokenizer cannot
+    encode (the message says why)."""
 
 
 def check_request_texts(requests: Iterable[Any], tokenizer: Any) -> None:
