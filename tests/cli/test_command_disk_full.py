@@ -188,3 +188,29 @@ def test_a_file_size_limit_while_writing_the_output_is_one_line(
         "MB, past this process's file size limit (0.05 MB, ulimit -f): raise the limit or free it"
     ), lines[0]
     assert sorted(out.iterdir()) == []
+
+
+def test_eval_saving_its_tokenizer_on_a_full_disk_is_one_line_and_no_half_file(
+    checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The tokenizer is written by a library in Rust, whose error names the errno in its text only
+    (``Exception: No space left on device (os error 28)``): the line names the evaluation's folder, and
+    no half ``tokenizer.json`` is left in it."""
+    from attnlab.data.tokenizers import Tokenizer
+
+    def half_then_full(self: Tokenizer, directory: str | Path) -> Path:
+        path = Path(directory) / "tokenizer.json"
+        path.write_text('{"version": "1.0", "trunc')
+        raise Exception("No space left on device (os error 28)")  # what tokenizers raises
+
+    monkeypatch.setattr(Tokenizer, "save", half_then_full)
+    out = tmp_path / "ev"
+    result = command_here(
+        [f"ckpt_path={checkpoint}", f"hydra.run.dir={out}"], tmp_path, monkeypatch, capsys, "eval"
+    )
+    assert result.returncode == 1, result.stderr
+    lines = errors(result.stderr)
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].startswith(f"error: no space left on device to write {out}: needs "), lines[0]
+    assert not (out / "tokenizer.json").exists() and not (out / "metrics.json").exists()
+    assert_nothing_half_written(out)

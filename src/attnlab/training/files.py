@@ -63,17 +63,18 @@ def is_disk_full(err: BaseException) -> bool:
     return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
-# A Rust writer's I/O error (safetensors' ``save_file``) carries the errno in its text only.
+# A Rust writer's I/O error (safetensors' ``save_file``, tokenizers' ``save``) carries the errno in its
+# text only: Rust's io::Error reads "No space left on device (os error 28)".
 OS_ERROR_IN_TEXT = re.compile(r"\(os error (\d+)\)")
 
 
 def writer_os_error(err: BaseException) -> OSError | None:
     """The OSError behind a failed write: ``err`` itself, or the errno that a library writing in
-    another language names in its message (safetensors: ``... No space left on device (os error
-    28)``); None for anything else."""
+    another language names in its message (safetensors: ``SafetensorError: ... No space left on
+    device (os error 28)``); None for anything else."""
     if isinstance(err, OSError):
         return err
-    found = OS_ERROR_IN_TEXT.search(str(err)) if type(err).__name__ == "SafetensorError" else None
+    found = OS_ERROR_IN_TEXT.search(str(err)) if isinstance(err, Exception) else None
     return OSError(int(found.group(1)), os.strerror(int(found.group(1)))) if found else None
 
 
@@ -228,7 +229,9 @@ def write_bytes_durably(path: Path, data: bytes | memoryview) -> Path:
 
 def save_into(directory: Path, save: Callable[[Path], object]) -> list[Path]:
     """Run ``save(staging_dir)`` and move the files it wrote into ``directory`` one rename each (for
-    writers that write their files in place, such as a tokenizer's ``save``)."""
+    writers that write their files in place, such as a tokenizer's ``save``): a full disk leaves none
+    of them, half-written or whole, and is a DiskFullError naming ``directory`` (also where the writer
+    is a library in another language that names the errno in its message only)."""
     staging = directory / f".staging{TMP_SUFFIX}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -239,9 +242,10 @@ def save_into(directory: Path, save: Callable[[Path], object]) -> list[Path]:
             os.replace(file, directory / file.name)
             moved.append(directory / file.name)
         return moved
-    except OSError as err:
-        if is_disk_full(err):
-            raise disk_full(directory, cause=err.errno) from None
+    except Exception as err:
+        cause = writer_os_error(err)
+        if cause is not None and is_disk_full(cause):
+            raise disk_full(directory, cause=cause.errno) from None
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
