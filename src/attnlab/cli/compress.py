@@ -29,6 +29,7 @@ from attnlab.schema.commands import CompressCommand, CompressMethod
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.load import to_object
 from attnlab.schema.rundir import check_checkpoint_file
+from attnlab.training.files import saved_size
 
 # What only resuming training reads: a compressed checkpoint leaves it out.
 TRAINING_STATE = ("optimizer_states", "lr_schedulers", "loops", "callbacks")
@@ -41,7 +42,7 @@ def main() -> None:
 
 def compress_job(config: DictConfig) -> None:
     """The Hydra task: write the compressed checkpoint and print where it is and how large."""
-    from attnlab.training.files import DiskFullError
+    from attnlab.training.files import disk_full_line, is_disk_full
 
     with user_errors_as_one_line():
         cmd: CompressCommand = to_object(config)
@@ -49,10 +50,11 @@ def compress_job(config: DictConfig) -> None:
         out = output_path(cmd)
         try:
             print(compress_checkpoint(cmd, out))
-        except DiskFullError as err:  # nothing written: the file and the space it needed, in one line
-            print(f"error: {err.strerror}", file=sys.stderr)
-            sys.exit(1)
-        except OSError as err:  # a folder that cannot be written
+        except OSError as err:
+            if is_disk_full(err):  # nothing written: the file and the space it needed, in one line
+                print(f"error: {disk_full_line(err, out)}", file=sys.stderr)
+                sys.exit(1)
+            # a folder that cannot be written
             if err.filename is not None and Path(err.filename).parent != out.parent:
                 raise
             print(f"error: out={out}: cannot be written ({err.strerror or err})", file=sys.stderr)
@@ -134,13 +136,12 @@ def write_checkpoint(checkpoint: dict, cmd: CompressCommand, out: Path) -> str:
     ``ckpt_path`` (which also holds the optimizer's state, so that ratio says more about Adam than about
     compression). Without ``overwrite``, a file another process made at ``out`` meanwhile is kept (one
     line)."""
-    import torch
+    from attnlab.training.files import staged_new, torch_save
 
-    from attnlab.training.files import staged_new
-
+    overwrite = cmd.overwrite or cmd.out is None
     try:
-        with staged_new(out, overwrite=cmd.overwrite or cmd.out is None) as tmp:
-            torch.save(checkpoint, tmp)
+        with staged_new(out, overwrite, needed=lambda: saved_size(checkpoint)) as tmp:
+            torch_save(checkpoint, tmp)  # a full disk: the OSError, not torch's "unexpected pos"
     except FileExistsError:  # another process wrote out between the check and now
         raise out_exists(str(out)) from None
     ckpt = Path(cmd.ckpt_path)
@@ -150,25 +151,6 @@ def write_checkpoint(checkpoint: dict, cmd: CompressCommand, out: Path) -> str:
         f"{mib(after)} MiB: {weights / after:.2f}x smaller than the uncompressed weights ({mib(weights)} MiB);"
         f" {ckpt.name} with its training state {mib(before)} MiB"
     )
-
-
-def saved_size(checkpoint: dict) -> int:
-    """The bytes ``torch.save`` writes for ``checkpoint``, counted without keeping them."""
-    import torch
-
-    class Counter:
-        size = 0
-
-        def write(self, data: bytes) -> int:
-            self.size += len(data)
-            return len(data)
-
-        def flush(self) -> None:
-            pass
-
-    counter = Counter()
-    torch.save(checkpoint, counter)
-    return counter.size
 
 
 def mib(size: int) -> str:

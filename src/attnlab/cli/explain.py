@@ -14,7 +14,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,27 +36,45 @@ def explain_job(config: DictConfig) -> None:
     """The Hydra task: write the explanation and print where its page is."""
     from hydra.core.hydra_config import HydraConfig
 
+    from attnlab.cli.hydra.app import checked_by_validation
+
     folder = Path(HydraConfig.get().runtime.output_dir)  # out_dir, or its job folder under -m
     with user_errors_as_one_line(), removed_if_unwritten(folder):
-        cmd: ExplainCommand = to_object(config)
-        cmd.check()
-        print(explain_checkpoint(cmd, folder))
+        prepared = checked_by_validation(folder)
+        if prepared is None:  # a multirun's job: checked here, in its own folder
+            prepared = prepare_explanation(to_object(config))
+        print(explain_checkpoint(prepared, folder))
 
 
-def check_out_dir(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> DictConfig:
-    """The folder the explanation goes into (``out_dir``; a multirun's sweep folder), checked writable
-    before Hydra makes it (Hydra's own error is a traceback)."""
+def check_out_dir(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> object:
+    """Before Hydra makes the folder the explanation goes into (``out_dir``; a multirun's sweep folder):
+    the folder is writable (Hydra's own error is a traceback), and for one run, everything the command
+    checks of its input (``prepare_explanation``: the checkpoint, the selection, the input and the
+    corrupted one), so that bad input leaves no folder. The job takes what this returns."""
     check_writable("out_dir", run_dir if run_dir is not None else config.hydra.sweep.dir)
-    return config
+    if run_dir is None:
+        return config
+    return prepare_explanation(to_object(config))
 
 
 @contextmanager
 def removed_if_unwritten(folder: Path) -> Iterator[None]:
-    """On an error before the page is written, take away what Hydra put into ``folder`` (and it, if empty)."""
+    """On an error or a signal before the page is written, take away what this command wrote into
+    ``folder`` (pictures of a half-written explanation included), what Hydra put there, and the folder
+    if that leaves it empty; files that were there before stay."""
+    page = folder / "index.html"
+    before = {path: path.stat().st_mtime_ns for path in folder.iterdir()} if folder.is_dir() else {}
     try:
         yield
     except BaseException:
-        if not (folder / "index.html").exists():
+        if not page.exists() or before.get(page) == page.stat().st_mtime_ns:
+            for path in folder.iterdir() if folder.is_dir() else []:
+                if path in before:
+                    continue
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
             shutil.rmtree(folder / ".hydra", ignore_errors=True)
             (folder / "explain.log").unlink(missing_ok=True)
             with suppress(OSError):
@@ -151,11 +169,26 @@ def patching_inputs(
         return None, None
     check_input_kind(cmd.corrupted, loaded.model)
     corrupted = family.explain_example(loaded, replace(cmd, input=cmd.corrupted), datamodule).batch
+    check_same_shape(cmd.corrupted, corrupted, example.batch)
     with torch.no_grad():
         tokens = loaded.model.logits(example.batch).dim() == 3
     answer, wrong = (answer_index(loaded, text, tokens) for text in (cmd.answer, cmd.wrong))
     position = example.focus if example.focus is not None else -1
     return corrupted, logit_difference(answer, wrong, position)
+
+
+def check_same_shape(text: str, corrupted: dict, clean: dict) -> None:
+    """Patching copies activations position by position: ``corrupted=`` must give a batch of the
+    clean input's shape (as many tokens), else a ConfigError naming both lengths."""
+    for key, value in corrupted.items():
+        shape, wanted = getattr(value, "shape", None), getattr(clean.get(key), "shape", None)
+        if shape is not None and wanted is not None and shape != wanted:
+            raise ConfigError(
+                "corrupted",
+                text,
+                f"its {key} have shape {tuple(shape)}, the input's {tuple(wanted)}: patching needs a "
+                "corrupted input of the same length (as many tokens) as input",
+            )
 
 
 def validation_batches(cmd: ExplainCommand, datamodule: Any) -> list | None:
@@ -192,13 +225,28 @@ def check_probe_and_ablation(cmd: ExplainCommand, model: Any, batches: list | No
             raise ConfigError("ablate", target, str(err).split(": ", 2)[2]) from None
 
 
-def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
-    """Load the checkpoint, prepare the input, write everything into ``folder``; returns index.html."""
+@dataclass
+class Prepared:
+    """An explanation checked and ready to write: the command, its loaded checkpoint, the example and
+    what patching, probes and ablations read."""
+
+    cmd: ExplainCommand
+    loaded: Any
+    datamodule: Any
+    example: Any
+    corrupted: dict | None
+    metric: Any
+    batches: list | None
+
+
+def prepare_explanation(cmd: ExplainCommand) -> Prepared:
+    """Load the checkpoint and prepare the input, checking every setting against them (a ConfigError
+    naming the first bad one); nothing is written."""
     from attnlab.checkpoint import load_checkpoint, run_datamodule
-    from attnlab.explain import explain_to_folder
     from attnlab.run.devices import check_device
     from attnlab.run.families import FAMILY_COMMANDS
 
+    cmd.check()
     check_device("device", cmd.device)
     loaded = load_checkpoint(cmd.ckpt_path, cmd.device)
     check_selection(cmd, loaded.model)
@@ -211,6 +259,15 @@ def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
     corrupted, metric = patching_inputs(cmd, loaded, example, family, datamodule)
     batches = validation_batches(cmd, datamodule)
     check_probe_and_ablation(cmd, loaded.model, batches)
+    return Prepared(cmd, loaded, datamodule, example, corrupted, metric, batches)
+
+
+def explain_checkpoint(prepared: Prepared, folder: Path) -> Path:
+    """Write the explanation ``prepared`` into ``folder``; returns its index.html."""
+    from attnlab.explain import explain_to_folder
+
+    cmd, loaded, datamodule, example = prepared.cmd, prepared.loaded, prepared.datamodule, prepared.example
+    corrupted, metric, batches = prepared.corrupted, prepared.metric, prepared.batches
     return explain_to_folder(
         loaded.model,
         example,
