@@ -21,6 +21,7 @@ import json
 import re
 import sys
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal, InvalidOperation
+from functools import lru_cache
 from pathlib import Path
 
 EXPERIMENTS = Path(__file__).resolve().parent
@@ -211,19 +212,53 @@ def markdown_tables(text: str) -> list[list[list[str]]]:
     return tables
 
 
+def source_text(path: Path) -> str:
+    """A source file's text, read once per version of the file (the one-digit test rechecks a README
+    once per figure, against the same files)."""
+    return cached_text(path, path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=256)
+def cached_text(path: Path, version: int) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=256)
+def file_rows(text: str) -> frozenset[str]:
+    """Every line of a file as a table row (its cells stripped): what a copied table's rows must be."""
+    return frozenset(normalise(line) for line in text.splitlines())
+
+
+@lru_cache(maxsize=256)
+def csv_rows(text: str) -> tuple:
+    return tuple(csv.DictReader(text.splitlines()))
+
+
+@lru_cache(maxsize=256)
+def parsed_tables(text: str) -> tuple:
+    return tuple(markdown_tables(text))
+
+
 def source_value(study: Path, source: str) -> Decimal:
     """The number a source names (see above)."""
     file, _, locator = source.strip().partition(":")
     path = study / file
     if not path.is_file():
         raise SourceError(f"{file}: no such file")
-    text = path.read_text(encoding="utf-8")
+    return located_value(path, path.stat().st_mtime_ns, file, locator)
+
+
+@lru_cache(maxsize=4096)
+def located_value(path: Path, version: int, file: str, locator: str) -> Decimal:
+    """The number ``locator`` names in the file at ``path`` (``version``: its modification time, so
+    that a changed file is read again)."""
+    text = source_text(path)
     index = 1
     if (m := re.fullmatch(r"(.*)#(\d+)", locator)) and not locator.startswith("{"):
         locator, index = m.group(1), int(m.group(2))
     if m := re.fullmatch(r"\[(.+?)\]\[(.+)\]", locator):
         row, column = m.group(1), m.group(2)
-        for table in markdown_tables(text):
+        for table in parsed_tables(text):
             header = table[0]
             if column in header:
                 cell = next((r[header.index(column)] for r in table[1:] if r[0] == row), None)
@@ -232,7 +267,7 @@ def source_value(study: Path, source: str) -> Decimal:
         raise SourceError(f"{file}: no table with a column {column!r} and a row {row!r}")
     if m := re.fullmatch(r"\{(.+)\}\[(.+)\]", locator):
         wanted = dict(pair.split("=", 1) for pair in m.group(1).split(","))
-        rows = [r for r in csv.DictReader(text.splitlines()) if all(r.get(k) == v for k, v in wanted.items())]
+        rows = [r for r in csv_rows(text) if all(r.get(k) == v for k, v in wanted.items())]
         if len(rows) != 1 or m.group(2) not in rows[0]:
             raise SourceError(
                 f"{file}: {len(rows)} rows with {wanted} (one wanted) or no column {m.group(2)!r}"
@@ -251,7 +286,9 @@ def source_value(study: Path, source: str) -> Decimal:
             except (KeyError, IndexError, ValueError, TypeError):
                 raise SourceError(f"{file}: no key {locator}") from None
         return nth(numbers_in(str(value)), 1, f"{file}: {locator}")
-    raise SourceError(f'{source}: not a source ([row][column], {{key=value}}[column], a.b.c or "text")')
+    raise SourceError(
+        f'{file}:{locator}: not a source ([row][column], {{key=value}}[column], a.b.c or "text")'
+    )
 
 
 def nth(numbers: list[Decimal], index: int, where: str) -> Decimal:
@@ -318,7 +355,7 @@ def sourced_problems(study: Path, readme: str) -> list[str]:
             if not path.is_file():
                 problems.append(f"line {start}: figures from {table_file}: no such file")
                 continue
-            table_rows = {normalise(line) for line in path.read_text(encoding="utf-8").splitlines()}
+            table_rows = file_rows(source_text(path))
         checked: dict[str, bool] = {}
         for figure, line, _ in block_figures(block):
             if table_file is not None and line.lstrip().startswith("|"):

@@ -61,3 +61,33 @@ def test_the_translation_reference_copies_the_source() -> None:
 def test_the_baby_summary_gives_mean_and_sample_standard_deviation() -> None:
     summary = script("nanogpt_baby/summary.py")
     assert summary.mean_std([1.0, 2.0, 3.0]) == "2.0000 ± 1.0000"
+
+
+def test_the_length_comparisons_read_an_arm_by_seed_its_scaling_and_its_length() -> None:
+    import pandas as pd
+
+    compare = script("length_generalisation/compare.py")
+    frame = pd.DataFrame(
+        {
+            "data.kind": ["passkey"] * 4,
+            "model.pos.name": ["rope", "rope", "none", "none"],
+            "seed": [1, 2, 1, 2],
+            "val/exact_match/len16": [0.5, 0.25, 0.125, 0.0],
+            "val/exact_match/len32": [0.25, 0.0, 0.0, 0.0],
+            "val/exact_match/len32/yarn": [0.5, 0.125, None, None],
+        }
+    )
+    assert compare.per_seed(frame, "passkey", 32, "rope") == {1: 0.25, 2: 0.0}
+    assert compare.per_seed(frame, "passkey", 32, "rope+yarn") == {1: 0.5, 2: 0.125}
+    assert compare.per_seed(frame, "passkey", 32, "none@16") == {1: 0.125, 2: 0.0}  # another length
+    with pytest.raises(SystemExit):  # an arm no run evaluated stops the script
+        compare.per_seed(frame, "passkey", 32, "none+yarn")
+
+
+def test_the_induction_summary_finds_the_steepest_drop_and_a_step() -> None:
+    derived = script("induction_heads/derived.py")
+    seed = {
+        "curve": [{"step": s, "repeat_loss": x} for s, x in [(0, 3.0), (50, 2.9), (100, 1.0), (150, 0.5)]]
+    }
+    assert derived.steepest(seed) == (100, 2.9, 1.0)
+    assert derived.at_step(seed, 150, "repeat_loss") == 0.5

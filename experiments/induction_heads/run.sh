@@ -17,3 +17,4 @@ for seed in $SEEDS; do
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
 "$PY" "$HERE/summarize.py" "$OUT"
+"$PY" "$HERE/derived.py"   # the ranges and tests the README quotes (results/derived.md)

@@ -72,6 +72,8 @@ report() {  # the four tasks' sweeps only: runs/longer is the probe's, reported 
   local sweeps
   mapfile -t sweeps < <(find "$RUNS" -mindepth 1 -maxdepth 1 -type d ! -name longer | sort)
   "$BIN/attnlab-report" "${sweeps[@]}" --out "$OUT"
+  "$BIN/python" "$HERE/compare.py" "$OUT"   # the README's comparisons, paired by seed, from runs.csv
+  if [ "$OUT" = "$HERE/results" ]; then "$BIN/python" "$HERE/tables.py"; fi   # the README's tables
 }
 
 mkdir -p "$RUNS" "$OUT"

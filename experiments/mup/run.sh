@@ -15,3 +15,10 @@ mkdir -p "$OUT/lr_1e-2"
 "$PY" "$HERE/coord_check.py" | tee "$OUT/coord_check.txt"
 "$PY" "$HERE/coord_check.py" --lr 1e-2 --out "$OUT/lr_1e-2" | tee "$OUT/lr_1e-2/coord_check.txt"
 "$PY" "$HERE/lr_transfer.py" --data "$DATA" | tee "$OUT/lr_transfer.txt"
+# the figures the README derives: the bigram floor, μP against sp with the report's significance,
+# and the README's tables written from the results
+"$PY" "$HERE/bigram.py" --data "$DATA" > "$OUT/bigram.json"
+"$PY" "$HERE/compare.py"
+"$PY" "$HERE/tables.py"
+# what costs μP against a tuned sp at width 128: one piece of μP replaced by sp's at a time, 500 steps
+"$PY" "$HERE/ablation.py" --data "$DATA" --steps 500 --seeds 0

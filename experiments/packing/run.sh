@@ -43,3 +43,5 @@ for seed in $SEEDS; do
 done
 "$BIN/python" "$HERE/summarize.py" "$RUNS" "$HERE/results"
 "$BIN/python" -m benchmarks.packing_step 40 | tee "$HERE/results/throughput.json"   # side by side, one process
+"$BIN/python" "$HERE/compare.py"                                    # the arms' paired differences
+"$BIN/python" "$HERE/corpus.py" > "$HERE/results/corpus.json"       # the corpus's windows

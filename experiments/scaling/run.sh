@@ -45,3 +45,5 @@ print(f"sweep wall time: {(end - start).total_seconds():.0f} s, two lanes side b
 print(f"sum of the runs' own wall times: {sum(r['wall_time_s'] for r in runs):.0f} s")
 EOF
 "$BIN/attnlab-report" "$RUNS" --out "$OUT" | tee "$OUT/report.txt"
+"$BIN/python" "$HERE/derived.py" "$TINYSHAKESPEARE"   # the design table and derived figures
+"$BIN/python" "$HERE/refit.py"                        # the law without the runs under 200 steps

@@ -86,6 +86,20 @@ def load_checkpoint(
     return Loaded(path, task, task.model, tokenizer, names)
 
 
+def checkpoint_tokenizer(ckpt_path: str | Path) -> Any:
+    """The tokenizer of an attnlab checkpoint (saved in it, else in its run directory), without building
+    its model: what a check of text against it needs (None where it has none). Errors as ``load_checkpoint``'s."""
+    path = Path(ckpt_path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {str(path)!r} does not exist")
+    _, files = saved_hparams(_read(str(path)), str(path))
+    tokenizer = _restore_tokenizer(files)
+    run_dir = run_dir_of(path)
+    if tokenizer is None and (run_dir / TOKENIZER_FILE).is_file():
+        tokenizer = load_tokenizer(run_dir)
+    return tokenizer
+
+
 def run_datamodule(loaded: Loaded) -> Any:
     """The data module of the checkpoint's run (same data config and seed), set up.
 

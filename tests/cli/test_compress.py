@@ -214,14 +214,15 @@ def test_bad_input_is_one_line_and_writes_nothing(
 
 def test_a_write_that_fails_leaves_no_file(checkpoint, tmp_path, monkeypatch, capsys) -> None:
     """A full disk halfway through the file: one line naming it, and neither it nor its .tmp remains."""
+    import attnlab.training.files as files
     from attnlab.cli.compress import main
 
     def half_then_full(obj: object, path: Path) -> None:
         Path(path).write_bytes(b"PK\x03\x04 half a checkpoint")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    ckpt = checkpoint("gpt")  # trained before torch.save is broken
-    monkeypatch.setattr(torch, "save", half_then_full)
+    ckpt = checkpoint("gpt")
+    monkeypatch.setattr(files, "torch_save", half_then_full)  # compress's torch.save of its file
     out = tmp_path / "gpt-int8.ckpt"
     capsys.readouterr()
     assert run_command(main, [f"ckpt_path={ckpt}", f"out={out}"], monkeypatch) == 1

@@ -36,6 +36,8 @@ LLAMA = [  # RoPE with YaRN scaling, RMSNorm, SwiGLU, grouped-query attention, u
     "data.seq_len=16",
     "data.batch_size=4",
 ]
+MIXER_PRESETS = {"deepseek_v3": "DeepseekV3ForCausalLM", "diffllama": "DiffLlamaForCausalLM"}
+MIXER_PRESETS |= {"qwen3_next": "Qwen3NextForCausalLM"}
 BERT = ["model=bert-tiny", "model.norm_first=false", "model.embed_norm=true"]  # BERT's post-norm layout
 LISTOPS = [
     "data.num_train=64",
@@ -51,6 +53,8 @@ RUNS = {
     "mistral": [*LLAMA, "model.attn_window=4"],
     "qwen3": [*LLAMA, "model.qk_norm=true"],
     "sinusoidal": [*GPT, "pos=sinusoidal"],
+    # the mixers' presets: latent attention, differential attention, gated DeltaNet with gated attention
+    **{preset: [f"model={preset}", "data.seq_len=16", "data.batch_size=4"] for preset in MIXER_PRESETS},
     "bloom": [*GPT, "pos=alibi", "model.embed_norm=true", "model.activation=gelu_tanh"],
     "marian": [  # Marian's layout: concatenated sinusoids, post-norm, scaled embeddings, a logits bias
         "model=seq2seq-tiny",
@@ -92,7 +96,7 @@ COMMON = [
     "trainer.limit_val_batches=1",
 ]
 CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM"}
-CLASSES |= {"qwen3": "Qwen3ForCausalLM", "bloom": "BloomForCausalLM"}
+CLASSES |= {"qwen3": "Qwen3ForCausalLM", "bloom": "BloomForCausalLM", **MIXER_PRESETS}
 
 
 @pytest.fixture(scope="module")

@@ -433,8 +433,9 @@ def test_explain_patches_a_corrupted_input_and_refuses_one_of_another_length(
     args = [f"ckpt_path={checkpoint('gpt')}", "input=To be", "head_importance=false", "answer=e", "wrong=o"]
     bad = [*args, f"out_dir={tmp_path / 'bad'}", "corrupted=To gone"]
     assert run_command(main, bad, monkeypatch, capsys) == 2
-    message = "error: patching: the corrupted batch's 'input_ids' must have the clean one's shape (1, 5)"
+    message = "error: corrupted=To gone: its input_ids have shape (1, 7), the input's (1, 5): patching needs"
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith(message)
+    assert not (tmp_path / "bad").exists()  # refused before out_dir is made (test_explain_checked_first)
     unset = [
         f"ckpt_path={checkpoint('gpt')}",
         "input=To be",

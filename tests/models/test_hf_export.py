@@ -21,6 +21,7 @@ from attnlab.models.hf import convert_checkpoint
 from attnlab.models.hf.export import choose_architecture, computed, export_checkpoint
 from attnlab.models.hf.io import read_config, read_weights
 from attnlab.schema.errors import ConfigError
+from attnlab.schema.mixers import MixerSizes
 from attnlab.schema.model import BertConfig, GPTConfig, ModelConfig, Seq2SeqConfig, ViTConfig
 from attnlab.schema.pos import AlibiPos, RelativePos, RopePos, SinusoidalPos
 
@@ -113,6 +114,33 @@ CASES = {  # name -> (config, Hugging Face class)
         "Gemma2ForCausalLM",
     ),
     "phi3-partial-rope": (replace(LLAMA, pos=RopePos(rope_base=100.0, rope_fraction=0.5)), "Phi3ForCausalLM"),
+    "deepseek_v3": (
+        replace(
+            LLAMA,
+            mixer="latent",
+            n_kv_heads=None,
+            pos=RopePos(rope_base=500.0),
+            mixers=MixerSizes(8, 12, 6, 4, 5, rope_interleave=True),  # kv, q latents; nope, rope, v widths
+        ),
+        "DeepseekV3ForCausalLM",
+    ),
+    "deepseek_v3-plain-queries": (
+        replace(LLAMA, mixer="latent", n_kv_heads=None, pos=RopePos()),
+        "DeepseekV3ForCausalLM",
+    ),
+    "diffllama-yarn": (replace(LLAMA, mixer="differential", n_layers=3), "DiffLlamaForCausalLM"),
+    "qwen3_next": (
+        replace(
+            LLAMA,
+            n_layers=4,
+            qk_norm=True,
+            attn_gate="elementwise",
+            layout="3*deltanet attention ...",
+            mixers=MixerSizes(linear_k_heads=2, linear_v_dim=6),
+            pos=RopePos(rope_base=100.0, rope_fraction=0.25),
+        ),
+        "Qwen3NextForCausalLM",
+    ),
     "bloom": (replace(GPT2, pos=AlibiPos(), embed_norm=True, activation="gelu_tanh"), "BloomForCausalLM"),
     "bert-mlm": (BERT, "BertForMaskedLM"),
     "bert-mlm-no-segments": (replace(BERT, type_vocab_size=0), "BertForMaskedLM"),
@@ -231,7 +259,8 @@ def test_exported_model_computes_attnlabs_logits_and_reads_back_identically(
             "GPT2LMHeadModel, needs model.parametrization=sp",
         ),
         (
-            replace(LLAMA, attn_gate="elementwise"),  # Qwen3-Next's gate: its whole model is not mapped
+            # Qwen3-Next's gate without its QK-norm: Llama and Qwen3-Next are one setting away, the first is named
+            replace(LLAMA, attn_gate="elementwise"),
             "model.attn_gate=elementwise: no Hugging Face architecture holds this model; the nearest, "
             "LlamaForCausalLM, needs model.attn_gate=none",
         ),

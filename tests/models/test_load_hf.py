@@ -282,7 +282,8 @@ def test_a_registered_architecture_loads(gpt2_dir: Path, monkeypatch: pytest.Mon
     with pytest.raises(
         ValueError,
         match=r"attnlab loads GPT2LMHeadModel, .*, BloomModel, MistralForCausalLM, Qwen3ForCausalLM, SmolLM3ForCausalLM, "
-        r"Gemma2ForCausalLM, Phi3ForCausalLM, CopyLM$",
+        r"Gemma2ForCausalLM, Phi3ForCausalLM, DeepseekV3ForCausalLM, DiffLlamaForCausalLM, Qwen3NextForCausalLM, "
+        r"CopyLM$",
     ):
         attnlab.load_hf(gpt2_dir)
 

@@ -37,7 +37,7 @@ def main() -> None:
 
 def compress_job(config: DictConfig) -> None:
     """The Hydra task: write the compressed checkpoint and print where it is and how large."""
-    from attnlab.training.files import DiskFullError
+    from attnlab.training.files import disk_full_line, is_disk_full
 
     with user_errors_as_one_line():
         cmd: CompressCommand = to_object(config)
@@ -45,10 +45,11 @@ def compress_job(config: DictConfig) -> None:
         out = output_path(cmd)
         try:
             print(compress_checkpoint(cmd, out))
-        except DiskFullError as err:  # nothing written: the file and the space it needed, in one line
-            print(f"error: {err.strerror}", file=sys.stderr)
-            sys.exit(1)
-        except OSError as err:  # a folder that cannot be written
+        except OSError as err:
+            if is_disk_full(err):  # nothing written: the file and the space it needed, in one line
+                print(f"error: {disk_full_line(err, out)}", file=sys.stderr)
+                sys.exit(1)
+            # a folder that cannot be written
             if err.filename is not None and Path(err.filename).parent != out.parent:
                 raise
             print(f"error: out={out}: cannot be written ({err.strerror or err})", file=sys.stderr)

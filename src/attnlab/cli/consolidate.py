@@ -19,7 +19,7 @@ from attnlab.cli.hydra.one_line_parser import OneLineParser
 from attnlab.run.bad_input import check_writable
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.rundir import LAST, is_sharded_checkpoint
-from attnlab.training.files import disk_full_in_one_line
+from attnlab.training.files import disk_full_in_one_line, is_disk_full
 from attnlab.training.signals import interrupted_in_one_line
 
 RUN_CHECKPOINTS = ("last*.ckpt", "best-*.ckpt")  # what ckpt_path=last and the best-checkpoint clean-up read
@@ -56,7 +56,9 @@ def consolidate_command(argv: list[str] | None = None) -> None:
         fail(str(err))
     except FileExistsError:  # another process wrote --out between the check and the write
         fail(str(out_error(out)))
-    except OSError as err:  # a folder that cannot be written, a full disk
+    except OSError as err:  # a folder that cannot be written; a full disk is disk_full_in_one_line's
+        if is_disk_full(err):
+            raise
         fail(f"--out={out}: cannot be written ({err.strerror or err})")
 
 

@@ -20,8 +20,7 @@ from omegaconf import DictConfig
 
 from attnlab.cli.hydra.app import run_hydra
 from attnlab.run.bad_input import check_writable, user_errors_as_one_line
-from attnlab.run.explaining import explain_checkpoint
-from attnlab.schema.commands import ExplainCommand
+from attnlab.run.explaining import explain_checkpoint, prepare_explanation
 from attnlab.schema.load import to_object
 
 
@@ -34,27 +33,45 @@ def explain_job(config: DictConfig) -> None:
     """The Hydra task: write the explanation and print where its page is."""
     from hydra.core.hydra_config import HydraConfig
 
+    from attnlab.cli.hydra.app import checked_by_validation
+
     folder = Path(HydraConfig.get().runtime.output_dir)  # out_dir, or its job folder under -m
     with user_errors_as_one_line(), removed_if_unwritten(folder):
-        cmd: ExplainCommand = to_object(config)
-        cmd.check()
-        print(explain_checkpoint(cmd, folder))
+        prepared = checked_by_validation(folder)
+        if prepared is None:  # a multirun's job: checked here, in its own folder
+            prepared = prepare_explanation(to_object(config))
+        print(explain_checkpoint(prepared, folder))
 
 
-def check_out_dir(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> DictConfig:
-    """The folder the explanation goes into (``out_dir``; a multirun's sweep folder), checked writable
-    before Hydra makes it (Hydra's own error is a traceback)."""
+def check_out_dir(config: DictConfig, run_dir: Path | None, overrides: list[str]) -> object:
+    """Before Hydra makes the folder the explanation goes into (``out_dir``; a multirun's sweep folder):
+    the folder is writable (Hydra's own error is a traceback), and for one run, everything the command
+    checks of its input (``prepare_explanation``: the checkpoint, the selection, the input and the
+    corrupted one), so that bad input leaves no folder. The job takes what this returns."""
     check_writable("out_dir", run_dir if run_dir is not None else config.hydra.sweep.dir)
-    return config
+    if run_dir is None:
+        return config
+    return prepare_explanation(to_object(config))
 
 
 @contextmanager
 def removed_if_unwritten(folder: Path) -> Iterator[None]:
-    """On an error before the page is written, take away what Hydra put into ``folder`` (and it, if empty)."""
+    """On an error or a signal before the page is written, take away what this command wrote into
+    ``folder`` (pictures of a half-written explanation included), what Hydra put there, and the folder
+    if that leaves it empty; files that were there before stay."""
+    page = folder / "index.html"
+    before = {path: path.stat().st_mtime_ns for path in folder.iterdir()} if folder.is_dir() else {}
     try:
         yield
     except BaseException:
-        if not (folder / "index.html").exists():
+        if not page.exists() or before.get(page) == page.stat().st_mtime_ns:
+            for path in folder.iterdir() if folder.is_dir() else []:
+                if path in before:
+                    continue
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
             shutil.rmtree(folder / ".hydra", ignore_errors=True)
             (folder / "explain.log").unlink(missing_ok=True)
             with suppress(OSError):

@@ -32,6 +32,7 @@ from attnlab.schema.checks import validate, validate_saved
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.run import RUN_DIR, RunConfig
 from attnlab.schema.rundir import TEST_METRICS_FILE, checkpoint_dir
+from attnlab.training.files import is_disk_full
 from attnlab.training.lock import lock_run_dir
 from attnlab.training.rundir import (
     check_run_dir_free,
@@ -57,6 +58,10 @@ def main() -> None:
             train(validate_saved(load_config(child_dir)), child_dir)
         except RunInterrupted as stop:  # rank 0 tells the user how to resume
             sys.exit(stop.exit_code)
+        except OSError as err:  # a full disk: rank 0 names the file in one line (a rank's own no more)
+            if not is_disk_full(err):
+                raise
+            sys.exit(1)
         return
     one_line_per_job()  # under -m: each job prints one line when it ends, the multirun a table
     run_hydra(train_job, "train")

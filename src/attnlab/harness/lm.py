@@ -20,6 +20,7 @@ from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 from torch import nn
 
 from attnlab.generate.decoder import generate
+from attnlab.harness.texts import check_request_texts
 from attnlab.models import DecoderLM
 
 
@@ -77,6 +78,7 @@ class AttnlabLM(LM):
         return out
 
     def loglikelihood(self, requests: list) -> list[tuple[float, bool]]:
+        check_request_texts(requests, self.tokenizer)  # a text it cannot encode: task and document named
         pairs = []
         for context, continuation in (r.args for r in requests):
             if context:
@@ -90,6 +92,7 @@ class AttnlabLM(LM):
         return ([self.prefix_id], ids) if self.prefix_id is not None else (ids[:1], ids[1:])
 
     def loglikelihood_rolling(self, requests: list) -> list[float]:
+        check_request_texts(requests, self.tokenizer)
         out = []
         for (text,) in (r.args for r in requests):
             prefix, ids = self.first_token_given(self.tokenizer.encode(text))
@@ -102,6 +105,7 @@ class AttnlabLM(LM):
     def generate_until(self, requests: list) -> list[str]:
         """Greedy continuations on the KV cache, batch by batch of requests with one length limit,
         each cut before the first of its ``until`` strings."""
+        check_request_texts(requests, self.tokenizer)
         args = [r.args for r in requests]
         out: list[str] = []
         for chunk in batches(args, self.batch_size):

@@ -7,6 +7,8 @@ from typing import Any
 
 from torch import nn
 
+from attnlab.harness.texts import TaskRefused
+
 
 def harness_lm(model: nn.Module, tokenizer: Any, batch_size: int = 8) -> Any:
     """The ``lm_eval`` ``LM`` over ``model``: ``AttnlabSeq2SeqLM`` for an encoder-decoder, else
@@ -17,10 +19,6 @@ def harness_lm(model: nn.Module, tokenizer: Any, batch_size: int = 8) -> Any:
 
     cls = AttnlabSeq2SeqLM if isinstance(model, Seq2SeqModel) else AttnlabLM
     return cls(model, tokenizer, batch_size=batch_size)
-
-
-class TaskRefused(ValueError):
-    """A task asks for a kind of request the model cannot answer (the message says why)."""
 
 
 def check_requests(lm: Any, tasks: list[str], task_manager: Any) -> None:

@@ -20,6 +20,7 @@ from torch import nn
 
 from attnlab.generate import greedy_decode, pad_batch
 from attnlab.harness.lm import batches, cut_at_stops
+from attnlab.harness.texts import check_request_texts
 from attnlab.models.seq2seq import Seq2SeqModel
 
 ROLLING_REFUSAL = (
@@ -73,6 +74,7 @@ class AttnlabSeq2SeqLM(LM):
         return out
 
     def loglikelihood(self, requests: list) -> list[tuple[float, bool]]:
+        check_request_texts(requests, self.tokenizer)  # a text it cannot encode: task and document named
         return self.score([self.encode_pair(*r.args) for r in requests])
 
     def loglikelihood_rolling(self, requests: list) -> list[float]:
@@ -83,6 +85,7 @@ class AttnlabSeq2SeqLM(LM):
         """Greedy targets of each context on the KV cache, batch by batch of requests with one length
         limit (at most ``max_seq_len - 1`` tokens after ``<bos>``), each cut before ``<eos>`` and
         before the first of its ``until`` strings."""
+        check_request_texts(requests, self.tokenizer)
         args = [r.args for r in requests]
         out: list[str] = []
         for chunk in batches(args, self.batch_size):

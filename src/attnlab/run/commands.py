@@ -69,10 +69,11 @@ def sample(cmd: SampleCommand, model_changes: dict[str, Any] | None = None) -> s
 
 def explain(cmd: ExplainCommand, out_dir: Path) -> Path:
     """Write ``cmd``'s explanation of its checkpoint into ``out_dir``; the page to open."""
-    from attnlab.run.explaining import explain_checkpoint
+    from attnlab.run.explaining import explain_checkpoint, prepare_explanation
 
+    prepared = prepare_explanation(cmd)  # bad input: a ConfigError before out_dir exists
     out_dir.mkdir(parents=True, exist_ok=True)
-    return Path(explain_checkpoint(cmd, out_dir))
+    return Path(explain_checkpoint(prepared, out_dir))
 
 
 def compress(cmd: CompressCommand) -> Path:

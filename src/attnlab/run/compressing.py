@@ -10,6 +10,7 @@ from attnlab.run.bad_input import check_writable
 from attnlab.schema.commands import CompressCommand, CompressMethod
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.rundir import check_checkpoint_file
+from attnlab.training.files import saved_size
 
 # What only resuming training reads: a compressed checkpoint leaves it out.
 TRAINING_STATE = ("optimizer_states", "lr_schedulers", "loops", "callbacks")
@@ -90,13 +91,12 @@ def write_checkpoint(checkpoint: dict, cmd: CompressCommand, out: Path) -> str:
     ``ckpt_path`` (which also holds the optimizer's state, so that ratio says more about Adam than about
     compression). Without ``overwrite``, a file another process made at ``out`` meanwhile is kept (one
     line)."""
-    import torch
+    from attnlab.training.files import staged_new, torch_save
 
-    from attnlab.training.files import staged_new
-
+    overwrite = cmd.overwrite or cmd.out is None
     try:
-        with staged_new(out, overwrite=cmd.overwrite or cmd.out is None) as tmp:
-            torch.save(checkpoint, tmp)
+        with staged_new(out, overwrite, needed=lambda: saved_size(checkpoint)) as tmp:
+            torch_save(checkpoint, tmp)  # a full disk: the OSError, not torch's "unexpected pos"
     except FileExistsError:  # another process wrote out between the check and now
         raise out_exists(str(out)) from None
     ckpt = Path(cmd.ckpt_path)
@@ -106,25 +106,6 @@ def write_checkpoint(checkpoint: dict, cmd: CompressCommand, out: Path) -> str:
         f"{mib(after)} MiB: {weights / after:.2f}x smaller than the uncompressed weights ({mib(weights)} MiB);"
         f" {ckpt.name} with its training state {mib(before)} MiB"
     )
-
-
-def saved_size(checkpoint: dict) -> int:
-    """The bytes ``torch.save`` writes for ``checkpoint``, counted without keeping them."""
-    import torch
-
-    class Counter:
-        size = 0
-
-        def write(self, data: bytes) -> int:
-            self.size += len(data)
-            return len(data)
-
-        def flush(self) -> None:
-            pass
-
-    counter = Counter()
-    torch.save(checkpoint, counter)
-    return counter.size
 
 
 def mib(size: int) -> str:

@@ -18,7 +18,7 @@ from attnlab.schema.load import plain, to_object
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import EVAL_METRICS_FILE
 from attnlab.training.console import log_to_file
-from attnlab.training.files import write_atomically
+from attnlab.training.files import save_into, write_atomically
 from attnlab.training.rundir import save_config
 
 
@@ -81,7 +81,8 @@ def evaluate(
     data = replace(evaluated.data, batch_size=ev.batch_size or evaluated.data.batch_size)
     if task.tokenizer is not None and hasattr(data, "tokenizer"):  # the one the model was trained with
         # (kinds without the field, ListOps, build their fixed vocabulary themselves)
-        data = replace(data, tokenizer=str(task.tokenizer.save(out_dir)))
+        (saved,) = save_into(out_dir, task.tokenizer.save)  # a full disk: one line, no half file
+        data = replace(data, tokenizer=str(saved))
     datamodule = build_datamodule(
         data, needs=run.task.inner().data_needs, seed=run.seed, model_cfg=task.model.cfg
     )

@@ -4,7 +4,7 @@ written into a folder (``attnlab.explain``)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +12,28 @@ from attnlab.schema.commands import ExplainCommand
 from attnlab.schema.errors import ConfigError
 
 
-def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
-    """Load the checkpoint, prepare the input, write everything into ``folder``; returns index.html."""
+@dataclass
+class Prepared:
+    """An explanation checked and ready to write: the command, its loaded checkpoint, the example and
+    what patching, probes and ablations read."""
+
+    cmd: ExplainCommand
+    loaded: Any
+    datamodule: Any
+    example: Any
+    corrupted: dict | None
+    metric: Any
+    batches: list | None
+
+
+def prepare_explanation(cmd: ExplainCommand) -> Prepared:
+    """Load the checkpoint and prepare the input, checking every setting against them (a ConfigError
+    naming the first bad one); nothing is written."""
     from attnlab.checkpoint import load_checkpoint, run_datamodule
-    from attnlab.explain import explain_to_folder
     from attnlab.run.devices import check_device
     from attnlab.run.families import FAMILY_COMMANDS
 
+    cmd.check()
     check_device("device", cmd.device)
     loaded = load_checkpoint(cmd.ckpt_path, cmd.device)
     check_selection(cmd, loaded.model)
@@ -31,6 +46,15 @@ def explain_checkpoint(cmd: ExplainCommand, folder: Path) -> Path:
     corrupted, metric = patching_inputs(cmd, loaded, example, family, datamodule)
     batches = validation_batches(cmd, datamodule)
     check_probe_and_ablation(cmd, loaded.model, batches)
+    return Prepared(cmd, loaded, datamodule, example, corrupted, metric, batches)
+
+
+def explain_checkpoint(prepared: Prepared, folder: Path) -> Path:
+    """Write the explanation ``prepared`` into ``folder``; returns its index.html."""
+    from attnlab.explain import explain_to_folder
+
+    cmd, loaded, datamodule, example = prepared.cmd, prepared.loaded, prepared.datamodule, prepared.example
+    corrupted, metric, batches = prepared.corrupted, prepared.metric, prepared.batches
     return explain_to_folder(
         loaded.model,
         example,
@@ -139,11 +163,26 @@ def patching_inputs(
         return None, None
     check_input_kind(cmd.corrupted, loaded.model)
     corrupted = family.explain_example(loaded, replace(cmd, input=cmd.corrupted), datamodule).batch
+    check_same_shape(cmd.corrupted, corrupted, example.batch)
     with torch.no_grad():
         tokens = loaded.model.logits(example.batch).dim() == 3
     answer, wrong = (answer_index(loaded, text, tokens) for text in (cmd.answer, cmd.wrong))
     position = example.focus if example.focus is not None else -1
     return corrupted, logit_difference(answer, wrong, position)
+
+
+def check_same_shape(text: str, corrupted: dict, clean: dict) -> None:
+    """Patching copies activations position by position: ``corrupted=`` must give a batch of the
+    clean input's shape (as many tokens), else a ConfigError naming both lengths."""
+    for key, value in corrupted.items():
+        shape, wanted = getattr(value, "shape", None), getattr(clean.get(key), "shape", None)
+        if shape is not None and wanted is not None and shape != wanted:
+            raise ConfigError(
+                "corrupted",
+                text,
+                f"its {key} have shape {tuple(shape)}, the input's {tuple(wanted)}: patching needs a "
+                "corrupted input of the same length (as many tokens) as input",
+            )
 
 
 def validation_batches(cmd: ExplainCommand, datamodule: Any) -> list | None:

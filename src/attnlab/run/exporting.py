@@ -42,9 +42,25 @@ def export_checkpoint(ckpt: Path, out: Path) -> str:
             str(ckpt),
             f"is compressed ({done['method']}): export the checkpoint of attnlab-train it was made from",
         )
-    cls = write_hf(loaded.model, out, loaded.tokenizer, image_normalisation_of(loaded))
+    try:
+        cls = write_hf(loaded.model, out, loaded.tokenizer, image_normalisation_of(loaded))
+    except Exception as err:
+        raise_disk_full(err, out, sum(t.nbytes for t in loaded.model.state_dict().values()))
+        raise
     files = ", ".join(sorted(p.name for p in out.iterdir()))
     return f"{out}: {cls} ({files})"
+
+
+def raise_disk_full(err: Exception, out: Path, weights: int) -> None:
+    """A write of the folder that found the disk full (or passed ``ulimit -f``), safetensors' and the
+    tokenizer's included, as one DiskFullError naming ``out`` and about the space it needs (its
+    ``weights`` bytes); any other error is left to the caller. Nothing is left: ``write_hf`` removes
+    its temporary folder."""
+    from attnlab.training.files import disk_full, is_disk_full, writer_os_error
+
+    cause = writer_os_error(err)
+    if cause is not None and is_disk_full(cause):
+        raise disk_full(out, weights, cause.errno) from None
 
 
 def image_normalisation_of(loaded: Any) -> tuple[Any, Any] | None:

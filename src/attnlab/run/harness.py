@@ -20,8 +20,9 @@ from attnlab.training.files import write_atomically
 
 def check_harness_tasks(ev: EvalConfig) -> None:
     """Before the evaluation's folder exists and before the model is loaded: a ConfigError for a task
-    name no task defines, and for a task whose requests the checkpoint's model refuses (a perplexity
-    task on an encoder-decoder; decoders answer every kind)."""
+    name no task defines, for a task whose requests the checkpoint's model refuses (a perplexity
+    task on an encoder-decoder; decoders answer every kind), and for a text of the tasks that the
+    checkpoint's tokenizer cannot encode (``check_texts``)."""
     from attnlab.schema.model import Seq2SeqConfig
 
     if not ev.harness.tasks:
@@ -34,15 +35,35 @@ def check_harness_tasks(ev: EvalConfig) -> None:
         return  # harness_eval names what to install
     tasks, include_path = list(ev.harness.tasks), ev.harness.include_path
     check_task_names(ev.harness.tasks, include_path, "harness")
-    if not isinstance(ev.model, Seq2SeqConfig):
-        return
-    from attnlab.harness.run import TaskRefused, check_requests
-    from attnlab.harness.seq2seq import AttnlabSeq2SeqLM
+    if isinstance(ev.model, Seq2SeqConfig):
+        from attnlab.harness.run import TaskRefused, check_requests
+        from attnlab.harness.seq2seq import AttnlabSeq2SeqLM
 
+        try:
+            check_requests(AttnlabSeq2SeqLM, tasks, task_manager(tasks, include_path))
+        except TaskRefused as err:
+            raise ConfigError("harness.tasks", ev.harness.tasks, str(err)) from None
+    check_texts(ev)
+
+
+def check_texts(ev: EvalConfig) -> None:
+    """Every text of the tasks' requests encodes with the checkpoint's tokenizer, else a ConfigError
+    naming the task, the document and the characters (``attnlab.harness.texts``): before the folder."""
+    from attnlab.checkpoint import checkpoint_tokenizer
+    from attnlab.harness.run import TaskRefused
+    from attnlab.harness.texts import check_task_texts
+    from attnlab.schema.model import GPTConfig, Seq2SeqConfig
+
+    if not isinstance(ev.model, GPTConfig | Seq2SeqConfig):  # not a language model: harness_eval says so
+        return
+    tokenizer = checkpoint_tokenizer(ev.ckpt_path)
+    if tokenizer is None:
+        return
+    h = ev.harness
     try:
-        check_requests(AttnlabSeq2SeqLM, tasks, task_manager(tasks, include_path))
+        check_task_texts(list(h.tasks), h.include_path, tokenizer, limit=h.limit, num_fewshot=h.num_fewshot)
     except TaskRefused as err:
-        raise ConfigError("harness.tasks", ev.harness.tasks, str(err)) from None
+        raise ConfigError("harness.tasks", h.tasks, str(err)) from None
 
 
 def harness_eval(ev: EvalConfig, model_changes: list[tuple[str, Any]], out_dir: Path) -> dict[str, float]:

@@ -48,6 +48,9 @@ def build_datamodule_for(run: RunConfig) -> Any:
     )
     datamodule.setup("fit")
     check_monitor_logged(run, datamodule)
+    from attnlab.training.targets import check_callbacks_data
+
+    check_callbacks_data(run, datamodule)
     return datamodule
 
 

@@ -33,7 +33,8 @@ class MixerSizes:
     Latent attention (``mixer=latent``): ``kv_lora_rank`` the key/value latent per token (None:
     2 head_dim), ``q_lora_rank`` the query latent (None: queries projected directly),
     ``qk_nope_head_dim`` / ``qk_rope_head_dim`` each head's position-free and rotary key parts (None:
-    head_dim and head_dim / 2), ``v_head_dim`` (None: head_dim), ``absorb`` attention in the latent space.
+    head_dim and head_dim / 2), ``v_head_dim`` (None: head_dim), ``absorb`` attention in the latent space,
+    ``rope_interleave`` the rotary dimensions read as interleaved pairs (DeepSeek-V3's checkpoints).
     Gated DeltaNet (``mixer=deltanet``): ``linear_heads`` value heads (None: n_heads), ``linear_k_heads``
     query/key heads (None: linear_heads), ``linear_k_dim`` / ``linear_v_dim`` their widths (None:
     head_dim), ``conv_kernel`` the short convolution, ``chunk`` the training chunk.
@@ -45,6 +46,7 @@ class MixerSizes:
     qk_rope_head_dim: int | None = None
     v_head_dim: int | None = None
     absorb: bool = False
+    rope_interleave: bool = False
     linear_heads: int | None = None
     linear_k_heads: int | None = None
     linear_k_dim: int | None = None
@@ -88,6 +90,31 @@ class MixerSizes:
     def rope_dim(self, head_dim: int) -> int:
         """The rotary key width of latent attention."""
         return self.qk_rope_head_dim or max(2, head_dim // 2 // 2 * 2)
+
+    def resolved(self, n_heads: int, head_dim: int, mixers: set[str]) -> dict[str, Any]:
+        """The sizes the mixers in ``mixers`` are built with, each None resolved (what the blocks build
+        and Hugging Face export writes); ``absorb`` and ``chunk`` are left out: they change how a mixer
+        computes, not what."""
+        out: dict[str, Any] = {}
+        if Mixer.latent in mixers:
+            out |= {
+                "kv_lora_rank": self.kv_lora_rank or 2 * head_dim,
+                "q_lora_rank": self.q_lora_rank,
+                "qk_nope_head_dim": self.qk_nope_head_dim or head_dim,
+                "qk_rope_head_dim": self.rope_dim(head_dim),
+                "v_head_dim": self.v_head_dim or head_dim,
+                "rope_interleave": self.rope_interleave,
+            }
+        if Mixer.deltanet in mixers:
+            heads = self.linear_heads or n_heads
+            out |= {
+                "linear_heads": heads,
+                "linear_k_heads": self.linear_k_heads or heads,
+                "linear_k_dim": self.linear_k_dim or head_dim,
+                "linear_v_dim": self.linear_v_dim or head_dim,
+                "conv_kernel": self.conv_kernel,
+            }
+        return out
 
 
 def check_model_mixers(cfg: Any, mixers: list[str]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -62,6 +63,21 @@ def is_disk_full(err: BaseException) -> bool:
     return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
+# A Rust writer's I/O error (safetensors' ``save_file``, tokenizers' ``save``) carries the errno in its
+# text only: Rust's io::Error reads "No space left on device (os error 28)".
+OS_ERROR_IN_TEXT = re.compile(r"\(os error (\d+)\)")
+
+
+def writer_os_error(err: BaseException) -> OSError | None:
+    """The OSError behind a failed write: ``err`` itself, or the errno that a library writing in
+    another language names in its message (safetensors: ``SafetensorError: ... No space left on
+    device (os error 28)``); None for anything else."""
+    if isinstance(err, OSError):
+        return err
+    found = OS_ERROR_IN_TEXT.search(str(err)) if isinstance(err, Exception) else None
+    return OSError(int(found.group(1)), os.strerror(int(found.group(1)))) if found else None
+
+
 def disk_full_line(err: OSError, where: Path) -> str:
     """The one line of a full disk: DiskFullError's (the file, the space), else the file named by
     ``err`` (or ``where``)."""
@@ -102,12 +118,14 @@ def staged(path: Path, needed: Callable[[], int | None] = lambda: None) -> Itera
 
 
 @contextmanager
-def staged_new(path: Path, overwrite: bool = False) -> Iterator[Path]:
+def staged_new(
+    path: Path, overwrite: bool = False, needed: Callable[[], int | None] = lambda: None
+) -> Iterator[Path]:
     """Yields a temporary file of this process's own beside ``path`` (``<path>.<random>.tmp``, created
     here: never a leftover or a link) to write; then publishes it as ``path``: replacing what is there
     with ``overwrite``, else with a hard link, which fails (FileExistsError) where ``path`` exists, so
     that of two writers at once the second learns it. Nothing is left behind on any failure (a full
-    disk becomes DiskFullError naming ``path``)."""
+    disk becomes DiskFullError naming ``path`` and, where ``needed`` can tell, the bytes it needed)."""
     fd, name = tempfile.mkstemp(prefix=f"{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
     os.fchmod(fd, 0o666 & ~umask())  # mkstemp's is 0600: the mode any new file gets instead
     os.close(fd)
@@ -120,10 +138,69 @@ def staged_new(path: Path, overwrite: bool = False) -> Iterator[Path]:
             os.link(tmp, path)
     except OSError as err:
         if is_disk_full(err):
-            raise disk_full(path) from None
+            raise disk_full(path, needed(), err.errno) from None
         raise
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def torch_save(obj: object, path: Path) -> None:
+    """``torch.save(obj, path)``, but a failed write raises what the file raised (an OSError: ENOSPC,
+    EFBIG, ...; a signal's ``RunInterrupted`` arriving mid-write) instead of the RuntimeError torch's zip
+    writer makes of it (``unexpected pos 29184 vs 29072``), which names neither the file nor the cause."""
+    import torch
+
+    with open(path, "wb") as file:
+        recording = RecordingWriter(file)
+        try:
+            torch.save(obj, recording)
+        except RuntimeError:
+            from attnlab.training.signals import policy
+
+            error = recording.error or (policy.raised if policy.stopping else None)
+            if error is not None:  # a signal that landed in the writer outside its ``try``: the handler's
+                raise error from None
+            raise
+
+
+class RecordingWriter:
+    """A binary file's ``write`` (and ``flush``) that keeps the first exception a write raised, for
+    ``torch_save`` to raise in place of torch's own."""
+
+    def __init__(self, file: object) -> None:
+        self.file, self.error = file, None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.file.write(data)
+        except BaseException as err:
+            self.error = self.error or err
+            raise
+
+    def flush(self) -> None:
+        self.file.flush()
+
+
+def saved_size(obj: object) -> int:
+    """The bytes ``torch.save`` writes for ``obj``, counted without keeping them."""
+    import torch
+
+    counter = ByteCounter()
+    torch.save(obj, counter)
+    return counter.size
+
+
+class ByteCounter:
+    """A writable sink that keeps only the count of the bytes written to it."""
+
+    size = 0
+
+    def write(self, data: bytes) -> int:
+        self.size += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
 
 
 def umask() -> int:
@@ -152,7 +229,9 @@ def write_bytes_durably(path: Path, data: bytes | memoryview) -> Path:
 
 def save_into(directory: Path, save: Callable[[Path], object]) -> list[Path]:
     """Run ``save(staging_dir)`` and move the files it wrote into ``directory`` one rename each (for
-    writers that write their files in place, such as a tokenizer's ``save``)."""
+    writers that write their files in place, such as a tokenizer's ``save``): a full disk leaves none
+    of them, half-written or whole, and is a DiskFullError naming ``directory`` (also where the writer
+    is a library in another language that names the errno in its message only)."""
     staging = directory / f".staging{TMP_SUFFIX}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -163,9 +242,10 @@ def save_into(directory: Path, save: Callable[[Path], object]) -> list[Path]:
             os.replace(file, directory / file.name)
             moved.append(directory / file.name)
         return moved
-    except OSError as err:
-        if is_disk_full(err):
-            raise disk_full(directory, cause=err.errno) from None
+    except Exception as err:
+        cause = writer_os_error(err)
+        if cause is not None and is_disk_full(cause):
+            raise disk_full(directory, cause=cause.errno) from None
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)

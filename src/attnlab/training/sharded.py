@@ -22,6 +22,7 @@ model's layout.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import shutil
@@ -33,7 +34,7 @@ import torch
 
 from attnlab.models.parallel import fuse_optimizer_state, fuse_projections
 from attnlab.schema.rundir import SHARDED_META, SHARDS_VERSION, WHOLE_PREFIX, points_elsewhere
-from attnlab.training.files import TMP_SUFFIX, staged_new
+from attnlab.training.files import TMP_SUFFIX, disk_full, is_disk_full, staged_new
 
 VERSION = SHARDS_VERSION  # <name>.shards-<time in ns>: one written checkpoint, the target of <name>
 OPTIMIZER_PREFIX = "optimizer_"  # Lightning's key of each optimizer's states in a sharded checkpoint
@@ -86,6 +87,37 @@ def remove(target: Path) -> None:
         target.unlink(missing_ok=True)
 
 
+def raise_disk_full(err: BaseException, target: Path, checkpoint: object = None) -> None:
+    """DiskFullError naming ``target`` where the shards' write ``err`` (DCP's CheckpointException, which
+    holds each failed rank's exception) found a full disk or the file size limit on any rank: one line
+    instead of every rank's traceback, with the bytes of ``checkpoint``'s tensors (every rank's shards
+    together) as the space needed. A rank whose write failed inside torch's zip writer reports only
+    ``RuntimeError: ... unexpected pos``, the errno lost: it is taken for the limit where this process
+    has one (``ulimit -f``), else for a full disk. Anything else is left to the caller."""
+    import resource
+
+    failures = [failure[0] for failure in getattr(err, "failures", {}).values()]
+    cause = next((exc.errno for exc in failures if is_disk_full(exc)), None)
+    if cause is None and any(
+        isinstance(exc, RuntimeError) and "unexpected pos" in str(exc) for exc in failures
+    ):
+        limited = resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY
+        cause = errno.EFBIG if limited else errno.ENOSPC
+    if cause is not None:
+        raise disk_full(target, tensor_bytes(checkpoint) or None, cause) from None
+
+
+def tensor_bytes(obj: object) -> int:
+    """The bytes of the tensors in ``obj`` (nested dicts, lists and tuples), a DTensor's whole."""
+    if isinstance(obj, torch.Tensor):
+        return obj.numel() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(tensor_bytes(value) for value in obj.values())
+    if isinstance(obj, list | tuple):
+        return sum(tensor_bytes(value) for value in obj)
+    return 0
+
+
 def own_version(link: Path) -> Path | None:
     """The version directory the link ``link`` points to, where it is one that ``publish`` wrote beside
     it; None for anything else (no link, or a link elsewhere, outside the run directory included: only
@@ -129,7 +161,7 @@ def consolidate(checkpoint: Path, out: Path | None = None, overwrite: bool = Tru
     whole = {**meta, "state_dict": fuse_projections(saved["state_dict"]), CONSOLIDATED_KEY: str(checkpoint)}
     buffer = io.BytesIO()
     torch.save(whole, buffer)
-    with staged_new(out, overwrite) as tmp, open(tmp, "wb") as file:
+    with staged_new(out, overwrite, needed=lambda: buffer.getbuffer().nbytes) as tmp, open(tmp, "wb") as file:
         file.write(buffer.getbuffer())
         file.flush()
         os.fsync(file.fileno())

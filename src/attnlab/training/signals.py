@@ -61,6 +61,7 @@ class SignalPolicy:
         self.deferred = False
         self.received: int | None = None  # the first signal noted while deferred
         self.stopping = False  # RunInterrupted was raised by a handler: the run is on its way out
+        self.raised: RunInterrupted | None = None  # what the handler raised (a library may swallow it)
 
     def install(self) -> dict[int, Any]:
         """Handle ``SIGNALS`` from now on (in the main thread only, where Python runs handlers); returns
@@ -84,7 +85,8 @@ class SignalPolicy:
             self.received = signum
             return
         self.stopping = True
-        raise RunInterrupted(self.received or signum, self.phase)
+        self.raised = RunInterrupted(self.received or signum, self.phase)
+        raise self.raised
 
     def defer(self, phase: str = "fit") -> None:
         """From now on a signal is noted, for the training loop to stop at the end of its step."""
@@ -105,6 +107,7 @@ policy = SignalPolicy()  # the one of this process
 def interrupted_in_one_line(command: str) -> Iterator[None]:
     """A command other than training (``command``: its name, the phase its message names): the policy's
     handlers from here on, and a signal ends it with one line and the signal's exit status."""
+    policy.reset()  # a command starts with no signal received (a process that runs commands in turn)
     replaced = policy.install()
     policy.phase = command
     try:

@@ -91,3 +91,14 @@ def target_class(key: str, path: Any, kind: str) -> object:
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError, ValueError) as err:  # ValueError: no module part
         raise ConfigError(key, path, f"{allowed(kind)}; not importable ({type(err).__name__})") from None
+
+
+def check_callbacks_data(run: RunConfig, datamodule: Any) -> None:
+    """Each callback class with a ``check_data(key, config, datamodule)`` checks the data it will read,
+    once the data module is built and before the run directory exists (HarnessEvaluation: its tasks'
+    texts against the run's tokenizer)."""
+    for name, c in run.callbacks.items():
+        cls = target_class(f"callbacks.{name}._target_", c["_target_"], "Callback") if c else None
+        check = getattr(cls, "check_data", None)
+        if check is not None:
+            check(f"callbacks.{name}", {k: v for k, v in c.items() if k != "_target_"}, datamodule)

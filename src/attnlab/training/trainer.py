@@ -84,7 +84,13 @@ class FullyShardedStrategy(ModelParallelStrategy):
         if self.is_global_zero:
             sharded.remove(staging)  # a kill mid-write left it
         self.barrier()
-        super().save_checkpoint(checkpoint, staging)
+        try:
+            super().save_checkpoint(checkpoint, staging)
+        except BaseException as err:  # DCP's CheckpointException (every rank gets every rank's failure)
+            if self.is_global_zero:
+                sharded.remove(staging)  # nothing half-written left; every rank has stopped writing
+            sharded.raise_disk_full(err, target, checkpoint)
+            raise
         self.barrier()
         if self.is_global_zero:
             sharded.publish(staging, target)

@@ -70,22 +70,18 @@ def build_differential(
 def build_latent(
     cfg: ModelConfig, window: int | None, pos: PositionalEncoding | None, index: int, settings: dict
 ) -> nn.Module:
-    sizes, hd = cfg.mixers, head_dim(cfg)
+    sizes = cfg.mixers.resolved(cfg.n_heads, head_dim(cfg), {Mixer.latent})
     rope = pos if isinstance(pos, RotaryPositionalEncoding) else None
     return LatentAttention(
         cfg.d_model,
         cfg.n_heads,
-        kv_lora_rank=sizes.kv_lora_rank or 2 * hd,
-        qk_nope_head_dim=sizes.qk_nope_head_dim or hd,
-        qk_rope_head_dim=sizes.rope_dim(hd),
-        v_head_dim=sizes.v_head_dim or hd,
-        q_lora_rank=sizes.q_lora_rank,
+        **sizes,
         bias=cfg.bias,
         rope_base=rope.base if rope is not None else RopePos.rope_base,
         rope=rope is not None,
         window=window,
         scale=cfg.attn_scale,
-        absorb=sizes.absorb,
+        absorb=cfg.mixers.absorb,
         backend=settings["backend"],
     )
 
@@ -93,15 +89,15 @@ def build_latent(
 def build_deltanet(
     cfg: ModelConfig, window: int | None, pos: PositionalEncoding | None, index: int, settings: dict
 ) -> nn.Module:
-    sizes, hd = cfg.mixers, head_dim(cfg)
+    sizes = cfg.mixers.resolved(cfg.n_heads, head_dim(cfg), {Mixer.deltanet})
     return GatedDeltaNet(
         cfg.d_model,
-        sizes.linear_heads or cfg.n_heads,
-        head_k_dim=sizes.linear_k_dim or hd,
-        head_v_dim=sizes.linear_v_dim or hd,
-        n_k_heads=sizes.linear_k_heads,
-        conv_kernel=sizes.conv_kernel,
-        chunk=sizes.chunk,
+        sizes["linear_heads"],
+        head_k_dim=sizes["linear_k_dim"],
+        head_v_dim=sizes["linear_v_dim"],
+        n_k_heads=sizes["linear_k_heads"],
+        conv_kernel=sizes["conv_kernel"],
+        chunk=cfg.mixers.chunk,
         norm_eps=cfg.norm_eps,
     )
 

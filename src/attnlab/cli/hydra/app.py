@@ -57,6 +57,7 @@ def run_hydra(task_function: Callable[[DictConfig], float | None], config_name: 
     run that failed after it started with one line and its traceback in the log file (status 1)."""
     replaced = {}
     if config_name != "train":  # attnlab-train installs them itself, and names its own phases
+        policy.reset()  # a command starts with no signal received (a process that runs commands in turn)
         replaced = policy.install()
         policy.phase = config_name
     before_composing(config_name)

@@ -1,5 +1,5 @@
 """Hugging Face checkpoints as attnlab models: GPT-2, BERT, ViT, Marian, T5, Llama, BLOOM, Mistral, Qwen3,
-SmolLM3, Gemma 2, Phi-3.
+SmolLM3, Gemma 2, Phi-3, and the mixers' models: DeepSeek-V3 (all dense), DiffLlama, Qwen3-Next (dense).
 
 Each architecture is one module here with small functions and a ``register`` call: one function
 reads its ``config.json`` into a ``ModelConfig``, one is a table saying where every attnlab module
@@ -53,6 +53,9 @@ ARCHITECTURE_MODULES = (
     "smollm3",
     "gemma2",
     "phi3",
+    "deepseek_v3",
+    "diffllama",
+    "qwen3_next",
 )
 for _name in ARCHITECTURE_MODULES:
     importlib.import_module(f"{__name__}.{_name}")  # each architecture module registers itself

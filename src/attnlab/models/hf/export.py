@@ -48,7 +48,11 @@ def computed(cfg: ModelConfig) -> dict[str, Any]:
     if cfg.norm == Norm.rmsnorm:
         del out["norm_bias"]  # RMSNorm has no bias
     kinds = cfg.layer_kinds()  # a layout by what each layer does, however it is written
-    out["layout"] = explicit(kinds)
+    out["layout"] = explicit(kinds)  # each layer's mixer too: ``mixer`` is only its default
+    del out["mixer"]
+    sizes = cfg.mixers.resolved(cfg.n_heads, cfg.d_model // cfg.n_heads, {k.mixer for k in kinds})
+    out |= {f"mixers.{k}": v for k, v in sizes.items()}  # the sizes of the mixers it has, and no others
+    del out["mixers"]
     if not any(k.sliding for k in kinds):
         out["attn_window"] = None  # no layer slides: the width is moot
     if out.get("attn_softcap") == float("inf"):

@@ -17,28 +17,13 @@ A head size other than ``hidden_size / heads`` is refused, as for Qwen3.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from torch import Tensor
-
 from attnlab.blocks.ffn import ffn_width
 from attnlab.models.hf.config_keys import require
 from attnlab.models.hf.convert import Architecture, register
 from attnlab.models.hf.layouts import layer_types, read_layout
 from attnlab.models.hf.llama import rope_config, rope_export
-from attnlab.models.hf.spec import Checkpoint, Same, Table, attention, ffn, layers, tokens_and_head
+from attnlab.models.hf.spec import PlusOne, Table, attention, ffn, layers, tokens_and_head
 from attnlab.schema.model import AttnBackend, GPTConfig
-
-
-@dataclass(frozen=True)
-class PlusOne(Same):
-    """Gemma's RMSNorm stores ``weight`` and multiplies by ``1 + weight``; ours multiplies by ours."""
-
-    def read(self, ckpt: Checkpoint) -> dict[str, Tensor]:
-        return {s: t + 1.0 for s, t in ckpt.module(self.name).items()}
-
-    def write(self, ours: dict[str, Tensor]) -> dict[str, Tensor]:
-        return super().write({s: t - 1.0 for s, t in ours.items()})
 
 
 def gemma2_config(c: dict, cls: str) -> GPTConfig:

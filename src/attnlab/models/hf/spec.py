@@ -156,33 +156,61 @@ class Tied:
 
 @dataclass(frozen=True)
 class Part(Same):
-    """Part ``index`` of ``count`` equal row blocks of one checkpoint matrix (Phi-3's ``gate_up_proj``:
-    gate rows, then up rows). Written as a piece that ``join_parts`` stacks with its siblings."""
+    """Part ``index`` of ``count`` row blocks of one checkpoint matrix (Phi-3's ``gate_up_proj``: gate
+    rows, then up rows), in each of ``groups`` equal groups of rows (Qwen3-Next's ``q_proj``: per head,
+    its query rows then its gate rows, ``groups`` = heads). Written as a piece that ``join_parts``
+    stacks with its siblings, group by group."""
 
     index: int = 0
     count: int = 1
+    groups: int = 1
 
     def read(self, ckpt: Checkpoint) -> dict[str, Tensor]:
-        return {s: t.chunk(self.count)[self.index] for s, t in ckpt.module(self.name).items()}
+        out = ckpt.module(self.name)
+        if any(t.shape[0] % (self.count * self.groups) for t in out.values()):
+            return out  # cannot be split: the shape check reports it
+        return {
+            s: t.unflatten(0, (self.groups, self.count, -1))[:, self.index].flatten(0, 1)
+            for s, t in out.items()
+        }
 
     def write(self, ours: dict[str, Tensor]) -> dict[str, Tensor]:
-        return {f"{self.name}.{s}{PIECE}{self.index}": t for s, t in ours.items()}
+        return {f"{self.name}.{s}{PIECE}{self.index}@{self.groups}": t for s, t in ours.items()}
 
 
-PIECE = "#part"  # marks a written piece of a checkpoint tensor (``Part``), joined by ``join_parts``
+@dataclass(frozen=True)
+class PlusOne(Same):
+    """An RMSNorm that stores ``weight`` and multiplies by ``1 + weight`` (Gemma, Qwen3-Next); ours
+    multiplies by ours."""
+
+    def read(self, ckpt: Checkpoint) -> dict[str, Tensor]:
+        return {s: t + 1.0 for s, t in ckpt.module(self.name).items()}
+
+    def write(self, ours: dict[str, Tensor]) -> dict[str, Tensor]:
+        return super().write({s: t - 1.0 for s, t in ours.items()})
+
+
+PIECE = "#part"  # marks a written piece of a checkpoint tensor (``Part``): ``#part{index}@{groups}``
 
 
 def join_parts(tensors: dict[str, Tensor]) -> dict[str, Tensor]:
-    """Checkpoint tensors with the pieces ``Part`` wrote stacked, in order, into their matrix."""
+    """Checkpoint tensors with the pieces ``Part`` wrote stacked, in order, into their matrix: within
+    each of the pieces' ``groups`` row groups, piece after piece."""
     pieces: dict[str, dict[int, Tensor]] = {}
+    groups: dict[str, int] = {}
     out = {}
     for name, t in tensors.items():
-        base, marked, index = name.partition(PIECE)
+        base, marked, where = name.partition(PIECE)
         if marked:
+            index, _, count = where.partition("@")
             pieces.setdefault(base, {})[int(index)] = t
+            groups[base] = int(count)
         else:
             out[name] = t
-    return out | {base: torch.cat([p[i] for i in sorted(p)]) for base, p in pieces.items()}
+    for base, p in pieces.items():
+        grouped = [p[i].unflatten(0, (groups[base], -1)) for i in sorted(p)]
+        out[base] = torch.cat(grouped, dim=1).flatten(0, 1)
+    return out
 
 
 Spec = str | Same | Fused | Tied

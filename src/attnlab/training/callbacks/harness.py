@@ -62,6 +62,29 @@ class HarnessEvaluation(pl.Callback):
         check_task_names(tasks, config.get("include_path"), key)
 
     @staticmethod
+    def check_data(key: str, config: dict[str, Any], datamodule: Any) -> None:
+        """A ConfigError naming the task, the document and the characters where a text of the tasks'
+        requests does not encode with the run's tokenizer (``attnlab.harness.texts``): before the run
+        directory, not at the first scoring."""
+        from attnlab.harness.run import TaskRefused
+        from attnlab.harness.texts import check_task_texts
+
+        tokenizer = getattr(datamodule, "tokenizer", None)
+        if tokenizer is None:
+            return
+        tasks = list(config["tasks"])
+        try:
+            check_task_texts(
+                tasks,
+                config.get("include_path"),
+                tokenizer,
+                limit=config.get("limit"),
+                num_fewshot=config.get("num_fewshot"),
+            )
+        except TaskRefused as err:
+            raise ConfigError(f"{key}.tasks", tasks, str(err)) from None
+
+    @staticmethod
     def check_trainer(key: str, trainer: TrainerConfig) -> None:
         """A ConfigError for a strategy that shards the model (FSDP, FSDP2, and tensor or sequence
         parallelism, which run under FSDP2): rank 0 alone would score a shard, or wait forever on the
