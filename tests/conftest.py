@@ -41,6 +41,12 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every collected test's process-contract kind, before ``-m``/``-k`` deselect any (``processes``)."""
+    processes.collected(items)
+
+
 @pytest.fixture(autouse=True)
 def seeded() -> None:
     """Seed torch before every test, so random models and inputs are the same on every run and in any order."""

@@ -32,6 +32,7 @@ MARKER = "process_contract"
 KINDS = ("signals", "kills", "ranks", "console", "packaging", "interpreter")
 MAX_CONTRACTS = 60  # tests marked process_contract in the whole suite (issue #50)
 _running: list[pytest.Item] = []
+COLLECTED: dict[str, object] = {}  # nodeid: the process-contract kind of every collected test, or None
 
 
 @contextlib.contextmanager
@@ -42,6 +43,16 @@ def running(item: pytest.Item) -> Iterator[None]:
         yield
     finally:
         _running.pop()
+
+
+def collected(items: list[pytest.Item]) -> None:
+    """Record the process-contract kind (None: no marker) of each collected test (``tests/conftest.py``)."""
+    for item in items:
+        marker = item.get_closest_marker(MARKER)
+        if marker is None:
+            COLLECTED[item.nodeid] = None
+        else:  # a kind outside KINDS (or none) is reported by tests/test_process_contracts.py
+            COLLECTED[item.nodeid] = marker.args[0] if len(marker.args) == 1 else repr(marker.args)
 
 
 def contract_kind() -> str:
@@ -70,7 +81,7 @@ def python_module(module: str, args: list[str]) -> list[str]:
 
 def run(
     argv: list[str | Path],
-    cwd: Path,
+    cwd: Path | None = None,
     env: dict[str, str] | None = None,
     timeout: float = 300,
     **options: object,
@@ -91,22 +102,27 @@ def run(
 
 class Started:
     """A process running in its own session (its group: the ranks it starts, wandb's service), its
-    output written to files (a pipe nobody reads would stop it): ``pid``, ``poll``, ``result``."""
+    output written to files (a pipe nobody reads would stop it), or both streams to ``log``: ``pid``,
+    ``poll``, ``result``."""
 
-    def __init__(self, argv: list[str | Path], cwd: Path, env: dict[str, str] | None) -> None:
+    def __init__(
+        self, argv: list[str | Path], cwd: Path, env: dict[str, str] | None, log: Path | None = None
+    ) -> None:
         contract_kind()
         self.output = Path(tempfile.mkdtemp(prefix="started-"))
-        with open(self.output / "stdout", "wb") as out, open(self.output / "stderr", "wb") as err:
+        stdout = log or self.output / "stdout"
+        with open(stdout, "wb") as out, open(self.output / "stderr", "wb") as err:
             self.process = subprocess.Popen(
                 [str(a) for a in argv],
                 cwd=cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
-                stderr=err,
+                stderr=subprocess.STDOUT if log else err,
                 start_new_session=True,
             )
         self.pid = self.process.pid
+        self.stdout = stdout
 
     def poll(self) -> int | None:
         return self.process.poll()
@@ -120,7 +136,8 @@ class Started:
             kill_group(self.pid)
             self.process.wait()
             raise
-        out, err = ((self.output / name).read_text(errors="replace") for name in ("stdout", "stderr"))
+        out = self.stdout.read_text(errors="replace")
+        err = (self.output / "stderr").read_text(errors="replace")
         return subprocess.CompletedProcess(self.process.args, code, out, err)
 
     def kill_when(self, ready: Callable[[], bool], timeout: float = 300) -> subprocess.CompletedProcess:
@@ -138,9 +155,11 @@ class Started:
         return result
 
 
-def start(argv: list[str | Path], cwd: Path, env: dict[str, str] | None = None) -> Started:
+def start(
+    argv: list[str | Path], cwd: Path, env: dict[str, str] | None = None, log: Path | None = None
+) -> Started:
     """``argv`` started in a session of its own (see ``Started``)."""
-    return Started(argv, cwd, env)
+    return Started(argv, cwd, env, log)
 
 
 def kill_group(pid: int) -> None:
@@ -160,10 +179,15 @@ def wait_until_group_is_gone(pgid: int, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-def spawn_ranks(function: Callable[..., None], nprocs: int, *args: object) -> None:
+def spawn_ranks(
+    function: Callable[..., None], nprocs: int, *args: object, start_method: str = "spawn"
+) -> None:
     """``function(rank, *args)`` in ``nprocs`` new interpreters (``torch.multiprocessing``'s spawn, as
-    torch's own distributed tests start ranks); raises if any rank fails."""
+    torch's own distributed tests start ranks), or forked from this process (``start_method="fork"``:
+    only where the ranks run no autograd, whose threads do not survive a fork); raises if a rank fails."""
     import torch.multiprocessing
 
     contract_kind()
-    torch.multiprocessing.start_processes(function, args=args, nprocs=nprocs, join=True, start_method="spawn")
+    torch.multiprocessing.start_processes(
+        function, args=args, nprocs=nprocs, join=True, start_method=start_method
+    )
