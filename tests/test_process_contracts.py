@@ -109,3 +109,22 @@ def test_the_suite_holds_few_process_contracts_each_of_a_known_kind(request: pyt
         f"{len(marked)} tests are process contracts, more than {processes.MAX_CONTRACTS}: fold the checks "
         "that one process can serve into one test, run the rest in-process: " + ", ".join(sorted(marked))
     )
+
+
+def test_a_process_started_by_an_unmarked_test_fails_it(request: pytest.FixtureRequest) -> None:
+    """This test carries no marker: the helpers refuse before any process starts, in one line."""
+    with pytest.raises(pytest.fail.Exception) as failed:
+        processes.run(["true"])
+    assert str(failed.value) == (
+        f"{request.node.nodeid} starts a process without @pytest.mark.process_contract(<kind>): mark it "
+        "with one of signals, kills, ranks, console, packaging, interpreter, or run the command in this "
+        "process (train_cli.command_here, attnlab.run)"
+    )
+
+
+def test_a_kind_outside_the_list_fails_the_test(request: pytest.FixtureRequest) -> None:
+    request.node.add_marker(pytest.mark.process_contract("threads"))  # after collection: not counted
+    with pytest.raises(
+        pytest.fail.Exception, match=r"process_contract\('threads'\): the kind must be one of"
+    ):
+        processes.start(["true"], Path.cwd())
