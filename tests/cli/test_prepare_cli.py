@@ -9,9 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from train_cli import check, cli_env, command_here
+from train_cli import check, command_here, start_cli
 
-import processes
 from attnlab.data.prepare import PrepareSettings, prepare
 from attnlab.data.shards import read_manifest
 from token_corpus import documents, write_jsonl, write_parquet, write_tokenizer
@@ -48,8 +47,7 @@ def kill_after_shards(args: list[str], cwd: Path, out: Path, shards: int) -> Non
         except (FileNotFoundError, ValueError):  # not written yet
             return False
 
-    argv = processes.python_module("attnlab.cli.prepare", args)
-    processes.start(argv, cwd, cli_env(cwd)).kill_when(listed, timeout=120)
+    start_cli(args, cwd, command="cli.prepare").kill_when(listed, timeout=120)
 
 
 def prepare_here(args: list[str], cwd: Path) -> subprocess.CompletedProcess:

@@ -17,9 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from train_cli import TEST_PRESETS, check, cli, cli_env, command_here, copy_of_run_built_once
-
-import processes
+from train_cli import TEST_PRESETS, check, cli, command_here, copy_of_run_built_once, start_cli
 
 pytestmark = pytest.mark.slow
 STEPS = 20
@@ -124,8 +122,7 @@ def kill_after_first_checkpoint(args: list[str], cwd: Path) -> None:
     """Start ``attnlab-train args`` (both processes in one new session) and SIGKILL them all once the
     first last.ckpt exists."""
     last = cwd / "run" / "checkpoints" / "last.ckpt"
-    argv = processes.python_module("attnlab.train", args)
-    processes.start(argv, cwd, cli_env(cwd)).kill_when(last.exists)
+    start_cli(args, cwd).kill_when(last.exists)
 
 
 @pytest.fixture(scope="module")

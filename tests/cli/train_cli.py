@@ -119,6 +119,13 @@ def cli(
     return processes.run(argv, cwd, cli_env(cwd), timeout=timeout)
 
 
+def start_cli(args: list[str], cwd: Path, *, command: str = "train") -> processes.Started:
+    """``python -m attnlab.<command> *args`` started in ``cwd`` (in a session of its own), as ``cli`` runs
+    it, for a test that acts while it runs: ``pid``, ``poll()``, ``result(timeout)``,
+    ``kill_when(ready)``."""
+    return processes.start(processes.python_module(f"attnlab.{command}", args), cwd, cli_env(cwd))
+
+
 def start_and_kill_after_first_checkpoint(args: list[str], cwd: Path, run_dir: Path) -> int:
     """Start a run of ``args``, SIGKILL it once its first last.ckpt exists; the step of the checkpoint
     left behind.
@@ -127,8 +134,7 @@ def start_and_kill_after_first_checkpoint(args: list[str], cwd: Path, run_dir: P
     service process behind, holding the run id for a while, and the resume would find it "in use".
     """
     last = run_dir / "checkpoints" / "last.ckpt"
-    argv = processes.python_module("attnlab.train", [*args, f"run_dir={run_dir}"])
-    processes.start(argv, cwd, cli_env(cwd)).kill_when(last.exists)
+    start_cli([*args, f"run_dir={run_dir}"], cwd).kill_when(last.exists)
     return torch.load(last, map_location="cpu", weights_only=True)["global_step"]
 
 
