@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -123,22 +124,26 @@ class Started:
             )
         self.pid = self.process.pid
         self.stdout = stdout
+        self.done: subprocess.CompletedProcess | None = None
 
     def poll(self) -> int | None:
         return self.process.poll()
 
     def result(self, timeout: float = 300) -> subprocess.CompletedProcess:
         """Wait for the process (past ``timeout`` seconds its group is killed and TimeoutExpired raised);
-        its exit status and what it printed."""
-        try:
-            code = self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            kill_group(self.pid)
-            self.process.wait()
-            raise
-        out = self.stdout.read_text(errors="replace")
-        err = (self.output / "stderr").read_text(errors="replace")
-        return subprocess.CompletedProcess(self.process.args, code, out, err)
+        its exit status and what it printed (the files it was captured in removed)."""
+        if self.done is None:
+            try:
+                code = self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                kill_group(self.pid)
+                self.process.wait()
+                raise
+            out = self.stdout.read_text(errors="replace")
+            err = (self.output / "stderr").read_text(errors="replace")
+            shutil.rmtree(self.output, ignore_errors=True)
+            self.done = subprocess.CompletedProcess(self.process.args, code, out, err)
+        return self.done
 
     def kill_when(self, ready: Callable[[], bool], timeout: float = 300) -> subprocess.CompletedProcess:
         """SIGKILL the whole group once ``ready()`` (a file written, a shard listed), as a scheduler or a
