@@ -1,11 +1,12 @@
-"""Prepared token shards (``data=tokens``) read the same way by every command: FSDP2 and tensor parallel
-over two CPU processes train like one process, step by step; a ``-m`` sweep's jobs read the shards as a
+"""Prepared token shards (``data=tokens``) read the same way by every command: tensor parallel over two
+CPU processes (both reading the same batch) trains like one process, step by step; a ``-m`` sweep's jobs read the shards as a
 single run does; attnlab-eval scores a tokens run on its validation windows, at another
 ``data.seq_len`` too (``eval.lengths``, for synthetic tasks, is one line); attnlab-export's folder
 loads in ``transformers`` with the prepared tokenizer, which encodes a document to the tokens of the
 shards; the harness scores it; attnlab-sample continues a prompt. One prepared corpus and one run serve
-all of them (DDP: test_train_tokens.py). Only the two-process runs start processes (a process contract,
-``ranks``); every other command runs in the test's own process."""
+all of them. Each data-parallel process reading its part of the windows is test_train_tokens.py's
+(DDP; FSDP2 splits the batch by the same sampler, ``AttnlabDataModule._ranks``). Only the two-process run
+starts processes (a process contract, ``ranks``); every other command runs in the test's own process."""
 
 from __future__ import annotations
 
@@ -77,15 +78,10 @@ def assert_same_losses(run: Path, reference: Path) -> None:
 
 
 @pytest.mark.process_contract("ranks")
-def test_fsdp2_and_tensor_parallel_over_two_processes_train_like_one(
+def test_tensor_parallel_over_two_processes_trains_like_one(
     built_once: Callable[..., Path], shards: Path, single: Path
 ) -> None:
-    """FSDP2: each process reads its 4 of the step's 8 windows (the same global sample indices), like
-    one process with the doubled batch. Tensor parallel: one group reads one batch, both processes the
-    same 8 windows."""
-    sharded = trained(built_once, "fsdp2", shards, "trainer=fsdp2_sim", "data.batch_size=4")
-    assert_same_losses(sharded, single)
-    assert series(sharded, "val/loss") == pytest.approx(series(single, "val/loss"), abs=1e-5)
+    """One tensor-parallel group reads one batch: both processes the same 8 windows."""
     split = trained(built_once, "tp", shards, "trainer=tp_sim", "data.batch_size=8")
     assert_same_losses(split, single)
 
