@@ -75,6 +75,30 @@ def shard_and_compare(rank: int, out: Path) -> None:
         assert whole is None
 
 
+def shard_vit_and_compare(rank: int) -> None:
+    """FSDP2's plan on a ViT (patch embedding, class token, layers, head): each rank's half of a batch of
+    images gives the gradients of the unsharded model on the whole batch (the classifier's CLI run on
+    two processes: test_train_fsdp2.py runs the token families, whose losses average over tokens)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor
+
+    from attnlab.models.parallel import shard_layers
+
+    plain = tiny_builder()("vit").train()
+    sharded = shard_layers(copy.deepcopy(plain), init_device_mesh("cpu", (2,)))
+    assert all(isinstance(p, DTensor) for p in sharded.parameters())
+    generator = torch.Generator().manual_seed(3)
+    images, labels = (
+        torch.randn(4, 1, 8, 8, generator=generator),
+        torch.randint(0, 3, (4,), generator=generator),
+    )
+    half = slice(2 * rank, 2 * rank + 2)
+    F.cross_entropy(sharded(images[half]), labels[half]).backward()
+    F.cross_entropy(plain(images), labels).backward()
+    for (name, p), q in zip(plain.named_parameters(), sharded.parameters()):
+        torch.testing.assert_close(q.grad.full_tensor(), p.grad, atol=1e-6, rtol=1e-5, msg=name)
+
+
 def split_sequence_and_compare(rank: int, pos: str) -> None:
     """Tensor parallel with the sequence split, on both processes: the unsplit model's loss and every
     parameter's gradient (the split ones gathered), and a sequence of odd length refused."""
@@ -184,6 +208,7 @@ def every_two_rank_check(rank: int, port: int, out: Path) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=2)
     try:
         shard_and_compare(rank, out)
+        shard_vit_and_compare(rank)
         for pos in ("learned", "rope"):
             split_sequence_and_compare(rank, pos)
         float8 = float8_losses(rank, 2)
@@ -204,7 +229,7 @@ def test_two_processes_shard_split_and_train_float8_as_one_process(
     tmp_path: Path, float32_losses: list[float]
 ) -> None:
     """FSDP2: each process holds half of every element (none replicated, up to a row of padding) and
-    computes the unsharded gradients; the sequence split computes the unsplit loss and gradients
+    computes the unsharded gradients, of a GPT and of a ViT; the sequence split computes the unsplit loss and gradients
     (``split_sequence_and_compare``); float8 under FSDP2 trains within 2% of float32 in one process on
     the whole batch: the losses of float32 under FSDP2 (the mean of the two halves' losses, the
     gradients averaged: test_train_fsdp2.py; here within 1e-6 of each other at every step), without
