@@ -138,28 +138,18 @@ def gpt_runs(built_once: Callable[..., Path]) -> tuple[Path, Path]:
 def test_a_killed_run_resumes_to_the_uninterrupted_losses(
     gpt_runs: tuple[Path, Path], tmp_path: Path
 ) -> None:
+    """Killed (kill -9 of both processes) after its first one-file checkpoint, ``ckpt_path=last``: every
+    step's loss is the uninterrupted run's. This run recomputes each sharded layer whole in the backward
+    pass (``trainer.activation_checkpointing=full``), which keeps the losses (the reference runs without;
+    the selective mode on two processes is test_train_tp.py's)."""
     sharded, _ = gpt_runs
-    args = [*ARGS, *FAMILIES["gpt"], *FSDP2, "run_dir=run"]
+    args = [*ARGS, *FAMILIES["gpt"], *FSDP2, "trainer.activation_checkpointing=full", "run_dir=run"]
     kill_after_first_checkpoint(args, tmp_path)
     check(cli([*args, "ckpt_path=last"], tmp_path, timeout=600))
     resumed, expected = series(tmp_path / "run", "train/loss"), series(sharded, "train/loss")
     assert sorted(resumed) == list(range(1, STEPS + 1))
     for step in expected:
         assert resumed[step] == pytest.approx(expected[step], abs=1e-6), f"step {step}"
-
-
-@pytest.mark.process_contract("ranks")
-def test_activation_checkpointing_under_fsdp2_keeps_the_losses(
-    gpt_runs: tuple[Path, Path], tmp_path: Path
-) -> None:
-    """Each sharded layer recomputed whole in the backward pass: the same per-step losses as without.
-    (The model is wrapped for recomputation before any strategy sees it, ``cli/prepared.py``; the
-    selective mode's run on two processes is test_train_tp.py's, its single-process equality
-    tests/models' own.)"""
-    sharded, _ = gpt_runs
-    args = [*ARGS, *FAMILIES["gpt"], *FSDP2, "trainer.activation_checkpointing=full", "run_dir=run"]
-    check(cli(args, tmp_path, timeout=600))
-    assert_same_losses(tmp_path / "run", sharded, abs=1e-6)
 
 
 def copy_killed_sharded_run(built_once: Callable[..., Path], cwd: Path) -> None:
