@@ -141,7 +141,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_losses(
     """Killed (kill -9 of both processes) after its first one-file checkpoint, ``ckpt_path=last``: every
     step's loss is the uninterrupted run's. This run recomputes each sharded layer whole in the backward
     pass (``trainer.activation_checkpointing=full``), which keeps the losses (the reference runs without;
-    the selective mode on two processes is test_train_tp.py's)."""
+    the selective mode on two processes is test_train_tp.py's, under sequence parallel)."""
     sharded, _ = gpt_runs
     args = [*ARGS, *FAMILIES["gpt"], *FSDP2, "trainer.activation_checkpointing=full", "run_dir=run"]
     kill_after_first_checkpoint(args, tmp_path)

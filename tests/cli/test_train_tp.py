@@ -3,8 +3,9 @@ heads and hidden units, trains like one process step by step (a GPT with grouped
 and SwiGLU, and a sequence-to-sequence model; gradient clipping on); its sharded checkpoint (split
 projections) consolidates to the one-process weights and resumes in one process; the settings it
 cannot split are refused in one line before the run directory. With ``trainer.sequence_parallel=true``
-(norms, residual adds and dropout on each process's part of the sequence) the GPT still trains like
-one process; async tensor parallel is refused on the CPU and without what it needs.
+(norms, residual adds and dropout on each process's part of the sequence), its layers' elementwise
+ops recomputed in the backward pass, the GPT still trains like one process; async tensor parallel is
+refused on the CPU and without what it needs.
 
 The tensor-parallel runs are process contracts (``ranks``, ``kills``: Lightning starts the second rank
 as a new interpreter); the one-process references, the refusals and the commands that read the
@@ -105,12 +106,16 @@ def test_each_family_trains_as_one_process_and_its_checkpoint_consolidates(
 
 
 @pytest.mark.process_contract("ranks")
-def test_sequence_parallel_matches_one_process(gpt_runs: tuple[Path, Path], tmp_path: Path) -> None:
+def test_sequence_parallel_with_selective_recomputation_matches_one_process(
+    gpt_runs: tuple[Path, Path], tmp_path: Path
+) -> None:
     """The residual stream split along the sequence between the projections (RoPE's positions, the
-    causal mask and the loss over the whole sequence): one process's per-step losses and clipped
-    gradient norms, 20 steps, GPT with grouped-query attention, RoPE and SwiGLU."""
+    causal mask and the loss over the whole sequence), each split layer's elementwise ops recomputed in
+    the backward pass (``trainer.activation_checkpointing=selective``): one process's per-step losses
+    and clipped gradient norms, 20 steps, GPT with grouped-query attention, RoPE and SwiGLU."""
     _, single = gpt_runs
-    args = [*ARGS, *GPT, *TP, "trainer.sequence_parallel=true", "run_dir=run"]
+    args = [*ARGS, *GPT, *TP, "trainer.sequence_parallel=true", "trainer.activation_checkpointing=selective"]
+    args += ["run_dir=run"]
     check(cli(args, tmp_path, timeout=600))
     assert_trains_like(tmp_path / "run", single)
 
@@ -131,20 +136,6 @@ def test_a_tensor_parallel_checkpoint_resumes_in_one_process(
     assert resumed == list(range(11, STEPS + 1))
     for step in resumed:
         assert losses[step] == pytest.approx(expected[step], abs=1e-5), f"step {step}"
-
-
-@pytest.mark.process_contract("ranks")
-def test_selective_activation_checkpointing_under_tensor_parallel_keeps_the_losses(
-    gpt_runs: tuple[Path, Path], tmp_path: Path
-) -> None:
-    """Each split layer's elementwise ops recomputed in the backward pass: the same per-step losses."""
-    split, _ = gpt_runs
-    args = [*ARGS, *GPT, *TP, "trainer.activation_checkpointing=selective", "run_dir=run"]
-    check(cli(args, tmp_path, timeout=600))
-    losses, expected = series(tmp_path / "run", "train/loss"), series(split, "train/loss")
-    assert sorted(losses) == sorted(expected)
-    for step in expected:
-        assert losses[step] == pytest.approx(expected[step], abs=1e-6), f"step {step}"
 
 
 @pytest.mark.parametrize(
