@@ -22,7 +22,7 @@ install: $(STAMP) ## create .venv and install attnlab with the dev extra, pinned
 train: $(STAMP) ## train the default small GPT on the embedded corpus, then print a sample (ARGS="model=vit ...")
 	$(BIN)/attnlab-train $(ARGS)
 
-# The suite starts hundreds of processes (commands, ranks, fork servers, workers): each reads attnlab's
+# The suite starts dozens of processes (process contracts, their ranks, workers): each reads attnlab's
 # and the tests' modules compiled by the first, as Python does by default, even where the environment
 # turns bytecode files off (PYTHONDONTWRITEBYTECODE; they go in __pycache__/, which git ignores).
 test test-fast: export PYTHONDONTWRITEBYTECODE =

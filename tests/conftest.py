@@ -23,6 +23,7 @@ import pytest
 import torch
 from filelock import FileLock
 
+import processes
 from attnlab.models import build_model
 from attnlab.schema.model import MODELS, Family, Seq2SeqConfig, TokenModelConfig, ViTConfig
 from attnlab.schema.pos import PosConfig, pos_config
@@ -31,6 +32,19 @@ torch.set_num_threads(1)
 TINY = dict(d_model=16, n_layers=2, n_heads=4, dropout=0.0, init_std=0.2)  # every family; a wide init
 TINY_TOKENS = dict(vocab_size=23, max_seq_len=32)  # the families that read tokens
 TINY_IMAGES = dict(image_size=8, patch_size=2, channels=1, num_classes=3)  # 4x4 grey patches, 3 classes
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
+    """The test that runs now (fixtures included), for ``processes`` to check its process-contract marker."""
+    with processes.running(item):
+        return (yield)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every collected test's process-contract kind, before ``-m``/``-k`` deselect any (``processes``)."""
+    processes.collected(items)
 
 
 @pytest.fixture(autouse=True)

@@ -3,8 +3,8 @@ seconds (user + sys) of it and of every process it started, orphans included, wi
 
 The suite's cost on a shared machine is its CPU time, not its wall time. ``/usr/bin/time`` counts only
 the children that their parents waited for, and misses what the tests start and leave to others: the
-fork server's commands (``tests/cli/forked.py``), the rank that Lightning starts and never waits for,
-wandb's service (test_train_ddp.py: 28.7 CPU-s by /usr/bin/time, 66.5 here). This process becomes a
+rank that Lightning starts and never waits for, torchrun's workers, wandb's service (test_train_ddp.py:
+28.7 CPU-s by /usr/bin/time, 66.5 here, when it had two runs of forked processes). This process becomes a
 child subreaper (Linux ``prctl``), so those orphans are reparented to it, reaped here, and counted in
 ``RUSAGE_CHILDREN``.
 """

@@ -1,9 +1,9 @@
-"""The layers of docs/architecture.md hold: import-linter's contracts (pyproject.toml), no import cycle
-among attnlab's modules, what importing a package loads in a fresh interpreter, and no module over 400 lines."""
+"""The layers of docs/architecture.md hold: import-linter's contracts (pyproject.toml, checked in this
+process), no import cycle among attnlab's modules, what importing a package loads in a fresh interpreter
+(a process contract, ``interpreter``), and no module over 400 lines."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -11,21 +11,23 @@ import grimp
 import networkx as nx
 import pytest
 
+import processes
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_import_contracts_are_kept() -> None:
-    lint_imports = Path(sys.executable).with_name("lint-imports")
-    result = subprocess.run(
-        [str(lint_imports), "--no-cache", "--no-logo", "--config", str(ROOT / "pyproject.toml")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert "0 broken" in result.stdout
+def test_the_import_contracts_are_kept(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``lint-imports --no-cache --config pyproject.toml``, its function called here."""
+    from importlinter.cli import lint_imports
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # it puts the working directory first
+    status = lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True)
+    out = capsys.readouterr().out
+    assert status == 0, out[-4000:]
+    assert "0 broken" in out
 
 
 def test_no_module_imports_itself_through_others() -> None:
@@ -42,30 +44,32 @@ def test_no_module_imports_itself_through_others() -> None:
     assert cycles == []
 
 
-def loaded_after(statement: str) -> set[str]:
-    """The top-level names of the modules a fresh interpreter holds after ``statement``."""
+def loaded_after(statement: str, cwd: Path) -> set[str]:
+    """The names of the modules a fresh interpreter holds after ``statement``."""
     code = f"import sys; {statement}; print(' '.join(sorted(sys.modules)))"
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    )
-    return set(out.stdout.split())
+    done = processes.run([sys.executable, "-c", code], cwd, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return set(done.stdout.split())
 
 
-@pytest.mark.parametrize(
-    ("statement", "absent"),
-    [
-        ("import attnlab.schema", {"torch", "pytorch_lightning", "hydra"}),
-        ("import attnlab.models", {"attnlab.data", "attnlab.tasks", "pytorch_lightning"}),
-        ("import attnlab.explain", {"pytorch_lightning", "matplotlib"}),
-        ("import attnlab.generate", {"pytorch_lightning", "attnlab.data", "attnlab.tasks"}),
-        ("import attnlab.compress", {"pytorch_lightning", "attnlab.data", "attnlab.tasks", "torchao"}),
-        ("import attnlab.report", {"torch", "pytorch_lightning", "hydra", "attnlab.models"}),
-    ],
+LOADS_NOT = (
+    ("import attnlab.schema", {"torch", "pytorch_lightning", "hydra"}),
+    ("import attnlab.data.tokenizers, attnlab.data.listops, attnlab.data.generated", {"torch"}),
+    ("import attnlab.models", {"attnlab.data", "attnlab.tasks", "pytorch_lightning"}),
+    ("import attnlab.explain", {"pytorch_lightning", "matplotlib"}),
+    ("import attnlab.generate", {"pytorch_lightning", "attnlab.data", "attnlab.tasks"}),
+    ("import attnlab.compress", {"pytorch_lightning", "attnlab.data", "attnlab.tasks", "torchao"}),
+    ("import attnlab.report", {"torch", "pytorch_lightning", "hydra", "attnlab.models"}),
 )
-def test_importing_a_package_loads_only_what_lies_below_it(statement: str, absent: set[str]) -> None:
-    loaded = loaded_after(statement)
-    assert statement.split()[-1] in loaded
-    assert not loaded & absent
+
+
+@pytest.mark.process_contract("interpreter")
+def test_importing_a_package_loads_only_what_lies_below_it(tmp_path: Path) -> None:
+    """Each package imported alone in a fresh interpreter: none of the modules above it."""
+    for statement, absent in LOADS_NOT:
+        loaded = loaded_after(statement, tmp_path)
+        assert statement.split()[-1] in loaded
+        assert not loaded & absent, statement
 
 
 MAX_MODULE_LINES = 400  # the house limit (nanoGPT's files are shorter): a longer module holds two ideas

@@ -18,9 +18,9 @@ import functools
 import itertools
 import json
 import re
+import runpy
 import shlex
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -199,9 +199,12 @@ def readme_folder(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("readme")
     write_own_harness_task(folder / "my_tasks")
     for command in COMMAND_LINES:
-        if command.args[0] == "python":
+        if command.args[0] == "python":  # the script run as ``python <script>`` runs it, in this process
             script, *args = command.args[1:]
-            subprocess.run([sys.executable, ROOT / script, *args], cwd=folder, check=True, timeout=120)
+            with pytest.MonkeyPatch.context() as patch:
+                patch.chdir(folder)
+                patch.setattr(sys, "argv", [str(ROOT / script), *args])
+                runpy.run_path(str(ROOT / script), run_name="__main__")
     return folder
 
 

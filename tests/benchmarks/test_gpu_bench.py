@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import math
 import pickle
-import subprocess
-import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +13,7 @@ import pytest
 import torch
 from benchmarks.nanogpt.checkout import best_val, write_data
 
-from benchmarks import gpu, gpu_recipe
+from benchmarks import gpu
 
 
 def rows_of(markdown: str) -> list[dict[str, str]]:
@@ -24,27 +21,6 @@ def rows_of(markdown: str) -> list[dict[str, str]]:
     lines = [line for line in markdown.splitlines() if line.startswith("| ")]
     header = [c.strip() for c in lines[0].strip("|").split(" | ")]
     return [dict(zip(header, (c.strip() for c in line.strip("|").split(" | ")))) for line in lines[1:]]
-
-
-def forked_attnlab_commands() -> types.SimpleNamespace:
-    """``subprocess`` as ``benchmarks.gpu_recipe`` uses it, but a ``python -m attnlab.<command>`` run
-    forked from the suite's fork server (``tests/cli/forked.py``: torch, Lightning and Hydra already
-    imported; started once per worker and shared with the CLI tests) instead of a new interpreter: the
-    same command, arguments, working directory, environment and exit status, without 8 CPU-s of imports."""
-    cli_helpers = str(Path(__file__).parents[1] / "cli")
-    if cli_helpers not in sys.path:
-        sys.path.insert(0, cli_helpers)
-    import forked
-
-    def run(args: list[str], *, cwd: Path, env: dict[str, str], timeout: float, **streams: object):
-        assert args[:2] == [sys.executable, "-m"] and args[2].startswith("attnlab."), args
-        # what forked.run gives: stdin from /dev/null, stdout and stderr captured as text
-        assert streams == {"capture_output": True, "text": True, "stdin": subprocess.DEVNULL}, streams
-        return forked.run(args[2].removeprefix("attnlab."), args[3:], Path(cwd), env, timeout)
-
-    return types.SimpleNamespace(
-        run=run, DEVNULL=subprocess.DEVNULL, TimeoutExpired=subprocess.TimeoutExpired
-    )
 
 
 def compiled_without_code_generation(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -99,12 +75,13 @@ def test_best_nanogpt_val_is_the_lowest_evaluation_line() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.process_contract("interpreter")
 def test_tiny_cpu_run_of_every_part_and_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The whole table at tiny shapes: the recipe through attnlab-train (nanoGPT's train.py left out:
-    no NANOGPT_DIR; the command forked, ``forked_attnlab_commands``), the four training modes (float8
-    emulated) against nanoGPT's model, and eager and compiled decoding against HF, every ratio finite;
-    compiled without inductor's CPU code (``compiled_without_code_generation``)."""
-    monkeypatch.setattr(gpu_recipe, "subprocess", forked_attnlab_commands())
+    no NANOGPT_DIR), a new interpreter as on the GPU (its wall time, start to exit, is the measure), the
+    four training modes (float8 emulated) against nanoGPT's model, and eager and compiled decoding
+    against HF, every ratio finite; compiled without inductor's CPU code
+    (``compiled_without_code_generation``)."""
     compiled_without_code_generation(monkeypatch)
     text = tmp_path / "input.txt"
     text.write_text("To be, or not to be, that is the question.\n" * 40, encoding="utf-8")

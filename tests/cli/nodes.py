@@ -4,11 +4,8 @@ node failures start them; and the kill of a whole node.
 torchrun starts its workers in sessions of their own, so killing an agent's process group leaves its
 workers running: a dead node is the agent and all its descendants, found in ``/proc`` (Linux).
 
-The agents are real torchrun interpreters; their workers are forked from the test process's fork
-server (``forked.torchrun_environment``: torchrun runs ``PYTHON_EXEC``, the launcher of
-``forked_ranks``), which saves each worker the seconds of importing torch, Lightning, Hydra and wandb.
-Such a worker is the fork server's child, not its launcher's: a node's descendants include the child
-that each of its launchers recorded.
+The agents and their workers are real interpreters (``torchrun``, then ``python -u -m attnlab.train``),
+started through ``tests/processes.py``: only in a test marked ``process_contract("ranks")``.
 """
 
 from __future__ import annotations
@@ -22,9 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-import forked
-import forked_ranks
 from train_cli import cli_env
+
+import processes
 
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 DDP = ["trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=1", "trainer.num_nodes=2"]
@@ -68,23 +65,11 @@ class Node:
         # torch's agents share one store across rendezvous rounds by default; a restarted round can then
         # read the dead round's addresses (pytorch/pytorch#135712): a fresh store per round.
         env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
-        self.forked_pids = cwd / f".node{rank}-forked-pids"
-        self.forked_pids.mkdir(exist_ok=True)
-        env.update(forked.torchrun_environment(self.forked_pids))
-        with open(self.log, "wb") as log:
-            self.agent = subprocess.Popen(
-                [*command, *rendezvous, "-m", "attnlab.train", *args],
-                cwd=cwd,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+        argv = [*command, *rendezvous, "-m", "attnlab.train", *args]
+        self.agent = processes.start(argv, cwd, env, log=self.log).process
 
     def workers(self) -> list[int]:
-        """The agent's descendants (its workers and theirs, a launcher's forked child counted as its
-        child), by process id."""
+        """The agent's descendants (its workers and theirs), by process id."""
         found, todo = [], [self.agent.pid]
         while todo:
             children = self.children(todo.pop())
@@ -93,13 +78,11 @@ class Node:
         return found
 
     def children(self, pid: int) -> list[int]:
-        """The children of ``pid`` in ``/proc``, and the child it forked if it is a launcher."""
+        """The children of ``pid`` in ``/proc``."""
         try:
-            children = [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+            return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
         except OSError:  # gone meanwhile
-            children = []
-        forked_child = forked_ranks.forked_child(pid, self.forked_pids)
-        return children if forked_child is None else [*children, forked_child]
+            return []
 
     def kill(self) -> None:
         """SIGKILL to the agent and every descendant, as when the machine dies."""

@@ -5,14 +5,14 @@ libraries, or the "`weights_only` was not set" line that reads like an unsafe ch
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
 import pytest
 from one_interpreter import FRESH_WARNING_FILTERS, commands, forget_quieting, split
 from train_cli import TEXT, TINY, check, cli_env
+
+import processes
 
 pytestmark = pytest.mark.slow
 CLUTTER = (
@@ -30,6 +30,7 @@ def clutter(output: str) -> list[str]:
     return [line for line in output.splitlines() if any(c in line for c in CLUTTER)]
 
 
+@pytest.mark.process_contract("console")
 def test_train_eval_compress_and_sample_print_no_tips_or_deprecations(tmp_path: Path) -> None:
     """One short run with the default logger (wandb, offline), its evaluation, its int8 copy (torchao)
     and a sample from that copy, one after another in one new interpreter (``one_interpreter``: every
@@ -42,14 +43,8 @@ def test_train_eval_compress_and_sample_print_no_tips_or_deprecations(tmp_path: 
         ["sample", "ckpt_path=int8.ckpt", "max_new_tokens=4"],
     ]
     argv = [arg for command in commands for arg in ["--", *command]]
-    result = subprocess.run(
-        [sys.executable, "-m", "one_interpreter", *argv],
-        cwd=tmp_path,
-        env=cli_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
+    result = processes.run(
+        processes.python_module("one_interpreter", argv), tmp_path, cli_env(tmp_path), timeout=600
     )
     check(result)
     stdout, stderr = split(result.stdout), split(result.stderr)

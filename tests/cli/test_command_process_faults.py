@@ -25,6 +25,8 @@ import pytest
 from test_command_signal_phases import COMMON, RUNS
 from train_cli import HERE, TEST_PRESETS, cli_env, shared_tiny_checkpoints
 
+import processes
+
 pytestmark = pytest.mark.slow
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -93,20 +95,13 @@ def env_for(cwd: Path) -> dict[str, str]:
 
 def signalled_from_outside(code: str, cwd: Path, marker: Path, signum: int) -> subprocess.CompletedProcess:
     """Run ``python -c code`` in ``cwd``; once it creates ``marker``, send it ``signum``."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code],
-        cwd=cwd,
-        env=env_for(cwd),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    proc = processes.start([sys.executable, "-c", code], cwd, env_for(cwd))
     deadline = time.monotonic() + 300
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     if proc.poll() is None:
         os.kill(proc.pid, signum)
-    out, err = proc.communicate(timeout=120)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out.decode(), err.decode())
+    return proc.result(timeout=120)
 
 
 @pytest.mark.process_contract("signals")
@@ -146,16 +141,14 @@ def full_disk(tmp_path: Path) -> Iterator[tuple[Path, int | None]]:
     and no file size limit; where no tmpfs can be mounted, ``tmp_path`` and a 100 KB file size limit."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    made = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(mount)], capture_output=True
-    )
+    made = processes.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(mount)])
     if made.returncode != 0:
         yield mount, 100_000
         return
     try:
         yield mount, None
     finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+        processes.run(["umount", "-l", str(mount)])
 
 
 @pytest.mark.process_contract("ranks")
@@ -187,12 +180,10 @@ def test_a_full_disk_under_fsdp2_with_two_ranks_is_one_line_and_a_failed_summary
     def limited() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 
-    result = subprocess.run(
+    result = processes.run(
         [*command, *args],
-        cwd=tmp_path,
-        env=env_for(tmp_path),
-        capture_output=True,
-        text=True,
+        tmp_path,
+        env_for(tmp_path),
         timeout=400,
         preexec_fn=limited if limit else None,
     )

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 from train_cli import HERE, TEXT, TINY, cli_env
 
+import processes
+
 pytestmark = pytest.mark.slow
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -46,15 +48,7 @@ def run_python(code: str, cwd: Path, limit_bytes: int | None = None) -> subproce
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
 
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        preexec_fn=limit if limit_bytes else None,
-    )
+    return processes.run([sys.executable, "-c", code], cwd, env, preexec_fn=limit if limit_bytes else None)
 
 
 @pytest.mark.parametrize(
@@ -77,6 +71,7 @@ def run_python(code: str, cwd: Path, limit_bytes: int | None = None) -> subproce
         ),
     ],
 )
+@pytest.mark.process_contract("signals")
 def test_a_signal_ends_a_command_with_its_status_and_one_line(
     tmp_path: Path, module: str, function: str, name: str, argv: list[str], phase: str
 ) -> None:
@@ -86,6 +81,7 @@ def test_a_signal_ends_a_command_with_its_status_and_one_line(
     assert result.stderr.splitlines() == [f"interrupted by {name} during {phase}"], result.stderr
 
 
+@pytest.mark.process_contract("signals")
 def test_a_file_size_limit_during_training_is_one_line_naming_the_file(tmp_path: Path) -> None:
     """gpt-tiny's checkpoints (about 0.5 MB) pass no 100 KB limit: the first one fails, named; nothing
     half-written is left."""

@@ -129,6 +129,7 @@ def test_a_perplexity_task_on_an_encoder_decoder_is_one_line(
     assert not out.exists()
 
 
+@pytest.mark.process_contract("interpreter")
 def test_harness_scores_reach_the_logger(checkpoint, tasks: Path, tmp_path: Path) -> None:
     """logger=wandb (offline): the run's history holds metrics.json's numbers, read back from its file
     (a process of its own: wandb's service writes the offline log out when the process ends)."""

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
+from pathlib import Path
+
+import pytest
+
+import processes
 
 PROGRAM = """
 import atexit, gc
@@ -17,10 +21,11 @@ atexit.register(lambda: print("registered after:", gc.get_freeze_count() > 0))
 """
 
 
-def test_the_heap_is_frozen_once_the_handlers_registered_after_it_have_run() -> None:
+@pytest.mark.process_contract("interpreter")
+def test_the_heap_is_frozen_once_the_handlers_registered_after_it_have_run(tmp_path: Path) -> None:
     """Exit handlers run last-registered first: wandb's and the jobs' (registered later) still see the
     collector working; only what runs after them, the interpreter's finalisation, finds it frozen."""
-    done = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, timeout=120)
+    done = processes.run([sys.executable, "-c", PROGRAM], tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         "handlers added: 1",

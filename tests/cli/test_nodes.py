@@ -1,6 +1,8 @@
 """Two torchrun "nodes" on this machine (one process each, gloo): they train as one process with the
 doubled batch and write one run; a dead or frozen node ends the other within ``trainer.timeout``; and
-torchrun's elastic restart continues from ``last.ckpt`` with the losses of an uninterrupted run."""
+torchrun's elastic restart continues from ``last.ckpt`` with the losses of an uninterrupted run.
+
+Each test is a process contract (``ranks``: torchrun's agents and workers are real interpreters)."""
 
 from __future__ import annotations
 
@@ -73,15 +75,15 @@ def run_two_nodes(cwd: Path) -> None:
             node.kill()
 
 
-def test_two_nodes_write_one_run_directory_and_one_logger_run(uninterrupted: Path) -> None:
+@pytest.mark.process_contract("ranks")
+def test_two_nodes_write_one_run_and_train_as_one_process_with_the_doubled_batch(
+    uninterrupted: Path, tmp_path: Path
+) -> None:
     made = [p.name for p in uninterrupted.parent.iterdir() if p.is_dir() and not p.name.startswith(".")]
     assert made == ["run"]  # no outputs/ of a rank that chose its own directory
     assert sorted(p.name for p in uninterrupted.glob("*.log")) == ["train.log", "train_rank1.log"]
     assert len(list((uninterrupted / "wandb").glob("offline-run-*"))) == 1
     assert wandb_run(uninterrupted)["run_id"]
-
-
-def test_two_nodes_match_one_process_with_the_doubled_batch(uninterrupted: Path, tmp_path: Path) -> None:
     single = tmp_path / "single"
     train_in_process([*ARGS, "data.batch_size=16", "logger=csv"], single)  # the reference: one process
     assert sorted(losses(uninterrupted)) == list(range(1, 9))
@@ -89,13 +91,24 @@ def test_two_nodes_match_one_process_with_the_doubled_batch(uninterrupted: Path,
     assert losses(uninterrupted, "val/loss") == pytest.approx(losses(single, "val/loss"), abs=1e-5)
 
 
-@pytest.mark.parametrize("fault", ["killed", "frozen"])
-def test_a_dead_node_ends_the_other_within_the_timeout(
-    fault: str, tmp_path: Path, started: list[Node]
-) -> None:
+@pytest.mark.process_contract("ranks")
+def test_a_dead_or_frozen_node_ends_the_other_within_the_timeout(tmp_path: Path, started: list[Node]) -> None:
     """SIGKILL of node 1 (its agent and worker: the machine is gone) or SIGSTOP (it hangs, its
     connections stay open): node 0 exits non-zero within trainer.timeout + 30 s, with one line that
     says a peer was lost and how to continue, in place of gloo's error (also in torchrun's report)."""
+    for fault in ("killed", "frozen"):
+        cwd = tmp_path / fault
+        cwd.mkdir()
+        pair: list[Node] = []
+        try:
+            assert_the_survivor_ends(fault, cwd, pair)
+        finally:
+            started += pair
+
+
+def assert_the_survivor_ends(fault: str, tmp_path: Path, started: list[Node]) -> None:
+    """Two nodes training into ``tmp_path / "run"``, node 1 then ``fault`` (killed or frozen): node 0
+    ends within the timeout, in one line (``started`` gets the nodes, for the fixture to kill)."""
     args = [
         *NODES,
         f"trainer.timeout={FAULT_TIMEOUT_S}",
@@ -131,6 +144,7 @@ def test_a_dead_node_ends_the_other_within_the_timeout(
     assert "GLHF" not in said and "Traceback" not in said.split("error: PeerLost")[0]
 
 
+@pytest.mark.process_contract("ranks")
 def test_an_elastic_restart_continues_from_the_last_checkpoint(
     uninterrupted: Path, tmp_path: Path, started: list[Node]
 ) -> None:

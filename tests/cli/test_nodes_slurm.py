@@ -11,10 +11,11 @@ import signal
 import subprocess
 from pathlib import Path
 
-import forked
 import pytest
 import torch
 from train_cli import TEXT, TINY, check, cli_env
+
+import processes
 
 pytestmark = pytest.mark.slow
 SLURM = {  # what srun sets for one task of job 4242
@@ -40,16 +41,17 @@ ARGS = [
 
 def slurm_job(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     """``python -m attnlab.train *args`` as a task of SLURM job 4242, with a stand-in ``scontrol``
-    (a process forked with that environment, ``forked``)."""
+    (a new interpreter with that environment)."""
     bin_dir = cwd / "bin"
     bin_dir.mkdir(exist_ok=True)
     scontrol = bin_dir / "scontrol"
     scontrol.write_text(f'#!/bin/sh\necho "$@" >> {cwd / "scontrol.calls"}\n')
     scontrol.chmod(0o755)
     env = {**cli_env(cwd), **SLURM, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    return forked.run("train", args, cwd, env, timeout=300)
+    return processes.run(processes.python_module("attnlab.train", args), cwd, env, timeout=300)
 
 
+@pytest.mark.process_contract("signals")
 def test_the_requeue_signal_saves_the_step_requeues_and_the_job_continues(tmp_path: Path) -> None:
     stopped = slurm_job([*ARGS, SIGNAL], tmp_path)
     assert stopped.returncode == 128 + signal.SIGUSR1, stopped.stderr[-3000:]

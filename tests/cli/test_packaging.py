@@ -1,5 +1,6 @@
 """attnlab installed from a wheel (not an editable checkout) trains from any directory: the Hydra configs
-and ``py.typed`` travel inside the package."""
+and ``py.typed`` travel inside the package. One process contract (``packaging``): the wheel built,
+installed into a fresh virtual environment, and its console script run."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pathlib import Path
 import pytest
 from train_cli import cli_env
 
+import processes
+
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,12 +24,12 @@ def run(args: list[str | Path], **kwargs) -> subprocess.CompletedProcess:
     """Run a command without this checkout's ``PYTHONPATH``, failing the test with its output if it fails."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     kwargs.setdefault("env", env)
-    done = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=300, **kwargs)
+    kwargs.setdefault("timeout", 300)
+    done = processes.run(args, **kwargs)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 
 
-@pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtual environment with the attnlab wheel built from this checkout.
 
@@ -54,31 +57,25 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv
 
 
-def test_the_wheel_ships_the_configs_and_py_typed(installed: Path) -> None:
+@pytest.mark.process_contract("packaging")
+def test_the_installed_wheel_ships_the_configs_and_trains_from_an_empty_directory(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    venv = installed(tmp_path_factory)
     where = run(
-        [installed / "bin" / "python", "-c", "import attnlab.cli.hydra.app as a; print(a.config_dir())"],
-        cwd=installed,
+        [venv / "bin" / "python", "-c", "import attnlab.cli.hydra.app as a; print(a.config_dir())"],
+        cwd=venv,
         env={"PATH": "/usr/bin:/bin"},
     ).stdout.strip()
     conf = Path(where)
-    assert conf.is_relative_to(installed), f"attnlab.conf imported from {conf}, not the fresh install"
+    assert conf.is_relative_to(venv), f"attnlab.conf imported from {conf}, not the fresh install"
     assert (conf / "train.yaml").is_file() and (conf / "model" / "gpt-tiny.yaml").is_file()
     assert (conf.parent / "py.typed").is_file()
 
-
-def test_installed_attnlab_train_runs_from_an_empty_directory(installed: Path, tmp_path: Path) -> None:
     env = cli_env(tmp_path)
     env.pop("PYTHONPATH", None)  # nothing from this checkout's src/
     args = ["model=gpt-tiny", "trainer.max_steps=3", "logger=csv", "sample.max_new_tokens=8"]
-    done = subprocess.run(
-        [installed / "bin" / "attnlab-train", *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run([venv / "bin" / "attnlab-train", *args], cwd=tmp_path, env=env, timeout=600)
     (run_dir,) = (tmp_path / "outputs").glob("*/*")
     assert (run_dir / "checkpoints" / "last.ckpt").is_file()
     assert "model:\n  family: gpt\n" in (run_dir / "config.yaml").read_text()

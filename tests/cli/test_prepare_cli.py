@@ -1,16 +1,15 @@
-"""``attnlab-prepare`` as a process: killed with SIGKILL mid-way and run again, its shards equal an
-uninterrupted prepare's byte for byte; bad input and a damaged shard end in one line, exit status 2."""
+"""``attnlab-prepare``: killed with SIGKILL mid-way (a process contract, ``kills``) and run again, its
+shards equal an uninterrupted prepare's byte for byte, and a damaged shard stops the rerun in one line;
+bad input ends in one line, exit status 2 (its ``main`` in the test's process)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import time
+import shutil
+import subprocess
 from pathlib import Path
 
-import forked
 import pytest
-from train_cli import check, cli, cli_env, wait_until_group_is_gone
+from train_cli import check, command_here, start_cli
 
 from attnlab.data.prepare import PrepareSettings, prepare
 from attnlab.data.shards import read_manifest
@@ -41,21 +40,26 @@ def shard_bytes(folder: Path) -> dict[str, bytes]:
 
 def kill_after_shards(args: list[str], cwd: Path, out: Path, shards: int) -> None:
     """Start a prepare, SIGKILL its process group once its manifest lists ``shards`` shards."""
-    proc = forked.Forked("cli.prepare", args, cwd, cli_env(cwd), new_session=True)
-    deadline = time.monotonic() + 120
-    while proc.poll() is None and time.monotonic() < deadline:
+
+    def listed() -> bool:
         try:
-            if len(read_manifest(out)["shards"]) >= shards:
-                break
+            return len(read_manifest(out)["shards"]) >= shards
         except (FileNotFoundError, ValueError):  # not written yet
-            pass
-        time.sleep(0.01)
-    os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.result().returncode == -signal.SIGKILL, "the prepare ended before it could be killed"
-    wait_until_group_is_gone(proc.pid)
+            return False
+
+    start_cli(args, cwd, command="cli.prepare").kill_when(listed, timeout=120)
 
 
+def prepare_here(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """``attnlab-prepare args`` in this process, in ``cwd``."""
+    return command_here(args, cwd, command="prepare")
+
+
+@pytest.mark.process_contract("kills")
 def test_a_killed_prepare_run_again_writes_the_uninterrupted_shards(corpus: Path, tmp_path: Path) -> None:
+    """Killed after 3 shards: run again, the uninterrupted shards byte for byte; a copy of the killed
+    folder whose first shard was damaged (one token changed, the size the same: only the sha256 tells)
+    stops the rerun in one line naming the shard."""
     full = tmp_path / "full"
     inputs = [str(corpus / "docs.jsonl"), str(corpus / "docs.parquet")]
     settings = PrepareSettings(
@@ -66,26 +70,24 @@ def test_a_killed_prepare_run_again_writes_the_uninterrupted_shards(corpus: Path
         val_every=50,
     )
     prepare(settings, say=lambda line: None)
-    killed = tmp_path / "killed"
+    killed, damaged = tmp_path / "killed", tmp_path / "damaged"
     kill_after_shards(arguments(corpus, killed), tmp_path, killed, shards=3)
     manifest = read_manifest(killed)
     assert not manifest["complete"] and len(manifest["shards"]) < len(read_manifest(full)["shards"])
-    rerun = check(cli(arguments(corpus, killed), tmp_path, command="cli.prepare"))
+    shutil.copytree(killed, damaged)
+
+    rerun = check(prepare_here(arguments(corpus, killed), tmp_path))
     assert f"{killed}: " in rerun.stdout.splitlines()[-1]
     assert shard_bytes(killed) == shard_bytes(full) and len(shard_bytes(full)) > 10
     assert {k: v for k, v in read_manifest(killed).items() if k != "settings"} == {
         k: v for k, v in read_manifest(full).items() if k != "settings"
     }
 
-
-def test_a_damaged_shard_stops_the_rerun_with_its_name(corpus: Path, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    kill_after_shards(arguments(corpus, out), tmp_path, out, shards=2)
-    first = out / read_manifest(out)["shards"][0]["file"]
-    damaged = bytearray(first.read_bytes())
-    damaged[3000] ^= 0xFF  # one token changed, the size the same: only the sha256 tells
-    first.write_bytes(bytes(damaged))
-    result = cli(arguments(corpus, out), tmp_path, command="cli.prepare")
+    first = damaged / read_manifest(damaged)["shards"][0]["file"]
+    changed = bytearray(first.read_bytes())
+    changed[3000] ^= 0xFF
+    first.write_bytes(bytes(changed))
+    result = prepare_here(arguments(corpus, damaged), tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip() == (
         f"error: {first}: its bytes do not match manifest.json (size or sha256 differs): the shard is damaged; "
@@ -116,12 +118,12 @@ def test_a_damaged_shard_stops_the_rerun_with_its_name(corpus: Path, tmp_path: P
 )
 def test_bad_input_is_one_line_and_exit_status_2(tmp_path: Path, args: list[str], line: str) -> None:
     (tmp_path / "x.jsonl").write_text('{"content": "a"}\n')
-    result = cli(args, tmp_path, command="cli.prepare")
+    result = prepare_here(args, tmp_path)
     assert result.returncode == 2 and line in result.stderr.strip().splitlines()[-1], result.stderr
 
 
 def test_a_missing_text_column_names_the_file_line_and_columns(tmp_path: Path) -> None:
     (tmp_path / "x.jsonl").write_text('{"content": "a"}\n')
-    result = cli(["x.jsonl", "--out", "o", "--bpe-vocab-size", "300"], tmp_path, command="cli.prepare")
+    result = prepare_here(["x.jsonl", "--out", "o", "--bpe-vocab-size", "300"], tmp_path)
     assert result.returncode == 2
     assert result.stderr.strip() == "error: x.jsonl:1: no column 'text' (--text-column; it has content)"

@@ -1,10 +1,12 @@
-"""Prepared token shards (``data=tokens``) read the same way by every command: FSDP2 and tensor parallel
-over two CPU processes train like one process, step by step; a ``-m`` sweep's jobs read the shards as a
+"""Prepared token shards (``data=tokens``) read the same way by every command: tensor parallel over two
+CPU processes (both reading the same batch) trains like one process, step by step; a ``-m`` sweep's jobs read the shards as a
 single run does; attnlab-eval scores a tokens run on its validation windows, at another
 ``data.seq_len`` too (``eval.lengths``, for synthetic tasks, is one line); attnlab-export's folder
 loads in ``transformers`` with the prepared tokenizer, which encodes a document to the tokens of the
 shards; the harness scores it; attnlab-sample continues a prompt. One prepared corpus and one run serve
-all of them (DDP: test_train_tokens.py)."""
+all of them. Each data-parallel process reading its part of the windows is test_train_tokens.py's
+(DDP; FSDP2 splits the batch by the same sampler, ``AttnlabDataModule._ranks``). Only the two-process run
+starts processes (a process contract, ``ranks``); every other command runs in the test's own process."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import pytest
 import torch
 from test_train_fsdp2 import series
 from test_train_tokens import prepared_corpus
-from train_cli import check, cli, job_dirs, run_command
+from train_cli import check, cli, command_here, job_dirs, run_command
 
 from token_corpus import documents
 
@@ -50,9 +52,15 @@ def shards(built_once: Callable[..., Path]) -> Path:
 
 
 def trained(built_once: Callable[..., Path], name: str, shards: Path, *args: str) -> Path:
-    """The run directory of ``attnlab-train ARGS args`` on ``shards``, trained once per session."""
+    """The run directory of ``attnlab-train ARGS args`` on ``shards``, trained once per session: in a
+    new process when it runs on several (``trainer=...``), else in this one."""
     run = [*ARGS, f"data.path={shards}", *args, "run_dir=run"]
-    return built_once(f"tokens-everywhere-{name}", lambda cwd: check(cli(run, cwd, timeout=600))) / "run"
+    several = any(arg.startswith("trainer=") for arg in args)
+
+    def train(cwd: Path) -> None:
+        check(cli(run, cwd, timeout=600) if several else command_here(run, cwd))
+
+    return built_once(f"tokens-everywhere-{name}", train) / "run"
 
 
 @pytest.fixture(scope="module")
@@ -69,15 +77,7 @@ def assert_same_losses(run: Path, reference: Path) -> None:
     assert abs(expected[STEPS] - expected[1]) > 1e-3  # the steps moved the weights
 
 
-def test_fsdp2_over_two_processes_trains_like_one_with_the_doubled_batch(
-    built_once: Callable[..., Path], shards: Path, single: Path
-) -> None:
-    """Each process reads its 4 of the step's 8 windows (the same global sample indices)."""
-    sharded = trained(built_once, "fsdp2", shards, "trainer=fsdp2_sim", "data.batch_size=4")
-    assert_same_losses(sharded, single)
-    assert series(sharded, "val/loss") == pytest.approx(series(single, "val/loss"), abs=1e-5)
-
-
+@pytest.mark.process_contract("ranks")
 def test_tensor_parallel_over_two_processes_trains_like_one(
     built_once: Callable[..., Path], shards: Path, single: Path
 ) -> None:
@@ -88,7 +88,8 @@ def test_tensor_parallel_over_two_processes_trains_like_one(
 
 def test_a_sweep_reads_the_shards_as_a_single_run_does(shards: Path, single: Path, tmp_path: Path) -> None:
     """``-m optim.lr=3e-3,1e-3``: the job with the single run's settings logs its losses exactly."""
-    check(cli(["-m", *ARGS, f"data.path={shards}", "data.batch_size=8", "optim.lr=3e-3,1e-3"], tmp_path))
+    sweep = ["-m", *ARGS, f"data.path={shards}", "data.batch_size=8", "optim.lr=3e-3,1e-3"]
+    check(command_here(sweep, tmp_path))
     same, other = job_dirs(tmp_path)
     assert series(same, "train/loss") == series(single, "train/loss")
     assert sorted(series(other, "train/loss")) == list(range(1, STEPS + 1))

@@ -3,8 +3,13 @@ heads and hidden units, trains like one process step by step (a GPT with grouped
 and SwiGLU, and a sequence-to-sequence model; gradient clipping on); its sharded checkpoint (split
 projections) consolidates to the one-process weights and resumes in one process; the settings it
 cannot split are refused in one line before the run directory. With ``trainer.sequence_parallel=true``
-(norms, residual adds and dropout on each process's part of the sequence) the GPT still trains like
-one process; async tensor parallel is refused on the CPU and without what it needs."""
+(norms, residual adds and dropout on each process's part of the sequence), its layers' elementwise
+ops recomputed in the backward pass, the GPT still trains like one process; async tensor parallel is
+refused on the CPU and without what it needs.
+
+The tensor-parallel runs are process contracts (``ranks``, ``kills``: Lightning starts the second rank
+as a new interpreter); the one-process references, the refusals and the commands that read the
+consolidated checkpoints run in the test's own process (``command_here``)."""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ import pytest
 from test_train_fsdp2 import ARGS, STEPS, kill_after_first_checkpoint, series
 from test_train_fsdp2 import FAMILIES as FSDP2_FAMILIES
 from test_train_fsdp2 import family_runs as fsdp2_runs
-from train_cli import check, cli
+from train_cli import check, cli, command_here
 
 pytestmark = pytest.mark.slow
 GPT = ["experiment=tiny_gpt", "data.seq_len=32", "model.n_heads=4", "model.n_kv_heads=2", "pos=rope"]
@@ -27,69 +32,95 @@ FSDP2_GPT = FSDP2_FAMILIES["gpt"]
 FAMILIES = {"gpt": GPT, "seq2seq": ["experiment=tiny_seq2seq", "data.batch_size=8"]}  # cross-attention too
 
 
-@pytest.fixture(scope="module", params=sorted(FAMILIES))
-def runs(request: pytest.FixtureRequest, built_once: Callable[..., Path]) -> tuple[Path, Path]:
-    """(the tensor-parallel run, the one-process run) of each family."""
-    return family_runs(request.param, built_once)
-
-
 @pytest.fixture(scope="module")
 def gpt_runs(built_once: Callable[..., Path]) -> tuple[Path, Path]:
+    """``family_runs`` of the GPT: only for tests marked ``ranks`` or ``kills`` (the first starts the run)."""
     return family_runs("gpt", built_once)
 
 
 def family_runs(family: str, built_once: Callable[..., Path]) -> tuple[Path, Path]:
-    """(the tensor-parallel run, the one-process run) of ``family``, each built once."""
+    """(the tensor-parallel run, the one-process run, trained in this process) of ``family``, each
+    built once per session."""
     args = [*ARGS, *FAMILIES[family], "run_dir=run"]
     split = built_once(f"tp-{family}", lambda cwd: check(cli([*args, *TP], cwd, timeout=600)))
-    single = built_once(f"tp-single-{family}", lambda cwd: check(cli(args, cwd, timeout=600)))
+    single = built_once(f"tp-single-{family}", lambda cwd: check(command_here(args, cwd)))
     return split / "run", single / "run"
 
 
-def test_per_step_losses_and_clipped_norms_match_one_process(runs: tuple[Path, Path]) -> None:
-    split, single = runs
-    losses, expected = series(split, "train/loss"), series(single, "train/loss")
+def assert_trains_like(run: Path, single: Path) -> None:
+    """``run``'s per-step losses and clipped gradient norms are the one-process run's."""
+    losses, expected = series(run, "train/loss"), series(single, "train/loss")
     assert sorted(losses) == sorted(expected) == list(range(1, STEPS + 1))
     for step in expected:
-        assert losses[step] == pytest.approx(expected[step], abs=1e-5), f"step {step}"
+        assert losses[step] == pytest.approx(expected[step], abs=1e-5), f"{run}: step {step}"
     assert abs(expected[STEPS] - expected[1]) > 1e-3  # the steps moved the weights
-    norms, expected_norms = series(split, "train/grad_norm"), series(single, "train/grad_norm")
+    norms, expected_norms = series(run, "train/grad_norm"), series(single, "train/grad_norm")
     for step in expected_norms:
-        assert norms[step] == pytest.approx(expected_norms[step], rel=1e-4), f"step {step}"
+        assert norms[step] == pytest.approx(expected_norms[step], rel=1e-4), f"{run}: step {step}"
 
 
-def test_sequence_parallel_matches_one_process(gpt_runs: tuple[Path, Path], tmp_path: Path) -> None:
-    """The residual stream split along the sequence between the projections (RoPE's positions, the
-    causal mask and the loss over the whole sequence): one process's per-step losses and clipped
-    gradient norms, 20 steps, GPT with grouped-query attention, RoPE and SwiGLU."""
-    _, single = gpt_runs
-    args = [*ARGS, *GPT, *TP, "trainer.sequence_parallel=true", "run_dir=run"]
-    check(cli(args, tmp_path, timeout=600))
-    losses, expected = series(tmp_path / "run", "train/loss"), series(single, "train/loss")
-    assert sorted(losses) == sorted(expected) == list(range(1, STEPS + 1))
-    for step in expected:
-        assert losses[step] == pytest.approx(expected[step], abs=1e-5), f"step {step}"
-    assert abs(expected[STEPS] - expected[1]) > 1e-3  # the steps moved the weights
-    norms, expected_norms = series(tmp_path / "run", "train/grad_norm"), series(single, "train/grad_norm")
-    for step in expected_norms:
-        assert norms[step] == pytest.approx(expected_norms[step], rel=1e-4), f"step {step}"
-
-
-def test_the_consolidated_checkpoint_holds_the_one_process_runs_weights(runs: tuple[Path, Path]) -> None:
-    """The split projections (self-attention's q/k/v, cross-attention's k/v) joined back by
-    attnlab-consolidate: the unsplit model's names and shapes, and the one-process run's values."""
+@pytest.mark.process_contract("ranks")
+def test_each_family_trains_as_one_process_and_its_checkpoint_consolidates(
+    built_once: Callable[..., Path], tmp_path: Path
+) -> None:
+    """GPT (grouped-query attention, RoPE, SwiGLU) and seq2seq (cross-attention too): one process's
+    per-step losses and clipped norms. The split projections (self-attention's q/k/v, cross-attention's
+    k/v) joined back by attnlab-consolidate: the unsplit model's names and the one-process run's
+    values, which attnlab-sample continues a prompt from and attnlab-compress writes as int8, read by
+    attnlab-sample too. An FSDP2 checkpoint (fused projections, which tensor parallel's shards are not
+    named by) is refused under tensor parallel in one line, before the run directory."""
     import torch
 
     from attnlab.training.sharded import consolidate
 
-    split, single = runs
-    whole = torch.load(consolidate(split / "checkpoints" / "last.ckpt"), weights_only=True)["state_dict"]
-    reference = torch.load(single / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
-    assert sorted(whole) == sorted(reference)
-    for name, value in reference.items():
-        torch.testing.assert_close(whole[name], value, atol=1e-5, rtol=0, msg=name)
+    for family in FAMILIES:
+        split, single = family_runs(family, built_once)
+        assert_trains_like(split, single)
+        whole = consolidate(split / "checkpoints" / "last.ckpt")
+        joined = torch.load(whole, weights_only=True)["state_dict"]
+        reference = torch.load(single / "checkpoints" / "last.ckpt", weights_only=True)["state_dict"]
+        assert sorted(joined) == sorted(reference), family
+        for name, value in reference.items():
+            torch.testing.assert_close(joined[name], value, atol=1e-5, rtol=0, msg=f"{family}: {name}")
+        cwd = tmp_path / family
+        cwd.mkdir()
+        sampled = command_here([f"ckpt_path={whole}", "prompt=ab", "max_new_tokens=4"], cwd, command="sample")
+        assert sampled.returncode == 0 and sampled.stdout.strip(), sampled.stderr[-2000:]
+        int8 = cwd / "int8.ckpt"
+        compressed = command_here([f"ckpt_path={whole}", f"out={int8}"], cwd, command="compress")
+        assert compressed.returncode == 0, compressed.stderr[-2000:]
+        again = command_here([f"ckpt_path={int8}", "prompt=ab", "max_new_tokens=4"], cwd, command="sample")
+        assert again.returncode == 0, again.stderr[-2000:]
+
+    sharded, _ = fsdp2_runs("gpt", built_once)
+    last = sharded / "checkpoints" / "last.ckpt"
+    args = [*ARGS, *FSDP2_GPT, *TP, "data.batch_size=16", f"ckpt_path={last}", "run_dir=new"]
+    refused = command_here(args, tmp_path)
+    assert (refused.returncode, refused.stderr.strip()) == (
+        2,
+        f"error: trainer.tensor_parallel_size=2: the checkpoint {last} was written with "
+        "trainer.tensor_parallel_size=1, its attention projections fused: resume with "
+        "trainer.tensor_parallel_size=1",
+    )
+    assert not (tmp_path / "new").exists()
 
 
+@pytest.mark.process_contract("ranks")
+def test_sequence_parallel_with_selective_recomputation_matches_one_process(
+    gpt_runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The residual stream split along the sequence between the projections (RoPE's positions, the
+    causal mask and the loss over the whole sequence), each split layer's elementwise ops recomputed in
+    the backward pass (``trainer.activation_checkpointing=selective``): one process's per-step losses
+    and clipped gradient norms, 20 steps, GPT with grouped-query attention, RoPE and SwiGLU."""
+    _, single = gpt_runs
+    args = [*ARGS, *GPT, *TP, "trainer.sequence_parallel=true", "trainer.activation_checkpointing=selective"]
+    args += ["run_dir=run"]
+    check(cli(args, tmp_path, timeout=600))
+    assert_trains_like(tmp_path / "run", single)
+
+
+@pytest.mark.process_contract("kills")
 def test_a_tensor_parallel_checkpoint_resumes_in_one_process(
     gpt_runs: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -99,43 +130,12 @@ def test_a_tensor_parallel_checkpoint_resumes_in_one_process(
     split, _ = gpt_runs
     args = [*ARGS, *GPT, "run_dir=run"]
     kill_after_first_checkpoint([*args, *TP], tmp_path)
-    check(cli([*args, "ckpt_path=last"], tmp_path, timeout=600))
+    check(command_here([*args, "ckpt_path=last"], tmp_path))
     losses, expected = series(tmp_path / "run", "train/loss"), series(split, "train/loss")
     resumed = sorted(step for step in losses if step > 10)
     assert resumed == list(range(11, STEPS + 1))
     for step in resumed:
         assert losses[step] == pytest.approx(expected[step], abs=1e-5), f"step {step}"
-
-
-def test_selective_activation_checkpointing_under_tensor_parallel_keeps_the_losses(
-    gpt_runs: tuple[Path, Path], tmp_path: Path
-) -> None:
-    """Each split layer's elementwise ops recomputed in the backward pass: the same per-step losses."""
-    split, _ = gpt_runs
-    args = [*ARGS, *GPT, *TP, "trainer.activation_checkpointing=selective", "run_dir=run"]
-    check(cli(args, tmp_path, timeout=600))
-    losses, expected = series(tmp_path / "run", "train/loss"), series(split, "train/loss")
-    assert sorted(losses) == sorted(expected)
-    for step in expected:
-        assert losses[step] == pytest.approx(expected[step], abs=1e-6), f"step {step}"
-
-
-def test_an_unsplit_sharded_checkpoint_is_refused_under_tensor_parallel(
-    built_once: Callable[..., Path], tmp_path: Path
-) -> None:
-    """An FSDP2 checkpoint holds the fused projections, which tensor parallel's shards are not named
-    by: its resume under tensor parallel is refused in one line, before the run directory."""
-    sharded, _ = fsdp2_runs("gpt", built_once)
-    last = sharded / "checkpoints" / "last.ckpt"
-    args = [*ARGS, *FSDP2_GPT, *TP, "data.batch_size=16", f"ckpt_path={last}", "run_dir=new"]
-    refused = cli(args, tmp_path)
-    assert (refused.returncode, refused.stderr.strip()) == (
-        2,
-        f"error: trainer.tensor_parallel_size=2: the checkpoint {last} was written with "
-        "trainer.tensor_parallel_size=1, its attention projections fused: resume with "
-        "trainer.tensor_parallel_size=1",
-    )
-    assert not (tmp_path / "new").exists()
 
 
 @pytest.mark.parametrize(
@@ -188,7 +188,7 @@ def test_what_tensor_parallel_cannot_split_is_refused_before_the_run(
     overrides: list[str], message: str, tmp_path: Path
 ) -> None:
     args = [*ARGS, *GPT, *TP, *overrides, "run_dir=run"]
-    refused = cli(args, tmp_path)
+    refused = command_here(args, tmp_path)
     assert (refused.returncode, refused.stderr.strip()) == (2, f"error: {message}")
     assert not (tmp_path / "run").exists()
 
@@ -216,29 +216,6 @@ def test_what_tensor_parallel_cannot_split_is_refused_before_the_run(
 def test_sequence_and_async_tensor_parallel_without_what_they_need_are_refused(
     overrides: list[str], message: str, tmp_path: Path
 ) -> None:
-    refused = cli([*ARGS, *overrides, "run_dir=run"], tmp_path)
+    refused = command_here([*ARGS, *overrides, "run_dir=run"], tmp_path)
     assert (refused.returncode, refused.stderr.strip()) == (2, f"error: {message}")
     assert not (tmp_path / "run").exists()
-
-
-def test_the_commands_that_read_weights_read_a_consolidated_tensor_parallel_checkpoint(
-    runs: tuple[Path, Path], tmp_path: Path
-) -> None:
-    """The tensor-parallel run's checkpoint (a directory of shards, projections split), written as one
-    file by ``attnlab-consolidate``: attnlab-sample continues a prompt, attnlab-compress writes its
-    int8 checkpoint, which attnlab-sample reads too."""
-    from attnlab.training.sharded import consolidate
-
-    split, _ = runs
-    whole = consolidate(split / "checkpoints" / "last.ckpt")
-    sampled = cli([f"ckpt_path={whole}", "prompt=ab", "max_new_tokens=4"], tmp_path, command="sample")
-    assert sampled.returncode == 0, sampled.stderr[-2000:]
-    assert sampled.stdout.strip()
-    compressed = cli(
-        [f"ckpt_path={whole}", f"out={tmp_path / 'int8.ckpt'}"], tmp_path, command="cli.compress"
-    )
-    assert compressed.returncode == 0, compressed.stderr[-2000:]
-    again = cli(
-        [f"ckpt_path={tmp_path / 'int8.ckpt'}", "prompt=ab", "max_new_tokens=4"], tmp_path, command="sample"
-    )
-    assert again.returncode == 0, again.stderr[-2000:]

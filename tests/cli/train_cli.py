@@ -1,7 +1,8 @@
 """Helpers of the training tests: a command run in this process (``attnlab.run``'s functions,
 ``command_here``: a console script's ``main``), or, for a process contract (signals, kills, several
-ranks, what the interpreter prints; docs/development.md), as a new process (``cli``: forked from a
-process that has attnlab imported, see ``forked``); and read back what the runs wrote."""
+ranks, what the interpreter prints; docs/development.md), as a new interpreter (``cli``,
+``start_and_kill_after_first_checkpoint``: through ``tests/processes.py``, which checks that the test
+is marked ``process_contract``); and read back what the runs wrote."""
 
 from __future__ import annotations
 
@@ -12,17 +13,19 @@ import io
 import json
 import os
 import shutil
-import signal
 import struct
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-import forked
 import pytest
 import torch
+
+import processes
+from processes import wait_until_group_is_gone
+
+__all__ = ["wait_until_group_is_gone"]  # the tests that kill a run read it here too
 
 HERE = Path(__file__).resolve().parent
 
@@ -108,20 +111,19 @@ def cli_env(cwd: Path) -> dict[str, str]:
 def cli(
     args: list[str], cwd: Path, *, command: str = "train", timeout: float = 300
 ) -> subprocess.CompletedProcess:
-    """``python -m attnlab.<command> *args`` in ``cwd``, offline, with the fault-injection helpers
-    importable, as a process forked from one with attnlab imported (``forked``; a
-    two-process run's ranks too, ``forked_ranks``)."""
-    return forked.run(command, args, cwd, cli_env(cwd), timeout)
+    """``python -m attnlab.<command> *args`` in ``cwd``, a new interpreter, offline, with the
+    fault-injection helpers importable: its exit status and output. Only in a test marked
+    ``process_contract`` (``processes``); the other ranks of a multi-process run are started by
+    Lightning as ``python -m attnlab.<command>`` too, as for a user."""
+    argv = processes.python_module(f"attnlab.{command}", args)
+    return processes.run(argv, cwd, cli_env(cwd), timeout=timeout)
 
 
-def wait_until_group_is_gone(pgid: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.05)
+def start_cli(args: list[str], cwd: Path, *, command: str = "train") -> processes.Started:
+    """``python -m attnlab.<command> *args`` started in ``cwd`` (in a session of its own), as ``cli`` runs
+    it, for a test that acts while it runs: ``pid``, ``poll()``, ``result(timeout)``,
+    ``kill_when(ready)``."""
+    return processes.start(processes.python_module(f"attnlab.{command}", args), cwd, cli_env(cwd))
 
 
 def start_and_kill_after_first_checkpoint(args: list[str], cwd: Path, run_dir: Path) -> int:
@@ -131,14 +133,8 @@ def start_and_kill_after_first_checkpoint(args: list[str], cwd: Path, run_dir: P
     The whole process group is killed, as a scheduler or Ctrl-C would: a lone SIGKILL leaves wandb's
     service process behind, holding the run id for a while, and the resume would find it "in use".
     """
-    proc = forked.Forked("train", [*args, f"run_dir={run_dir}"], cwd, cli_env(cwd), new_session=True)
     last = run_dir / "checkpoints" / "last.ckpt"
-    deadline = time.monotonic() + 300
-    while not last.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.005)
-    os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.result().returncode == -signal.SIGKILL, "the run ended before it could be killed"
-    wait_until_group_is_gone(proc.pid)
+    start_cli([*args, f"run_dir={run_dir}"], cwd).kill_when(last.exists)
     return torch.load(last, map_location="cpu", weights_only=True)["global_step"]
 
 

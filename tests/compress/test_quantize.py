@@ -88,11 +88,13 @@ def test_a_file_that_is_not_a_checkpoint_is_left_to_torch_load(tmp_path) -> None
 
 
 @pytest.mark.slow
+@pytest.mark.process_contract("console")
 def test_importing_torchao_prints_nothing(tmp_path) -> None:
     """torchao's import logs its CUDA-only extensions that fail to load and a pytree deprecation:
     the quiet import drops exactly those, in a fresh interpreter (torchao imports once per process)."""
-    import subprocess
     import sys
+
+    import processes
 
     code = (
         "import logging; logging.basicConfig(level=logging.WARNING)\n"
@@ -100,9 +102,7 @@ def test_importing_torchao_prints_nothing(tmp_path) -> None:
         "torchao_quantization()\n"
         "logging.getLogger('torchao').warning('torchao logs after the import')\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path
-    )
+    result = processes.run([sys.executable, "-c", code], tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
     assert result.stderr.strip().splitlines() == ["WARNING:torchao:torchao logs after the import"]

@@ -3,7 +3,10 @@ holds half of every layer's parameters, gradients and AdamW moments, the sharded
 unsharded model's loss and gradients, and ``gathered`` rebuilds the whole model on the first process.
 The tensor-parallel plan with the sequence split (learned positions added before the split, RoPE
 inside attention) computes the unsplit model's loss and gradients, and refuses a sequence that does
-not split evenly."""
+not split evenly.
+
+The two-process checks share one pair of ranks (``processes.spawn_ranks``: two new interpreters, a
+process contract), each rank running them one after another in one gloo group."""
 
 from __future__ import annotations
 
@@ -12,17 +15,17 @@ import importlib.util
 import json
 import os
 import socket
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn.functional as F
 
-pytestmark = pytest.mark.slow  # two processes: a few seconds
+import processes
+
+pytestmark = pytest.mark.slow  # two processes: a few seconds each
 SIZE = dict(vocab_size=64, d_model=32, n_heads=2, n_layers=2, max_seq_len=32, tie_embeddings=False)
 
 
@@ -39,72 +42,64 @@ def tiny_builder() -> Callable[..., torch.nn.Module]:
     return module.tiny
 
 
-def shard_and_compare(rank: int, port: int, out: Path) -> None:
+def shard_and_compare(rank: int, out: Path) -> None:
+    """FSDP2's plan on this rank: half of every parameter, gradient and moment; the unsharded gradients."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import DTensor
 
     from attnlab.models.parallel import gathered, is_sharded, shard_layers
 
     tiny = tiny_builder()
-
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=2)
-    try:
-        torch.manual_seed(0)
-        plain = tiny("gpt", "rope", **SIZE).train()
-        sharded = shard_layers(copy.deepcopy(plain), init_device_mesh("cpu", (2,)))
-        assert is_sharded(sharded) and all(isinstance(p, DTensor) for p in sharded.parameters())
-        # each process's half of the global batch; the plain model sees it all
-        ids = torch.randint(0, 64, (4, 17), generator=torch.Generator().manual_seed(1))
-        lm_loss(sharded, ids[2 * rank : 2 * rank + 2]).backward()
-        lm_loss(plain, ids).backward()
-        optimizer = torch.optim.AdamW(sharded.parameters())
-        optimizer.step()
-        local = sum(p.to_local().numel() for p in sharded.parameters())
-        moments = sum(s["exp_avg"].to_local().numel() for s in optimizer.state.values())
-        for (name, p), q in zip(plain.named_parameters(), sharded.parameters()):
-            torch.testing.assert_close(q.grad.full_tensor(), p.grad, atol=1e-6, rtol=1e-5, msg=name)
-        whole = gathered(sharded)
-        full = {k: v.full_tensor() for k, v in sharded.state_dict().items()}  # a collective: both ranks
-        (out / f"sizes{rank}").write_text(f"{local} {moments} {sum(p.numel() for p in plain.parameters())}")
-        if rank == 0:
-            assert not is_sharded(whole)
-            for name, value in whole.state_dict().items():
-                torch.testing.assert_close(value, full[name], atol=0, rtol=0, msg=name)
-        else:
-            assert whole is None
-    finally:
-        dist.destroy_process_group()
+    torch.manual_seed(0)
+    plain = tiny("gpt", "rope", **SIZE).train()
+    sharded = shard_layers(copy.deepcopy(plain), init_device_mesh("cpu", (2,)))
+    assert is_sharded(sharded) and all(isinstance(p, DTensor) for p in sharded.parameters())
+    # each process's half of the global batch; the plain model sees it all
+    ids = torch.randint(0, 64, (4, 17), generator=torch.Generator().manual_seed(1))
+    lm_loss(sharded, ids[2 * rank : 2 * rank + 2]).backward()
+    lm_loss(plain, ids).backward()
+    optimizer = torch.optim.AdamW(sharded.parameters())
+    optimizer.step()
+    local = sum(p.to_local().numel() for p in sharded.parameters())
+    moments = sum(s["exp_avg"].to_local().numel() for s in optimizer.state.values())
+    for (name, p), q in zip(plain.named_parameters(), sharded.parameters()):
+        torch.testing.assert_close(q.grad.full_tensor(), p.grad, atol=1e-6, rtol=1e-5, msg=name)
+    whole = gathered(sharded)
+    full = {k: v.full_tensor() for k, v in sharded.state_dict().items()}  # a collective: both ranks
+    (out / f"sizes{rank}").write_text(f"{local} {moments} {sum(p.numel() for p in plain.parameters())}")
+    if rank == 0:
+        assert not is_sharded(whole)
+        for name, value in whole.state_dict().items():
+            torch.testing.assert_close(value, full[name], atol=0, rtol=0, msg=name)
+    else:
+        assert whole is None
 
 
-def two_processes(rank_function: Callable[..., None], *args: object) -> None:
-    """``mp.spawn`` of ``rank_function(rank, *args)`` on two ranks, forked from the suite's fork server
-    (``tests/cli/forked.py``: torch and attnlab already imported) instead of two new interpreters."""
-    cli_helpers = str(Path(__file__).parents[1] / "cli")
-    if cli_helpers not in sys.path:
-        sys.path.insert(0, cli_helpers)
-    import forked
+def shard_vit_and_compare(rank: int) -> None:
+    """FSDP2's plan on a ViT (patch embedding, class token, layers, head): each rank's half of a batch of
+    images gives the gradients of the unsharded model on the whole batch (the classifier's CLI run on
+    two processes: test_train_fsdp2.py runs the token families, whose losses average over tokens)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor
 
-    forked.fork_server()
-    mp.start_processes(rank_function, args=args, nprocs=2, join=True, start_method="forkserver")
+    from attnlab.models.parallel import shard_layers
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_two_processes_hold_half_each_and_compute_the_unsharded_gradients(tmp_path: Path) -> None:
-    two_processes(shard_and_compare, free_port(), tmp_path)
-    sizes = [tuple(map(int, (tmp_path / f).read_text().split())) for f in ("sizes0", "sizes1")]
-    total = sizes[0][2]
-    assert sum(local for local, _, _ in sizes) == total  # every element once, none replicated
-    for local, moments, _ in sizes:
-        assert local <= total // 2 + 64 and moments == local  # half each, up to a row of padding
+    plain = tiny_builder()("vit").train()
+    sharded = shard_layers(copy.deepcopy(plain), init_device_mesh("cpu", (2,)))
+    assert all(isinstance(p, DTensor) for p in sharded.parameters())
+    generator = torch.Generator().manual_seed(3)
+    images, labels = (
+        torch.randn(4, 1, 8, 8, generator=generator),
+        torch.randint(0, 3, (4,), generator=generator),
+    )
+    half = slice(2 * rank, 2 * rank + 2)
+    F.cross_entropy(sharded(images[half]), labels[half]).backward()
+    F.cross_entropy(plain(images), labels).backward()
+    for (name, p), q in zip(plain.named_parameters(), sharded.parameters()):
+        torch.testing.assert_close(q.grad.full_tensor(), p.grad, atol=1e-6, rtol=1e-5, msg=name)
 
 
-def split_sequence_and_compare(rank: int, port: int, pos: str) -> None:
+def split_sequence_and_compare(rank: int, pos: str) -> None:
     """Tensor parallel with the sequence split, on both processes: the unsplit model's loss and every
     parameter's gradient (the split ones gathered), and a sequence of odd length refused."""
     from torch.distributed.device_mesh import init_device_mesh
@@ -112,34 +107,24 @@ def split_sequence_and_compare(rank: int, port: int, pos: str) -> None:
 
     from attnlab.models.parallel import average_replicated_gradients, tensor_parallel
 
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=2)
-    try:
-        shape = {**SIZE, "n_heads": 4, "n_kv_heads": 2, "activation": "swiglu"}
-        plain = tiny_builder()("gpt", pos, **shape).train()
-        mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tensor_parallel",))
-        split = tensor_parallel(copy.deepcopy(plain), mesh, sequence=True)
-        ids = torch.randint(0, 64, (4, 17), generator=torch.Generator().manual_seed(1))
-        loss, expected = lm_loss(split, ids), lm_loss(plain, ids)
-        torch.testing.assert_close(loss, expected, atol=1e-6, rtol=0)
-        loss.backward()
-        expected.backward()
-        average_replicated_gradients(split, mesh)
-        grads = {n: p.grad for n, p in split.named_parameters()}
-        for name, p in plain.named_parameters():
-            if name in grads:  # the fused qkv_proj is split into q/k/v_proj: compared through the rest
-                g = grads[name].full_tensor() if isinstance(grads[name], DTensor) else grads[name]
-                torch.testing.assert_close(g, p.grad, atol=1e-6, rtol=1e-5, msg=name)
-        assert any(isinstance(g, DTensor) for g in grads.values())
-        with pytest.raises(ValueError, match="a sequence of 15 positions does not split into 2 equal parts"):
-            split(ids[:, :15])
-    finally:
-        dist.destroy_process_group()
-
-
-@pytest.mark.parametrize("pos", ["learned", "rope"])
-def test_the_sequence_split_computes_the_unsplit_loss_and_gradients(pos: str) -> None:
-    two_processes(split_sequence_and_compare, free_port(), pos)
+    shape = {**SIZE, "n_heads": 4, "n_kv_heads": 2, "activation": "swiglu"}
+    plain = tiny_builder()("gpt", pos, **shape).train()
+    mesh = init_device_mesh("cpu", (2,), mesh_dim_names=("tensor_parallel",))
+    split = tensor_parallel(copy.deepcopy(plain), mesh, sequence=True)
+    ids = torch.randint(0, 64, (4, 17), generator=torch.Generator().manual_seed(1))
+    loss, expected = lm_loss(split, ids), lm_loss(plain, ids)
+    torch.testing.assert_close(loss, expected, atol=1e-6, rtol=0)
+    loss.backward()
+    expected.backward()
+    average_replicated_gradients(split, mesh)
+    grads = {n: p.grad for n, p in split.named_parameters()}
+    for name, p in plain.named_parameters():
+        if name in grads:  # the fused qkv_proj is split into q/k/v_proj: compared through the rest
+            g = grads[name].full_tensor() if isinstance(grads[name], DTensor) else grads[name]
+            torch.testing.assert_close(g, p.grad, atol=1e-6, rtol=1e-5, msg=name)
+    assert any(isinstance(g, DTensor) for g in grads.values())
+    with pytest.raises(ValueError, match="a sequence of 15 positions does not split into 2 equal parts"):
+        split(ids[:, :15])
 
 
 FLOAT8_STEPS = 200
@@ -205,17 +190,6 @@ def trained_losses(model: torch.nn.Module, rank: int, world: int) -> list[float]
     return losses
 
 
-def float8_under_fsdp2(rank: int, port: int, out: Path) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    dist.init_process_group("gloo", rank=rank, world_size=2)
-    try:
-        float8 = float8_losses(rank, 2)
-        if rank == 0:
-            (out / "losses.txt").write_text(f"{float8}")
-    finally:
-        dist.destroy_process_group()
-
-
 def assert_within_two_percent(float8: list[float], float32: list[float]) -> None:
     assert len(float8) == len(float32) == FLOAT8_STEPS
     assert float32[-1] < 0.6 * float32[0]  # it learned: a loss that does not move would prove nothing
@@ -227,14 +201,46 @@ def test_float8_trains_within_two_percent_of_float32_for_200_steps(float32_losse
     assert_within_two_percent(float8_losses(0, 1), float32_losses)
 
 
-def test_float8_under_fsdp2_trains_within_two_percent_of_float32_for_200_steps(
+def every_two_rank_check(rank: int, port: int, out: Path) -> None:
+    """On each of the two ranks, in one gloo group: FSDP2's plan (``shard_and_compare``), the sequence
+    split with learned positions and with RoPE, and float8 under FSDP2 (its losses written by rank 0)."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    try:
+        shard_and_compare(rank, out)
+        shard_vit_and_compare(rank)
+        for pos in ("learned", "rope"):
+            split_sequence_and_compare(rank, pos)
+        float8 = float8_losses(rank, 2)
+        if rank == 0:
+            (out / "losses.txt").write_text(f"{float8}")
+    finally:
+        dist.destroy_process_group()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.process_contract("ranks")
+def test_two_processes_shard_split_and_train_float8_as_one_process(
     tmp_path: Path, float32_losses: list[float]
 ) -> None:
-    """float8 under FSDP2 against float32 in one process on the whole batch: the losses of float32
-    under FSDP2 (the mean of the two halves' losses, the gradients averaged: test_train_fsdp2.py; here
-    within 1e-6 of each other at every step), without training float32 on two processes as well."""
+    """FSDP2: each process holds half of every element (none replicated, up to a row of padding) and
+    computes the unsharded gradients, of a GPT and of a ViT; the sequence split computes the unsplit loss and gradients
+    (``split_sequence_and_compare``); float8 under FSDP2 trains within 2% of float32 in one process on
+    the whole batch: the losses of float32 under FSDP2 (the mean of the two halves' losses, the
+    gradients averaged: test_train_fsdp2.py; here within 1e-6 of each other at every step), without
+    training float32 on two processes as well."""
     import ast
 
-    two_processes(float8_under_fsdp2, free_port(), tmp_path)
+    processes.spawn_ranks(every_two_rank_check, 2, free_port(), tmp_path)
+    sizes = [tuple(map(int, (tmp_path / f).read_text().split())) for f in ("sizes0", "sizes1")]
+    total = sizes[0][2]
+    assert sum(local for local, _, _ in sizes) == total  # every element once, none replicated
+    for local, moments, _ in sizes:
+        assert local <= total // 2 + 64 and moments == local  # half each, up to a row of padding
     float8 = ast.literal_eval((tmp_path / "losses.txt").read_text())
     assert_within_two_percent(float8, float32_losses)

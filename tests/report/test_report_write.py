@@ -298,23 +298,19 @@ def test_the_wall_time_curve_averages_each_steps_time_over_the_seeds(
     np.testing.assert_allclose(val.get_ydata(), [2.25, 2.0])
 
 
+@pytest.mark.process_contract("interpreter")
 def test_two_reports_of_one_sweep_at_once_both_succeed(tmp_path: Path) -> None:
-    """Each process writes its own temporary files (they collided on ``<name>.tmp``): both exit 0,
-    leave whole files and no temporary one."""
+    """Each process writes its own temporary files (they collided on ``<name>.tmp``): two interpreters
+    at once both exit 0, leave whole files and no temporary one."""
     import os
-    import subprocess
-    import sys
+
+    import processes
 
     root = with_length_evals(pos_seed_sweep(tmp_path / "sweep", failed_seed=2))
-    command = [sys.executable, "-m", "attnlab.cli.report", str(root)]
+    command = processes.python_module("attnlab.cli.report", [str(root)])
     env = {**os.environ, "MPLBACKEND": "Agg"}
-    both = [
-        subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)
-    ]
-    results = [(p.wait(timeout=300), p.stderr.read().decode()) for p in both]
-    for p in both:
-        p.stdout.close()
-        p.stderr.close()
+    both = [processes.start(command, tmp_path, env) for _ in range(2)]
+    results = [(done.returncode, done.stderr) for done in (p.result(timeout=300) for p in both)]
     assert [code for code, _ in results] == [0, 0], results
     assert all(p.read_bytes().startswith(PNG) for p in (root / "plots").glob("*.png"))
     assert not [p for p in root.rglob("*") if p.name.endswith(".tmp")]

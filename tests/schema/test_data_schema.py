@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from dataclasses import fields
 from pathlib import Path
 
@@ -19,13 +17,6 @@ from attnlab.schema.load import to_object
 from attnlab.schema.token_data import TokensData
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "data"
-
-
-def test_importing_the_package_does_not_import_torch():
-    code = "import sys, attnlab.data, attnlab.data.tokenizers, attnlab.data.listops, attnlab.data.generated; "
-    code += "print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
 
 
 def test_every_kind_has_a_class_and_is_accepted_by_some_family():

@@ -9,30 +9,33 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 
+import processes
 from attnlab.training.callbacks import RankConsistency
 
+CASES = {"same": ([4, 4], "started"), "different": ([4, 0], "optimizer steps by rank [4, 0]")}
 
-def start(rank: int, steps: list[int], init_file: str, results: str) -> None:
+
+def start(rank: int, init_file: str, results: str) -> None:
+    """On this rank, in one gloo group: RankConsistency's check of each case's steps, its outcome written."""
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
-    trainer = SimpleNamespace(world_size=2, global_step=steps[rank])
     try:
-        RankConsistency().on_train_start(trainer, torch.nn.Linear(1, 1))
-        outcome = "started"
-    except RuntimeError as err:
-        outcome = str(err)
+        for case, (steps, _) in CASES.items():
+            trainer = SimpleNamespace(world_size=2, global_step=steps[rank])
+            try:
+                RankConsistency().on_train_start(trainer, torch.nn.Linear(1, 1))
+                outcome = "started"
+            except RuntimeError as err:
+                outcome = str(err)
+            Path(results, f"{case}-rank{rank}").write_text(outcome)
     finally:
         dist.destroy_process_group()
-    Path(results, f"rank{rank}").write_text(outcome)
 
 
-@pytest.mark.parametrize(
-    ("steps", "outcome"), [([4, 4], "started"), ([4, 0], "optimizer steps by rank [4, 0]")]
-)
-def test_ranks_start_from_one_step(steps: list[int], outcome: str, tmp_path: Path) -> None:
-    mp.start_processes(
-        start, args=(steps, str(tmp_path / "init"), str(tmp_path)), nprocs=2, start_method="fork"
-    )
-    for rank in (0, 1):
-        assert outcome in (tmp_path / f"rank{rank}").read_text()
+@pytest.mark.process_contract("ranks")
+def test_ranks_start_from_one_step(tmp_path: Path) -> None:
+    """Two ranks forked from this process (only torch.distributed runs there: no autograd threads)."""
+    processes.spawn_ranks(start, 2, str(tmp_path / "init"), str(tmp_path), start_method="fork")
+    for case, (_, outcome) in CASES.items():
+        for rank in (0, 1):
+            assert outcome in (tmp_path / f"{case}-rank{rank}").read_text(), (case, rank)
