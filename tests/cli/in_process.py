@@ -8,12 +8,14 @@ swept keys, Lightning's ``MASTER_PORT``/``WORLD_SIZE``, wandb's settings) would 
 next command a test starts as a process; the fault-injection callbacks (tests/cli/fault_injection.py)
 replace ``open``, ``os.replace``, ``os.remove`` and ``os.unlink`` when they are built; a strategy that
 shards the model initialises torch.distributed's default group; a command may change the working
-directory or the signal handlers."""
+directory or the signal handlers; Hydra's job logging leaves the job's ``train.log`` open on the root
+logger until the next job configures logging (a run on a small disk could not be unmounted)."""
 
 from __future__ import annotations
 
 import builtins
 import contextlib
+import logging
 import os
 import signal
 from collections.abc import Iterator
@@ -29,18 +31,24 @@ SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 def restored() -> Iterator[None]:
     """Run the body (commands in this process), then put back the environment, the working directory,
     the signal handlers, the functions the fault-injection callbacks replace, and no default process
-    group of torch.distributed (destroyed where the body made one)."""
+    group of torch.distributed (destroyed where the body made one); the log files the body opened on the
+    root logger are closed and taken off it."""
     import torch.distributed as dist
 
     environ, cwd = dict(os.environ), os.getcwd()
     handlers = {signum: signal.getsignal(signum) for signum in SIGNALS}
     had_group = dist.is_available() and dist.is_initialized()
+    root, handlers_before = logging.getLogger(), set(logging.getLogger().handlers)
     with pytest.MonkeyPatch.context() as patch:
         for owner, name in REPLACED_BY_FAULTS:  # set to itself: undone to the original on exit
             patch.setattr(owner, name, getattr(owner, name))
         try:
             yield
         finally:
+            for handler in [h for h in root.handlers if h not in handlers_before]:
+                if isinstance(handler, logging.FileHandler):
+                    root.removeHandler(handler)
+                    handler.close()
             if not had_group and dist.is_available() and dist.is_initialized():
                 dist.destroy_process_group()
             os.chdir(cwd)
