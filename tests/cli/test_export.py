@@ -376,19 +376,36 @@ def test_an_export_finding_its_folder_written_meanwhile_is_one_line(checkpoint, 
 
 
 def test_two_exports_to_one_folder_at_once_one_succeeds_the_other_is_one_line(
-    checkpoint, tmp_path: Path
+    checkpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import forked
-    from train_cli import cli_env
+    """Both find ``out`` new; the other export publishes its finished folder first (renamed to ``out``
+    between this command's writing and its publishing: the order two processes at once can take), so
+    this command's rename finds ``out`` taken: exit 2, one line, no traceback, the other's folder whole,
+    nothing left behind."""
+    import os
 
-    args = [f"ckpt_path={checkpoint('gpt2')}", f"out={tmp_path / 'hf'}"]
-    both = [
-        forked.Forked("cli.export", args, tmp_path, cli_env(tmp_path), new_session=False) for _ in range(2)
-    ]
-    results = sorted((r.returncode, r.stderr.strip()) for r in (p.result(300) for p in both))
-    assert [code for code, _ in results] == [0, 2], results
-    assert "Traceback" not in results[1][1]
-    line = results[1][1].splitlines()[-1]  # after the warnings torchao and transformers print at import
-    assert line.startswith(f"error: out={tmp_path / 'hf'}: ")
-    assert line.endswith(("exists: name a new folder to create", "another process: name a new folder"))
+    import attnlab.export.hf as hf
+    from attnlab import run
+    from attnlab.cli.export import main
+
+    out, other = tmp_path / "hf", tmp_path / "other"
+    args = [f"ckpt_path={checkpoint('gpt2')}", f"out={out}"]
+    run.export(run.command_config("export", [args[0], f"out={other}"]))  # the other, but for its publish
+    written = sorted(p.name for p in other.iterdir())
+    publish = hf.publish
+
+    def the_other_publishes_first(folder: Path, to: Path) -> None:
+        if other.exists():  # the other export's publish: its folder renamed to out
+            os.rename(other, to)
+        publish(folder, to)
+
+    monkeypatch.setattr(hf, "publish", the_other_publishes_first)
+    code = run_command(main, args, monkeypatch, capsys)
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert err.splitlines()[-1] == (
+        f"error: out={out}: was written meanwhile by another process: name a new folder"
+    ), err
+    assert sorted(p.name for p in out.iterdir()) == written and "config.json" in written
     assert not list(tmp_path.glob("*.tmp"))

@@ -8,7 +8,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from train_cli import TEXT, TINY, cli
+from train_cli import TEXT, TINY, command_here
 
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.rundir import LOCK_FILE, METRICS_FILE, check_checkpoint_file
@@ -126,12 +126,15 @@ def test_a_leftover_temporary_link_is_never_written_through(tmp_path: Path, outs
     assert not (tmp_path / "summary.json.tmp").exists()
 
 
-def test_train_refuses_a_linked_lock_in_one_line(tmp_path: Path, outside: Path) -> None:
-    """The whole command: exit 2, one line, the file the link points to unchanged."""
+def test_train_refuses_a_linked_lock_in_one_line(
+    tmp_path: Path, outside: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The whole command (in this process): exit 2, one line, the file the link points to unchanged."""
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / LOCK_FILE).symlink_to(outside / "precious.txt")
     before = fingerprint(outside)
-    result = cli([*TINY, *TEXT, "model=gpt-tiny", "logger=none", "run_dir=run"], tmp_path, timeout=120)
+    args = [*TINY, *TEXT, "model=gpt-tiny", "logger=none", "run_dir=run"]
+    result = command_here(args, tmp_path, monkeypatch, capsys)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"error: run_dir={tmp_path / 'run'}: holds a link, {LOCK_FILE} (to {outside / 'precious.txt'}), where "

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
-from train_cli import TEXT, TINY, check, cli, csv_series
+from in_process import restored
+from train_cli import TEXT, TINY, check, command_here, csv_series
 
 from attnlab.blocks.attention import SelfAttention
 from attnlab.blocks.mixers import DifferentialAttention, GatedDeltaNet, LatentAttention
@@ -38,6 +39,7 @@ def test_preset_builds_its_mixer(preset: str) -> None:
 @pytest.mark.parametrize("preset", PRESETS)
 def test_preset_trains(preset: str, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    check(cli([f"model={preset}", "logger=csv", f"run_dir={run}", *TINY, *TEXT], tmp_path))
+    with restored():  # attnlab-train in this process
+        check(command_here([f"model={preset}", "logger=csv", f"run_dir={run}", *TINY, *TEXT], tmp_path))
     losses = list(csv_series(run, "train/loss").values())
     assert len(losses) == 6 and all(torch.isfinite(torch.tensor(losses)))

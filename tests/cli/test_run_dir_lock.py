@@ -1,18 +1,23 @@
 """One run per directory: a second attnlab-train on a directory that a live run writes is one line, exit 2,
-and touches nothing; a lock left by a killed run is taken over; the lock is rank 0's and goes at the end."""
+and touches nothing; a lock left by a killed run is taken over; the lock is rank 0's and goes at the end.
+
+The live run that holds the directory is a process of its own (the lock is the kernel's, per process);
+the commands beside it and after it run in this process (``command_here``)."""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
-import forked
 import pytest
+from in_process import restored
 from omegaconf import OmegaConf
-from train_cli import TEXT, TINY, check, cli, cli_env
+from train_cli import TEXT, TINY, check, cli_env, command_here
 
+import processes
 from attnlab.cli.train import claim_run_dir
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.rundir import LOCK_FILE
@@ -30,33 +35,36 @@ def snapshot(run_dir: Path) -> dict[str, tuple[int, int]]:
     }
 
 
-def wait_for(path: Path, proc: forked.Forked, timeout: float = 120) -> None:
+def wait_for(path: Path, proc: processes.Started, log: Path, timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
-        assert proc.poll() is None, proc.result().stderr[-3000:]
+        assert proc.poll() is None, log.read_text()[-3000:]
         assert time.monotonic() < deadline, f"{path} never appeared"
         time.sleep(0.01)
 
 
 @pytest.mark.slow
-def test_a_second_run_on_a_busy_directory_is_refused_and_touches_nothing(tmp_path: Path) -> None:
-    """``attnlab-train run_dir=run seed=1337`` holds run/; ``... run_dir=run seed=7`` meanwhile: one line,
-    exit 2, not a byte of run/ changed; the first run then completes with its own files."""
+@pytest.mark.process_contract("ranks")
+def test_a_second_run_on_a_busy_directory_is_refused_and_touches_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``attnlab-train run_dir=run seed=1337`` (a process) holds run/; ``... run_dir=run seed=7`` meanwhile
+    (here): one line, exit 2, not a byte of run/ changed; the first run then completes with its own files."""
     run_dir, paused, resume = tmp_path / "run", tmp_path / "paused", tmp_path / "resume"
     pause = (
         f"+callbacks.pause={{_target_:fault_injection.PauseAtStep,step:2,paused:{paused},resume:{resume}}}"
     )
-    first = forked.Forked(
-        "train", [*ARGS, "run_dir=run", "seed=1337", pause], tmp_path, cli_env(tmp_path), new_session=False
-    )
+    command = [sys.executable, "-m", "attnlab.train", *ARGS, "run_dir=run", "seed=1337", pause]
+    log = tmp_path / "first.log"
+    first = processes.start(command, tmp_path, cli_env(tmp_path), log=log)
     try:
-        wait_for(paused, first)
+        wait_for(paused, first, log)
         before = snapshot(run_dir)
         assert LOCK_FILE in before
         owner = json.loads((run_dir / LOCK_FILE).read_text())
         assert owner["pid"] == first.pid
 
-        second = cli([*ARGS, "run_dir=run", "seed=7"], tmp_path, timeout=120)
+        second = command_here([*ARGS, "run_dir=run", "seed=7"], tmp_path, monkeypatch, capsys)
         assert second.returncode == 2, second.stderr
         assert second.stderr.splitlines() == [second.stderr.strip()], second.stderr  # one line, no traceback
         assert second.stderr.startswith(
@@ -65,7 +73,8 @@ def test_a_second_run_on_a_busy_directory_is_refused_and_touches_nothing(tmp_pat
         assert snapshot(run_dir) == before
     finally:
         resume.touch()
-    check(first.result())
+        finished = first.result(timeout=300)  # past it, the group is killed
+    assert finished.returncode == 0, finished.stdout[-3000:]
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
     assert "seed: 1337" in (run_dir / "config.yaml").read_text()
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -81,7 +90,12 @@ def test_the_lock_of_a_killed_run_is_taken_over(tmp_path: Path) -> None:
     run_dir.mkdir()
     dead = {"pid": 2**22 + 1, "host": "elsewhere", "started": "2025-01-01T00:00:00+00:00"}
     (run_dir / LOCK_FILE).write_text(json.dumps(dead))
-    check(cli([*ARGS, "run_dir=run", "trainer.max_steps=2", "trainer.val_every_n_steps=2"], tmp_path))
+    with restored():
+        check(
+            command_here(
+                [*ARGS, "run_dir=run", "trainer.max_steps=2", "trainer.val_every_n_steps=2"], tmp_path
+            )
+        )
     assert not (run_dir / LOCK_FILE).exists()
 
 

@@ -223,14 +223,15 @@ def test_consolidate_into_a_folder_it_cannot_write_is_one_line(
     assert "Permission denied" in err[0] and list(locked.iterdir()) == []
 
 
-def test_train_refuses_to_resume_from_it_in_one_line(tmp_path: Path) -> None:
-    """The whole command: exit 2, the one line, no run directory, no marker."""
-    from train_cli import TEXT, TINY, cli
+def test_train_refuses_to_resume_from_it_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The whole command (in this process): exit 2, the one line, no run directory, no marker."""
+    from train_cli import TEXT, TINY, command_here
 
     checkpoint, marker = hostile("index", tmp_path)
-    result = cli(
-        [*TINY, *TEXT, "model=gpt-tiny", f"ckpt_path={checkpoint}", "run_dir=run"], tmp_path, timeout=120
-    )
+    args = [*TINY, *TEXT, "model=gpt-tiny", f"ckpt_path={checkpoint}", "run_dir=run"]
+    result = command_here(args, tmp_path, monkeypatch, capsys)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [f"error: ckpt_path={checkpoint}: {PICKLED_CODE}"]
     assert not marker.exists() and not (tmp_path / "run").exists()

@@ -1,16 +1,21 @@
 """Bad configurations stop ``attnlab-train`` before anything starts: exit status 2, one line
-``error: key=value: what is allowed``, no traceback, and no run directory left behind."""
+``error: key=value: what is allowed``, no traceback, and no run directory left behind.
+
+The commands run in this process (``command_here``: the console script's ``main``, its exit status and
+what it printed); one test starts an interpreter, for what only a new one shows: the modules that
+validation imports."""
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from train_cli import RunsCode, cli
+from train_cli import RunsCode, command_here
+
+import processes
 
 NO_GPU = "this machine has no GPU; on the CPU use trainer=cpu (one process), or trainer=ddp_sim (DDP over 2"
 needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="the machine has a GPU")
@@ -204,10 +209,13 @@ def case_id(case: object) -> str:
 
 @pytest.mark.parametrize(("args", "message"), CASES, ids=map(case_id, CASES))
 def test_bad_config_is_one_line_and_leaves_no_directory(
-    tmp_path: Path, args: list[str], message: str
+    tmp_path: Path,
+    args: list[str],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # Those that build the data import torch: slow on a busy machine.
-    result = cli(args, tmp_path, timeout=300)
+    result = command_here(args, tmp_path, monkeypatch, capsys)
     assert result.returncode == 2
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
@@ -216,19 +224,21 @@ def test_bad_config_is_one_line_and_leaves_no_directory(
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".wandb")) == []
 
 
-def test_eval_without_a_checkpoint_is_one_line(tmp_path: Path) -> None:
-    result = cli([], tmp_path, command="eval", timeout=120)
+def test_eval_without_a_checkpoint_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = command_here([], tmp_path, monkeypatch, capsys, command="eval")
     assert (result.returncode, result.stderr.strip()) == (2, "error: ckpt_path=???: a value is required")
     assert not (tmp_path / "outputs").exists()
 
 
+@pytest.mark.process_contract("interpreter")
 def test_validation_imports_neither_torch_nor_lightning(tmp_path: Path) -> None:
-    """Composition and validation are torch-free, so a bad config fails in a fraction of a second."""
+    """Composition and validation are torch-free, so a bad config fails in a fraction of a second: what a
+    new interpreter imports (this process has imported torch long before)."""
     command = [sys.executable, "-X", "importtime", "-m", "attnlab.train", "model.n_heads=3"]
     env = {k: v for k, v in os.environ.items() if k != "HYDRA_FULL_ERROR"}  # one line, as a user sees it
-    result = subprocess.run(
-        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False
-    )
+    result = processes.run(command, tmp_path, env, timeout=120)
     imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if "|" in line}
     assert "attnlab.schema" in imported and "hydra" in imported
     assert not imported & {"torch", "pytorch_lightning", "numpy", "wandb"}
@@ -239,10 +249,12 @@ def test_validation_imports_neither_torch_nor_lightning(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["train", "eval"])
-def test_a_checkpoint_that_would_run_code_is_one_line_and_never_loaded(tmp_path: Path, command: str) -> None:
+def test_a_checkpoint_that_would_run_code_is_one_line_and_never_loaded(
+    tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Resume and eval refuse it before anything is created, never advising weights_only=False."""
     torch.save({"state_dict": RunsCode(tmp_path / "ran")}, tmp_path / "evil.ckpt")
-    result = cli(["ckpt_path=evil.ckpt"], tmp_path, command=command, timeout=120)
+    result = command_here(["ckpt_path=evil.ckpt"], tmp_path, monkeypatch, capsys, command=command)
     assert result.returncode == 2
     (line,) = result.stderr.strip().splitlines()
     path, message = line.removeprefix("error: ckpt_path=").split(": ", 1)
@@ -254,10 +266,12 @@ def test_a_checkpoint_that_would_run_code_is_one_line_and_never_loaded(tmp_path:
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".wandb")) == ["evil.ckpt"]
 
 
-def test_an_attnlab_checkpoint_as_init_from_points_to_ckpt_path(tmp_path: Path) -> None:
+def test_an_attnlab_checkpoint_as_init_from_points_to_ckpt_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """It said the Hugging Face directory did not exist."""
     (tmp_path / "last.ckpt").write_bytes(b"")
-    result = cli(["model.init_from=last.ckpt"], tmp_path, timeout=120)
+    result = command_here(["model.init_from=last.ckpt"], tmp_path, monkeypatch, capsys)
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "error: model.init_from=last.ckpt: last.ckpt is a file: model.init_from takes a Hugging Face "

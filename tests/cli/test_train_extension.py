@@ -1,43 +1,64 @@
 """Adding a family or a positional encoding is one module and one YAML (tests/cli/extension/): each
-registers its schema class and its builder, and attnlab-train trains it with no other change."""
+registers its schema class and its builder, and attnlab-train trains it with no other change.
+
+attnlab-train runs in this process once the two modules are imported, as a user's entry point runs it
+(``import linear_pos, tinygpt; from attnlab.cli.train import main; main()``); what they registered
+is taken back after each test."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
-import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
 import yaml
-from train_cli import TEXT, TINY, check, cli_env, csv_series
+from in_process import restored
+from train_cli import TEXT, TINY, check, command_here, csv_series
 
 EXTENSION = Path(__file__).resolve().parent / "extension"
-# attnlab-train, in a process that has imported the two modules (what a user's entry point does)
-TRAIN = "import linear_pos, tinygpt; from attnlab.cli.train import main; main()"
 
 
-def train_with_extensions(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = cli_env(cwd)
-    env["PYTHONPATH"] = f"{EXTENSION}:{env['PYTHONPATH']}"
-    search = f"hydra.searchpath=[file://{EXTENSION / 'conf'}]"
-    return subprocess.run(
-        [sys.executable, "-c", TRAIN, search, *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
+@contextlib.contextmanager
+def extensions_imported(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ModuleType, ModuleType]]:
+    """``tinygpt`` and ``linear_pos`` imported (registered), for the body only: the registries, the
+    schema nodes that a command put in Hydra's config store for them, and the modules go after."""
+    from hydra.core.config_store import ConfigStore
+
+    from attnlab.blocks.positional import POSITIONAL
+    from attnlab.models import MODEL_CLASSES
+    from attnlab.schema.model import MODELS
+    from attnlab.schema.pos import POSITIONS
+
+    registries = (MODELS.schemas, POSITIONS.schemas, MODEL_CLASSES.table, POSITIONAL.table)
+    saved = [dict(registry) for registry in registries]
+    repo = ConfigStore.instance().repo
+    for group in ("model", "pos"):  # a copy to store into, the group itself put back after
+        monkeypatch.setitem(repo, group, dict(repo.get(group, {})))
+    monkeypatch.syspath_prepend(str(EXTENSION))
+    try:
+        yield importlib.import_module("tinygpt"), importlib.import_module("linear_pos")
+    finally:
+        for registry, before in zip(registries, saved):
+            registry.clear()
+            registry.update(before)
+        for name in ("tinygpt", "linear_pos"):
+            sys.modules.pop(name, None)
 
 
 @pytest.mark.slow
-def test_a_new_family_with_a_new_positional_encoding_trains(tmp_path: Path) -> None:
+def test_a_new_family_with_a_new_positional_encoding_trains(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run = tmp_path / "run"
-    args = ["model=tinygpt", "pos=linear", "model.pos.slope=0.02", "logger=csv", f"run_dir={run}"]
-    check(train_with_extensions([*args, *TINY, *TEXT], tmp_path))
+    search = f"hydra.searchpath=[file://{EXTENSION / 'conf'}]"
+    args = [search, "model=tinygpt", "pos=linear", "model.pos.slope=0.02", "logger=csv", f"run_dir={run}"]
+    with extensions_imported(monkeypatch), restored():
+        check(command_here([*args, *TINY, *TEXT], tmp_path))
     config = yaml.safe_load((run / "config.yaml").read_text())
     assert config["model"]["family"] == "tinygpt" and config["model"]["readout_scale"] == 0.5
     assert config["model"]["pos"] == {"name": "linear", "slope": 0.02}
@@ -50,16 +71,9 @@ def test_a_new_family_with_a_new_positional_encoding_trains(tmp_path: Path) -> N
 def test_the_extensions_build_and_compute(monkeypatch: pytest.MonkeyPatch) -> None:
     """In this process, registered for this test only: the model is the new class, its embeddings
     move with the position, and its logits are gpt's times the readout multiplier."""
-    from attnlab.blocks.positional import POSITIONAL
-    from attnlab.models import MODEL_CLASSES, DecoderLM, build_model
-    from attnlab.schema.model import MODELS
-    from attnlab.schema.pos import POSITIONS
+    from attnlab.models import DecoderLM, build_model
 
-    registries = (MODELS.schemas, POSITIONS.schemas, MODEL_CLASSES.table, POSITIONAL.table)
-    saved = [dict(registry) for registry in registries]
-    monkeypatch.syspath_prepend(str(EXTENSION))
-    try:
-        tinygpt, linear_pos = importlib.import_module("tinygpt"), importlib.import_module("linear_pos")
+    with extensions_imported(monkeypatch) as (tinygpt, linear_pos):
         cfg = tinygpt.TinyGPTConfig(vocab_size=11, pos=linear_pos.LinearPos(slope=0.5))
         cfg.check()
         torch.manual_seed(0)
@@ -72,9 +86,3 @@ def test_the_extensions_build_and_compute(monkeypatch: pytest.MonkeyPatch) -> No
         gpt.load_state_dict(model.state_dict())
         ids = torch.tensor([[1, 2, 3, 4]])
         torch.testing.assert_close(model(ids), gpt(ids) * 0.5)
-    finally:
-        for registry, before in zip(registries, saved):
-            registry.clear()
-            registry.update(before)
-        for name in ("tinygpt", "linear_pos"):
-            sys.modules.pop(name, None)

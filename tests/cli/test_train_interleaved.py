@@ -1,6 +1,6 @@
 """``hydra/sweeper=interleaved``: a multirun's jobs run seed by seed (A, B, A, B, ...), so that drift
 of a shared machine falls on both sides of a comparison; the jobs checked up front are numbered as
-they run."""
+they run. The multiruns run in this process (``command_here``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 import yaml
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from train_cli import TEXT, check, cli, job_dirs
+from in_process import restored
+from train_cli import TEXT, check, command_here, job_dirs
 
 from attnlab.cli.hydra.sweep_jobs import seeds_first
 
@@ -53,8 +54,12 @@ def test_the_seed_varies_slowest_wherever_it_is_given() -> None:
 
 
 @pytest.mark.slow
-def test_a_multirun_runs_its_jobs_seed_interleaved(tmp_path: Path) -> None:
-    result = check(cli(["-m", "hydra/sweeper=interleaved", "pos=rope,alibi", "seed=1,2", *QUICK], tmp_path))
+def test_a_multirun_runs_its_jobs_seed_interleaved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["-m", "hydra/sweeper=interleaved", "pos=rope,alibi", "seed=1,2", *QUICK]
+    with restored():
+        result = check(command_here(args, tmp_path, monkeypatch, capsys))
     order = []
     for job in job_dirs(tmp_path):
         config = yaml.safe_load((job / "config.yaml").read_text())
@@ -63,8 +68,12 @@ def test_a_multirun_runs_its_jobs_seed_interleaved(tmp_path: Path) -> None:
     assert "job 1 (" in result.stdout
 
 
-def test_a_bad_job_is_named_by_its_number_in_the_interleaved_order(tmp_path: Path) -> None:
+def test_a_bad_job_is_named_by_its_number_in_the_interleaved_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Job 1 of the interleaved grid is model.n_heads=3 with seed 1 (in the basic order it would be job 2)."""
-    result = cli(["-m", "hydra/sweeper=interleaved", "model.n_heads=2,3", "seed=1,2", *QUICK], tmp_path)
+    args = ["-m", "hydra/sweeper=interleaved", "model.n_heads=2,3", "seed=1,2", *QUICK]
+    with restored():
+        result = command_here(args, tmp_path, monkeypatch, capsys)
     assert result.returncode == 2
     assert result.stderr.startswith("error: job 1 (seed=1 model.n_heads=3)"), result.stderr

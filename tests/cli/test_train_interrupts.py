@@ -1,7 +1,10 @@
 """SIGINT (Ctrl-C), SIGTERM (a scheduler's pre-emption) and SIGHUP (the terminal closed) stop a run at the
 current optimizer step with a checkpoint of that step, exit 130 / 143 / 129 with the summary
 ``interrupted`` and print the command that resumes it; that command continues exactly (per-step losses
-and validations equal an uninterrupted run's)."""
+and validations equal an uninterrupted run's).
+
+Each signalled run is a process (the signal is delivered to it by the kernel, its exit status is the
+interpreter's); the uninterrupted run and the resumes run in this process (``command_here``)."""
 
 from __future__ import annotations
 
@@ -12,7 +15,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from train_cli import TEXT, TINY, check, cli, csv_series
+from in_process import restored
+from train_cli import TEXT, TINY, check, cli, command_here, csv_series
 
 pytestmark = pytest.mark.slow
 STEPS = 6
@@ -36,11 +40,14 @@ def last_path(run_dir: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def full(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The uninterrupted run, trained in this process."""
     cwd = tmp_path_factory.mktemp("interrupts")
-    check(cli([*ARGS, "run_dir=full"], cwd))
+    with restored():
+        check(command_here([*ARGS, "run_dir=full"], cwd))
     return cwd / "full"
 
 
+@pytest.mark.process_contract("signals")
 @pytest.mark.parametrize(("name", "step"), [("SIGTERM", 2), ("SIGINT", 3), ("SIGHUP", 4)])  # step 3 validates
 def test_a_signal_saves_the_step_and_prints_an_exact_resume_command(full: Path, name: str, step: int) -> None:
     cwd, run_dir = full.parent, full.parent / name
@@ -58,7 +65,8 @@ def test_a_signal_saves_the_step_and_prints_an_exact_resume_command(full: Path, 
     command = stopped.stderr.split("resume with: ", 1)[1].splitlines()[0]
     program, *args = shlex.split(command)
     assert program == "attnlab-train" and f"run_dir={run_dir}" in args and "ckpt_path=last" in args
-    check(cli([a for a in args if not a.startswith("+callbacks.")], cwd))
+    with restored():  # the resume, in this process
+        check(command_here([a for a in args if not a.startswith("+callbacks.")], cwd))
 
     before, after = run_dir / "csv", run_dir / "csv" / "resumed-1"
     losses = csv_series(before, "train/loss") | csv_series(after, "train/loss")

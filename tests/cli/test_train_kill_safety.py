@@ -10,6 +10,10 @@ last.ckpt to keep), plus the first rename of last.ckpt, before which no checkpoi
 from: the rerun (``ckpt_path=auto``) starts afresh over the leftovers. Every write of step 3, saved at
 the end of its batch (``last.ckpt.pending``, published once the step's row is written), is a case too.
 Each resumed run's ``metrics.jsonl`` equals the uninterrupted run's line for line (but its clocks).
+
+Each killed run is a process of its own (SIGKILL: no ``finally`` runs, what it left on disk is what a
+crash leaves); the uninterrupted runs that record the events and every resume run in this process
+(``command_here``; ``in_process.restored`` takes back what the recording callback replaced).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from train_cli import TEXT, check, cli, csv_series
+from in_process import restored
+from train_cli import TEXT, check, cli, command_here, csv_series
 
 pytestmark = pytest.mark.slow
 STEPS = 4
@@ -79,10 +84,17 @@ def saved_test_metrics(run_dir: Path) -> dict:
     return {"ckpt": Path(saved["ckpt_path"]).name, **saved["metrics"]}
 
 
+def train_here(args: list[str], cwd: Path) -> None:
+    """attnlab-train ``args`` in this process, in ``cwd``; it must succeed."""
+    with restored():
+        check(command_here(args, cwd))
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(built_once: Callable[..., Path]) -> tuple[Path, list[str]]:
+    """The run that is never killed, in this process, and the checkpoint events it recorded."""
     cwd = built_once(
-        "kill-safety", lambda cwd: check(cli([*ARGS, "run_dir=full", faults(cwd / "events.txt")], cwd))
+        "kill-safety", lambda cwd: train_here([*ARGS, "run_dir=full", faults(cwd / "events.txt")], cwd)
     )
     return cwd / "full", (cwd / "events.txt").read_text().splitlines()
 
@@ -114,7 +126,7 @@ def kill_and_resume(full: Path, k: int, event: str, after: bool = False, extra: 
     assert killed.returncode == -signal.SIGKILL, f"{event}: exit {killed.returncode}\n{killed.stderr}"
     last = run_dir / "checkpoints" / "last.ckpt"
     resume_step = torch.load(last, weights_only=True)["global_step"] if last.exists() else 0
-    check(cli([*args, f"run_dir={run_dir.name}", "ckpt_path=auto"], cwd))
+    train_here([*args, f"run_dir={run_dir.name}", "ckpt_path=auto"], cwd)
 
     where = f"killed {'after' if after else 'at'} {event}, resumed from step {resume_step}"
     loss, val = csv_series(newest_csv(run_dir), "train/loss"), csv_series(newest_csv(run_dir), "val/loss")
@@ -129,16 +141,19 @@ def kill_and_resume(full: Path, k: int, event: str, after: bool = False, extra: 
     assert metrics_rows(run_dir) == metrics_rows(full), where
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.process_contract("kills")
 def test_a_kill_at_any_kind_of_write_resumes_to_the_same_result(
-    uninterrupted: tuple[Path, list[str]], case: str
+    uninterrupted: tuple[Path, list[str]],
 ) -> None:
+    """Each case of CASES in turn (a killed process each); a failure names its event."""
     full, events = uninterrupted
-    of_kind = [k for k, event in enumerate(events) if kind(event) == case.split(" (")[0]]
-    k = of_kind[CASES[case]]
-    kill_and_resume(full, k, events[k])
+    for case, occurrence in CASES.items():
+        of_kind = [k for k, event in enumerate(events) if kind(event) == case.split(" (")[0]]
+        k = of_kind[occurrence]
+        kill_and_resume(full, k, events[k])
 
 
+@pytest.mark.process_contract("kills")
 def test_a_kill_at_every_write_of_a_step_saved_at_its_end_resumes_to_the_same_result(
     uninterrupted: tuple[Path, list[str]],
 ) -> None:
@@ -166,13 +181,15 @@ FSDP2 = ["trainer=fsdp2_sim", "trainer.devices=1", "checkpoint.sharded=true"]  #
 
 @pytest.fixture(scope="module")
 def uninterrupted_fsdp2(built_once: Callable[..., Path]) -> tuple[Path, list[str]]:
+    """The sharded run that is never killed, in this process, and the events it recorded."""
     cwd = built_once(
         "kill-safety-fsdp2",
-        lambda cwd: check(cli([*ARGS, *FSDP2, "run_dir=full", faults(cwd / "events.txt")], cwd)),
+        lambda cwd: train_here([*ARGS, *FSDP2, "run_dir=full", faults(cwd / "events.txt")], cwd),
     )
     return cwd / "full", (cwd / "events.txt").read_text().splitlines()
 
 
+@pytest.mark.process_contract("kills")
 def test_a_kill_at_every_write_of_a_sharded_step_saved_at_its_end_loses_no_row(
     uninterrupted_fsdp2: tuple[Path, list[str]],
 ) -> None:
@@ -192,7 +209,7 @@ def test_a_kill_at_every_write_of_a_sharded_step_saved_at_its_end_loses_no_row(
         fault = faults(cwd / f"events-{k}-{after}.txt", k, after)
         killed = cli([*ARGS, *FSDP2, f"run_dir={run_dir.name}", fault], cwd)
         assert killed.returncode == -signal.SIGKILL, f"{events[k]}: exit {killed.returncode}\n{killed.stderr}"
-        check(cli([*ARGS, *FSDP2, f"run_dir={run_dir.name}", "ckpt_path=auto"], cwd))
+        train_here([*ARGS, *FSDP2, f"run_dir={run_dir.name}", "ckpt_path=auto"], cwd)
         assert metrics_rows(run_dir) == metrics_rows(full), events[k]
         assert saved_test_metrics(run_dir) == saved_test_metrics(full), events[k]
         leftovers = [p for p in (run_dir / "checkpoints").iterdir() if p.name.endswith((".tmp", ".pending"))]

@@ -1,18 +1,19 @@
 """``attnlab-train optim=muon``: a run killed (SIGKILL) after a checkpoint resumes to the same per-step
 losses and validations as an uninterrupted run (Muon's momentum and AdamW's moments both continue).
-The uninterrupted reference trains in the test's own process; the killed and resumed runs are real
-attnlab-train processes."""
+The uninterrupted reference and the resumed run train in the test's own process; the killed run is a
+real attnlab-train process (SIGKILL: nothing of it runs after the kill)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from in_process import restored
 from train_cli import (
     TEXT,
     TINY,
     check,
-    cli,
+    command_here,
     csv_series,
     start_and_kill_after_first_checkpoint,
     train_in_process,
@@ -36,10 +37,13 @@ ARGS = [
 ]
 
 
+@pytest.mark.process_contract("kills")
 def test_a_killed_muon_run_resumes_to_the_same_losses(tmp_path: Path) -> None:
-    train_in_process(ARGS, tmp_path / "full")
+    with restored():
+        train_in_process(ARGS, tmp_path / "full")
     killed_at = start_and_kill_after_first_checkpoint(ARGS, tmp_path, tmp_path / "killed")
-    check(cli([*ARGS, "run_dir=resumed", "ckpt_path=killed/checkpoints/last.ckpt"], tmp_path))
+    with restored():
+        check(command_here([*ARGS, "run_dir=resumed", "ckpt_path=killed/checkpoints/last.ckpt"], tmp_path))
     assert 0 < killed_at < STEPS
     full, resumed = (
         csv_series(tmp_path / "full", "train/loss"),

@@ -1,6 +1,11 @@
 """A run killed after a checkpoint and resumed with ``ckpt_path`` logs the same per-step losses as an
 uninterrupted run (model, optimizer, schedule, data position and dropout all continue exactly), and
-keeps logging to the same wandb run."""
+keeps logging to the same wandb run.
+
+The killed run is a process of its own (SIGKILL: nothing of it runs after the kill); the uninterrupted
+run and every resume run in this process (``command_here``). The tests that read the killed run are
+process contracts; the uninterrupted run is built apart, so that the test that needs only it starts
+no process."""
 
 from __future__ import annotations
 
@@ -10,11 +15,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from in_process import restored
 from train_cli import (
     TEXT,
     TINY,
     check,
-    cli,
+    command_here,
     csv_series,
     start_and_kill_after_first_checkpoint,
     wandb_history,
@@ -37,19 +43,34 @@ ARGS = [
 ]
 
 
+def train_here(args: list[str], cwd: Path) -> None:
+    """attnlab-train ``args`` in this process, in ``cwd``; it must succeed."""
+    with restored():
+        check(command_here(args, cwd))
+
+
 @pytest.fixture(scope="module")
-def runs(built_once: Callable[..., Path]) -> dict[str, Path | int]:
-    def full_killed_and_resumed(cwd: Path) -> None:
-        check(cli([*ARGS, "run_dir=full"], cwd))
+def full(built_once: Callable[..., Path]) -> Path:
+    """The uninterrupted run (in this process)."""
+    return built_once("resume-full", lambda cwd: train_here([*ARGS, "run_dir=full"], cwd)) / "full"
+
+
+@pytest.fixture(scope="module")
+def runs(built_once: Callable[..., Path], full: Path) -> dict[str, Path | int]:
+    """The uninterrupted run, one SIGKILLed (a process) after its first checkpoint, and that one resumed
+    from its checkpoint into another directory (here); the step it was killed at."""
+
+    def killed_and_resumed(cwd: Path) -> None:
         killed_at = start_and_kill_after_first_checkpoint(ARGS, cwd, cwd / "killed")
-        check(cli([*ARGS, "run_dir=resumed", "ckpt_path=killed/checkpoints/last.ckpt"], cwd))
+        train_here([*ARGS, "run_dir=resumed", "ckpt_path=killed/checkpoints/last.ckpt"], cwd)
         (cwd / "killed_at").write_text(str(killed_at))
 
-    cwd = built_once("resume", full_killed_and_resumed)
+    cwd = built_once("resume-killed", killed_and_resumed)
     killed_at = int((cwd / "killed_at").read_text())
-    return {"full": cwd / "full", "killed": cwd / "killed", "resumed": cwd / "resumed", "step": killed_at}
+    return {"full": full, "killed": cwd / "killed", "resumed": cwd / "resumed", "step": killed_at}
 
 
+@pytest.mark.process_contract("kills")
 def test_resumed_losses_equal_the_uninterrupted_run(runs: dict) -> None:
     assert 0 < runs["step"] < STEPS
     full, resumed = csv_series(runs["full"], "train/loss"), csv_series(runs["resumed"], "train/loss")
@@ -59,6 +80,7 @@ def test_resumed_losses_equal_the_uninterrupted_run(runs: dict) -> None:
     assert resumed_val == {step: full_val[step] for step in resumed_val}
 
 
+@pytest.mark.process_contract("kills")
 def test_resume_continues_the_same_wandb_run(runs: dict) -> None:
     (killed,) = (runs["killed"] / "wandb").glob("offline-run-*")  # offline-run-<time>-<run id>
     assert wandb_run(runs["resumed"])["run_id"] == killed.name.rsplit("-", 1)[1]
@@ -73,6 +95,7 @@ def jsonl_series(run_dir: Path, key: str) -> dict[int, float]:
     return {r["step"]: r[key] for r in records if key in r}
 
 
+@pytest.mark.process_contract("kills")
 def test_a_killed_run_says_so_and_its_metrics_file_continues_in_place(runs: dict) -> None:
     """SIGKILL leaves summary.json at "running". Resumed in place, metrics.jsonl drops what was logged
     after the checkpoint (and a line cut short by the kill), then holds each step once, the very
@@ -82,7 +105,7 @@ def test_a_killed_run_says_so_and_its_metrics_file_continues_in_place(runs: dict
     shutil.copytree(runs["killed"], in_place)
     with open(in_place / "metrics.jsonl", "a") as f:
         f.write('{"step": 23, "time_s": 1.0, "train/loss": 0.0}\n{"step": 24, "tr')
-    check(cli([*ARGS, f"run_dir={in_place.name}", "ckpt_path=last"], in_place.parent))
+    train_here([*ARGS, f"run_dir={in_place.name}", "ckpt_path=last"], in_place.parent)
     full = jsonl_series(runs["full"], "train/loss")
     assert sorted(full) == list(range(1, STEPS + 1))  # steps done, as in checkpoint names
     # Lightning saves a step's checkpoint before it logs the step: a kill in between loses that line.
@@ -95,14 +118,14 @@ def test_a_killed_run_says_so_and_its_metrics_file_continues_in_place(runs: dict
     assert (summary["status"], summary["final_step"]) == ("completed", STEPS)
 
 
-def test_ckpt_path_last_resumes_in_place(runs: dict, tmp_path: Path) -> None:
+def test_ckpt_path_last_resumes_in_place(full: Path, tmp_path: Path) -> None:
     """``ckpt_path=last run_dir=<run>``: the newest last.ckpt of that directory; the run continues there
     (here for 4 more steps), and the metrics it logged before are kept. On a copy of the full run:
     the other tests (on other workers too) read the original."""
-    cwd, full = tmp_path, tmp_path / "full"
-    shutil.copytree(runs["full"], full)
+    cwd, original, full = tmp_path, full, tmp_path / "full"
+    shutil.copytree(original, full)
     before = csv_series(full, "train/loss")
-    check(cli([*ARGS, "run_dir=full", "ckpt_path=last", f"trainer.max_steps={STEPS + 4}"], cwd))
+    train_here([*ARGS, "run_dir=full", "ckpt_path=last", f"trainer.max_steps={STEPS + 4}"], cwd)
     assert not (cwd / "outputs").exists()
     assert csv_series(full, "train/loss") == before
     continued = csv_series(full / "csv" / "resumed-1", "train/loss")

@@ -1,7 +1,10 @@
 """One signal policy for the whole run: SIGINT or SIGTERM in any phase (start-up,
 Lightning's setup, after the last validation, the final test, the sample) ends the run at once with
 exit 130 / 143, ``summary.json`` ``interrupted`` with the phase, the resume command printed and no
-traceback; that command then finishes the run as an uninterrupted one finishes it."""
+traceback; that command then finishes the run as an uninterrupted one finishes it.
+
+Each signalled run is a process (the signal is delivered to it by the kernel, its exit status is the
+interpreter's); the uninterrupted run and the resumes run in this process (``command_here``)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ import signal
 from pathlib import Path
 
 import pytest
-from train_cli import TEXT, TINY, check, cli, csv_series
+from in_process import restored
+from train_cli import TEXT, TINY, check, cli, command_here, csv_series
 
 pytestmark = pytest.mark.slow
 ARGS = [*TINY, *TEXT, "model=gpt-tiny", "model.dropout=0.1", "logger=csv", "sample.max_new_tokens=8"]
@@ -19,8 +23,10 @@ ARGS = [*TINY, *TEXT, "model=gpt-tiny", "model.dropout=0.1", "logger=csv", "samp
 
 @pytest.fixture(scope="module")
 def full(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The uninterrupted run, trained in this process."""
     cwd = tmp_path_factory.mktemp("signal_phases")
-    check(cli([*ARGS, "run_dir=full"], cwd))
+    with restored():
+        check(command_here([*ARGS, "run_dir=full"], cwd))
     return cwd / "full"
 
 
@@ -31,6 +37,7 @@ def test_metrics(run_dir: Path) -> dict[str, float]:
 test_metrics.__test__ = False  # a helper, not a test
 
 
+@pytest.mark.process_contract("signals")
 @pytest.mark.parametrize(
     ("phase", "name", "summary_phase"),
     [
@@ -57,7 +64,8 @@ def test_a_signal_in_any_phase_ends_the_run_with_its_status_and_an_exact_resume(
     command = stopped.stderr.split("resume with: ", 1)[1].splitlines()[0]
     program, *args = shlex.split(command)
     assert program == "attnlab-train" and f"run_dir={run_dir}" in args
-    check(cli([a for a in args if not a.startswith("+callbacks.")], cwd))
+    with restored():  # the resume, in this process
+        check(command_here([a for a in args if not a.startswith("+callbacks.")], cwd))
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
     assert test_metrics(run_dir) == test_metrics(full)
     losses = csv_series(run_dir / "csv", "train/loss")

@@ -70,11 +70,14 @@ def test_a_run_stops_at_its_target_and_records_that_steps_cost(tmp_path: Path) -
     assert record["flops"] == pytest.approx(6 * 8 * 32 * per_token)
 
 
+@pytest.mark.process_contract("kills")
 def test_a_run_killed_before_its_target_counts_the_time_and_tokens_before_the_kill(tmp_path: Path) -> None:
     """SIGKILLed after step 5 (its last checkpoint: step 4), then the same command again: it resumes
     from step 4 and reaches the target at step 6, with the tokens of all 6 steps and the clock of
-    metrics.jsonl, which goes on from the first process's step-4 line."""
-    from train_cli import cli
+    metrics.jsonl, which goes on from the first process's step-4 line. The killed run is a process of
+    its own (nothing of it runs after the kill); the restart is attnlab-train in this process."""
+    from in_process import restored
+    from train_cli import cli, command_here
 
     _, free = train_with_summary(RUN, tmp_path / "free")
     losses = {step: line["val/loss"] for step, line in validations(free).items()}
@@ -95,7 +98,8 @@ def test_a_run_killed_before_its_target_counts_the_time_and_tokens_before_the_ki
     before = validations([json.loads(line) for line in (tmp_path / "killed" / "metrics.jsonl").open()])
     assert max(before) == 4
 
-    second = cli(command, tmp_path)
+    with restored():
+        second = command_here(command, tmp_path)
     assert second.returncode == 0, second.stderr[-2000:]
     assert (tmp_path / "killed" / "checkpoints" / "last.ckpt").is_file()
     summary = json.loads((tmp_path / "killed" / "summary.json").read_text())

@@ -1,6 +1,7 @@
 """Training on token shards (``data=tokens``): a run killed with SIGKILL and resumed with
 ``ckpt_path=last`` logs the uninterrupted run's losses; nanoGPT's raw ``train.bin`` trains; a preset
-whose folder was never prepared says, in one line, the command that prepares it."""
+whose folder was never prepared says, in one line, the command that prepares it. The commands run in
+this process (``command_here``) but the killed run and the two ranks, processes of their own."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from train_cli import check, cli, csv_series, start_and_kill_after_first_checkpoint
+from in_process import restored
+from train_cli import check, cli, command_here, csv_series, start_and_kill_after_first_checkpoint
 
 from attnlab.data.prepare import PrepareSettings, prepare
 from attnlab.data.shards import token_folder
@@ -54,19 +56,27 @@ def prepared_corpus(folder: Path) -> Path:
     return folder / "shards"
 
 
+def train_here(args: list[str], cwd: Path) -> None:
+    """attnlab-train ``args`` in this process, in ``cwd``; it must succeed."""
+    with restored():
+        check(command_here(args, cwd))
+
+
 @pytest.fixture(scope="module")
 def runs(built_once: Callable[..., Path]) -> dict[str, Path | int]:
     def full_killed_and_resumed(cwd: Path) -> None:
+        """The uninterrupted run and the resume in this process; the killed run a process of its own."""
         args = [*ARGS, f"data.path={prepared_corpus(cwd)}"]
-        check(cli([*args, "run_dir=full"], cwd))
+        train_here([*args, "run_dir=full"], cwd)
         killed_at = start_and_kill_after_first_checkpoint(args, cwd, cwd / "killed")
-        check(cli([*args, "run_dir=killed", "ckpt_path=last"], cwd))
+        train_here([*args, "run_dir=killed", "ckpt_path=last"], cwd)
         (cwd / "killed_at").write_text(str(killed_at))
 
     cwd = built_once("tokens-resume", full_killed_and_resumed)
     return {"full": cwd / "full", "killed": cwd / "killed", "step": int((cwd / "killed_at").read_text())}
 
 
+@pytest.mark.process_contract("kills")
 def test_a_run_killed_and_resumed_logs_the_uninterrupted_losses(runs: dict) -> None:
     assert 0 < runs["step"] < STEPS
     resumed_csv = max((runs["killed"] / "csv").glob("resumed-*"))
@@ -94,13 +104,16 @@ def test_nanogpt_train_bin_trains(tmp_path: Path) -> None:
         f"data.tokenizer={tmp_path / 'tokenizer.json'}",
         "trainer.max_steps=3",
     ]
-    check(cli([*args, "run_dir=run"], tmp_path))
+    train_here([*args, "run_dir=run"], tmp_path)
     assert sorted(csv_series(tmp_path / "run", "train/loss")) == [0, 1, 2]
     assert (tmp_path / "run" / "tokenizer.json").read_bytes() == (tmp_path / "tokenizer.json").read_bytes()
 
 
-def test_a_preset_never_prepared_names_the_command_that_prepares_it(tmp_path: Path) -> None:
-    result = cli(["data=fineweb_edu", "model=gpt-tiny", "trainer.max_steps=1"], tmp_path)
+def test_a_preset_never_prepared_names_the_command_that_prepares_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["data=fineweb_edu", "model=gpt-tiny", "trainer.max_steps=1"]
+    result = command_here(args, tmp_path, monkeypatch, capsys)
     assert result.returncode == 2
     assert result.stderr.strip() == (
         "error: data.path='data/fineweb_edu': no such folder of token shards; prepare it with: attnlab-prepare "
@@ -109,15 +122,17 @@ def test_a_preset_never_prepared_names_the_command_that_prepares_it(tmp_path: Pa
     )
 
 
+@pytest.mark.process_contract("ranks")
 def test_two_processes_train_on_the_shards_like_one_with_the_doubled_batch(
     built_once: Callable[..., Path],
 ) -> None:
-    """Each rank reads its own samples of the step's windows (``trainer=ddp_sim``: two CPU processes)."""
+    """Each rank reads its own samples of the step's windows (``trainer=ddp_sim``: two CPU processes);
+    the one-process run trains here."""
 
     def both(cwd: Path) -> None:
         args = [*ARGS, f"data.path={prepared_corpus(cwd)}", "trainer.max_steps=4", "model.dropout=0.0"]
         check(cli([*args, "trainer=ddp_sim", "data.batch_size=4", "run_dir=ddp"], cwd, timeout=600))
-        check(cli([*args, "data.batch_size=8", "run_dir=single"], cwd))
+        train_here([*args, "data.batch_size=8", "run_dir=single"], cwd)
 
     cwd = built_once("tokens-ddp", both)
     ddp, single = csv_series(cwd / "ddp", "train/loss"), csv_series(cwd / "single", "train/loss")
