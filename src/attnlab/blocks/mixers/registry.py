@@ -67,17 +67,24 @@ def build_differential(
     )
 
 
+def latent_head_dims(cfg: ModelConfig, hd: int) -> tuple[int, int]:
+    """Latent attention's (position-free, rotary) query-key widths per head for a head of ``hd``:
+    ``model.mixers``' sizes, or those derived from ``hd`` (μP reads them at the base width too)."""
+    return cfg.mixers.qk_nope_head_dim or hd, cfg.mixers.rope_dim(hd)
+
+
 def build_latent(
     cfg: ModelConfig, window: int | None, pos: PositionalEncoding | None, index: int, settings: dict
 ) -> nn.Module:
     sizes, hd = cfg.mixers, head_dim(cfg)
     rope = pos if isinstance(pos, RotaryPositionalEncoding) else None
+    nope_dim, rope_dim = latent_head_dims(cfg, hd)
     return LatentAttention(
         cfg.d_model,
         cfg.n_heads,
         kv_lora_rank=sizes.kv_lora_rank or 2 * hd,
-        qk_nope_head_dim=sizes.qk_nope_head_dim or hd,
-        qk_rope_head_dim=sizes.rope_dim(hd),
+        qk_nope_head_dim=nope_dim,
+        qk_rope_head_dim=rope_dim,
         v_head_dim=sizes.v_head_dim or hd,
         q_lora_rank=sizes.q_lora_rank,
         bias=cfg.bias,
@@ -90,6 +97,11 @@ def build_latent(
     )
 
 
+def deltanet_k_dim(cfg: ModelConfig, hd: int) -> int:
+    """Gated DeltaNet's query/key width per head for a head of ``hd`` (μP reads it at the base width)."""
+    return cfg.mixers.linear_k_dim or hd
+
+
 def build_deltanet(
     cfg: ModelConfig, window: int | None, pos: PositionalEncoding | None, index: int, settings: dict
 ) -> nn.Module:
@@ -97,7 +109,7 @@ def build_deltanet(
     return GatedDeltaNet(
         cfg.d_model,
         sizes.linear_heads or cfg.n_heads,
-        head_k_dim=sizes.linear_k_dim or hd,
+        head_k_dim=deltanet_k_dim(cfg, hd),
         head_v_dim=sizes.linear_v_dim or hd,
         n_k_heads=sizes.linear_k_heads,
         conv_kernel=sizes.conv_kernel,
