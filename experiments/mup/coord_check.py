@@ -3,6 +3,7 @@ the width during the first steps of training, under one learning rate for every 
 standard parametrisation (sp) and in μP (mup).
 
     .venv/bin/python experiments/mup/coord_check.py [--steps 5] [--lr 3e-3] [--out experiments/mup/results]
+    .venv/bin/python experiments/mup/coord_check.py --mixers --seeds 3   # each mixer's GPT, μP only
 
 A GPT of 2 layers and 2 heads is built at widths 32, 64, 128 and 256 (×1..×8 of the base, the heads
 widening; an untied readout), trained by attnlab's AdamW (its per-group rates under mup) on windows
@@ -25,8 +26,10 @@ import torch.nn.functional as F
 
 from attnlab.models import build_model
 from attnlab.models.coordinates import GROUPS, activation_rms, width_slope
+from attnlab.schema.mixers import Mixer
 from attnlab.schema.model import GPTConfig
 from attnlab.schema.optim import AdamWConfig
+from attnlab.schema.pos import LearnedPos, RopePos
 from attnlab.tasks.optim import adamw
 
 WIDTHS = [32, 64, 128, 256]
@@ -48,13 +51,16 @@ def text_windows(seed: int) -> torch.Tensor:
 
 
 def sizes_during_training(
-    width: int, steps: int, lr: float, parametrization: str, seed: int = 0
+    width: int, steps: int, lr: float, parametrization: str, seed: int = 0, mixer: str | None = None
 ) -> list[dict]:
     """One row per step and group: the group's RMS at ``width`` before that step's update, the model
     built in ``parametrization`` (sp, or mup with the narrowest width as its base) and trained by
-    attnlab's AdamW (its per-group rates)."""
+    attnlab's AdamW (its per-group rates). ``mixer``: every layer's token mixer, with RoPE (None:
+    softmax attention with learned positions, the check's original model)."""
     torch.manual_seed(seed)
     cfg = GPTConfig(
+        mixer=mixer or Mixer.attention,
+        pos=RopePos() if mixer else LearnedPos(),
         d_model=width,
         n_layers=2,
         n_heads=N_HEADS,
@@ -83,11 +89,23 @@ def sizes_during_training(
 
 
 def coordinate_check(
-    steps: int, lr: float, parametrization: str = "sp", widths: list[int] = WIDTHS
+    steps: int,
+    lr: float,
+    parametrization: str = "sp",
+    widths: list[int] = WIDTHS,
+    mixer: str | None = None,
+    seeds: int = 1,
 ) -> tuple[pd.DataFrame, dict]:
-    """The sizes at every width and step, and ``{step: {group: slope}}``."""
-    rows = [row for width in widths for row in sizes_during_training(width, steps, lr, parametrization)]
-    sizes = pd.DataFrame(rows)
+    """The sizes at every width and step, and ``{step: {group: slope}}`` (``mixer``: as
+    ``sizes_during_training``). With ``seeds`` > 1 each size is the mean over that many seeds
+    (initialisations and batches): at these small widths one seed's slope moves by up to ±0.2."""
+    rows = [
+        row
+        for seed in range(seeds)
+        for width in widths
+        for row in sizes_during_training(width, steps, lr, parametrization, seed=seed, mixer=mixer)
+    ]
+    sizes = pd.DataFrame(rows).groupby(["width", "step", "group"], as_index=False)["rms"].mean()
     slopes = {
         int(step): {
             group: width_slope(list(g["width"]), list(g["rms"])) for group, g in at_step.groupby("group")
@@ -126,10 +144,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
+    parser.add_argument("--mixers", action="store_true", help="each mixer's slopes in μP instead")
+    parser.add_argument("--seeds", type=int, default=1, help="sizes averaged over this many seeds")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.mixers:
+        check_mixers(args.steps, args.lr, args.out, args.seeds)
+        return
     for parametrization in ("sp", "mup"):
-        sizes, slopes = coordinate_check(args.steps, args.lr, parametrization)
+        sizes, slopes = coordinate_check(args.steps, args.lr, parametrization, seeds=args.seeds)
         name = f"coord_check_{parametrization}"
         sizes.to_csv(args.out / f"{name}.csv", index=False)
         (args.out / f"{name}.json").write_text(json.dumps({"lr": args.lr, "slopes": slopes}, indent=1))
@@ -137,6 +160,19 @@ def main() -> None:
         for step in (0, args.steps):
             said = ", ".join(f"{group} {slope:+.2f}" for group, slope in slopes[step].items())
             print(f"{parametrization} step {step}: {said}")
+
+
+def check_mixers(steps: int, lr: float, out: Path, seeds: int) -> None:
+    """μP's slopes of each mixer's GPT (sizes averaged over ``seeds``), written to
+    ``coord_check_mup_<mixer>.json`` and printed."""
+    for mixer in Mixer:
+        _, slopes = coordinate_check(steps, lr, "mup", mixer=str(mixer), seeds=seeds)
+        path = out / f"coord_check_mup_{mixer}.json"
+        record = {"lr": lr, "mixer": str(mixer), "seeds": seeds, "slopes": slopes}
+        path.write_text(json.dumps(record, indent=1))
+        for step in (0, steps):
+            said = ", ".join(f"{group} {slope:+.2f}" for group, slope in slopes[step].items())
+            print(f"mup {mixer} step {step}: {said}")
 
 
 if __name__ == "__main__":

@@ -2,9 +2,9 @@
 μP's check) measures at several widths to see whether a parametrisation keeps activations the same
 size as the model widens.
 
-A group is a kind of block output, whatever the family: the embeddings, each attention's output,
-each feed-forward network's output, the residual stream after each layer, and the output head's
-logits. Its size is the root mean square of a coordinate, averaged over the group's modules, so it
+A group is a kind of block output, whatever the family: the embeddings, each mixer's output (softmax,
+latent or differential attention, gated DeltaNet), each feed-forward network's output, the residual
+stream after each layer, and the output head's logits. Its size is the root mean square of a coordinate, averaged over the group's modules, so it
 does not grow with the number of coordinates: under a width-stable parametrisation it stays flat as
 the width doubles, and the slope of log RMS against log width is near 0.
 """
@@ -27,10 +27,11 @@ from attnlab.blocks import (
     TokenEmbedding,
     TransformerLayer,
 )
+from attnlab.blocks.mixers import GatedDeltaNet, LatentAttention
 
 GROUPS: dict[str, tuple[type[nn.Module], ...]] = {
     "embedding": (TokenEmbedding,),
-    "attention output": (MultiHeadAttention,),
+    "attention output": (MultiHeadAttention, LatentAttention, GatedDeltaNet),  # every mixer's output
     "feed-forward output": (FeedForward,),
     "residual stream": (TransformerLayer,),
     "logits": (LMHead, MaskedLMHead, ClassificationHead),

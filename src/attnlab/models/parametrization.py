@@ -14,7 +14,12 @@ package):
   rate unchanged;
 - **attention** scores scaled by sqrt(d_head at the base width) / d_head (1/d_head, equal to the usual
   1/sqrt(d_head) at the base width; the number of heads stays, the heads widen), and the queries
-  initialised at zero, so every width starts from uniform attention.
+  initialised at zero, so every width starts from uniform attention. Differential attention is
+  softmax attention here (its λ vectors are vectors); latent attention's d_head is its query-key width,
+  the position-free part and the decoupled RoPE part together (``qk_nope_head_dim + qk_rope_head_dim``);
+  gated DeltaNet's queries and keys are L2-normed and its per-head output RMS-normed, so the scale of
+  its queries cancels and nothing besides the roles changes (its convolution, decay and gate vectors
+  are vectors, its projections hidden matrices).
 
 Muon (``optim=muon``) updates the hidden matrices by an orthogonalised step whose spectral size is set
 by the learning rate and the matrix's shape, not its width (the spectral condition that μP's
@@ -33,6 +38,8 @@ from dataclasses import dataclass
 from torch import nn
 
 from attnlab.blocks import ClassificationHead, LMHead, MultiHeadAttention
+from attnlab.blocks.mixers import GatedDeltaNet, LatentAttention
+from attnlab.blocks.mixers.registry import deltanet_k_dim, latent_head_dims
 from attnlab.blocks.roles import ParamRole, parameter_roles, params_with_role
 from attnlab.schema.model import ModelConfig, Parametrization
 
@@ -97,6 +104,14 @@ def apply_mup(model: nn.Module, cfg: ModelConfig) -> None:
             if cfg.attn_scale is None:
                 base_head_dim = cfg.mup_base_width / cfg.n_heads
                 module.scale = math.sqrt(base_head_dim) / module.head_dim
+        elif isinstance(module, LatentAttention):
+            zero_latent_queries(module)
+            if cfg.attn_scale is None:
+                base_nope, base_rope = latent_head_dims(cfg, cfg.mup_base_width // cfg.n_heads)
+                module.scale = math.sqrt(base_nope + base_rope) / (module.nope_dim + module.rope_dim)
+        elif isinstance(module, GatedDeltaNet):
+            base_k_dim = deltanet_k_dim(cfg, cfg.mup_base_width // cfg.n_heads)
+            module.scale = math.sqrt(module.head_k_dim) / base_k_dim
 
 
 def zero_queries(attention: MultiHeadAttention) -> None:
@@ -107,6 +122,13 @@ def zero_queries(attention: MultiHeadAttention) -> None:
         attention.qkv_proj.weight.data[: attention.split_sizes[0]].zero_()
     elif "q_proj" in attention._modules:
         attention.q_proj.weight.data.zero_()
+
+
+def zero_latent_queries(attention: LatentAttention) -> None:
+    """Latent attention's queries at zero, both parts (position-free and rotary), as ``zero_queries``:
+    the last query projection (``q_proj``, or ``q_b_proj`` after the query latent) starts at zero."""
+    last = attention.q_proj if attention.q_lora_rank is None else attention.q_b_proj
+    last.weight.data.zero_()
 
 
 def learning_rate_multipliers(model: nn.Module, optimiser: str = "adam") -> dict[int, float]:

@@ -122,9 +122,11 @@ def check_model_mixers(cfg: Any, mixers: list[str]) -> None:
     the sizes, then the combinations that cannot work, each refused in one line."""
     used = set(mixers)
     cfg.mixers.check(cfg.n_heads, cfg.n_kv_heads, cfg.d_model // cfg.n_heads, used)
-    if Mixer.latent in used and cfg.pos.name not in ("rope", "none"):
+    if Mixer.latent in used and cfg.pos.name in ("alibi", "relative"):  # biases its scores never get
         raise ConfigError(
-            "model.pos", cfg.pos.name, "latent attention rotates a decoupled key: use pos=rope (or none)"
+            "model.pos",
+            cfg.pos.name,
+            "latent attention adds no score bias: use pos=rope (its decoupled key), learned, sinusoidal or none",
         )
     if Mixer.deltanet in used and not cfg.causal_stack:
         raise ConfigError(

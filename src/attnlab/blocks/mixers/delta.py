@@ -6,7 +6,7 @@ replaced, at the rate ``β``, by the value,
 
     S ← exp(g) S;   S ← S + β k (v - kᵀ S)ᵀ;   o = qᵀ S,
 
-with ``q``, ``k`` L2-normed and ``q`` scaled by ``1/sqrt(head_k_dim)``. The gates come from the input:
+with ``q``, ``k`` L2-normed and ``q`` scaled by ``1/sqrt(head_k_dim)`` (``scale``). The gates come from the input:
 ``β = sigmoid(b)`` and ``g = -exp(A_log) softplus(a + dt_bias)`` (Mamba-2's decay, one per head).
 Before the rule, queries, keys and values pass a short causal depthwise convolution (SiLU after it);
 after it, an RMSNorm per head gated by ``silu(z)``, then the output projection.
@@ -194,6 +194,7 @@ class GatedDeltaNet(nn.Module):
         self.key_dim, self.value_dim = n_k_heads * head_k_dim, n_heads * head_v_dim
         self.conv_dim = 2 * self.key_dim + self.value_dim  # q, k and v pass the convolution
         self.chunk = chunk
+        self.scale = head_k_dim**-0.5  # the queries' scale (μP sets its own: models.parametrization)
         # one product for q, k, v (the convolution's channels), z (the output gate), b and a (β, decay)
         self.splits = (self.conv_dim, self.value_dim, n_heads, n_heads)
         self.in_proj = nn.Linear(d_model, sum(self.splits), bias=False)
@@ -252,12 +253,13 @@ class GatedDeltaNet(nn.Module):
                 v,
                 g=g,
                 beta=beta,
+                scale=self.scale,
                 initial_state=state,
                 output_final_state=True,
                 use_qk_l2norm_in_kernel=True,
             )
         q, k, v, g, beta = (x.transpose(1, 2).float() for x in (q, k, v, g, beta))
-        q, k = l2norm(q) / math.sqrt(self.head_k_dim), l2norm(k)
+        q, k = l2norm(q) * self.scale, l2norm(k)
         if state is None:
             state = q.new_zeros(bsz, self.n_heads, self.head_k_dim, self.head_v_dim)
         if recurrent:

@@ -67,6 +67,12 @@ def build_differential(
     )
 
 
+def latent_head_dims(cfg: ModelConfig, hd: int) -> tuple[int, int]:
+    """Latent attention's (position-free, rotary) query-key widths per head for a head of ``hd``:
+    ``model.mixers``' sizes, or those derived from ``hd`` (μP reads them at the base width too)."""
+    return cfg.mixers.qk_nope_head_dim or hd, cfg.mixers.rope_dim(hd)
+
+
 def build_latent(
     cfg: ModelConfig, window: int | None, pos: PositionalEncoding | None, index: int, settings: dict
 ) -> nn.Module:
@@ -84,6 +90,11 @@ def build_latent(
         absorb=cfg.mixers.absorb,
         backend=settings["backend"],
     )
+
+
+def deltanet_k_dim(cfg: ModelConfig, hd: int) -> int:
+    """Gated DeltaNet's query/key width per head for a head of ``hd`` (μP reads it at the base width)."""
+    return cfg.mixers.linear_k_dim or hd
 
 
 def build_deltanet(
