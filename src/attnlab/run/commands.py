@@ -7,14 +7,15 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from attnlab.report import Report, read_sweep, write_report
-from attnlab.report.lengths import write_length_report
 from attnlab.run.configs import compose
 from attnlab.schema.commands import CompressCommand, ExplainCommand, ExportCommand, SampleCommand
 from attnlab.schema.run import RunConfig
 from attnlab.schema.rundir import TEST_METRICS_FILE, checkpoint_dir
+
+if TYPE_CHECKING:
+    from attnlab.report import Report
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,9 @@ def export(cmd: ExportCommand) -> Path:
 def report(paths: Sequence[str | Path], out_dir: Path, metric: str | None = None) -> Report:
     """The report of the run directories at or under ``paths`` (their best ``metric``, default each
     run's ``task.monitor``), written into ``out_dir`` with the length tables of any length sweep."""
+    from attnlab.report import read_sweep, write_report  # pandas: only the report needs it
+    from attnlab.report.lengths import write_length_report
+
     written = write_report(read_sweep(paths, metric=metric), out_dir)
     write_length_report(paths, out_dir)
     return written
