@@ -87,7 +87,7 @@ def test_help_describes_each_key_by_its_schema_field(monkeypatch, capsys, tmp_pa
     assert "  n_kv_heads: null  # None: n_heads (grouped-query when smaller)" in lines
     assert "  on_extend: keep  # a resume past the checkpoint's schedule: keep | stretch" in lines
     assert any(line.startswith("dry_run: false  # validate everything a run would") for line in lines)
-    assert any(line.startswith("  pos:  # A PosConfig, chosen with pos=<name>.") for line in lines)
+    assert any(line.startswith("  pos:  # A PosConfig, chosen with pos=<name>") for line in lines)
 
 
 def test_help_does_not_list_hydras_config_groups(monkeypatch, capsys, tmp_path) -> None:
