@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Every attention variant at one budget (experiment=attention_variants), from the repository root:
-#   experiments/attention_variants/run.sh [all|TASK...|eval TASK...|report]
+#   experiments/attention_variants/run.sh [all|TASK...|train TASK...|eval TASK...|report]
 #   for each task (shakespeare, recall, passkey): one interleaved multirun of the 16 variants x 5 seeds
 #     (80 trainings of 100 steps, batch 16); recall and passkey trained at 16 characters and every last
 #     checkpoint scored at 16, 32, 48 and 64 (1x-4x) on the first 32 val examples, one attnlab-eval call
 #   report  attnlab-report per task against mha_rope (significance.csv: interval, p, Holm, verdict, seeds
 #           needed; Tiny Shakespeare also at equal FLOPs), and lengths_significance.py: the same
-#           comparison of the 1x-4x scores, into $OUT/<task>/
+#           comparison of the 1x-4x scores, into $OUT/<task>/; sizes.py (parameters, FLOPs) and
+#           tables.py (the README's tables) into $OUT/
 #   all     shakespeare in one lane, recall then passkey in the other, then the report
 # Tiny Shakespeare is read from $TINYSHAKESPEARE (default ../shared/data/tinyshakespeare.txt); the study
 # stops before training if it is missing. One torch thread per process, niced: the machine it was
-# written on has 2 cores shared with other work. Wall times into $OUT/wall_time.txt.
+# written on has 2 cores shared with other work. Wall times into $OUT/wall_time.txt. OVERRIDES: more
+# attnlab-train overrides (hydra.callbacks.validate.check_jobs=false skips the check of the 80 jobs'
+# configs before the first trains: minutes on a loaded 2-core machine).
 set -euo pipefail
 HERE=experiments/attention_variants
 RUNS=${RUNS:-$HERE/runs}                  # git-ignored: checkpoints and logs
@@ -41,7 +44,7 @@ train() {  # one task's 80 trainings
   local args
   args=$(task_args "$1")
   # shellcheck disable=SC2086
-  nice -n "$NICE" "$BIN/attnlab-train" experiment=attention_variants $args \
+  nice -n "$NICE" "$BIN/attnlab-train" experiment=attention_variants $args ${OVERRIDES:-} \
     hydra.sweep.dir="$RUNS/$1" > "$RUNS/train_$1.log" 2>&1
 }
 
@@ -74,12 +77,18 @@ report() {  # per task: the report against mha_rope, and the significance of the
     fi
   done
   "$BIN/python" "$HERE/sizes.py" "$RUNS" --out "$OUT"
+  "$BIN/python" "$HERE/tables.py" "$OUT"
 }
 
 mkdir -p "$RUNS" "$OUT"
 case ${1:-all} in
   report) report ;;
-  eval) shift; for task in "$@"; do evaluate "$task"; done ;;
+  train) shift; for task in "$@"; do
+      start=$(date +%s); train "$task"
+      echo "$task: train 80 runs: $(($(date +%s) - start)) s wall" >> "$OUT/wall_time.txt"; done ;;
+  eval) shift; for task in "$@"; do
+      start=$(date +%s); evaluate "$task"
+      echo "$task: evaluate 80 runs: $(($(date +%s) - start)) s wall" >> "$OUT/wall_time.txt"; done ;;
   all)
     start=$(date +%s)
     tasks shakespeare &     # two lanes side by side
