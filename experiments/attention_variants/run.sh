@@ -4,6 +4,7 @@
 #   for each task (shakespeare, recall, passkey): one interleaved multirun of the 16 variants x 5 seeds
 #     (80 trainings of 100 steps, batch 16); recall and passkey trained at 16 characters and every last
 #     checkpoint scored at 16, 32, 48 and 64 (1x-4x) on the first 32 val examples, one attnlab-eval call
+#     (as trained: eval.rope_scalings=[], no zero-shot RoPE scaling, which would score RoPE models 4 times)
 #   report  attnlab-report per task against mha_rope (significance.csv: interval, p, Holm, verdict, seeds
 #           needed; Tiny Shakespeare also at equal FLOPs), and lengths_significance.py: the same
 #           comparison of the 1x-4x scores, into $OUT/<task>/; sizes.py (parameters, FLOPs) and
@@ -52,7 +53,7 @@ evaluate() {  # every checkpoint of one synthetic task at 1x-4x, one attnlab-eva
   local ckpts
   ckpts=$(find "$RUNS/$1" -path '*/checkpoints/last.ckpt' | sort -V | paste -sd, -)
   nice -n "$NICE" "$BIN/attnlab-eval" -m ckpt_path="$ckpts" "eval.lengths=$LENGTHS" eval.examples=32 \
-    split=val logger=none > "$RUNS/eval_$1.log" 2>&1
+    "eval.rope_scalings=[]" split=val logger=none > "$RUNS/eval_$1.log" 2>&1
 }
 
 tasks() {  # train (and for the synthetic tasks evaluate) each task in turn, with its wall time
