@@ -207,6 +207,7 @@ def test_attention_variants_trains_every_variant_and_decides_against_mha_rope(
         f"ckpt_path={ckpts}",
         "eval.lengths=[16,32]",
         "eval.examples=4",
+        "eval.rope_scalings=[]",
         "split=val",
         "logger=none",
     ]
@@ -216,7 +217,9 @@ def test_attention_variants_trains_every_variant_and_decides_against_mha_rope(
         command_here([str(runs), "--baseline", "mha_rope", "--out", str(out)], tmp_path, command="cli.report")
     )
     significance = (out / "significance.csv").read_text()
-    assert significance.splitlines()[1].startswith("run_name=mha_rope,2,") and "deltanet_hybrid" in significance
+    assert (
+        significance.splitlines()[1].startswith("run_name=mha_rope,2,") and "deltanet_hybrid" in significance
+    )
     study = Path(__file__).resolve().parents[2] / "experiments" / "attention_variants"
     script = [
         sys.executable,
