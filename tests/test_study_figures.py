@@ -29,6 +29,7 @@ from check_figures import (
 NOT_YET_BACKED: dict[str, str] = {}
 # Studies whose README names the source of each figure; every study should join.
 SOURCED = [
+    "attention_variants",
     "compression",
     "families",
     "muon",
