@@ -30,6 +30,16 @@ def p_text(p: float) -> str:
     return f"{p:.2g}" if p >= 0.001 else f"{p:.1e}"
 
 
+def seeds_text(value: object) -> str:
+    """The report's ``seeds needed`` as it wrote it: a count, ``> 1000``, or nothing."""
+    if pd.isna(value):
+        return ""
+    try:
+        return str(int(float(value)))
+    except ValueError:
+        return str(value)
+
+
 def short(verdict: str) -> str:
     return verdict.split(" (")[0].replace("no detectable difference at 0.05", "none detected")
 
@@ -67,7 +77,7 @@ def significance_rows(path: Path, digits: int) -> list[str]:
             cells = [str(r["n"]), f"{r['mean']:.{digits}f}", "", "", "", "", "baseline", ""]
         else:
             interval = f"[{r['low']:+.{digits}f}, {r['high']:+.{digits}f}]"
-            needed = "" if pd.isna(r["seeds needed"]) else str(r["seeds needed"])
+            needed = seeds_text(r["seeds needed"])
             cells = [str(r["n"]), f"{r['mean']:.{digits}f}", f"{r['difference']:+.{digits}f}", interval,
                      p_text(r["p"]), p_text(r["p (Holm)"]), short(r["verdict"]), needed]  # fmt: skip
         lines.append(f"| {name(r['configuration'])} | " + " | ".join(cells) + " |")
