@@ -30,6 +30,7 @@ NOT_YET_BACKED: dict[str, str] = {}
 # Studies whose README names the source of each figure: every study (a new one joins here, so that
 # its figures are never checked only the older, weaker way).
 SOURCED = [
+    "attention_variants",
     "compression",
     "families",
     "induction_heads",

@@ -174,3 +174,67 @@ def test_families_preset_runs_the_four_families_on_their_default_tasks(tmp_path:
     ]
     summaries = [json.loads((job / "summary.json").read_text()) for job in jobs]
     assert [(s["status"], s["final_step"]) for s in summaries] == [("completed", 2)] * 4
+
+
+def test_attention_variants_trains_every_variant_and_decides_against_mha_rope(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """experiment=attention_variants on associative recall, its 16 variants at two seeds for two steps
+    (in the interleaved order), evaluated at 1x and 2x, then the report against mha_rope, whose
+    configurations are the variants' names, and the study's lengths_significance.py and sizes.py."""
+    import subprocess
+    import sys
+
+    from attnlab.cli.eval import main as evaluate
+
+    runs = tmp_path / "runs" / "recall"
+    sweep = ["experiment=attention_variants", "data=recall", "data.seq_len=16", "data.num_val=16", "seed=1,2"]
+    check(command_here([*sweep, f"hydra.sweep.dir={runs}", *QUICK], tmp_path))
+    jobs = jobs_in(runs)
+    names = [saved_config(job)["run_name"] for job in jobs]
+    assert len(jobs) == 32 and names[:16] == names[16:]  # every variant of seed 1, then of seed 2
+    assert names[0] == "mha_rope" and len(set(names)) == 16
+    params = {
+        saved_config(j)["run_name"]: json.loads((j / "summary.json").read_text())["n_params"] for j in jobs
+    }
+    assert all(abs(n / params["mha_rope"] - 1) < 0.01 for n in params.values())  # matched parameters
+    ckpts = ",".join(str(job / "checkpoints" / "last.ckpt") for job in jobs)
+    monkeypatch.chdir(tmp_path)
+    length = [
+        "-m",
+        f"ckpt_path={ckpts}",
+        "eval.lengths=[16,32]",
+        "eval.examples=4",
+        "eval.rope_scalings=[]",
+        "split=val",
+        "logger=none",
+    ]
+    assert run_command(evaluate, length, monkeypatch, capsys) == 0, capsys.readouterr().err
+    out = tmp_path / "results" / "recall"
+    check(
+        command_here([str(runs), "--baseline", "mha_rope", "--out", str(out)], tmp_path, command="cli.report")
+    )
+    significance = (out / "significance.csv").read_text()
+    assert (
+        significance.splitlines()[1].startswith("run_name=mha_rope,2,") and "deltanet_hybrid" in significance
+    )
+    study = Path(__file__).resolve().parents[2] / "experiments" / "attention_variants"
+    script = [
+        sys.executable,
+        str(study / "lengths_significance.py"),
+        str(out / "runs.csv"),
+        "--out",
+        str(out),
+    ]
+    subprocess.run(script, check=True, capture_output=True)
+    lengths = (out / "length_significance.csv").read_text()
+    assert "exact_match,32,gqa_alibi,2," in lengths and "answer_loss,16,latent,2," in lengths
+    sizes = [
+        sys.executable,
+        str(study / "sizes.py"),
+        str(tmp_path / "runs"),
+        "--out",
+        str(tmp_path / "results"),
+    ]
+    subprocess.run(sizes, check=True, capture_output=True)
+    assert "recall,deltanet_hybrid," in (tmp_path / "results" / "sizes.csv").read_text()

@@ -43,6 +43,17 @@ def test_keys_that_move_in_lockstep_show_once(tmp_path: Path) -> None:
     assert hidden == {"data.kind": "model.family"}
 
 
+def test_a_swept_run_name_labels_its_configuration(tmp_path: Path) -> None:
+    """Named configurations (experiment=attention_variants' conf/variant/ presets): the name is the
+    label and the keys it determines are hidden behind it, though they come first in the config."""
+    named = [("mha_alibi", "alibi", None), ("gqa_rope", "rope", 2), ("mha_rope", "rope", None)]
+    for job, (name, pos, kv) in enumerate(named):
+        write_run(tmp_path / str(job), config(model__pos__name=pos, model__n_kv_heads=kv, run_name=name))
+    shown, hidden = shown_keys(read_sweep([tmp_path]).configs)
+    assert shown == ["run_name"]
+    assert hidden == {"model.n_kv_heads": "run_name", "model.pos.name": "run_name"}
+
+
 def test_keys_a_shown_key_determines_show_once(tmp_path: Path) -> None:
     """rope_base is set for RoPE only: the position name says all it says, though not one to one."""
     for job, (pos, base) in enumerate([("learned", None), ("alibi", None), ("rope", 10000.0)]):

@@ -13,6 +13,7 @@ BOOKKEEPING = ("run_dir", "ckpt_path", "logger.")
 # Keys that training derives from another swept key: a scaling sweep's steps are what its compute
 # budget buys at each size, so the budget is the swept key shown and the steps follow it.
 DERIVED = {"trainer.max_steps": "trainer.compute_budget"}
+NAME = "run_name"  # a configuration's own name, where the runs were given one per configuration
 FINISHED = ("completed", "unknown")  # runs whose results enter means (unknown: made before summary.json)
 SUMMARY_COLUMNS = {
     "status": "status",
@@ -25,11 +26,14 @@ SUMMARY_COLUMNS = {
 
 
 def swept_keys(configs: pd.DataFrame) -> list[str]:
-    """Config keys whose values differ between the runs, in config order, the seed last."""
+    """Config keys whose values differ between the runs, in config order, the seed last; a swept
+    ``run_name`` first: a name the runs were given for their configuration (a preset of
+    ``conf/variant/`` sets one) labels it, and the keys it determines then follow it unshown."""
     candidates = configs[[c for c in configs.columns if not c.startswith(BOOKKEEPING)]]
     varying = as_text(candidates).nunique() > 1
     keys = list(varying[varying].index)
-    return [k for k in keys if k != SEED] + [k for k in keys if k == SEED]  # the seed last
+    first = [k for k in keys if k == NAME]
+    return first + [k for k in keys if k not in (SEED, NAME)] + [k for k in keys if k == SEED]
 
 
 def shown_keys(configs: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
