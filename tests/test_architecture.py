@@ -4,6 +4,7 @@ process), no import cycle among attnlab's modules, what importing a package load
 
 from __future__ import annotations
 
+import logging
 import sys
 from pathlib import Path
 
@@ -24,6 +25,10 @@ def test_the_import_contracts_are_kept(
 
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(sys, "path", list(sys.path))  # it puts the working directory first
+    # it configures logging (dictConfig), which disables every logger made before: put them back after
+    for logger in logging.Logger.manager.loggerDict.values():
+        if isinstance(logger, logging.Logger):
+            monkeypatch.setattr(logger, "disabled", logger.disabled)
     status = lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True)
     out = capsys.readouterr().out
     assert status == 0, out[-4000:]

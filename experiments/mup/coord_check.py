@@ -173,6 +173,31 @@ def check_mixers(steps: int, lr: float, out: Path, seeds: int) -> None:
         for step in (0, steps):
             said = ", ".join(f"{group} {slope:+.2f}" for group, slope in slopes[step].items())
             print(f"mup {mixer} step {step}: {said}")
+    (out / "coord_check_mup_mixers.md").write_text(mixer_table(out, steps))
+
+
+MIXER_ROWS = {  # the README's row names of the coordinate groups
+    "embedding": "embedding",
+    "attention output": 'mixer output ("attention output")',
+    "feed-forward output": "feed-forward output",
+    "residual stream": "residual stream",
+    "logits": "logits",
+}
+
+
+def mixer_table(out: Path, steps: int = 5) -> str:
+    """The README's table of each mixer's slopes, at initialisation / after ``steps`` steps, from the
+    ``coord_check_mup_<mixer>.json`` files in ``out`` ("zero": logits that are all zero at the start)."""
+
+    def cell(slope: float) -> str:
+        return "zero" if slope != slope else f"{slope:+.2f}"  # NaN: no spread to fit
+
+    slopes = {m: json.loads((out / f"coord_check_mup_{m}.json").read_text())["slopes"] for m in Mixer}
+    lines = ["| group | " + " | ".join(str(m) for m in Mixer) + " |", "|---" * (len(Mixer) + 1) + "|"]
+    for group, row in MIXER_ROWS.items():
+        cells = [f"{cell(slopes[m]['0'][group])} / {cell(slopes[m][str(steps)][group])}" for m in Mixer]
+        lines.append(f"| {row} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

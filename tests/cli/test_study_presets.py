@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import random
+import runpy
+import sys
 from pathlib import Path
 
 import pytest
@@ -176,15 +178,18 @@ def test_families_preset_runs_the_four_families_on_their_default_tasks(tmp_path:
     assert [(s["status"], s["final_step"]) for s in summaries] == [("completed", 2)] * 4
 
 
+def run_script(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A study script run here as ``python <argv>`` runs it (``__main__``, its own argv)."""
+    monkeypatch.setattr(sys, "argv", argv)
+    runpy.run_path(argv[0], run_name="__main__")
+
+
 def test_attention_variants_trains_every_variant_and_decides_against_mha_rope(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
     """experiment=attention_variants on associative recall, its 16 variants at two seeds for two steps
     (in the interleaved order), evaluated at 1x and 2x, then the report against mha_rope, whose
     configurations are the variants' names, and the study's lengths_significance.py and sizes.py."""
-    import subprocess
-    import sys
-
     from attnlab.cli.eval import main as evaluate
 
     runs = tmp_path / "runs" / "recall"
@@ -220,21 +225,19 @@ def test_attention_variants_trains_every_variant_and_decides_against_mha_rope(
     )
     study = Path(__file__).resolve().parents[2] / "experiments" / "attention_variants"
     script = [
-        sys.executable,
         str(study / "lengths_significance.py"),
         str(out / "runs.csv"),
         "--out",
         str(out),
     ]
-    subprocess.run(script, check=True, capture_output=True)
+    run_script(script, monkeypatch)
     lengths = (out / "length_significance.csv").read_text()
     assert "exact_match,32,gqa_alibi,2," in lengths and "answer_loss,16,latent,2," in lengths
     sizes = [
-        sys.executable,
         str(study / "sizes.py"),
         str(tmp_path / "runs"),
         "--out",
         str(tmp_path / "results"),
     ]
-    subprocess.run(sizes, check=True, capture_output=True)
+    run_script(sizes, monkeypatch)
     assert "recall,deltanet_hybrid," in (tmp_path / "results" / "sizes.csv").read_text()
