@@ -31,7 +31,7 @@ MARKER = "process_contract"
 # packaging: an installed wheel and its console scripts; interpreter: what only a fresh interpreter
 # shows (its imports, its exit, files written when it ends).
 KINDS = ("signals", "kills", "ranks", "console", "packaging", "interpreter")
-MAX_CONTRACTS = 60  # tests marked process_contract in the whole suite (issue #50)
+MAX_CONTRACTS = 60  # tests marked process_contract in the whole suite
 _running: list[pytest.Item] = []
 COLLECTED: dict[str, object] = {}  # nodeid: the process-contract kind of every collected test, or None
 

@@ -1,4 +1,4 @@
-"""The tests that start a process are a short, named list (issue #50): each starts it through
+"""The tests that start a process are a short, named list: each starts it through
 ``tests/processes.py`` (which fails an unmarked test at run time), none by another way (an AST scan of
 every test file for subprocess, os.fork/exec/system/spawn, multiprocessing and torch.multiprocessing),
 each marked ``process_contract(<kind>)`` with a known kind, and the whole suite holds at most

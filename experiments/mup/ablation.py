@@ -1,4 +1,4 @@
-"""What costs μP against a tuned sp at width 128 (issue 56): μP with one of its pieces replaced by
+"""What costs μP against a tuned sp at width 128: μP with one of its pieces replaced by
 sp's at a time, each arm at a few rates around its optimum, against sp at its own rates, on the
 transfer study's set-up (lr_transfer.py: a 2-layer, 2-head GPT with an untied readout, 8 windows of
 64 characters a step of tinyshakespeare, attnlab's AdamW, constant rate; base width 16).

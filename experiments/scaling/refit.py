@@ -1,4 +1,4 @@
-"""The scaling law refitted without the optimisation-starved runs (issue 56), from ``results/runs.csv``.
+"""The scaling law refitted without the optimisation-starved runs, from ``results/runs.csv``.
 
 usage: python experiments/scaling/refit.py [min_steps]     # default 200: drops the 66-, 110- and 132-step runs
 
