@@ -260,15 +260,16 @@ def ablations(
 
 
 def control_sets(n_heads: int, chosen: list[tuple[int, int]], count: int, seed: int) -> tuple[str, list]:
-    """Up to ``count`` random head sets of ``chosen``'s size from its layer, drawn without replacement:
-    from the layer's other heads when there are enough ("disjoint"), else any set of the layer but
-    ``chosen`` itself ("overlapping"); ("none", []) when no set is left or ``chosen`` spans two layers."""
+    """``count`` random head sets of ``chosen``'s size from its layer, drawn without replacement: from the
+    layer's other heads when they make ``count`` sets ("disjoint"), else from every set of the layer but
+    ``chosen`` itself ("overlapping", as many as there are up to ``count``); ("none", []) when no set is
+    left or ``chosen`` spans two layers."""
     layer, size = chosen[0][0], len(chosen)
-    pool = [(layer, h) for h in range(n_heads) if (layer, h) not in chosen]
-    kind = "disjoint"
-    if len(pool) < size:
-        pool, kind = [(layer, h) for h in range(n_heads)], "overlapping"
-    sets = [list(c) for c in itertools.combinations(pool, size) if sorted(c) != sorted(chosen)]
+    others = [(layer, h) for h in range(n_heads) if (layer, h) not in chosen]
+    sets, kind = [list(c) for c in itertools.combinations(others, size)], "disjoint"
+    if len(sets) < count:
+        every = itertools.combinations([(layer, h) for h in range(n_heads)], size)
+        sets, kind = [list(c) for c in every if sorted(c) != sorted(chosen)], "overlapping"
     if not sets or any(h[0] != layer for h in chosen):
         return "none", []
     return kind, random.Random(seed).sample(sets, min(count, len(sets)))

@@ -50,14 +50,17 @@ def test_a_short_training_forms_induction_heads_that_every_method_names() -> Non
 
 def test_the_control_sets_match_the_chosen_set_in_size_and_say_where_they_come_from() -> None:
     study = load_study()
-    kind, sets = study.control_sets(8, [(1, 0), (1, 1)], count=20, seed=0)
-    assert kind == "disjoint" and len(sets) == 15  # every pair of the six other heads: fewer than 20
+    kind, sets = study.control_sets(8, [(1, 0), (1, 1)], count=10, seed=0)
+    assert kind == "disjoint" and len(sets) == 10  # 15 pairs of the six other heads: enough
     assert all(len(s) == 2 and all(layer == 1 and h >= 2 for layer, h in s) for s in sets)
-    assert len({tuple(map(tuple, s)) for s in sets}) == 15  # drawn without replacement
-    assert len(study.control_sets(8, [(1, 0), (1, 1)], count=4, seed=0)[1]) == 4
+    assert len({tuple(map(tuple, s)) for s in sets}) == 10  # drawn without replacement
 
-    kind, sets = study.control_sets(8, [(1, h) for h in range(7)], count=20, seed=0)  # one other head
-    assert kind == "overlapping" and len(sets) == 7 and all([1, 7] in [list(h) for h in s] for s in sets)
+    kind, sets = study.control_sets(8, [(1, 0), (1, 1)], count=20, seed=0)  # 15 disjoint pairs: too few
+    assert kind == "overlapping" and len(sets) == 20 and [(1, 0), (1, 1)] not in sets
+    assert any((1, 0) in s for s in sets) and len({tuple(map(tuple, s)) for s in sets}) == 20
+
+    kind, sets = study.control_sets(8, [(1, h) for h in range(7)], count=20, seed=0)  # 7 other sets in all
+    assert kind == "overlapping" and len(sets) == 7 and all((1, 7) in s for s in sets)
     assert study.control_sets(8, [(1, h) for h in range(8)], count=20, seed=0) == ("none", [])
     assert study.control_sets(8, [(0, 1), (1, 1)], count=20, seed=0) == ("none", [])  # two layers
 
@@ -88,7 +91,7 @@ def test_the_hand_built_circuit_ranks_first_among_its_controls_and_composes_with
     chosen = study.chosen_sets(scores, heads)
     assert chosen["top_half_by_induction_score"] == [(1, 0)]
     controls = study.random_controls(
-        model, clean, [repeated_rows(64, seed=2)[0]], chosen, study.Size(n_heads=2), 0
+        model, clean, [repeated_rows(64, seed=2)[0]], chosen, study.Size(n_heads=2, controls=1), 0
     )
     for name, distractor in (("induction_heads", [[1, 1]]), ("previous_token_heads", [[0, 1]])):
         assert controls[name]["kind"] == "disjoint" and controls[name]["sets"] == [distractor], name
