@@ -91,3 +91,20 @@ def test_the_induction_summary_finds_the_steepest_drop_and_a_step() -> None:
     }
     assert derived.steepest(seed) == (100, 2.9, 1.0)
     assert derived.at_step(seed, 150, "repeat_loss") == 0.5
+
+
+def test_the_induction_derivations_of_a_controlled_run() -> None:
+    derived = script("induction_heads/derived.py")
+    uniform = 4.0  # 3/4 of it: 3.0; 1/4 of it: 1.0
+    seed = {
+        "uniform_loss": uniform,
+        "curve": [
+            {"step": s, "repeat_loss": x} for s, x in [(0, 3.9), (10, 3.2), (20, 2.0), (30, 0.9), (40, 0.5)]
+        ],
+    }
+    assert derived.transition(seed) == (10, 30)  # last above 3.0, first after it below 1.0
+    assert derived.at_least(2, [0.5, 0.5]) == pytest.approx(0.25)
+    assert derived.at_least(1, [0.5, 0.5]) == pytest.approx(0.75)
+    assert derived.at_least(1, [0.1, 0.2, 0.0]) == pytest.approx(1 - 0.9 * 0.8)
+    assert derived.block_mean([[1.0, 2.0], [3.0, 4.0]], [1], [0, 1]) == 3.5
+    assert math.isnan(derived.block_mean([[1.0]], [], [0]))
