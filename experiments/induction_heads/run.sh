@@ -19,4 +19,4 @@ for seed in $SEEDS; do
 done
 wait
 "$PY" "$HERE/summarize.py" "$OUT"
-"$PY" "$HERE/derived.py"   # the ranges and tests the README quotes (results/derived.md)
+"$PY" "$HERE/derived.py" "$OUT"   # the ranges and tests the README quotes ($OUT/derived.md; results/: with learned_positions)

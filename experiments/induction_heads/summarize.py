@@ -179,20 +179,27 @@ def phase_change_figure(results: list[dict], path: Path) -> None:
     over training, a vertical dashed line at each seed's phase change step, the legend below the axes."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(8, 5 if len(results) < 5 else 7), layout="constrained")
+    fig = Figure(figsize=(8, 5), layout="constrained")
     ax = fig.subplots()
     twin = ax.twinx()
     from matplotlib import colormaps
 
+    many = len(results) > 4  # then one legend entry per seed (its colour), the line styles in the title
     for r, colour in zip(results, colormaps["tab10"].colors * 2):
         steps = [p["step"] for p in r["curve"]]
-        ax.plot(steps, [p["repeat_loss"] for p in r["curve"]], color=colour, label=f"seed {r['seed']}: loss")
+        name = f"seed {r['seed']}"
+        ax.plot(
+            steps,
+            [p["repeat_loss"] for p in r["curve"]],
+            color=colour,
+            label=name if many else f"{name}: loss",
+        )
         twin.plot(
             steps,
             [p["top_induction_score"] for p in r["curve"]],
             color=colour,
             linestyle=":",
-            label=f"seed {r['seed']}: top induction score",
+            label=None if many else f"{name}: top induction score",
         )
         if r["phase_change_step"] is not None:
             ax.axvline(
@@ -200,7 +207,7 @@ def phase_change_figure(results: list[dict], path: Path) -> None:
                 color=colour,
                 linestyle="--",
                 linewidth=1,
-                label=f"seed {r['seed']}: phase change, step {r['phase_change_step']}",
+                label=None if many else f"{name}: phase change, step {r['phase_change_step']}",
             )
     uniform = results[0]["uniform_loss"]
     ax.axhline(uniform, color="grey", linestyle="-.", linewidth=1, label="ln 26: a uniform guess")
@@ -213,9 +220,9 @@ def phase_change_figure(results: list[dict], path: Path) -> None:
     twin.set_ylim(0, 1)
     ax.set_ylim(0, uniform * 1.05)
     handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
-    fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncol=3 if len(results) < 5 else 5)
+    fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncol=6 if many else 3)
     ax.set_title(
-        "the phase change: loss on the repeat falls as the induction score rises "
+        "the phase change: loss on the repeat (solid) falls as the top induction score (dotted) rises\n"
         "(dashed: the step the loss first falls below ln 26 / 2)",
         fontsize=9,
     )
@@ -237,7 +244,7 @@ def heads_figure(r: dict, path: Path) -> None:
             "offset_0"
         ]
     wide = len(r["induction_scores"][0]) > 4
-    fig = Figure(figsize=(14, 9) if wide else (11, 2.8), layout="constrained")
+    fig = Figure(figsize=(14, 7) if wide else (11, 2.8), layout="constrained")
     axes = fig.subplots(2, 2).flatten() if wide else fig.subplots(1, len(panels))
     for ax, (title, values) in zip(axes, panels.items()):
         values = np.array(values)
