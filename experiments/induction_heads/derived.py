@@ -69,20 +69,21 @@ def block_mean(matrix: list[list[float]], rows: list[int], columns: list[int]) -
 
 def composition_blocks(d: dict) -> dict[str, float]:
     """One seed's mean composition scores between head groups: the induction heads (rows) with the
-    previous-token heads and with layer 0's other heads, trained (K and Q) and untrained (K)."""
+    previous-token heads and with layer 0's other heads, trained (K and Q) and untrained (K: the level
+    of random weights)."""
     induction = [h for layer, h in d["induction_heads"] if layer == 1]
     previous = [h for _, h in d["previous_token_heads"]]
     others = [h for h in range(len(d["induction_scores"][0])) if h not in previous]
-    k = d["k_composition"]
+    k, untrained = d["k_composition"], d["k_composition_untrained"]
     return {
         "K, induction x previous-token": block_mean(k["offset_0"], induction, previous),
         "K, induction x other layer-0": block_mean(k["offset_0"], induction, others),
         "K over offsets, induction x previous-token": block_mean(k["mean_over_offsets"], induction, previous),
         "K over offsets, induction x other layer-0": block_mean(k["mean_over_offsets"], induction, others),
         "Q, induction x previous-token": block_mean(k["q_composition_offset_0"], induction, previous),
-        "K untrained, induction x previous-token": block_mean(
-            d["k_composition_untrained"], induction, previous
-        ),
+        "Q, induction x other layer-0": block_mean(k["q_composition_offset_0"], induction, others),
+        "K untrained, induction x previous-token": block_mean(untrained, induction, previous),
+        "K untrained, induction x other layer-0": block_mean(untrained, induction, others),
     }
 
 
@@ -208,6 +209,9 @@ def controls_and_composition(seeds: dict[int, dict]) -> list[str]:
         ("K over offsets, induction x previous-token", "K over offsets, induction x other layer-0"),
         ("K, induction x previous-token", "K untrained, induction x previous-token"),
         ("K, induction x previous-token", "Q, induction x previous-token"),
+        ("Q, induction x other layer-0", "Q, induction x previous-token"),
+        # at initialisation a Q score has the K score's distribution (the same random matrices, transposed)
+        ("Q, induction x other layer-0", "K untrained, induction x other layer-0"),
     ):
         lines.append(comparison_row(f"{other} - {base}", by[base], by[other]))
     return lines
