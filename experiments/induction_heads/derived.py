@@ -209,6 +209,7 @@ def controls_and_composition(seeds: dict[int, dict]) -> list[str]:
         ("K over offsets, induction x previous-token", "K over offsets, induction x other layer-0"),
         ("K, induction x previous-token", "K untrained, induction x previous-token"),
         ("K, induction x previous-token", "Q, induction x previous-token"),
+        ("Q, induction x previous-token", "K untrained, induction x previous-token"),
         ("Q, induction x other layer-0", "Q, induction x previous-token"),
         # at initialisation a Q score has the K score's distribution (the same random matrices, transposed)
         ("Q, induction x other layer-0", "K untrained, induction x other layer-0"),
