@@ -91,3 +91,52 @@ def test_the_induction_summary_finds_the_steepest_drop_and_a_step() -> None:
     }
     assert derived.steepest(seed) == (100, 2.9, 1.0)
     assert derived.at_step(seed, 150, "repeat_loss") == 0.5
+
+
+def test_the_induction_derivations_of_a_controlled_run() -> None:
+    derived = script("induction_heads/derived.py")
+    uniform = 4.0  # 3/4 of it: 3.0; 1/4 of it: 1.0
+    seed = {
+        "uniform_loss": uniform,
+        "curve": [
+            {"step": s, "repeat_loss": x} for s, x in [(0, 3.9), (10, 3.2), (20, 2.0), (30, 0.9), (40, 0.5)]
+        ],
+    }
+    assert derived.transition(seed) == (10, 30)  # last above 3.0, first after it below 1.0
+    assert derived.at_least(2, [0.5, 0.5]) == pytest.approx(0.25)
+    assert derived.at_least(1, [0.5, 0.5]) == pytest.approx(0.75)
+    assert derived.at_least(1, [0.1, 0.2, 0.0]) == pytest.approx(1 - 0.9 * 0.8)
+    assert derived.block_mean([[1.0, 2.0], [3.0, 4.0]], [1], [0, 1]) == 3.5
+    assert math.isnan(derived.block_mean([[1.0]], [], [0]))
+
+
+def test_the_induction_summary_tables_the_controls_and_the_k_partners() -> None:
+    summarize = script("induction_heads/summarize.py")
+    chosen = {"chosen": 2.0, "controls": [1.0, 1.5], "rank": 1, "p": 1 / 3}
+    seed = {
+        "seed": 4,
+        "random_controls": {
+            "top_half_by_induction_score": {
+                "heads": [[1, 0], [1, 1]],
+                "kind": "overlapping",
+                "sets": [[[1, 2], [1, 3]], [[1, 0], [1, 2]]],
+                "zero": chosen,
+                "mean": {**chosen, "controls": [], "rank": 1, "p": 1.0},
+            }
+        },
+        "previous_token_scores": [[0.1, 0.2, 0.7, 0.4]],
+        "previous_token_heads": [[0, 2], [0, 3]],
+        "k_composition": {
+            "partners": {
+                "offset_0": {"L1H0": {"layer_0_head": 2, "is_previous_token_head": True}},
+                "mean_over_offsets": {"L1H0": {"layer_0_head": 1, "is_previous_token_head": False}},
+            }
+        },
+    }
+    row = summarize.controls_table([seed]).splitlines()[2]
+    assert row == (
+        "| 4 | top half by induction score | L1H0 L1H1 | overlapping | 2 | 2.000 -> 1.250 [1.000, 1.500] | "
+        "1, 0.333 | 2.000 -> none | 1, 1.000 |"
+    )
+    partners = summarize.partners_table([seed]).splitlines()[2]
+    assert partners == "| 4 | L0H2 (0.700) L0H3 (0.400) | L1H0: L0H2; L0H1 | 1 of 1; 0 of 1 |"

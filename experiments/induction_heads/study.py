@@ -4,19 +4,23 @@
 
 Trains one seed on ``data.kind=repeated_segments`` (random letters whose end repeats a random segment of
 random length; the loss is on the repeat after its first letter), evaluating every ``--eval-every`` steps
-the loss on the repeat, the loss inside the first occurrence (random letters: nothing to learn) and every
-head's induction score. On the trained model: every head's induction and previous-token scores,
-activation patching of each head's output from clean sequences into ones whose first occurrence is
-replaced by other letters (metric: minus the loss on the repeat), and zero and mean ablation of the
-induction heads, of layer 0's previous-token heads and of every other head (the control), each group
-together. Writes ``seed<N>.json``.
+the loss on the repeat and every head's induction score. On the trained model: every head's induction
+and previous-token scores; activation patching of each head's output from clean sequences into ones
+whose first occurrence is replaced by other letters (metric: minus the loss on the repeat); zero and
+mean ablation of the induction heads, of layer 0's previous-token heads and of every other head, each
+group together; the same ablations of ``--controls`` random head sets of each group's size and layer,
+so that a group is set against sets that could matter as much; and the K- and Q-composition scores of
+every layer-1 head with every layer-0 head, read from the weights (Elhage et al. 2021). Writes
+``seed<N>.json``.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
+import random
 import string
 import time
 from dataclasses import asdict, dataclass
@@ -28,7 +32,9 @@ from torch import Tensor, nn
 from torch.utils.data import default_collate
 
 from attnlab.data import build_datamodule
-from attnlab.explain import ablate, patch_heads
+from attnlab.explain import ablate, ablated, patch_heads
+from attnlab.explain.ablation import site_means
+from attnlab.explain.composition import composition_scores
 from attnlab.explain.induction import induction_scores, previous_token_scores, repeats
 from attnlab.models import build_model
 from attnlab.schema.data import IGNORE_INDEX
@@ -58,6 +64,7 @@ class Size:
     d_ff: int = 0  # 0: attention-only layers (Olsson et al.'s smallest models)
     init_std: float = 0.1
     warmup: int = 100  # steps of linear learning-rate warm-up
+    controls: int = 20  # random head sets of the induction set's size, ablated as a control
 
 
 def build(seed: int, size: Size) -> tuple[nn.Module, object]:
@@ -94,16 +101,6 @@ def repeat_loss(model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
     return F.cross_entropy(logits.transpose(1, 2), batch["labels"], ignore_index=IGNORE_INDEX)
 
 
-def first_occurrence_loss(model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
-    """The mean cross-entropy of the first occurrence's tokens after its first (random: ln 26 at best)."""
-    second, length = repeats(batch["labels"])
-    ids = batch["input_ids"]
-    targets = torch.full_like(ids, IGNORE_INDEX)
-    for b, (s, n) in enumerate(zip(second.tolist(), length.tolist())):
-        targets[b, s - n : s - 1] = ids[b, s - n + 1 : s]
-    return F.cross_entropy(model.logits(batch).transpose(1, 2), targets, ignore_index=IGNORE_INDEX)
-
-
 def corrupted(batch: dict[str, Tensor], letter_ids: Tensor, seed: int) -> dict[str, Tensor]:
     """The batch with each row's first occurrence replaced by other random letters."""
     generator = torch.Generator().manual_seed(seed)
@@ -120,7 +117,6 @@ def evaluate(model: nn.Module, batch: dict[str, Tensor], step: int) -> dict:
         return {
             "step": step,
             "repeat_loss": float(repeat_loss(model, batch)),
-            "first_occurrence_loss": float(first_occurrence_loss(model, batch)),
             "induction_scores": scores.tolist(),
             "top_induction_score": float(scores.max()),
         }
@@ -203,7 +199,21 @@ def analyse(model: nn.Module, dm: object, size: Size, seed: int) -> dict:
         "previous_token_heads": [list(h) for h in heads["previous_token"]],
         "control_heads": [list(h) for h in heads["control"]],
         "ablation": ablations(model, batch, reference, heads),
+        "random_controls": random_controls(model, batch, reference, chosen_sets(scores, heads), size, seed),
+        "k_composition": k_composition(model, size.seq_len, heads),
     }
+
+
+def chosen_sets(scores: Tensor, heads: dict[str, list]) -> dict[str, list[tuple[int, int]]]:
+    """The head sets whose ablation is set against random size-matched sets of their layer: the
+    induction heads, layer 1's top half by induction score (which has controls even when every head
+    of the layer is an induction head) and layer 0's previous-token heads (where there are any)."""
+    sets = {
+        "induction_heads": heads["induction"],
+        "top_half_by_induction_score": top_heads(scores, 1, scores.shape[1] // 2),
+        "previous_token_heads": heads["previous_token"],
+    }
+    return {name: group for name, group in sets.items() if group}
 
 
 def roles(scores: Tensor, previous: Tensor) -> dict[str, list[tuple[int, int]]]:
@@ -249,10 +259,88 @@ def ablations(
     return out
 
 
+def control_sets(n_heads: int, chosen: list[tuple[int, int]], count: int, seed: int) -> tuple[str, list]:
+    """``count`` random head sets of ``chosen``'s size from its layer, drawn without replacement: from the
+    layer's other heads when they make ``count`` sets ("disjoint"), else from every set of the layer but
+    ``chosen`` itself ("overlapping", as many as there are up to ``count``); ("none", []) when no set is
+    left or ``chosen`` spans two layers."""
+    layer, size = chosen[0][0], len(chosen)
+    others = [(layer, h) for h in range(n_heads) if (layer, h) not in chosen]
+    sets, kind = [list(c) for c in itertools.combinations(others, size)], "disjoint"
+    if len(sets) < count:
+        every = itertools.combinations([(layer, h) for h in range(n_heads)], size)
+        sets, kind = [list(c) for c in every if sorted(c) != sorted(chosen)], "overlapping"
+    if not sets or any(h[0] != layer for h in chosen):
+        return "none", []
+    return kind, random.Random(seed).sample(sets, min(count, len(sets)))
+
+
+def top_heads(scores: Tensor, layer: int, count: int) -> list[tuple[int, int]]:
+    """The ``count`` heads of ``layer`` with the highest scores."""
+    return sorted((layer, int(h)) for h in scores[layer].argsort(descending=True)[:count])
+
+
+def random_controls(
+    model: nn.Module,
+    batch: dict[str, Tensor],
+    reference: list[dict[str, Tensor]],
+    chosen: dict[str, list[tuple[int, int]]],
+    size: Size,
+    seed: int,
+) -> dict[str, dict]:
+    """For each chosen head set (by name), zero and mean ablation of random size-matched sets of its
+    layer (``control_sets``) beside its own: the loss on the repeat with each set ablated, and where the
+    chosen set ranks among them (``rank_among``)."""
+
+    def loss(b: dict[str, Tensor]) -> Tensor:
+        return repeat_loss(model, b)
+
+    sites = [f"layers.{layer}.attn_heads" for layer in range(2)]
+    means = {"zero": None, "mean": site_means(model, reference, sites)}
+    out = {}
+    for name, heads in chosen.items():
+        kind, sets = control_sets(size.n_heads, heads, size.controls, seed)
+        out[name] = {
+            "heads": [list(h) for h in heads],
+            "kind": kind,
+            "sets": [[list(h) for h in s] for s in sets],
+        }
+        for mode, m in means.items():
+            own = ablated(model, batch, loss, [head_name(*h) for h in heads], m)
+            losses = [ablated(model, batch, loss, [head_name(*h) for h in s], m) for s in sets]
+            rank, p = rank_among(own, losses)
+            out[name][mode] = {"chosen": own, "controls": losses, "rank": rank, "p": p}
+    return out
+
+
+def rank_among(own: float, losses: list[float]) -> tuple[int, float]:
+    """A chosen set's rank among its control sets by the loss their ablation leaves (1: highest), and
+    the share of all sets, itself counted, that leave at least its loss (a permutation p-value)."""
+    return 1 + sum(x > own for x in losses), (1 + sum(x >= own for x in losses)) / (1 + len(losses))
+
+
+def k_composition(model: nn.Module, seq_len: int, heads: dict[str, list]) -> dict:
+    """K-composition scores of every layer-1 head with every layer-0 head (``attnlab.explain.composition``):
+    without rotation (offset 0) and averaged over the query-key distances 1 to ``seq_len - 1``; each
+    induction head's top layer-0 partner by each, and whether it is a previous-token head."""
+    plain = composition_scores(model, kind="k", offset=0)
+    rotated = torch.stack([composition_scores(model, kind="k", offset=o) for o in range(1, seq_len)]).mean(0)
+    previous = [h for _, h in heads["previous_token"]]
+    out: dict = {"offset_0": plain.tolist(), "mean_over_offsets": rotated.tolist(), "partners": {}}
+    out["q_composition_offset_0"] = composition_scores(model, kind="q").tolist()  # the other way to read
+    for name, matrix in (("offset_0", plain), ("mean_over_offsets", rotated)):
+        partners = {f"L{layer}H{h}": int(matrix[h].argmax()) for layer, h in heads["induction"] if layer == 1}
+        out["partners"][name] = {
+            head: {"layer_0_head": p, "is_previous_token_head": p in previous} for head, p in partners.items()
+        }
+    return out
+
+
 def run(seed: int, size: Size, verbose: bool = False) -> dict:
     """Train one seed and analyse it; every figure of the study for that seed."""
     start, cpu = time.perf_counter(), time.process_time()
     model, dm = build(seed, size)
+    untrained = composition_scores(model, kind="k").tolist()  # the scores' level before any learning
     held_out = rows(dm, "val", 0, size.eval_rows)
     curve = train(model, dm, size, held_out, verbose)
     uniform = math.log(LETTERS)
@@ -265,9 +353,9 @@ def run(seed: int, size: Size, verbose: bool = False) -> dict:
         "phase_change_step": first_step(curve, "repeat_loss", below=uniform / 2),
         "induction_step": first_step(curve, "top_induction_score", above=INDUCTION),
         "final_repeat_loss": curve[-1]["repeat_loss"],
-        "final_first_occurrence_loss": curve[-1]["first_occurrence_loss"],
         "curve": curve,
         **analysis,
+        "k_composition_untrained": untrained,
         "wall_s": time.perf_counter() - start,
         "cpu_s": time.process_time() - cpu,
     }

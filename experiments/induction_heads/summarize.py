@@ -123,6 +123,57 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def controls_table(results: list[dict]) -> str:
+    """Each seed's chosen head sets against random size-matched sets of their layer: the loss on the
+    repeat with the chosen set ablated, the control sets' mean and range, the chosen set's rank among
+    them and the permutation p-value (zero and mean ablation)."""
+    lines = [
+        "| seed | set | heads | controls drawn | sets | zero: chosen -> controls mean [min, max] | rank, p | "
+        "mean: chosen -> controls mean [min, max] | rank, p |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        for name, c in r["random_controls"].items():
+            cells = [str(r["seed"]), name.replace("_", " "), " ".join(head(h) for h in c["heads"]), c["kind"]]
+            cells.append(str(len(c["sets"])))
+            for mode in ("zero", "mean"):
+                m = c[mode]
+                spread = (
+                    f"{statistics.mean(m['controls']):.3f} [{min(m['controls']):.3f}, {max(m['controls']):.3f}]"
+                    if m["controls"]
+                    else "none"
+                )
+                cells += [f"{m['chosen']:.3f} -> {spread}", f"{m['rank']}, {m['p']:.3f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def partners_table(results: list[dict]) -> str:
+    """Each seed's induction heads with their top K-composition partner in layer 0 (without rotation and
+    averaged over the query-key distances), and whether it is a previous-token head."""
+    lines = [
+        "| seed | previous-token heads | induction head: top K partner (offset 0; mean over offsets) | "
+        "partners that are previous-token heads |",
+        "|---|---|---|---|",
+    ]
+    for r in results:
+        partners = r["k_composition"]["partners"]
+        plain, rotated = partners["offset_0"], partners["mean_over_offsets"]
+        pairs = " ".join(
+            f"{h}: L0H{plain[h]['layer_0_head']}; L0H{rotated[h]['layer_0_head']}" for h in plain
+        )
+        hits = sum(p["is_previous_token_head"] for p in plain.values())
+        hits_rotated = sum(p["is_previous_token_head"] for p in rotated.values())
+        cells = [
+            str(r["seed"]),
+            previous_token_heads(r),
+            pairs,
+            f"{hits} of {len(plain)}; {hits_rotated} of {len(rotated)}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def phase_change_figure(results: list[dict], path: Path) -> None:
     """Each seed's loss on the repeat (solid, left axis) and top induction score (dotted, right axis)
     over training, a vertical dashed line at each seed's phase change step, the legend below the axes."""
@@ -131,15 +182,24 @@ def phase_change_figure(results: list[dict], path: Path) -> None:
     fig = Figure(figsize=(8, 5), layout="constrained")
     ax = fig.subplots()
     twin = ax.twinx()
-    for r, colour in zip(results, ("tab:blue", "tab:green", "tab:red", "tab:purple")):
+    from matplotlib import colormaps
+
+    many = len(results) > 4  # then one legend entry per seed (its colour), the line styles in the title
+    for r, colour in zip(results, colormaps["tab10"].colors * 2):
         steps = [p["step"] for p in r["curve"]]
-        ax.plot(steps, [p["repeat_loss"] for p in r["curve"]], color=colour, label=f"seed {r['seed']}: loss")
+        name = f"seed {r['seed']}"
+        ax.plot(
+            steps,
+            [p["repeat_loss"] for p in r["curve"]],
+            color=colour,
+            label=name if many else f"{name}: loss",
+        )
         twin.plot(
             steps,
             [p["top_induction_score"] for p in r["curve"]],
             color=colour,
             linestyle=":",
-            label=f"seed {r['seed']}: top induction score",
+            label=None if many else f"{name}: top induction score",
         )
         if r["phase_change_step"] is not None:
             ax.axvline(
@@ -147,7 +207,7 @@ def phase_change_figure(results: list[dict], path: Path) -> None:
                 color=colour,
                 linestyle="--",
                 linewidth=1,
-                label=f"seed {r['seed']}: phase change, step {r['phase_change_step']}",
+                label=None if many else f"{name}: phase change, step {r['phase_change_step']}",
             )
     uniform = results[0]["uniform_loss"]
     ax.axhline(uniform, color="grey", linestyle="-.", linewidth=1, label="ln 26: a uniform guess")
@@ -160,9 +220,9 @@ def phase_change_figure(results: list[dict], path: Path) -> None:
     twin.set_ylim(0, 1)
     ax.set_ylim(0, uniform * 1.05)
     handles = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
-    fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncol=3)
+    fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncol=6 if many else 3)
     ax.set_title(
-        "the phase change: loss on the repeat falls as the induction score rises "
+        "the phase change: loss on the repeat (solid) falls as the top induction score (dotted) rises\n"
         "(dashed: the step the loss first falls below ln 26 / 2)",
         fontsize=9,
     )
@@ -179,8 +239,14 @@ def heads_figure(r: dict, path: Path) -> None:
         "previous-token score": r["previous_token_scores"],
         "patching: share of the loss restored": r["patching_restored"],
     }
-    fig = Figure(figsize=(11, 2.8), layout="constrained")
-    for ax, (title, values) in zip(fig.subplots(1, 3), panels.items()):
+    if "k_composition" in r:
+        panels["K-composition, offset 0 (row: layer-1 head, column: layer-0 head)"] = r["k_composition"][
+            "offset_0"
+        ]
+    wide = len(r["induction_scores"][0]) > 4
+    fig = Figure(figsize=(14, 7) if wide else (11, 2.8), layout="constrained")
+    axes = fig.subplots(2, 2).flatten() if wide else fig.subplots(1, len(panels))
+    for ax, (title, values) in zip(axes, panels.items()):
         values = np.array(values)
         image = ax.imshow(values, cmap="viridis", vmin=min(0.0, values.min()), vmax=max(1.0, values.max()))
         for (i, j), v in np.ndenumerate(values):
@@ -188,7 +254,12 @@ def heads_figure(r: dict, path: Path) -> None:
                 j, i, f"{v:.2f}", ha="center", va="center", fontsize=8, color="white" if v < 0.6 else "black"
             )
         ax.set_xticks(range(values.shape[1]), [f"head {h}" for h in range(values.shape[1])], fontsize=8)
-        ax.set_yticks(range(values.shape[0]), [f"layer {i}" for i in range(values.shape[0])], fontsize=8)
+        rows = (
+            [f"layer {i}" for i in range(values.shape[0])]
+            if values.shape[0] == 2
+            else [f"L1H{i}" for i in range(values.shape[0])]
+        )
+        ax.set_yticks(range(values.shape[0]), rows, fontsize=8)
         ax.set_title(title, fontsize=9)
         fig.colorbar(image, ax=ax, shrink=0.8)
     fig.suptitle(f"seed {r['seed']}: every head after training", fontsize=10)
@@ -202,7 +273,14 @@ def main() -> None:
     results = [json.loads(p.read_text()) for p in sorted(args.results.glob("seed*.json"))]
     if not results:
         raise SystemExit(f"error: no seed*.json in {args.results}: run study.py first")
-    (args.results / "summary.md").write_text(table(results), encoding="utf-8")
+    text = table(results)
+    if all("random_controls" in r for r in results):
+        text += (
+            "\nRandom size-matched controls (loss on the repeat with the set ablated):\n\n"
+            + controls_table(results)
+        )
+        text += "\nK-composition partners of the induction heads:\n\n" + partners_table(results)
+    (args.results / "summary.md").write_text(text, encoding="utf-8")
     phase_change_figure(results, args.results / "plots" / "phase_change.png")
     for r in results:
         heads_figure(r, args.results / "plots" / f"heads_seed{r['seed']}.png")
