@@ -161,15 +161,6 @@ def signalled_after_first_shard(
     return started.result(timeout=120), started.pid
 
 
-def group_is_gone(pgid: int) -> bool:
-    processes.wait_until_group_is_gone(pgid)
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 @pytest.mark.process_contract("signals")
 def test_a_signal_to_prepare_or_its_group_ends_it_in_one_line_and_the_rerun_continues(
     small_corpus: Path, tmp_path: Path
@@ -191,7 +182,7 @@ def test_a_signal_to_prepare_or_its_group_ends_it_in_one_line_and_the_rerun_cont
             assert result.stderr.splitlines() == [f"interrupted by {name} during prepare"], (
                 f"{case}: {result.stderr}"
             )
-            assert group_is_gone(group), f"{case}: a process of its group is left"
+            assert processes.live_processes_of_group(group) == [], f"{case}: a process of its group is left"
             assert not read_manifest(out)["complete"] and read_manifest(out)["shards"], case
             check(prepare_here(args, tmp_path))
             assert shard_bytes(out) == shard_bytes(small_corpus / "full"), case
