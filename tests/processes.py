@@ -184,6 +184,30 @@ def wait_until_group_is_gone(pgid: int, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+def live_processes_of_group(pgid: int, timeout: float = 30.0) -> list[int]:
+    """The processes of the group ``pgid`` still running once they have had ``timeout`` seconds to end
+    (an empty list as soon as none is). Zombies are left out: an ended process whose parent ended first
+    waits for init to reap it, which some containers' init never does."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = [pid for pid, group, state in process_table() if group == pgid and state != "Z"]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+def process_table() -> list[tuple[int, int, str]]:
+    """(pid, process group, state) of every process of this machine, from /proc."""
+    table = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()  # after "pid (name)": state, ppid, pgrp
+        except OSError:  # ended meanwhile
+            continue
+        table.append((int(stat.parent.name), int(fields[2]), fields[0]))
+    return table
+
+
 def spawn_ranks(
     function: Callable[..., None], nprocs: int, *args: object, start_method: str = "spawn"
 ) -> None:

@@ -130,8 +130,12 @@ def test_export_loads_in_transformers_with_attnlabs_numbers(
     from attnlab.models.hf import load_hf
 
     out = tmp_path / arch
+    bars = transformers.utils.logging.is_progress_bar_enabled()
     code, err = export(checkpoint(arch), out, capsys)
     assert code == 0, err
+    # its check that the folder loads draws no "Loading weights" bar, and leaves transformers' bars as they were
+    assert "Loading weights" not in err and "it/s]" not in err, err
+    assert transformers.utils.logging.is_progress_bar_enabled() == bars
     loaded = load_checkpoint(checkpoint(arch))
     ours = loaded.model.eval()
     hf = transformers.AutoModelForCausalLM.from_pretrained(out, attn_implementation="eager").eval()
@@ -216,8 +220,12 @@ def test_encoder_decoders_export_with_attnlabs_logits_and_greedy_tokens(
     from attnlab.models.hf import load_hf
 
     out = tmp_path / arch
+    bars = transformers.utils.logging.is_progress_bar_enabled()
     code, err = export(checkpoint(arch), out, capsys)
     assert code == 0, err
+    # its check that the folder loads draws no "Loading weights" bar, and leaves transformers' bars as they were
+    assert "Loading weights" not in err and "it/s]" not in err, err
+    assert transformers.utils.logging.is_progress_bar_enabled() == bars
     loaded = load_checkpoint(checkpoint(arch))
     ours, tok = loaded.model.eval(), loaded.tokenizer
     hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(out, attn_implementation="eager").eval()

@@ -94,6 +94,32 @@ def test_train_with_the_harness_callback_names_them_before_the_run_directory(
     assert not (tmp_path / "run").exists()
 
 
+def test_a_multirun_with_the_harness_callback_names_them_before_the_sweep_directory(
+    tasks: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A multirun's jobs build their data when they start, in the sweep's folder: the texts are
+    checked against each job's tokenizer before that folder exists, as a single run's are: the texts
+    every job shares, and those of one job whose corpus (so its character vocabulary) lacks them."""
+    from attnlab.data.text import default_corpus
+
+    harness = ["callbacks=harness", "callbacks.harness.tasks=[attnlab_tiny_choice]"]
+    harness.append(f"callbacks.harness.include_path={tasks}")
+    common = [*RUNS["gpt"], *COMMON, *harness, f"hydra.sweep.dir={tmp_path / 'sweep'}"]
+    every_job = command_here(["-m", "seed=1,2", *common], tmp_path, monkeypatch, capsys, "train")
+
+    (tmp_path / "with.txt").write_text(default_corpus()[:20_000] + f"\n{FOREIGN}\n")
+    (tmp_path / "without.txt").write_text(default_corpus()[:20_000])
+    swept = ["-m", "data.path=with.txt", "data.path=with.txt,without.txt", *common]
+    one_job = command_here(swept, tmp_path, monkeypatch, capsys, "train")
+
+    line = refusal("callbacks.harness.tasks", "[attnlab_tiny_choice]").removeprefix("error: ")
+    for result, job in ((every_job, ""), (one_job, "job 1 (data.path=without.txt): ")):
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.splitlines()[0].startswith(f"error: {job}{line}"), result.stderr
+        assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert not (tmp_path / "sweep").exists()
+
+
 def test_a_request_the_tokenizer_cannot_encode_is_named_at_scoring_too(tasks: Path) -> None:
     """The scoring's own check (the harness LM refuses before its first forward): for a run whose texts
     change after its start, or a caller of ``attnlab.harness.evaluate``."""

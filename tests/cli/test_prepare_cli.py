@@ -1,16 +1,25 @@
 """``attnlab-prepare``: killed with SIGKILL mid-way (a process contract, ``kills``) and run again, its
 shards equal an uninterrupted prepare's byte for byte, and a damaged shard stops the rerun in one line;
+SIGINT, SIGTERM and SIGHUP, to the process or to its whole group (a process contract, ``signals``), end
+it in one line with the signal's exit status, no process of its group left, and the rerun continues;
 bad input ends in one line, exit status 2 (its ``main`` in the test's process)."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
-from train_cli import check, command_here, start_cli
+from train_cli import check, cli_env, command_here, start_cli
 
+import attnlab.data.prepare as data_prepare
+import processes
+from attnlab.data import token_workers
 from attnlab.data.prepare import PrepareSettings, prepare
 from attnlab.data.shards import read_manifest
 from token_corpus import documents, write_jsonl, write_parquet, write_tokenizer
@@ -18,6 +27,22 @@ from token_corpus import documents, write_jsonl, write_parquet, write_tokenizer
 pytestmark = pytest.mark.slow
 DOCS = documents(4000, seed=1)  # ~2.8 MB of text, ~35 shards of 20,000 tokens
 OPTIONS = ["--shard-tokens", "20000", "--val-every", "50", "--workers", "1", "--no-progress"]
+# A prepare in a new interpreter that, once its first shard is recorded, creates ``marker`` and waits
+# there (a minute at most) for the test's signal, its two workers tokenising meanwhile.
+WAIT_AFTER_FIRST_SHARD = """
+import sys, time
+from pathlib import Path
+import attnlab.data.prepare as target
+write_manifest = target.write_manifest
+def waiting(*args, **kwargs):
+    write_manifest(*args, **kwargs)
+    Path({marker!r}).touch()
+    time.sleep(60)
+target.write_manifest = waiting
+sys.argv = {argv!r}
+from attnlab.cli.prepare import main
+main()
+"""
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +118,106 @@ def test_a_killed_prepare_run_again_writes_the_uninterrupted_shards(corpus: Path
         f"error: {first}: its bytes do not match manifest.json (size or sha256 differs): the shard is damaged; "
         "delete it and run attnlab-prepare again to rewrite it"
     )
+
+
+@pytest.fixture(scope="module")
+def small_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """800 documents (8 shards of 20,000 tokens) and their tokenizer, and in ``full`` their shards
+    prepared uninterrupted (one worker: the shards do not depend on the number)."""
+    folder = tmp_path_factory.mktemp("small")
+    write_jsonl(folder / "docs.jsonl", DOCS[:800])
+    write_tokenizer(folder / "tokenizer.json", DOCS)
+    full = PrepareSettings(
+        out=str(folder / "full"),
+        inputs=[str(folder / "docs.jsonl")],
+        tokenizer=str(folder / "tokenizer.json"),
+        shard_tokens=20_000,
+        val_every=50,
+        workers=1,
+    )
+    prepare(full, say=lambda line: None)
+    return folder
+
+
+def two_workers(corpus: Path, out: Path) -> list[str]:
+    """The arguments of a prepare of ``small_corpus`` into ``out`` with two tokenising processes."""
+    inputs = [str(corpus / "docs.jsonl"), "--tokenizer", str(corpus / "tokenizer.json"), "--out", str(out)]
+    return [*inputs, "--shard-tokens", "20000", "--val-every", "50", "--workers", "2", "--no-progress"]
+
+
+def signalled_after_first_shard(
+    args: list[str], cwd: Path, marker: Path, signum: int, to_group: bool
+) -> tuple[subprocess.CompletedProcess, int]:
+    """``attnlab-prepare args`` in a new interpreter (a session of its own), sent ``signum`` once its
+    first shard is recorded: to the process, or to its whole group (its workers and multiprocessing's
+    resource tracker too) as Ctrl-C in a terminal or a scheduler sends it; its result once it has ended,
+    and its group's id."""
+    code = WAIT_AFTER_FIRST_SHARD.format(marker=str(marker), argv=["attnlab-prepare", *args])
+    started = processes.start([sys.executable, "-c", code], cwd, cli_env(cwd))
+    while not marker.exists() and started.poll() is None:
+        time.sleep(0.01)
+    if started.poll() is None:
+        (os.killpg if to_group else os.kill)(started.pid, signum)
+    return started.result(timeout=120), started.pid
+
+
+@pytest.mark.process_contract("signals")
+def test_a_signal_to_prepare_or_its_group_ends_it_in_one_line_and_the_rerun_continues(
+    small_corpus: Path, tmp_path: Path
+) -> None:
+    """SIGINT, SIGTERM and SIGHUP, each to the process and to its whole group, while two workers
+    tokenise: the signal's exit status, one line, no traceback (the workers ignore the signals, the
+    parent ends them; the resource tracker is not ended by SIGHUP to print tracebacks when started
+    again), no process of the group left; the same command run again writes the uninterrupted shards."""
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        for to_group in (False, True):
+            case = f"{name} to the {'group' if to_group else 'process'}"
+            out, signum = tmp_path / case.replace(" ", "-"), getattr(signal, name)
+            args = two_workers(small_corpus, out)
+            result, group = signalled_after_first_shard(
+                args, tmp_path, out.with_suffix(".waiting"), signum, to_group
+            )
+
+            assert (result.returncode, result.stdout) == (128 + signum, ""), f"{case}: {result.stderr}"
+            assert result.stderr.splitlines() == [f"interrupted by {name} during prepare"], (
+                f"{case}: {result.stderr}"
+            )
+            assert processes.live_processes_of_group(group) == [], f"{case}: a process of its group is left"
+            assert not read_manifest(out)["complete"] and read_manifest(out)["shards"], case
+            check(prepare_here(args, tmp_path))
+            assert shard_bytes(out) == shard_bytes(small_corpus / "full"), case
+
+
+def test_a_signal_in_process_ends_prepare_in_one_line_and_its_workers_with_it(
+    small_corpus: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """SIGTERM sent to this process as the first shard is recorded, two workers tokenising: exit 143,
+    one line, both workers ended (SIGKILL: they ignore the signal), this process's handlers back; the
+    rerun writes the uninterrupted shards."""
+    workers: list[token_workers.Worker] = []
+    write_manifest = data_prepare.write_manifest
+
+    class Recorded(token_workers.Worker):
+        def __init__(self, tokenizer_file: Path) -> None:
+            super().__init__(tokenizer_file)
+            workers.append(self)
+
+    def signalled(*args: object, **kwargs: object) -> None:
+        write_manifest(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    handlers = {s: signal.getsignal(s) for s in token_workers.PARENT_SIGNALS}
+    args = two_workers(small_corpus, tmp_path / "out")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(token_workers, "Worker", Recorded)
+        patch.setattr(data_prepare, "write_manifest", signalled)
+        result = command_here(args, tmp_path, patch, capsys, command="prepare")
+
+    assert (result.returncode, result.stderr) == (143, "interrupted by SIGTERM during prepare\n")
+    assert [w.process.exitcode for w in workers] == [-signal.SIGKILL] * 2
+    assert {s: signal.getsignal(s) for s in handlers} == handlers
+    check(command_here(args, tmp_path, monkeypatch, capsys, command="prepare"))
+    assert shard_bytes(tmp_path / "out") == shard_bytes(small_corpus / "full")
 
 
 @pytest.mark.parametrize(

@@ -65,12 +65,15 @@ def assert_same_losses(run: Path, reference: Path, **tolerance: float) -> None:
 
 def family_runs(family: str, built_once: Callable[..., Path]) -> tuple[Path, Path]:
     """(the FSDP2 run, the one-process run with the doubled batch, trained in this process) of
-    ``family``, each built once per session."""
+    ``family``, each built once per session; beside the FSDP2 run, ``console.txt``: what its ranks
+    printed."""
     args = [*ARGS, *FAMILIES[family]]
-    sharded = built_once(
-        f"fsdp2-{family}",
-        lambda cwd: check(cli([*args, *FSDP2, "run_dir=run"], cwd, timeout=600)),
-    )
+
+    def fsdp2(cwd: Path) -> None:
+        result = check(cli([*args, *FSDP2, "run_dir=run"], cwd, timeout=600))
+        (cwd / "console.txt").write_text(result.stdout + result.stderr)
+
+    sharded = built_once(f"fsdp2-{family}", fsdp2)
     return sharded / "run", single_run(family, built_once)
 
 
@@ -87,11 +90,15 @@ def test_every_family_trains_under_fsdp2_as_one_process_with_the_doubled_batch(
     """Per step, the same losses and the same clipped norms (that of the global gradient, all shards);
     the checkpoint, gathered on rank 0, is one file of the one-process run's names and shapes. A resume
     on one process with the 2-process run's per-process batch is refused in one line, before its run
-    directory (data.batch_size is per process)."""
+    directory (data.batch_size is per process). No rank prints Lightning's "Initializing distributed"
+    line (train.log keeps rank 0's)."""
     import torch
 
     for family in FAMILIES:
         sharded, single = family_runs(family, built_once)
+        console = (sharded.parent / "console.txt").read_text()
+        assert "Initializing distributed" not in console, console
+        assert "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2" in (sharded / "train.log").read_text()
         losses, expected = series(sharded, "train/loss"), series(single, "train/loss")
         assert sorted(losses) == sorted(expected) == list(range(1, STEPS + 1)), family
         for step in expected:

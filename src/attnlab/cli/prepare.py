@@ -7,7 +7,7 @@
     attnlab-train data=tokens data.path=data/mine
 
 Paths and a few settings, not a run's config: options in argparse's style, as ``attnlab-report``'s.
-A killed prepare continues where it stopped when the same command is run again.
+A killed or interrupted prepare continues where it stopped when the same command is run again.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import argparse
 import sys
 
 from attnlab.data.prepare import PrepareSettings, prepare
+from attnlab.training.signals import interrupted_in_one_line
 
 DEFAULTS = PrepareSettings(out="")
 
@@ -74,7 +75,13 @@ def settings_of(args: argparse.Namespace, p: argparse.ArgumentParser) -> Prepare
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Console script ``attnlab-prepare`` (also ``python -m attnlab.cli.prepare``)."""
+    """Console script ``attnlab-prepare`` (also ``python -m attnlab.cli.prepare``); a signal ends it in
+    one line, its workers with it, and the same command run again continues where it stopped."""
+    with interrupted_in_one_line("prepare"):
+        prepare_command(argv)
+
+
+def prepare_command(argv: list[str] | None = None) -> None:
     p = parser()
     settings = settings_of(p.parse_args(argv), p)
     try:

@@ -26,7 +26,7 @@ from attnlab.cli.hydra.app import checked_by_validation, run_hydra
 from attnlab.cli.hydra.jobs import log_to_file, one_line_per_job, run_job
 from attnlab.cli.hydra.teacher_defaults import check_teacher_run
 from attnlab.run.fit import run_summary, train
-from attnlab.run.prepared import PreparedRun, check_machine, prepare_run
+from attnlab.run.prepared import PreparedRun, check_callbacks_data_of_job, check_machine, prepare_run
 from attnlab.run.pretrained import explicit_model_keys, resolve_init_from
 from attnlab.schema.checks import validate, validate_saved
 from attnlab.schema.errors import ConfigError
@@ -71,17 +71,19 @@ def check_job(config: DictConfig, run_dir: Path | None, overrides: list[str]) ->
     """All that can be checked before the run directory exists: types, rules between fields, the
     pretrained checkpoint of ``model.init_from``, the accelerators, the data's files (their heads), the
     run directory, and the checkpoint to resume from. ``run_dir`` is the directory Hydra will write
-    into (None for a multirun's base config, whose run is checked without building its data)."""
+    into (None for a multirun's base config and its jobs before the first starts, checked without
+    building their data but for a callback that checks it: the harness callback's task texts)."""
     check_teacher_run(config)  # task=distill: the teacher's file, family and task
     run = resolve_init_from(validate(config), explicit_model_keys(overrides))
     check_sweeper(config, run)
     check_machine(run)
     given = run_dir_given(config)
-    if run_dir is None:  # a multirun's base config: every job is checked again
+    if run_dir is None:  # a multirun's base config or one of its jobs: each job is checked again
         if given:
             raise ConfigError(
                 "run_dir", run.run_dir, "a multirun writes one directory per job: set hydra.sweep.dir"
             )
+        check_callbacks_data_of_job(run)  # the harness callback's task texts, before the sweep's folder
         return PreparedRun(run)
     if external_world_size() > 1 and not given:
         raise ConfigError(

@@ -16,10 +16,9 @@ import os
 import shutil
 import sys
 import time
-from collections import deque
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import asdict, dataclass, field
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +37,7 @@ from attnlab.data.shards import (
     write_manifest,
     write_shard,
 )
+from attnlab.data.token_workers import encoded_in_order
 
 MANIFEST_VERSION = 1
 
@@ -124,54 +124,6 @@ def end_of_text_id(path: Path) -> tuple[int, int]:
             f"--tokenizer {path}: has no end-of-text token (<|endoftext|>, </s>, <eos>) to separate documents"
         )
     return eot, tokenizer.vocab_size
-
-
-# -- tokenising in worker processes ------------------------------------------------------------------
-
-_worker_tokenizer = None
-
-
-def start_worker(tokenizer_file: str) -> None:
-    """A worker's one tokenizer, single-threaded: the processes are the parallelism."""
-    global _worker_tokenizer
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
-    from tokenizers import Tokenizer
-
-    _worker_tokenizer = Tokenizer.from_file(tokenizer_file)
-    _worker_tokenizer.encode_special_tokens = True  # "<|endoftext|>" in a text is text, not the token
-
-
-def encode_documents(job: tuple[list[str], int, str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each document's tokens behind the end-of-text token, all in one array; their lengths; their UTF-8 bytes."""
-    texts, eot, dtype = job
-    encoded = _worker_tokenizer.encode_batch(texts, add_special_tokens=False)
-    lengths = np.array([len(e.ids) + 1 for e in encoded], dtype=np.int64)
-    tokens = np.empty(int(lengths.sum()), dtype=dtype)
-    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    tokens[starts] = eot
-    for start, e in zip(starts, encoded, strict=True):
-        tokens[start + 1 : start + 1 + len(e.ids)] = e.ids
-    text_bytes = np.array([len(t.encode("utf-8")) for t in texts], dtype=np.int64)
-    return tokens, lengths, text_bytes
-
-
-def encoded_in_order(
-    jobs: Iterator[tuple[list[int], tuple]], tokenizer_file: Path, workers: int
-) -> Iterator[tuple[list[int], tuple[np.ndarray, np.ndarray, np.ndarray]]]:
-    """The jobs' results in submission order, at most 2 x workers in flight (the input is never read
-    far ahead of the writing, so memory stays flat on a corpus of any size)."""
-    with get_context("spawn").Pool(
-        workers, initializer=start_worker, initargs=(str(tokenizer_file),)
-    ) as pool:
-        pending: deque = deque()
-        for indices, job in jobs:
-            pending.append((indices, pool.apply_async(encode_documents, (job,))))
-            if len(pending) >= 2 * workers:
-                indices, result = pending.popleft()
-                yield indices, result.get()
-        while pending:
-            indices, result = pending.popleft()
-            yield indices, result.get()
 
 
 # -- shards -----------------------------------------------------------------------------------------
@@ -314,11 +266,13 @@ def prepare(settings: PrepareSettings, say: Callable[[str], None] = print) -> di
     writers = {split: split_writer(out, manifest, split, settings.shard_tokens, written) for split in SPLITS}
     progress = Progress(input_size(settings), settings.progress)
     jobs = document_jobs(settings, writers, eot, token_dtype(vocab_size).name, progress)
-    for indices, (tokens, lengths, text_bytes) in encoded_in_order(jobs, tokenizer, settings.workers):
-        ends = np.cumsum(lengths)
-        for index, end, length, size in zip(indices, ends, lengths, text_bytes, strict=True):
-            writers[split_of(index, settings.val_every)].add(index, tokens[end - length : end], int(size))
-        progress.advance(len(tokens), 0)
+    with closing(encoded_in_order(jobs, tokenizer, settings.workers)) as encoded:  # workers ended on any exit
+        for indices, (tokens, lengths, text_bytes) in encoded:
+            ends = np.cumsum(lengths)
+            for index, end, length, size in zip(indices, ends, lengths, text_bytes, strict=True):
+                split = split_of(index, settings.val_every)
+                writers[split].add(index, tokens[end - length : end], int(size))
+            progress.advance(len(tokens), 0)
     for writer in writers.values():
         writer.flush()
     progress.done()

@@ -14,6 +14,8 @@ from __future__ import annotations
 import errno
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,11 +68,34 @@ def load_checked(directory: Path, **options: Any) -> nn.Module:
     import transformers
 
     cls = json.loads((directory / "config.json").read_text())["architectures"][0]
-    model, info = getattr(transformers, cls).from_pretrained(directory, output_loading_info=True, **options)
+    with no_progress_bars():  # transformers' "Loading weights" bar, on stderr of an export that succeeds
+        model, info = getattr(transformers, cls).from_pretrained(
+            directory, output_loading_info=True, **options
+        )
     wrong = {k: v for k, v in info.items() if k != "error_msgs" and v}
     if wrong:
         raise ValueError(f"{cls}: the exported weights do not fit ({wrong})")
     return model.eval()
+
+
+@contextmanager
+def no_progress_bars() -> Iterator[None]:
+    """transformers' progress bars off, then as they were. transformers turns the Hugging Face Hub's bars
+    off and on with its own, so the hub's are put back as they were too."""
+    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    from transformers.utils import logging as transformers_logging
+
+    was_on, hub_was_off = transformers_logging.is_progress_bar_enabled(), are_progress_bars_disabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            transformers_logging.enable_progress_bar()
+        if hub_was_off:
+            disable_progress_bars()
+        else:
+            enable_progress_bars()
 
 
 def special_token_ids(tokenizer: Any, hf_config: dict) -> dict[str, int | None]:

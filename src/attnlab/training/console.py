@@ -44,6 +44,9 @@ def print_summary(lines: dict[str, str]) -> None:
 
 # The loggers through which Lightning prints its rank-zero messages, the tips among them.
 LIGHTNING_LOGGERS = ("pytorch_lightning.utilities.rank_zero", "lightning_fabric.utilities.rank_zero")
+# ... and the one through which every rank of a multi-process run (DDP, FSDP2, tensor parallel) says
+# "Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2"
+LIGHTNING_INFO_LOGGERS = (*LIGHTNING_LOGGERS, "lightning_fabric.utilities.distributed")
 TIP = "\N{ELECTRIC LIGHT BULB} Tip:"
 
 
@@ -55,12 +58,13 @@ class DropTips(logging.Filter):
 
 
 class LightningInfoToFileOnly(logging.Filter):
-    """On a console handler: drops Lightning's rank-zero INFO lines ("GPU available: False, used:
-    False", "`Trainer.fit` stopped: `max_steps=300` reached.", "Restoring states from the checkpoint
-    path at ..."), which the log file keeps; its warnings still show."""
+    """On a console handler: drops Lightning's INFO lines ("GPU available: False, used: False",
+    "`Trainer.fit` stopped: `max_steps=300` reached.", "Restoring states from the checkpoint path at
+    ...", each rank's "Initializing distributed: ..."), which the log file keeps; its warnings still
+    show."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.WARNING or record.name not in LIGHTNING_LOGGERS
+        return record.levelno >= logging.WARNING or record.name not in LIGHTNING_INFO_LOGGERS
 
 
 def quiet_lightning() -> None:

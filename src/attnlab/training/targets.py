@@ -102,3 +102,12 @@ def check_callbacks_data(run: RunConfig, datamodule: Any) -> None:
         check = getattr(cls, "check_data", None)
         if check is not None:
             check(f"callbacks.{name}", {k: v for k, v in c.items() if k != "_target_"}, datamodule)
+
+
+def callbacks_check_data(run: RunConfig) -> bool:
+    """Whether a callback of the run checks the data it will read (``check_data``)."""
+    return any(
+        hasattr(target_class(f"callbacks.{name}._target_", c["_target_"], "Callback"), "check_data")
+        for name, c in run.callbacks.items()
+        if c
+    )
