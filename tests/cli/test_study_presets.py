@@ -114,7 +114,13 @@ def test_nanogpt_baby_preset_is_nanogpts_baby_configuration(tmp_path: Path) -> N
     corpus = write_corpus(tmp_path / "corpus.txt")
     check(
         command_here(
-            ["experiment=nanogpt_baby", f"data.path={corpus}", f"run_dir={tmp_path / 'run'}", *QUICK],
+            [
+                "experiment=nanogpt_baby",
+                f"data.path={corpus}",
+                f"run_dir={tmp_path / 'run'}",
+                "sample.max_new_tokens=0",  # no sample at the end: nothing here reads one
+                *QUICK,
+            ],
             tmp_path,
         )
     )
@@ -184,21 +190,72 @@ def run_script(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     runpy.run_path(argv[0], run_name="__main__")
 
 
-def test_attention_variants_trains_every_variant_and_decides_against_mha_rope(
+VARIANTS_ON_RECALL = ["experiment=attention_variants", "data=recall", "data.seq_len=16", "data.num_val=16"]
+TRAINED_VARIANTS = ["mha_rope", "gqa_alibi", "latent", "deltanet_hybrid"]  # those the report's checks name
+
+
+def sweep_jobs(overrides: list[str], swept: list[str]) -> list[list[str]]:
+    """The overrides of each job of ``attnlab-train -m <overrides> <swept>``, in the order its sweeper
+    runs them, with nothing run: the sweeper's grid over its ``params`` and the command line's sweeps."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.utils import get_class
+
+    from attnlab.cli.hydra.sweep_jobs import sweep_overrides
+    from attnlab.run.configs import register_schemas
+    from attnlab.run.presets import config_dir
+
+    register_schemas()
+    with initialize_config_dir(str(config_dir()), version_base="1.3"):
+        config = compose("train", overrides=overrides, return_hydra_config=True)
+    grid = [*sweep_overrides(config), *OverridesParser.create().parse_overrides(swept)]
+    sweeper = get_class(config.hydra.sweeper._target_)
+    return [job for batch in sweeper.split_arguments(grid, None) for job in batch]
+
+
+def parameters_of(overrides: list[str], datamodule: object = None) -> tuple[str, int, object]:
+    """(run_name, the model's parameters as summary.json counts them, the data module) of the run of
+    ``attnlab-train <overrides>``, composed and its model built, nothing trained; the data module is
+    built unless given (every variant reads the same data)."""
+    from attnlab.run.configs import run_config
+    from attnlab.run.prepared import build_datamodule_for, build_model_for
+    from attnlab.training.summary import count_parameters
+
+    run = run_config(overrides)
+    datamodule = datamodule or build_datamodule_for(run)
+    return run.run_name, count_parameters(build_model_for(run, datamodule)), datamodule
+
+
+def test_attention_variants_sweep_runs_every_variant_seed_by_seed_at_matched_parameters() -> None:
+    """experiment=attention_variants at two seeds, composed and its models built, none trained: 32 jobs,
+    every variant of seed 1, then the same of seed 2 (the interleaved order), each variant's run named
+    by it, mha_rope first, and every variant's parameters within 1% of mha_rope's."""
+    jobs = sweep_jobs(VARIANTS_ON_RECALL, ["seed=1,2"])
+    assert len(jobs) == 32 and [job[0] for job in jobs] == ["seed=1"] * 16 + ["seed=2"] * 16
+    assert [job[1:] for job in jobs[:16]] == [job[1:] for job in jobs[16:]]  # the seed is the only change
+    params, datamodule = {}, None
+    for job in jobs[:16]:
+        name, params[name], datamodule = parameters_of(job, datamodule)
+        assert f"+variant={name}" in job
+    assert next(iter(params)) == "mha_rope" and len(params) == 16
+    assert all(abs(n / params["mha_rope"] - 1) < 0.01 for n in params.values()), params  # matched
+
+
+def test_attention_variants_trains_evaluates_and_decides_against_mha_rope(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    """experiment=attention_variants on associative recall, its 16 variants at two seeds for two steps
-    (in the interleaved order), evaluated at 1x and 2x, then the report against mha_rope, whose
-    configurations are the variants' names, and the study's lengths_significance.py and sizes.py."""
+    """experiment=attention_variants on associative recall, four of its variants (the sweeper's list
+    replaced on the command line) at two seeds for two steps, in the interleaved order, evaluated at 1x
+    and 2x, then the report against mha_rope, whose configurations are the variants' names, and the
+    study's lengths_significance.py and sizes.py."""
     from attnlab.cli.eval import main as evaluate
 
     runs = tmp_path / "runs" / "recall"
-    sweep = ["experiment=attention_variants", "data=recall", "data.seq_len=16", "data.num_val=16", "seed=1,2"]
+    sweep = [*VARIANTS_ON_RECALL, "seed=1,2", f"+variant={','.join(TRAINED_VARIANTS)}"]
     check(command_here([*sweep, f"hydra.sweep.dir={runs}", *QUICK], tmp_path))
     jobs = jobs_in(runs)
     names = [saved_config(job)["run_name"] for job in jobs]
-    assert len(jobs) == 32 and names[:16] == names[16:]  # every variant of seed 1, then of seed 2
-    assert names[0] == "mha_rope" and len(set(names)) == 16
+    assert names == TRAINED_VARIANTS * 2  # every variant of seed 1, then of seed 2
     params = {
         saved_config(j)["run_name"]: json.loads((j / "summary.json").read_text())["n_params"] for j in jobs
     }
