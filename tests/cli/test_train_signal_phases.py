@@ -3,8 +3,11 @@ Lightning's setup, after the last validation, the final test, the sample) ends t
 exit 130 / 143, ``summary.json`` ``interrupted`` with the phase, the resume command printed and no
 traceback; that command then finishes the run as an uninterrupted one finishes it.
 
-Each signalled run is a process (the signal is delivered to it by the kernel, its exit status is the
-interpreter's); the uninterrupted run and the resumes run in this process (``command_here``)."""
+Every run is in this process (``command_here``): the signal is sent by ``os.kill`` to this process from
+the phase (fault_injection.SignalInPhase), the handler the run installed raises, and its exit status
+comes back as SystemExit, as for the other commands (test_command_signal_phases.py). Signals from
+another process to a real run, each ending the interpreter with that status, are
+test_train_interrupts.py's."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from in_process import restored
-from train_cli import TEXT, TINY, check, cli, command_here, csv_series
+from train_cli import TEXT, TINY, check, command_here, csv_series
 
 pytestmark = pytest.mark.slow
 ARGS = [*TINY, *TEXT, "model=gpt-tiny", "model.dropout=0.1", "logger=csv", "sample.max_new_tokens=8"]
@@ -37,7 +40,6 @@ def test_metrics(run_dir: Path) -> dict[str, float]:
 test_metrics.__test__ = False  # a helper, not a test
 
 
-@pytest.mark.process_contract("signals")
 @pytest.mark.parametrize(
     ("phase", "name", "summary_phase"),
     [
@@ -53,7 +55,8 @@ def test_a_signal_in_any_phase_ends_the_run_with_its_status_and_an_exact_resume(
 ) -> None:
     cwd, run_dir = full.parent, full.parent / f"{phase}-{name}"
     stop = f"+callbacks.stop={{_target_:fault_injection.SignalInPhase,phase:{phase},signal:{name}}}"
-    stopped = cli([*ARGS, f"run_dir={run_dir.name}", stop], cwd, timeout=300)
+    with restored():  # the policy's handlers, the replaced generate and the signal's own state put back
+        stopped = command_here([*ARGS, f"run_dir={run_dir.name}", stop], cwd)
     assert stopped.returncode == 128 + getattr(signal, name), stopped.stderr
     assert "Traceback" not in stopped.stderr, stopped.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
