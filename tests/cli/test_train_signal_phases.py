@@ -5,9 +5,8 @@ traceback; that command then finishes the run as an uninterrupted one finishes i
 
 Every run is in this process (``command_here``): the signal is sent by ``os.kill`` to this process from
 the phase (fault_injection.SignalInPhase), the handler the run installed raises, and its exit status
-comes back as SystemExit, as for the other commands (test_command_signal_phases.py). Signals from
-another process to a real run, each ending the interpreter with that status, are
-test_train_interrupts.py's."""
+comes back as SystemExit, as for the other commands (test_command_signal_phases.py). A real interpreter ended with a signal's status: SIGTERM in
+test_train_interrupts.py; signals from another process: test_command_process_faults.py."""
 
 from __future__ import annotations
 
