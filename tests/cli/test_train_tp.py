@@ -30,6 +30,12 @@ FSDP2_GPT = FSDP2_FAMILIES["gpt"]
 
 
 FAMILIES = {"gpt": GPT, "seq2seq": ["experiment=tiny_seq2seq", "data.batch_size=8"]}  # cross-attention too
+# How each family's tensor-parallel run splits: the GPT's also along the sequence between the
+# projections, its split layers' elementwise ops recomputed in the backward pass; the seq2seq's plainly.
+SPLITS = {
+    "gpt": [*TP, "trainer.sequence_parallel=true", "trainer.activation_checkpointing=selective"],
+    "seq2seq": TP,
+}
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +48,7 @@ def family_runs(family: str, built_once: Callable[..., Path]) -> tuple[Path, Pat
     """(the tensor-parallel run, the one-process run, trained in this process) of ``family``, each
     built once per session."""
     args = [*ARGS, *FAMILIES[family], "run_dir=run"]
-    split = built_once(f"tp-{family}", lambda cwd: check(cli([*args, *TP], cwd, timeout=600)))
+    split = built_once(f"tp-{family}", lambda cwd: check(cli([*args, *SPLITS[family]], cwd, timeout=600)))
     single = built_once(f"tp-single-{family}", lambda cwd: check(command_here(args, cwd)))
     return split / "run", single / "run"
 
@@ -63,8 +69,10 @@ def assert_trains_like(run: Path, single: Path) -> None:
 def test_each_family_trains_as_one_process_and_its_checkpoint_consolidates(
     built_once: Callable[..., Path], tmp_path: Path
 ) -> None:
-    """GPT (grouped-query attention, RoPE, SwiGLU) and seq2seq (cross-attention too): one process's
-    per-step losses and clipped norms. The split projections (self-attention's q/k/v, cross-attention's
+    """GPT (grouped-query attention, RoPE, SwiGLU; sequence parallel: the residual stream split along
+    the sequence between the projections, RoPE's positions, the causal mask and the loss over the whole
+    sequence, with selective recomputation) and seq2seq (plain tensor parallel, cross-attention too):
+    one process's per-step losses and clipped norms over 20 steps. The split projections (self-attention's q/k/v, cross-attention's
     k/v) joined back by attnlab-consolidate: the unsplit model's names and the one-process run's
     values, which attnlab-sample continues a prompt from and attnlab-compress writes as int8, read by
     attnlab-sample too. An FSDP2 checkpoint (fused projections, which tensor parallel's shards are not
@@ -105,21 +113,6 @@ def test_each_family_trains_as_one_process_and_its_checkpoint_consolidates(
     assert not (tmp_path / "new").exists()
 
 
-@pytest.mark.process_contract("ranks")
-def test_sequence_parallel_with_selective_recomputation_matches_one_process(
-    gpt_runs: tuple[Path, Path], tmp_path: Path
-) -> None:
-    """The residual stream split along the sequence between the projections (RoPE's positions, the
-    causal mask and the loss over the whole sequence), each split layer's elementwise ops recomputed in
-    the backward pass (``trainer.activation_checkpointing=selective``): one process's per-step losses
-    and clipped gradient norms, 20 steps, GPT with grouped-query attention, RoPE and SwiGLU."""
-    _, single = gpt_runs
-    args = [*ARGS, *GPT, *TP, "trainer.sequence_parallel=true", "trainer.activation_checkpointing=selective"]
-    args += ["run_dir=run"]
-    check(cli(args, tmp_path, timeout=600))
-    assert_trains_like(tmp_path / "run", single)
-
-
 @pytest.mark.process_contract("kills")
 def test_a_tensor_parallel_checkpoint_resumes_in_one_process(
     gpt_runs: tuple[Path, Path], tmp_path: Path
@@ -129,7 +122,7 @@ def test_a_tensor_parallel_checkpoint_resumes_in_one_process(
     them, and the next steps' losses are those of the uninterrupted tensor-parallel run."""
     split, _ = gpt_runs
     args = [*ARGS, *GPT, "run_dir=run"]
-    kill_after_first_checkpoint([*args, *TP], tmp_path)
+    kill_after_first_checkpoint([*args, *SPLITS["gpt"]], tmp_path)
     check(command_here([*args, "ckpt_path=last"], tmp_path))
     losses, expected = series(tmp_path / "run", "train/loss"), series(split, "train/loss")
     resumed = sorted(step for step in losses if step > 10)
