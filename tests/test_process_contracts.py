@@ -128,3 +128,14 @@ def test_a_kind_outside_the_list_fails_the_test(request: pytest.FixtureRequest) 
         pytest.fail.Exception, match=r"process_contract\('threads'\): the kind must be one of"
     ):
         processes.start(["true"], Path.cwd())
+
+
+def test_a_run_forked_from_the_preloaded_server_serves_only_kills(request: pytest.FixtureRequest) -> None:
+    """A forked child is no new interpreter (its start and end are the fork server's): a test of another
+    kind is refused before anything is forked."""
+    request.node.add_marker(pytest.mark.process_contract("signals"))  # after collection: not counted
+    with pytest.raises(
+        pytest.fail.Exception,
+        match=r"process_contract\('signals'\): a run forked from the preloaded server serves only tests of kills",
+    ):
+        processes.start_preloaded("attnlab.cli.train:main", ["attnlab-train"], Path.cwd(), {})
