@@ -179,15 +179,14 @@ def start(
     return Started(argv, cwd, env, log)
 
 
-# What a run of attnlab-train or attnlab-prepare imports (about 6 CPU-s in a new interpreter): the fork
-# server imports it once, each child is forked with it; what is left out, a child imports for itself.
+# What a run of attnlab-train imports (about 6 CPU-s in a new interpreter): the fork server imports it
+# once, each child is forked with it; what is left out, a child imports for itself.
 PRELOADED = [
     "processes",  # the children's entry point (and pytest)
     "torch",
     "pytorch_lightning",
     "wandb",
     "attnlab.cli.train",
-    "attnlab.cli.prepare",
     "attnlab.data.module",
     "attnlab.tasks",
     "attnlab.models.hf",
