@@ -8,11 +8,18 @@ that the test running now carries that marker (``tests/conftest.py`` records the
 a process started by an unmarked test, or by one of its fixtures, fails it with a one-line message.
 ``tests/test_process_contracts.py`` fails on a test file that starts a process by any other way, and
 on a suite of more process contracts than ``MAX_CONTRACTS``.
+
+A run of one process that a test kills (``kills``) is forked from Python's fork server with the
+commands' imports preloaded (``start_preloaded``: a fork instead of a new interpreter's imports); every
+other process is a real interpreter (``Preloaded`` says why).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import multiprocessing
+import multiprocessing.forkserver
 import os
 import shutil
 import signal
@@ -123,26 +130,31 @@ class Started:
                 start_new_session=True,
             )
         self.pid = self.process.pid
+        self.args = self.process.args
         self.stdout = stdout
         self.done: subprocess.CompletedProcess | None = None
 
     def poll(self) -> int | None:
         return self.process.poll()
 
+    def wait(self, timeout: float) -> int:
+        """The exit status; past ``timeout`` seconds the group is killed and TimeoutExpired raised."""
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(self.pid)
+            self.process.wait()
+            raise
+
     def result(self, timeout: float = 300) -> subprocess.CompletedProcess:
         """Wait for the process (past ``timeout`` seconds its group is killed and TimeoutExpired raised);
         its exit status and what it printed (the files it was captured in removed)."""
         if self.done is None:
-            try:
-                code = self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                kill_group(self.pid)
-                self.process.wait()
-                raise
+            code = self.wait(timeout)
             out = self.stdout.read_text(errors="replace")
             err = (self.output / "stderr").read_text(errors="replace")
             shutil.rmtree(self.output, ignore_errors=True)
-            self.done = subprocess.CompletedProcess(self.process.args, code, out, err)
+            self.done = subprocess.CompletedProcess(self.args, code, out, err)
         return self.done
 
     def kill_when(self, ready: Callable[[], bool], timeout: float = 300) -> subprocess.CompletedProcess:
@@ -165,6 +177,128 @@ def start(
 ) -> Started:
     """``argv`` started in a session of its own (see ``Started``)."""
     return Started(argv, cwd, env, log)
+
+
+# What a run of attnlab-train imports (about 6 CPU-s in a new interpreter): the fork server imports it
+# once, each child is forked with it; what is left out, a child imports for itself.
+PRELOADED = [
+    "processes",  # the children's entry point (and pytest)
+    "torch",
+    "pytorch_lightning",
+    "wandb",
+    "attnlab.cli.train",
+    "attnlab.data.module",
+    "attnlab.tasks",
+    "attnlab.models.hf",
+    "attnlab.models.parallel",
+    "attnlab.training.callbacks",
+    "attnlab.training.trainer",
+    "attnlab.run.families",
+]
+
+
+class Preloaded(Started):
+    """A command's ``main`` run in a child of Python's fork server (``multiprocessing``'s
+    ``forkserver``, which imported ``PRELOADED`` once per pytest process), in a session of its own, its
+    output written to files, as ``Started`` runs a new interpreter: ``pid``, ``poll``, ``result``,
+    ``kill_when``; its exit status as ``subprocess`` reports it (-9: SIGKILL).
+
+    Only for a run that is killed (``process_contract("kills")``): what such a test checks is what is
+    on disk after the kill and what a resume makes of it, and SIGKILL runs nothing of the process's end
+    (no ``finally``, no ``atexit``). A child is not a new interpreter: it starts with the server's
+    imports, import-time reads of the environment and hash seed, and ends through ``multiprocessing``
+    (no ``atexit``, no flush of Python's buffers at a normal exit), so a run that must end by itself,
+    a signal's exit and line, what the console shows and what an interpreter does are tested with real
+    interpreters (``start``, ``run``). Lightning's and torchrun's other ranks are interpreters they start
+    themselves, so runs of several processes are ``start``ed too."""
+
+    def __init__(self, entry: str, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
+        kind = contract_kind()
+        if kind != "kills":
+            pytest.fail(
+                f"process_contract({kind!r}): a run forked from the preloaded server serves only tests of "
+                "kills; start a real interpreter (processes.start, processes.run)"
+            )
+        self.output = Path(tempfile.mkdtemp(prefix="preloaded-"))
+        self.stdout = self.output / "stdout"
+        files = (str(self.stdout), str(self.output / "stderr"))
+        self.process = fork_server().Process(
+            target=run_in_session, args=(entry, argv, str(cwd), env, *files), name=argv[0]
+        )
+        self.process.start()
+        self.pid = self.process.pid
+        self.args = list(argv)
+        self.done = None
+
+    def poll(self) -> int | None:
+        return self.process.exitcode
+
+    def wait(self, timeout: float) -> int:
+        """The exit status; past ``timeout`` seconds the group is killed and TimeoutExpired raised."""
+        self.process.join(timeout)
+        if self.process.exitcode is None:
+            kill_group(self.pid)
+            self.process.kill()  # if it has not reached its own session yet
+            self.process.join()
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        return self.process.exitcode
+
+
+def start_preloaded(entry: str, argv: list[str], cwd: Path, env: dict[str, str]) -> Preloaded:
+    """``entry`` (``"module:function"``, a console script's entry point) called with ``sys.argv`` =
+    ``argv``, in ``cwd`` with the environment ``env``, forked from the preloaded server (see
+    ``Preloaded``): only in a test marked ``process_contract("kills")``."""
+    return Preloaded(entry, argv, cwd, env)
+
+
+def fork_server() -> multiprocessing.context.ForkServerContext:
+    """Python's fork server, started on first use with ``PRELOADED`` imported; it ends with this process.
+
+    It imports from this process's ``sys.path`` (Python 3.11's server ignores the path that
+    ``multiprocessing`` sends it, so the path is its PYTHONPATH): this checkout's attnlab and the
+    tests' helpers. It only imports, before any torch op or thread (``run_in_session`` checks), so
+    each child is forked from a clean, single-threaded process."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(PRELOADED)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join(filter(None, sys.path)))
+        multiprocessing.forkserver.ensure_running()
+    return context
+
+
+def run_in_session(
+    entry: str, argv: list[str], cwd: str, env: dict[str, str], stdout: str, stderr: str
+) -> None:
+    """In a child of the fork server: a session of its own (its group is what a test kills), output to
+    the files ``stdout`` and ``stderr``, ``cwd``, the environment ``env`` (and its PYTHONPATH on
+    ``sys.path``, as an interpreter would have it) and ``sys.argv``; then ``entry`` is called."""
+    os.setsid()
+    with open(stdout, "wb") as out, open(stderr, "wb") as err:
+        os.dup2(out.fileno(), 1)
+        os.dup2(err.fileno(), 2)
+    refuse_an_unsafe_fork()
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    path = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p not in sys.path]
+    sys.path[:0] = path
+    sys.argv = list(argv)
+    module, _, function = entry.partition(":")
+    getattr(importlib.import_module(module), function)()
+
+
+def refuse_an_unsafe_fork() -> None:
+    """Fail this child if the server it was forked from ran threads (OpenMP's or autograd's, started by
+    a torch op) or initialised CUDA: a fork copies neither threads nor a GPU context, and what they
+    held would never be released in the child."""
+    tasks = Path(f"/proc/{os.getppid()}/task")  # Linux: one entry per thread of the server
+    threads = len(os.listdir(tasks)) if tasks.is_dir() else 1
+    torch = sys.modules.get("torch")
+    if threads != 1 or (torch is not None and torch.cuda.is_initialized()):
+        raise RuntimeError(
+            f"the fork server runs {threads} threads or has CUDA initialised: a preloaded module ran a "
+            "torch op at import; take it off processes.PRELOADED"
+        )
 
 
 def kill_group(pid: int) -> None:

@@ -8,6 +8,8 @@ DataLoader workers, torch.compile's workers) are not counted: no test starts the
 from __future__ import annotations
 
 import ast
+import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -128,3 +130,31 @@ def test_a_kind_outside_the_list_fails_the_test(request: pytest.FixtureRequest) 
         pytest.fail.Exception, match=r"process_contract\('threads'\): the kind must be one of"
     ):
         processes.start(["true"], Path.cwd())
+
+
+def test_a_run_forked_from_the_preloaded_server_serves_only_kills(request: pytest.FixtureRequest) -> None:
+    """A forked child is no new interpreter (its start and end are the fork server's): a test of another
+    kind is refused before anything is forked."""
+    request.node.add_marker(pytest.mark.process_contract("signals"))  # after collection: not counted
+    with pytest.raises(
+        pytest.fail.Exception,
+        match=r"process_contract\('signals'\): a run forked from the preloaded server serves only tests of kills",
+    ):
+        processes.start_preloaded("attnlab.cli.train:main", ["attnlab-train"], Path.cwd(), {})
+
+
+def test_a_child_of_a_fork_server_that_runs_a_thread_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check that each preloaded child makes of its fork server, made of this process (its own
+    parent, here) while it runs a thread: a thread a fork would not copy."""
+    if not Path("/proc/self/task").is_dir():
+        pytest.skip("the threads of a process are read from Linux's /proc")
+    monkeypatch.setattr(os, "getppid", os.getpid)
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        with pytest.raises(RuntimeError, match=r"the fork server runs \d+ threads"):
+            processes.refuse_an_unsafe_fork()
+    finally:
+        stop.set()
+        thread.join()

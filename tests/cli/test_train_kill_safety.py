@@ -12,8 +12,9 @@ the end of its batch (``last.ckpt.pending``, published once the step's row is wr
 Each resumed run's ``metrics.jsonl`` equals the uninterrupted run's line for line (but its clocks).
 
 Each killed run is a process of its own (SIGKILL: no ``finally`` runs, what it left on disk is what a
-crash leaves); the uninterrupted runs that record the events and every resume run in this process
-(``command_here``; ``in_process.restored`` takes back what the recording callback replaced).
+crash leaves), forked from the preloaded fork server (``train_cli.killed_cli``: the imports paid once,
+not in each of the 21 runs); the uninterrupted runs that record the events and every resume run in this
+process (``command_here``; ``in_process.restored`` takes back what the recording callback replaced).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 import pytest
 import torch
 from in_process import restored
-from train_cli import TEXT, check, cli, command_here, csv_series
+from train_cli import TEXT, check, command_here, csv_series, killed_cli
 
 pytestmark = pytest.mark.slow
 STEPS = 4
@@ -122,7 +123,7 @@ def kill_and_resume(full: Path, k: int, event: str, after: bool = False, extra: 
         full.parent / f"killed-{k}{'-after' if after else ''}{'-sync' if extra else ''}",
     )
     args = [*ARGS, *extra]
-    killed = cli([*args, f"run_dir={run_dir.name}", faults(cwd / f"events-{k}.txt", k, after)], cwd)
+    killed = killed_cli([*args, f"run_dir={run_dir.name}", faults(cwd / f"events-{k}.txt", k, after)], cwd)
     assert killed.returncode == -signal.SIGKILL, f"{event}: exit {killed.returncode}\n{killed.stderr}"
     last = run_dir / "checkpoints" / "last.ckpt"
     resume_step = torch.load(last, weights_only=True)["global_step"] if last.exists() else 0
@@ -207,7 +208,7 @@ def test_a_kill_at_every_write_of_a_sharded_step_saved_at_its_end_loses_no_row(
     for k, after in [(k, after) for k in of_step for after in (False, True)]:
         run_dir = cwd / f"killed-{k}{'-after' if after else ''}"
         fault = faults(cwd / f"events-{k}-{after}.txt", k, after)
-        killed = cli([*ARGS, *FSDP2, f"run_dir={run_dir.name}", fault], cwd)
+        killed = killed_cli([*ARGS, *FSDP2, f"run_dir={run_dir.name}", fault], cwd)
         assert killed.returncode == -signal.SIGKILL, f"{events[k]}: exit {killed.returncode}\n{killed.stderr}"
         train_here([*ARGS, *FSDP2, f"run_dir={run_dir.name}", "ckpt_path=auto"], cwd)
         assert metrics_rows(run_dir) == metrics_rows(full), events[k]

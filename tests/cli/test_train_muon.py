@@ -1,7 +1,8 @@
 """``attnlab-train optim=muon``: a run killed (SIGKILL) after a checkpoint resumes to the same per-step
 losses and validations as an uninterrupted run (Muon's momentum and AdamW's moments both continue).
-The uninterrupted reference and the resumed run train in the test's own process; the killed run is a
-real attnlab-train process (SIGKILL: nothing of it runs after the kill)."""
+The uninterrupted reference and the resumed run train in the test's own process; the killed run is an
+attnlab-train process of its own, forked from the preloaded fork server (SIGKILL: nothing of it runs
+after the kill)."""
 
 from __future__ import annotations
 

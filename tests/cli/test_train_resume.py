@@ -2,7 +2,8 @@
 uninterrupted run (model, optimizer, schedule, data position and dropout all continue exactly), and
 keeps logging to the same wandb run.
 
-The killed run is a process of its own (SIGKILL: nothing of it runs after the kill); the uninterrupted
+The killed run is a process of its own, forked from the preloaded fork server (SIGKILL: nothing of it
+runs after the kill); the uninterrupted
 run and every resume run in this process (``command_here``). The tests that read the killed run are
 process contracts; the uninterrupted run is built apart, so that the test that needs only it starts
 no process."""

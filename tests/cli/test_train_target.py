@@ -75,9 +75,10 @@ def test_a_run_killed_before_its_target_counts_the_time_and_tokens_before_the_ki
     """SIGKILLed after step 5 (its last checkpoint: step 4), then the same command again: it resumes
     from step 4 and reaches the target at step 6, with the tokens of all 6 steps and the clock of
     metrics.jsonl, which goes on from the first process's step-4 line. The killed run is a process of
-    its own (nothing of it runs after the kill); the restart is attnlab-train in this process."""
+    its own, forked from the preloaded fork server (nothing of it runs after the kill); the restart is
+    attnlab-train in this process."""
     from in_process import restored
-    from train_cli import cli, command_here
+    from train_cli import command_here, killed_cli
 
     _, free = train_with_summary(RUN, tmp_path / "free")
     losses = {step: line["val/loss"] for step, line in validations(free).items()}
@@ -93,7 +94,7 @@ def test_a_run_killed_before_its_target_counts_the_time_and_tokens_before_the_ki
         "checkpoint.every_n_steps=4",
         "checkpoint.async_save=false",
     ]
-    first = cli(command, tmp_path)
+    first = killed_cli(command, tmp_path)
     assert first.returncode != 0 and marker.exists()  # killed at step 5
     before = validations([json.loads(line) for line in (tmp_path / "killed" / "metrics.jsonl").open()])
     assert max(before) == 4

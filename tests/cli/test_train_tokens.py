@@ -65,7 +65,8 @@ def train_here(args: list[str], cwd: Path) -> None:
 @pytest.fixture(scope="module")
 def runs(built_once: Callable[..., Path]) -> dict[str, Path | int]:
     def full_killed_and_resumed(cwd: Path) -> None:
-        """The uninterrupted run and the resume in this process; the killed run a process of its own."""
+        """The uninterrupted run and the resume in this process; the killed run a process of its own
+        (forked from the preloaded fork server)."""
         args = [*ARGS, f"data.path={prepared_corpus(cwd)}"]
         train_here([*args, "run_dir=full"], cwd)
         killed_at = start_and_kill_after_first_checkpoint(args, cwd, cwd / "killed")

@@ -126,15 +126,33 @@ def start_cli(args: list[str], cwd: Path, *, command: str = "train") -> processe
     return processes.start(processes.python_module(f"attnlab.{command}", args), cwd, cli_env(cwd))
 
 
+def start_killed_cli(args: list[str], cwd: Path, *, command: str = "train") -> processes.Preloaded:
+    """``attnlab-<command> *args`` in ``cwd``, in the environment of ``cli``, for a run that is killed:
+    its ``main`` forked from the preloaded fork server (``processes.Preloaded``: the imports paid once,
+    not in each run), in a session of its own; ``pid``, ``poll()``, ``result(timeout)``,
+    ``kill_when(ready)``. Only in a test marked ``process_contract("kills")``."""
+    name = command.removeprefix("cli.")
+    argv = [f"attnlab-{name}", *args]
+    return processes.start_preloaded(f"attnlab.cli.{name}:main", argv, cwd, cli_env(cwd))
+
+
+def killed_cli(
+    args: list[str], cwd: Path, *, command: str = "train", timeout: float = 300
+) -> subprocess.CompletedProcess:
+    """A run that kills itself (``fault_injection``'s ``InjectFaults``, ``KillOnceAtStep``), started as
+    ``start_killed_cli`` starts it, waited for: its exit status (-9: SIGKILL) and output."""
+    return start_killed_cli(args, cwd, command=command).result(timeout)
+
+
 def start_and_kill_after_first_checkpoint(args: list[str], cwd: Path, run_dir: Path) -> int:
-    """Start a run of ``args``, SIGKILL it once its first last.ckpt exists; the step of the checkpoint
-    left behind.
+    """Start a run of ``args`` (``start_killed_cli``), SIGKILL it once its first last.ckpt exists; the
+    step of the checkpoint left behind.
 
     The whole process group is killed, as a scheduler or Ctrl-C would: a lone SIGKILL leaves wandb's
     service process behind, holding the run id for a while, and the resume would find it "in use".
     """
     last = run_dir / "checkpoints" / "last.ckpt"
-    start_cli([*args, f"run_dir={run_dir}"], cwd).kill_when(last.exists)
+    start_killed_cli([*args, f"run_dir={run_dir}"], cwd).kill_when(last.exists)
     return torch.load(last, map_location="cpu", weights_only=True)["global_step"]
 
 
