@@ -75,11 +75,13 @@ def test_the_length_comparisons_read_an_arm_by_seed_its_scaling_and_its_length()
             "val/exact_match/len16": [0.5, 0.25, 0.125, 0.0],
             "val/exact_match/len32": [0.25, 0.0, 0.0, 0.0],
             "val/exact_match/len32/yarn": [0.5, 0.125, None, None],
+            "val/answer_loss/len32": [2.5, 3.0, 4.0, 5.0],
         }
     )
     assert compare.per_seed(frame, "passkey", 32, "rope") == {1: 0.25, 2: 0.0}
     assert compare.per_seed(frame, "passkey", 32, "rope+yarn") == {1: 0.5, 2: 0.125}
     assert compare.per_seed(frame, "passkey", 32, "none@16") == {1: 0.125, 2: 0.0}  # another length
+    assert compare.per_seed(frame, "passkey", 32, "none", "answer_loss") == {1: 4.0, 2: 5.0}  # another metric
     with pytest.raises(SystemExit):  # an arm no run evaluated stops the script
         compare.per_seed(frame, "passkey", 32, "none+yarn")
 

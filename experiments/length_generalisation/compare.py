@@ -4,16 +4,18 @@ p-value and the seeds per side that 80% power would need), from the per-seed eva
 results folder's ``runs.csv`` (the runs themselves are not kept, so ``attnlab-report --baseline``
 cannot be rerun on them). Every pair shares its seeds and its validation examples, so each is paired.
 
-usage: python experiments/length_generalisation/compare.py [results folder]   # default: results/
+usage: python experiments/length_generalisation/compare.py [results folder] [--pairs range]
 
-Writes ``comparisons.md`` into the folder: one row per comparison, named ``task, length: other -
-baseline`` (a metric other than exact match is named), and, for recall, each encoding's exact match
-against the random-pair baseline (one-sample t-test over the seeds).
+Writes ``comparisons.md`` into the folder (default: results/): one row per comparison, named ``task,
+length: other - baseline`` (a metric other than exact match is named after it), and, for recall, each
+encoding's exact match against the random-pair baseline (one-sample t-test over the seeds). The pairs
+are the main run's (``fixed``, the default) or those of copy trained on a range of lengths (``range``:
+every encoding against NoPE, Kazemnejad et al.'s best, and each RoPE scaling against plain RoPE).
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 import numpy as np
@@ -38,15 +40,22 @@ PAIRS = [
     ("passkey", 32, "alibi@16", "alibi"),
     ("passkey", 32, "relative@16", "relative"),
 ]
+ENCODINGS = ["sinusoidal", "learned", "rope", "alibi", "relative"]
+RANGE_PAIRS = [
+    *[("copy", n, "none", e, m) for m in ("exact_match", "answer_loss") for n in (16, 32) for e in ENCODINGS],
+    *[("copy", 32, "rope", f"rope+{s}", m) for m in ("exact_match", "answer_loss") for s in ("linear", "ntk", "yarn")],
+]  # fmt: skip
 RECALL_BASELINE = {16: 0.325, 32: 0.2, 64: 0.145, 128: 0.122, 256: 0.111}  # 1/n + 0.1 (n-1)/n, n pairs
 
 
-def per_seed(frame: pd.DataFrame, task: str, length: int, arm: str) -> dict[int, float]:
-    """Exact match by seed of one arm of ``task`` at ``length``."""
+def per_seed(
+    frame: pd.DataFrame, task: str, length: int, arm: str, metric: str = "exact_match"
+) -> dict[int, float]:
+    """``metric`` (exact match or answer loss) by seed of one arm of ``task`` at ``length``."""
     arm, _, at = arm.partition("@")
     length = int(at) if at else length
     encoding, _, scaling = arm.partition("+")
-    column = f"val/exact_match/len{length}" + (f"/{scaling}" if scaling else "")
+    column = f"val/{metric}/len{length}" + (f"/{scaling}" if scaling else "")
     rows = frame[(frame["data.kind"] == task) & (frame["model.pos.name"] == encoding)]
     values = {int(s): float(v) for s, v in zip(rows["seed"], rows[column]) if not pd.isna(v)}
     if not values:
@@ -58,23 +67,25 @@ def fmt(x: float) -> str:
     return "nan" if np.isnan(x) else f"{x:.3f}"
 
 
-def main(results: Path) -> None:
+def main(results: Path, pairs: str = "fixed") -> None:
     frame = pd.read_csv(results / "runs.csv")
     frame = frame[frame["row"] == "evaluation"]
+    chosen = [(*pair, "exact_match") for pair in PAIRS] if pairs == "fixed" else RANGE_PAIRS
     lines = [
-        "# Comparisons of exact match, paired by seed (report significance: paired t-test, bootstrap)",
+        "# Comparisons, paired by seed (report significance: paired t-test, bootstrap)",
         "",
         "| comparison | baseline | other | difference | 95% interval | p | seeds needed |",
         "|---|---|---|---|---|---|---|",
     ]
-    for task, length, baseline, other in PAIRS:
+    for task, length, baseline, other, metric in chosen:
         if task not in set(frame["data.kind"]):
             continue
-        b, o = per_seed(frame, task, length, baseline), per_seed(frame, task, length, other)
+        b, o = per_seed(frame, task, length, baseline, metric), per_seed(frame, task, length, other, metric)
         c = compare(b, o)
         mean_b, mean_o = np.mean(list(b.values())), np.mean(list(o.values()))
+        named = "" if metric == "exact_match" else f" ({metric.replace('_', ' ')})"
         lines.append(
-            f"| {task}, {length}: {other} - {baseline} | {fmt(mean_b)} | {fmt(mean_o)} | {c.difference:+.3f} "
+            f"| {task}, {length}: {other} - {baseline}{named} | {fmt(mean_b)} | {fmt(mean_o)} | {c.difference:+.3f} "
             f"| [{c.low:+.3f}, {c.high:+.3f}] | {c.p_value:.3g} | {c.seeds_needed} |"
         )
     if "recall" in set(frame["data.kind"]):
@@ -96,4 +107,8 @@ def main(results: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE / "results")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", type=Path, nargs="?", default=HERE / "results", help="holds runs.csv")
+    parser.add_argument("--pairs", choices=["fixed", "range"], default="fixed", help="which comparisons")
+    args = parser.parse_args()
+    main(args.results, args.pairs)

@@ -150,3 +150,11 @@ def test_the_chance_levels_are_what_answers_that_ignore_the_question_score_on_ge
     hits = sum(synthetic.passkey(synthetic.example_rng(0, "val", i), cfg)[1] == "3" for i in range(n))
     assert hits / n == pytest.approx(chance_levels("passkey", 16, passkey_digits=1)["input-blind"], abs=0.03)
     assert chance_levels("copy", 16) == {"input-blind": 26.0**-8} and chance_levels("passkey", 16) == {}
+
+
+def test_the_spread_names_the_range_of_seeds_where_encodings_ran_different_numbers() -> None:
+    from attnlab.report.length_plots import spread_phrase
+
+    assert spread_phrase(pd.Series([8, 4, 7])) == "mean ± std over 4-8 seeds"
+    assert spread_phrase(pd.Series([3, 3])) == "mean ± std over 3 seeds"
+    assert spread_phrase(pd.Series([1])) == "one seed"

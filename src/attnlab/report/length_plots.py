@@ -53,11 +53,19 @@ def chance_text(value: float) -> str:
     return "≈0" if value < 5e-4 else f"{value:.3f}"
 
 
+def spread_phrase(seeds: pd.Series) -> str:
+    """How cells with these seed counts are aggregated: ``one seed`` (the score itself), else ``mean ±
+    std over n seeds``, or over ``low-high`` seeds where the encodings ran different numbers of seeds."""
+    low, high = (int(seeds.min()), int(seeds.max())) if len(seeds) else (1, 1)
+    if high <= 1:
+        return "one seed"
+    return f"mean ± std over {high if low == high else f'{low}-{high}'} seeds"
+
+
 def seeds_phrase(summary: pd.DataFrame, task: str) -> str:
-    """How the cells are aggregated: ``one seed`` (the score itself), else ``mean ± std over n seeds``."""
+    """How one task's cells are aggregated (``spread_phrase`` of its rows' seed counts)."""
     rows = summary[summary["task"] == task]
-    seeds = int(rows["seeds"].max()) if "seeds" in rows and len(rows) else 1
-    return "one seed" if seeds <= 1 else f"mean ± std over {seeds} seeds"
+    return spread_phrase(rows["seeds"] if "seeds" in rows else pd.Series([], dtype=int))
 
 
 def task_grid(summary: pd.DataFrame, task: str) -> tuple[list[str], list[int], np.ndarray, np.ndarray]:

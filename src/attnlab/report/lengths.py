@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from attnlab.report.files import write_text_whole, write_whole
-from attnlab.report.length_plots import encoding_order, length_heatmap, length_lines
+from attnlab.report.length_plots import encoding_order, length_heatmap, length_lines, spread_phrase
 from attnlab.report.runs import find_run_dirs, read_run
 
 LENGTHS_CSV = "lengths.csv"
@@ -82,8 +82,8 @@ def write_length_report(paths: Iterable[str | Path], out_dir: Path) -> list[Path
     summary = length_summary(frame)
     written = [out_dir / LENGTHS_CSV]
     write_whole(written[0], lambda tmp: summary.to_csv(tmp, index=False, float_format="%.4f"))
-    seeds = int(summary["seeds"].max())
-    spread = "one seed: the ± is 0 by construction" if seeds <= 1 else f"mean ± std over {seeds} seeds"
+    spread = spread_phrase(summary["seeds"])
+    spread = "one seed: the ± is 0 by construction" if spread == "one seed" else spread
     parts = [f"# Exact match of generated answers by evaluation length ({spread})\n"]
     for task in sorted(summary["task"].unique()):
         trained = sorted(frame.loc[frame["task"] == task, "trained_length"].unique())
