@@ -129,21 +129,15 @@ def check_machine(run: RunConfig) -> None:
     check_source(run.data, run.model)
 
 
-_data_checked: set[str] = set()  # the (data, seed, callbacks) whose callbacks' data checks passed here
-
-
 def check_callbacks_data_of_job(run: RunConfig) -> None:
     """A multirun's job, checked before the sweep's folder exists (it builds its data module only when
     it starts, in that folder): where a callback checks the data it will read (``check_data``: the
     harness callback's task texts against the run's tokenizer), the job's data module is built for that
-    check here, once for the jobs that share their data, seed and callbacks."""
+    check here. Only runs with such a callback pay for it."""
     from attnlab.training.targets import callbacks_check_data
 
-    key = repr((run.data, run.seed, run.callbacks))
-    if key in _data_checked or not callbacks_check_data(run):
-        return
-    build_datamodule_for(run)  # checks the callbacks' data
-    _data_checked.add(key)
+    if callbacks_check_data(run):
+        build_datamodule_for(run)  # checks the callbacks' data
 
 
 def prepare_run(run: RunConfig, run_dir: Path, max_steps_given: bool = False) -> PreparedRun:
