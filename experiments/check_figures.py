@@ -183,14 +183,22 @@ def block_figures(block: str) -> list[tuple[str, str, int]]:
     return figures
 
 
+def checked_blocks(readme: str) -> list[tuple[int, int, str]]:
+    """``blocks`` but those marked ``<!-- not results: why -->``: the blocks whose figures are checked."""
+    return [
+        (start, offset, block)
+        for start, offset, block in blocks(readme)
+        if not any(kind == "not results:" and why.strip() for kind, why in COMMENT.findall(block))
+    ]
+
+
 def figure_offsets(readme: str) -> list[tuple[int, str]]:
     """Where each figure of a sourced README is (its offset in the text), for tests that change one."""
-    found = []
-    for _, offset, block in blocks(readme):
-        comments = COMMENT.findall(block)
-        if not any(kind == "not results:" and why.strip() for kind, why in comments):
-            found += [(offset + at, figure) for figure, _, at in block_figures(block)]
-    return found
+    return [
+        (offset + at, figure)
+        for _, offset, block in checked_blocks(readme)
+        for figure, _, at in block_figures(block)
+    ]
 
 
 def numbers_in(text: str) -> list[Decimal]:
@@ -337,56 +345,65 @@ def matches(figure: str, value: Decimal) -> bool:
 def sourced_problems(study: Path, readme: str) -> list[str]:
     """What is wrong with a sourced README's figures: each figure without a source, each source that
     cannot be read or says another number, and each table row not in its file."""
-    problems = []
-    for start, _, block in blocks(readme):
-        comments = COMMENT.findall(block)
-        if any(kind == "not results:" and why.strip() for kind, why in comments):
-            continue
-        table_file = next((body.strip() for kind, body in comments if kind == "figures from"), None)
-        entries: dict[str, str] = {}
-        for kind, body in comments:
-            if kind == "figures:":
-                for entry in filter(None, (e.strip() for e in body.split(";"))):
-                    figure, _, source = entry.partition("=")
-                    entries[figure.strip()] = source.strip()
-        table_rows: set[str] = set()
-        if table_file is not None:
-            path = study / table_file
-            if not path.is_file():
-                problems.append(f"line {start}: figures from {table_file}: no such file")
-                continue
-            table_rows = file_rows(source_text(path))
-        checked: dict[str, bool] = {}
-        for figure, line, _ in block_figures(block):
-            if table_file is not None and line.lstrip().startswith("|"):
-                if normalise(line) not in table_rows:
-                    problems.append(
-                        f"line {start}: a row that {table_file} does not hold: {line.strip()[:80]}"
-                    )
-                continue
-            if figure in checked:
-                continue
-            if figure not in entries:
-                problems.append(f"line {start}: {figure} names no source")
-                checked[figure] = False
-                continue
-            if list(entries).index(figure) != len(checked):  # so that no figure takes another's entry
-                problems.append(f"line {start}: {figure} is not the block's figure number {len(checked) + 1}")
-                checked[figure] = False
-                continue
-            if re.fullmatch(r"setting \(.+\)", entries[figure]):  # a setting or threshold, said why
-                checked[figure] = True
-                continue
-            try:
-                value = evaluate(study, entries[figure])
-            except SourceError as error:
-                problems.append(f"line {start}: {figure} = {entries[figure]}: {error}")
-                checked[figure] = False
-                continue
-            checked[figure] = matches(figure, value)
-            if not checked[figure]:
-                problems.append(f"line {start}: {figure} = {entries[figure]}, which is {value}")
+    problems = [p for start, _, block in checked_blocks(readme) for p in block_problems(study, start, block)]
     return sorted(set(problems), key=problems.index)
+
+
+def block_problems(study: Path, start: int, block: str) -> list[str]:
+    """``sourced_problems`` of one block (a paragraph or table beginning on line ``start``): a block's
+    figures name their sources in its own comments, so each block is checked on its own."""
+    table_file, entries = block_sources(block)
+    table_rows: frozenset[str] = frozenset()
+    if table_file is not None:
+        path = study / table_file
+        if not path.is_file():
+            return [f"line {start}: figures from {table_file}: no such file"]
+        table_rows = file_rows(source_text(path))
+    problems: list[str] = []
+    checked: dict[str, bool] = {}
+    for figure, line, _ in block_figures(block):
+        if table_file is not None and line.lstrip().startswith("|"):
+            if normalise(line) not in table_rows:
+                problems.append(f"line {start}: a row that {table_file} does not hold: {line.strip()[:80]}")
+            continue
+        if figure in checked:
+            continue
+        problem = figure_problem(study, figure, entries, len(checked))
+        checked[figure] = problem is None
+        if problem is not None:
+            problems.append(f"line {start}: {problem}")
+    return sorted(set(problems), key=problems.index)
+
+
+def block_sources(block: str) -> tuple[str | None, dict[str, str]]:
+    """The block's ``<!-- figures from FILE -->`` (or None) and its ``<!-- figures: v = source; ... -->``
+    entries, in their order."""
+    comments = COMMENT.findall(block)
+    table_file = next((body.strip() for kind, body in comments if kind == "figures from"), None)
+    entries: dict[str, str] = {}
+    for kind, body in comments:
+        if kind == "figures:":
+            for entry in filter(None, (e.strip() for e in body.split(";"))):
+                figure, _, source = entry.partition("=")
+                entries[figure.strip()] = source.strip()
+    return table_file, entries
+
+
+def figure_problem(study: Path, figure: str, entries: dict[str, str], number: int) -> str | None:
+    """What is wrong with the block's ``number``-th distinct figure (from 0), or None: no entry, the
+    entry of another position (so that no figure takes another's), or a source that cannot be read or
+    says another number. A ``setting (why)`` entry is a setting or threshold, not a result."""
+    if figure not in entries:
+        return f"{figure} names no source"
+    if list(entries).index(figure) != number:
+        return f"{figure} is not the block's figure number {number + 1}"
+    if re.fullmatch(r"setting \(.+\)", entries[figure]):
+        return None
+    try:
+        value = evaluate(study, entries[figure])
+    except SourceError as error:
+        return f"{figure} = {entries[figure]}: {error}"
+    return None if matches(figure, value) else f"{figure} = {entries[figure]}, which is {value}"
 
 
 def normalise(row: str) -> str:

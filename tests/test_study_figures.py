@@ -13,6 +13,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
 from check_figures import (
+    block_figures,
+    block_problems,
+    checked_blocks,
     figure_offsets,
     figure_problems,
     is_saved,
@@ -75,14 +78,28 @@ def changed_by_one(figure: str) -> str:
 def test_any_figure_changed_by_one_in_its_last_digit_fails(name: str) -> None:
     study = Path(__file__).resolve().parents[1] / "experiments" / name
     readme = (study / "README.md").read_text(encoding="utf-8")
-    offsets = figure_offsets(readme)
-    assert offsets, "no figures read: the extraction no longer matches the README"
-    passed = []
-    for at, figure in offsets:
-        changed = readme[:at] + changed_by_one(figure) + readme[at + len(figure) :]
-        if not sourced_problems(study, changed):
-            passed.append(f"{figure} at offset {at}")
+    assert figure_offsets(readme), "no figures read: the extraction no longer matches the README"
+    assert sourced_problems(study, readme) == []
+    passed = []  # the README's other blocks are unchanged and pass: the changed block is checked alone
+    for start, _, block in checked_blocks(readme):
+        for figure, _, at in block_figures(block):
+            changed = block[:at] + changed_by_one(figure) + block[at + len(figure) :]
+            if not block_problems(study, start, changed):
+                passed.append(f"{figure} on line {start + block[:at].count(chr(10))}")
     assert passed == []
+
+
+def test_a_readme_has_the_problems_of_its_blocks() -> None:
+    """What the per-block check above relies on: a README's problems are its blocks' problems."""
+    study = Path(__file__).resolve().parents[1] / "experiments" / "mup"
+    readme = (study / "README.md").read_text(encoding="utf-8")
+    (at, figure), *_ = figure_offsets(readme)
+    changed = readme[:at] + changed_by_one(figure) + readme[at + len(figure) :]
+    problems = sourced_problems(study, changed)
+    assert len(problems) == 1 and problems[0].startswith("line ")
+    assert problems == [
+        p for start, _, block in checked_blocks(changed) for p in block_problems(study, start, block)
+    ]
 
 
 @pytest.mark.parametrize("name", SOURCED)
