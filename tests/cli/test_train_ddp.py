@@ -3,43 +3,44 @@ identical weights, write one run directory with one logger run, and report the m
 on validation and test splits whose size is odd (63 windows each, shards of 32 and 31), the val and
 test metrics to rel 1e-6, and ``train/loss`` as the loss of the global batch.
 
-One two-process run serves every check (a process contract: Lightning starts its second rank as a new
-interpreter, as for a user); the one-process reference trains in the test's own process."""
+The run reads prepared token shards (``data=tokens``, the corpus of test_tokens_everywhere.py, prepared
+once per session), so its losses also show each rank reading its own samples of a step's windows
+(``data.tokens.TokenBatches``); their test split is the validation windows. One two-process run serves
+every check (a process contract: Lightning starts its second rank as a new interpreter, as for a user);
+the one-process reference trains in the test's own process."""
 
 from __future__ import annotations
 
 import json
-import random
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from test_train_tokens import prepared_corpus
 from train_cli import check, cli, csv_rows, csv_series, train_in_process, wandb_run
 
 pytestmark = pytest.mark.slow
 REL = 1e-6
 STEPS = 8
 ARGS = [
+    "data=tokens",
+    "data.val_windows=63",  # an odd count: shards of 32 and 31
     "model=gpt-tiny",
     "data.seq_len=32",
     f"trainer.max_steps={STEPS}",
     "trainer.val_every_n_steps=4",
     "trainer.log_every_n_steps=1",
     "trainer.enable_progress_bar=false",
-    "sample.max_new_tokens=0",  # the word salad has no "T" for the default prompt
+    "sample.max_new_tokens=0",
 ]
-CORPUS_CHARS = 40_660  # val and test: int(0.05 * 40660) = 2033 characters each, 63 windows of 32 + 1
 
 
-def write_corpus(path: Path) -> Path:
-    """Seeded word salad whose validation and test splits hold 63 windows each (an odd count)."""
-    words = ("the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "with", "was", "on", "be")
-    rng = random.Random(0)
-    text = ""
-    while len(text) < CORPUS_CHARS:
-        text += " ".join(rng.choice(words) for _ in range(12)) + ".\n"
-    path.write_text(text[:CORPUS_CHARS], encoding="utf-8")
-    return path
+def validation_windows(shards: Path) -> int:
+    """How many non-overlapping windows of ``data.seq_len`` + 1 tokens the validation shards hold."""
+    from attnlab.data.shards import token_folder
+
+    return sum((len(shard) - 33) // 32 + 1 for shard in token_folder(shards).open("val") if len(shard) >= 33)
 
 
 def val_metrics(run: Path, step: int) -> dict[str, float]:
@@ -53,8 +54,12 @@ def final_test_metrics(run: Path) -> dict[str, float]:
 
 
 @pytest.mark.process_contract("ranks")
-def test_two_processes_train_as_one_with_the_doubled_batch_into_one_run(tmp_path: Path) -> None:
-    corpus = f"data.path={write_corpus(tmp_path / 'corpus.txt')}"
+def test_two_processes_train_as_one_with_the_doubled_batch_into_one_run(
+    built_once: Callable[..., Path], tmp_path: Path
+) -> None:
+    shards = built_once("tokens-everywhere-corpus", prepared_corpus) / "shards"
+    assert validation_windows(shards) > 63  # data.val_windows takes 63 of them
+    corpus = f"data.path={shards}"
     ddp_args = [*ARGS, corpus, "logger=many", "trainer=ddp_sim", "data.batch_size=16", "run_dir=ddp"]
     check(cli(ddp_args, tmp_path, timeout=600))
     single = tmp_path / "single"
