@@ -1,7 +1,8 @@
 """``trainer=ddp_sim``: two CPU processes (gloo) train like one process with the doubled batch, end with
 identical weights, write one run directory with one logger run, and report the metrics of one process:
-on validation and test splits whose size is odd (63 windows each, shards of 32 and 31), the val and
-test metrics to rel 1e-6, and ``train/loss`` as the loss of the global batch.
+on validation and test splits whose size is odd (65 windows each, shards of 33 and 32: one process
+runs a batch more than the other), the val and test metrics to rel 1e-6, and ``train/loss`` as the
+loss of the global batch.
 
 The run reads prepared token shards (``data=tokens``, the corpus of test_tokens_everywhere.py, prepared
 once per session), so its losses also show each rank reading its own samples of a step's windows
@@ -25,7 +26,7 @@ REL = 1e-6
 STEPS = 8
 ARGS = [
     "data=tokens",
-    "data.val_windows=63",  # an odd count: shards of 32 and 31
+    "data.val_windows=65",  # an odd count: shards of 33 and 32, 3 and 2 batches of 16
     "model=gpt-tiny",
     "data.seq_len=32",
     f"trainer.max_steps={STEPS}",
@@ -58,7 +59,7 @@ def test_two_processes_train_as_one_with_the_doubled_batch_into_one_run(
     built_once: Callable[..., Path], tmp_path: Path
 ) -> None:
     shards = built_once("tokens-everywhere-corpus", prepared_corpus) / "shards"
-    assert validation_windows(shards) > 63  # data.val_windows takes 63 of them
+    assert validation_windows(shards) > 65  # data.val_windows takes 65 of them
     corpus = f"data.path={shards}"
     ddp_args = [*ARGS, corpus, "logger=many", "trainer=ddp_sim", "data.batch_size=16", "run_dir=ddp"]
     check(cli(ddp_args, tmp_path, timeout=600))
