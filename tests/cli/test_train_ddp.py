@@ -8,7 +8,10 @@ The run reads prepared token shards (``data=tokens``, the corpus of test_tokens_
 once per session), so its losses also show each rank reading its own samples of a step's windows
 (``data.tokens.TokenBatches``); their test split is the validation windows. One two-process run serves
 every check (a process contract: Lightning starts its second rank as a new interpreter, as for a user);
-the one-process reference trains in the test's own process."""
+the one-process reference trains in the test's own process. The model holds one layer of each mixer
+(softmax, latent and differential attention, gated DeltaNet: test_train_mixers_ranks.py's ``MIXERS``,
+whose FSDP2 run is there) and clips its gradients, so a mixer whose gradient missed a rank changes
+the steps."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from test_train_mixers_ranks import MIXERS
 from test_train_tokens import prepared_corpus
 from train_cli import check, cli, csv_rows, csv_series, train_in_process, wandb_run
 
@@ -28,6 +32,7 @@ ARGS = [
     "data=tokens",
     "data.val_windows=65",  # an odd count: shards of 33 and 32, 3 and 2 batches of 16
     "model=gpt-tiny",
+    *MIXERS,
     "data.seq_len=32",
     f"trainer.max_steps={STEPS}",
     "trainer.val_every_n_steps=4",
@@ -82,6 +87,7 @@ def test_two_processes_train_as_one_with_the_doubled_batch_into_one_run(
     ddp_train, single_train = csv_series(ddp, "train/loss"), csv_series(single, "train/loss")
     assert sorted(ddp_train) == list(range(STEPS))
     assert ddp_train == pytest.approx(single_train, rel=REL, abs=0)
+    assert abs(single_train[STEPS - 1] - single_train[0]) > 1e-3  # the steps moved the weights
     assert sorted(csv_series(ddp, "val/loss")) == sorted(csv_series(single, "val/loss")) == [4, 8]
     for step in (4, STEPS):
         ddp_val, single_val = val_metrics(ddp, step), val_metrics(single, step)
