@@ -1,12 +1,12 @@
-"""Prepared token shards (``data=tokens``) read the same way by every command: tensor parallel over two
-CPU processes (both reading the same batch) trains like one process, step by step; a ``-m`` sweep's jobs read the shards as a
-single run does; attnlab-eval scores a tokens run on its validation windows, at another
+"""Prepared token shards (``data=tokens``) read the same way by every command: a ``-m`` sweep's jobs read
+the shards as a single run does; attnlab-eval scores a tokens run on its validation windows, at another
 ``data.seq_len`` too (``eval.lengths``, for synthetic tasks, is one line); attnlab-export's folder
 loads in ``transformers`` with the prepared tokenizer, which encodes a document to the tokens of the
 shards; the harness scores it; attnlab-sample continues a prompt. One prepared corpus and one run serve
-all of them. Each data-parallel process reading its part of the windows is test_train_tokens.py's
-(DDP; FSDP2 splits the batch by the same sampler, ``AttnlabDataModule._ranks``). Only the two-process run
-starts processes (a process contract, ``ranks``); every other command runs in the test's own process."""
+all of them, each command in the test's own process. The same corpus serves the runs over two
+processes: tensor parallel (both processes reading the same batch) is test_train_tp.py's GPT, each
+data-parallel process reading its part of the windows test_train_ddp.py's (DDP; FSDP2 splits the
+batch by the same sampler, ``AttnlabDataModule._ranks``)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 import torch
 from test_train_fsdp2 import series
 from test_train_tokens import prepared_corpus
-from train_cli import check, cli, command_here, job_dirs, run_command
+from train_cli import check, command_here, job_dirs, run_command
 
 from token_corpus import documents
 
@@ -52,38 +52,16 @@ def shards(built_once: Callable[..., Path]) -> Path:
 
 
 def trained(built_once: Callable[..., Path], name: str, shards: Path, *args: str) -> Path:
-    """The run directory of ``attnlab-train ARGS args`` on ``shards``, trained once per session: in a
-    new process when it runs on several (``trainer=...``), else in this one."""
+    """The run directory of ``attnlab-train ARGS args`` on ``shards``, trained in this process once per
+    session."""
     run = [*ARGS, f"data.path={shards}", *args, "run_dir=run"]
-    several = any(arg.startswith("trainer=") for arg in args)
-
-    def train(cwd: Path) -> None:
-        check(cli(run, cwd, timeout=600) if several else command_here(run, cwd))
-
-    return built_once(f"tokens-everywhere-{name}", train) / "run"
+    return built_once(f"tokens-everywhere-{name}", lambda cwd: check(command_here(run, cwd))) / "run"
 
 
 @pytest.fixture(scope="module")
 def single(built_once: Callable[..., Path], shards: Path) -> Path:
     """One process, 8 windows a step: the reference, and the run the other commands read."""
     return trained(built_once, "single", shards, "data.batch_size=8")
-
-
-def assert_same_losses(run: Path, reference: Path) -> None:
-    losses, expected = series(run, "train/loss"), series(reference, "train/loss")
-    assert sorted(losses) == sorted(expected) == list(range(1, STEPS + 1))
-    for step in expected:
-        assert losses[step] == pytest.approx(expected[step], abs=1e-5), f"step {step}"
-    assert abs(expected[STEPS] - expected[1]) > 1e-3  # the steps moved the weights
-
-
-@pytest.mark.process_contract("ranks")
-def test_tensor_parallel_over_two_processes_trains_like_one(
-    built_once: Callable[..., Path], shards: Path, single: Path
-) -> None:
-    """One tensor-parallel group reads one batch: both processes the same 8 windows."""
-    split = trained(built_once, "tp", shards, "trainer=tp_sim", "data.batch_size=8")
-    assert_same_losses(split, single)
 
 
 def test_a_sweep_reads_the_shards_as_a_single_run_does(shards: Path, single: Path, tmp_path: Path) -> None:

@@ -1,13 +1,15 @@
 """``trainer=fsdp2_sim``: FSDP2 over two CPU processes (gloo) trains like one process with the doubled
-batch, step by step, with gradient clipping on; a run killed mid-way (kill -9 of both processes)
-resumes with ``ckpt_path=last`` to the losses of the uninterrupted run, from its one-file checkpoint
-or from a sharded one (``checkpoint.sharded=true``), also on another number of processes (2 -> 1,
-1 -> 2), which the commands that read weights refuse in one line naming ``attnlab-consolidate``, and
-read once consolidated.
+batch, step by step, with gradient clipping on, and reports one process's val and test metrics on
+splits of odd size; its layers compiled one by one train like eager ones; a run killed mid-way (kill -9
+of both processes) resumes with ``ckpt_path=last`` to the losses of the uninterrupted run, from its
+one-file checkpoint or from a sharded one (``checkpoint.sharded=true``), also on another number of
+processes (2 -> 1, 1 -> 2), which the commands that read weights refuse in one line naming
+``attnlab-consolidate``, and read once consolidated.
 
-Each test here is a process contract (``ranks``, or ``kills``): Lightning starts the second rank as a
-new interpreter. The one-process references and the commands that read the checkpoints run in the
-test's own process (``command_here``)."""
+The tests that start processes are process contracts (``ranks``, or ``kills``): Lightning starts the
+second rank as a new interpreter. One two-process run a family serves every check of that family; the
+one-process references, the one-process FSDP2 run (a process group of one) and the commands that read
+the checkpoints run in the test's own process (``command_here``)."""
 
 from __future__ import annotations
 
@@ -37,18 +39,28 @@ ARGS = [
     "logger=none",
     "test_after_fit=false",
 ]
+# The classifier's and seq2seq's runs also check the metrics that must not depend on the number of
+# processes: 31 validation and 35 test samples (uneven shards of 16 and 15, 18 and 17), read whole, and
+# the test of the best checkpoint after fit. Each process runs as many batches of 8 (2, then 3): under
+# FSDP2 every forward gathers each layer's weights from all processes, so one more batch on one process
+# waits for the others until gloo's timeout.
+ODD_SPLITS = ["data.num_val=31", "data.num_test=35", "trainer.limit_val_batches=1.0", "test_after_fit=true"]
+# A learning rate at which 20 steps already make seq2seq decode text that shares characters with the
+# references (chrF > 0).
+DECODES = ["optim.lr=1e-2", "optim.warmup_steps=0", "optim.schedule=constant"]
 # The token families (BERT's and seq2seq's losses average over masked or unpadded tokens, a number that
 # differs by process); the ViT's plan on two ranks (a batch mean) is tests/models/test_parallel.py's.
 FAMILIES = {
     "gpt": ["experiment=tiny_gpt", "data.seq_len=32"],
-    "bert": ["experiment=tiny_bert"],
-    "seq2seq": ["experiment=tiny_seq2seq"],
+    "bert": ["experiment=tiny_bert", *ODD_SPLITS],
+    "seq2seq": ["experiment=tiny_seq2seq", *ODD_SPLITS, *DECODES],
+}
+# What each family's val and test report (the gpt's: test_train_ddp.py, which compares whole runs)
+METRIC_NAMES = {
+    "bert": {"loss", "acc", "f1"},
+    "seq2seq": {"loss", "ppl", "acc", "exact_match", "bleu", "chrf"},
 }
 FSDP2 = ["trainer=fsdp2_sim", "data.batch_size=8"]  # 2 processes x 8 = one process's 16
-# The BERT's FSDP2 run compiles each sharded layer on its own (inductor on the CPU, a minute or so),
-# compared with the eager one-process run like the others: compiled layers keep the losses too. The
-# gpt's stays eager: it is the reference of the resumes.
-COMPILED = {"bert": ["compile=block"]}
 
 
 def series(run_dir: Path, key: str) -> dict[int, float]:
@@ -74,7 +86,7 @@ def family_runs(family: str, built_once: Callable[..., Path]) -> tuple[Path, Pat
     args = [*ARGS, *FAMILIES[family]]
 
     def fsdp2(cwd: Path) -> None:
-        result = check(cli([*args, *FSDP2, *COMPILED.get(family, []), "run_dir=run"], cwd, timeout=900))
+        result = check(cli([*args, *FSDP2, "run_dir=run"], cwd, timeout=600))
         (cwd / "console.txt").write_text(result.stdout + result.stderr)
 
     sharded = built_once(f"fsdp2-{family}", fsdp2)
@@ -91,12 +103,12 @@ def single_run(family: str, built_once: Callable[..., Path]) -> Path:
 def test_every_family_trains_under_fsdp2_as_one_process_with_the_doubled_batch(
     built_once: Callable[..., Path], tmp_path: Path
 ) -> None:
-    """Per step, the same losses and the same clipped norms (that of the global gradient, all shards),
-    also with each sharded layer compiled on its own (``compile=block``, the BERT's run); the
-    checkpoint, gathered on rank 0, is one file of the one-process run's names and shapes. A resume
-    on one process with the 2-process run's per-process batch is refused in one line, before its run
-    directory (data.batch_size is per process). No rank prints Lightning's "Initializing distributed"
-    line (train.log keeps rank 0's)."""
+    """Per step, the same losses and the same clipped norms (that of the global gradient, all shards);
+    the checkpoint, gathered on rank 0, is one file of the one-process run's names and shapes; the
+    classifier's and seq2seq's val and test metrics are one process's (``assert_one_process_metrics``).
+    A resume on one process with the 2-process run's per-process batch is refused in one line, before
+    its run directory (data.batch_size is per process). No rank prints Lightning's "Initializing
+    distributed" line (train.log keeps rank 0's)."""
     import torch
 
     for family in FAMILIES:
@@ -118,6 +130,8 @@ def test_every_family_trains_under_fsdp2_as_one_process_with_the_doubled_batch(
             for run in (sharded, single)
         )
         assert {k: v.shape for k, v in ours.items()} == {k: v.shape for k, v in theirs.items()}, family
+        if family in METRIC_NAMES:
+            assert_one_process_metrics(sharded, family, tmp_path / family)
 
     last = family_runs("gpt", built_once)[0] / "checkpoints" / "last.ckpt"
     args = [*ARGS, *FAMILIES["gpt"], "data.batch_size=8", f"ckpt_path={last}", "run_dir=new"]
@@ -129,6 +143,56 @@ def test_every_family_trains_under_fsdp2_as_one_process_with_the_doubled_batch(
         "processes (1 here) equal to 16",
     )
     assert not (tmp_path / "new").exists()
+
+
+def assert_one_process_metrics(run: Path, family: str, cwd: Path) -> None:
+    """The val and test metrics that ``run``'s two processes logged on the odd splits are, to rel 1e-6,
+    those of ``attnlab-eval`` (in this process) of the same weights: the checkpoint that the test after
+    fit read, the best, and the validation of its step. They are compared with an evaluation rather
+    than with the one-process run, as a token-mean loss (seq2seq's) would train differently on two
+    data-parallel processes under DDP. What makes them one process's does not depend on the strategy:
+    the data module gives rank r of W the samples r, r + W, ... of a split (W and r Lightning's
+    data-parallel ones, under DDP as under FSDP2) and torchmetrics sums each metric's states over the
+    processes before computing it; so FSDP2's runs check DDP's too (the causal LM's under DDP, whole
+    runs compared: test_train_ddp.py)."""
+    tested = json.loads((run / "test_metrics.json").read_text())
+    ckpt = Path(tested["ckpt_path"])
+    step = int(ckpt.stem.removeprefix("best-step"))  # a validation's: 10 or 20
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    (validated,) = [r for r in records if r["step"] == step and "val/loss" in r]
+    two = {"val": {k: v for k, v in validated.items() if k.startswith("val/")}, "test": tested["metrics"]}
+    cwd.mkdir()
+    for split, metrics in two.items():
+        out = cwd / split
+        evaluated = command_here(
+            [f"ckpt_path={ckpt}", f"split={split}", f"hydra.run.dir={out}"], cwd, command="eval"
+        )
+        assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+        one = json.loads((out / "metrics.json").read_text())["metrics"]
+        assert set(metrics) == {f"{split}/{name}" for name in METRIC_NAMES[family]}, (family, split)
+        assert metrics == pytest.approx(one, rel=1e-6, abs=0), (family, split)
+    if family == "seq2seq":  # decoded text to score, not two empty corpora:
+        assert two["val"]["val/chrf"] > 0 < two["test"]["test/chrf"]
+
+
+def test_layers_compiled_one_by_one_train_sharded_like_eager(
+    built_once: Callable[..., Path], tmp_path: Path
+) -> None:
+    """FSDP2 over a process group of one, in this process, each sharded layer compiled on its own
+    (``compile=block``: inductor on the CPU): per step, the eager one-process run's losses and clipped
+    norms. The layers are compiled before they are sharded (``attnlab.run.prepared.speed_up``, then the
+    task's ``configure_model``), whatever the number of processes; two processes sharding the layers
+    is the test above."""
+    args = [*ARGS, *FAMILIES["bert"], "trainer=fsdp2_sim", "trainer.devices=1", "data.batch_size=16"]
+    args += ["compile=block", "trainer.limit_val_batches=1", "test_after_fit=false", "run_dir=run"]
+    check(command_here(args, tmp_path))
+    run, single = tmp_path / "run", single_run("bert", built_once)
+    assert "MEMBER: 1/1" in (run / "train.log").read_text()  # FSDP2 over a group of one
+    assert_same_losses(run, single, abs=1e-5)
+    norms, expected_norms = series(run, "train/grad_norm"), series(single, "train/grad_norm")
+    assert max(expected_norms.values()) > CLIP  # clipping changed some steps
+    for step in expected_norms:
+        assert norms[step] == pytest.approx(expected_norms[step], rel=1e-4), f"step {step}"
 
 
 def kill_after_first_checkpoint(args: list[str], cwd: Path) -> None:

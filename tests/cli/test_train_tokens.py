@@ -1,7 +1,8 @@
 """Training on token shards (``data=tokens``): a run killed with SIGKILL and resumed with
 ``ckpt_path=last`` logs the uninterrupted run's losses; nanoGPT's raw ``train.bin`` trains; a preset
 whose folder was never prepared says, in one line, the command that prepares it. The commands run in
-this process (``command_here``) but the killed run and the two ranks, processes of their own."""
+this process (``command_here``) but the killed run, a process of its own. Two data-parallel processes
+reading their own samples of the shards' windows is test_train_ddp.py's (its run reads token shards)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from in_process import restored
-from train_cli import check, cli, command_here, csv_series, start_and_kill_after_first_checkpoint
+from train_cli import check, command_here, csv_series, start_and_kill_after_first_checkpoint
 
 from attnlab.data.prepare import PrepareSettings, prepare
 from attnlab.data.shards import token_folder
@@ -121,22 +122,3 @@ def test_a_preset_never_prepared_names_the_command_that_prepares_it(
         "--hf HuggingFaceFW/fineweb-edu --hf-config sample-10BT --streaming --tokenizer gpt2 --out "
         "data/fineweb_edu (needs ~20 GB of disk and the network)"
     )
-
-
-@pytest.mark.process_contract("ranks")
-def test_two_processes_train_on_the_shards_like_one_with_the_doubled_batch(
-    built_once: Callable[..., Path],
-) -> None:
-    """Each rank reads its own samples of the step's windows (``trainer=ddp_sim``: two CPU processes);
-    the one-process run trains here."""
-
-    def both(cwd: Path) -> None:
-        args = [*ARGS, f"data.path={prepared_corpus(cwd)}", "trainer.max_steps=4", "model.dropout=0.0"]
-        check(cli([*args, "trainer=ddp_sim", "data.batch_size=4", "run_dir=ddp"], cwd, timeout=600))
-        train_here([*args, "data.batch_size=8", "run_dir=single"], cwd)
-
-    cwd = built_once("tokens-ddp", both)
-    ddp, single = csv_series(cwd / "ddp", "train/loss"), csv_series(cwd / "single", "train/loss")
-    assert sorted(ddp) == [0, 1, 2, 3] and ddp == pytest.approx(single, rel=1e-5)
-    ddp_val, single_val = csv_series(cwd / "ddp", "val/loss"), csv_series(cwd / "single", "val/loss")
-    assert sorted(ddp_val) == [4] and ddp_val == pytest.approx(single_val, rel=1e-5)

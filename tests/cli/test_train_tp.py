@@ -7,6 +7,9 @@ cannot split are refused in one line before the run directory. With ``trainer.se
 ops recomputed in the backward pass, the GPT still trains like one process; async tensor parallel is
 refused on the CPU and without what it needs.
 
+The GPT reads prepared token shards (``data=tokens``, the corpus of test_tokens_everywhere.py, prepared
+once per session): both processes of a tensor-parallel group read the same batch of windows.
+
 The tensor-parallel runs are process contracts (``ranks``, ``kills``: Lightning starts the second rank
 as a new interpreter); the one-process references, the refusals and the commands that read the
 consolidated checkpoints run in the test's own process (``command_here``)."""
@@ -20,6 +23,7 @@ import pytest
 from test_train_fsdp2 import ARGS, STEPS, kill_after_first_checkpoint, series
 from test_train_fsdp2 import FAMILIES as FSDP2_FAMILIES
 from test_train_fsdp2 import family_runs as fsdp2_runs
+from test_train_tokens import prepared_corpus
 from train_cli import check, cli, command_here
 
 pytestmark = pytest.mark.slow
@@ -44,10 +48,19 @@ def gpt_runs(built_once: Callable[..., Path]) -> tuple[Path, Path]:
     return family_runs("gpt", built_once)
 
 
+def family_args(family: str, built_once: Callable[..., Path]) -> list[str]:
+    """The settings of ``family``'s runs; the GPT's on the token shards that test_tokens_everywhere.py
+    prepares (one corpus a session)."""
+    if family != "gpt":
+        return FAMILIES[family]
+    shards = built_once("tokens-everywhere-corpus", prepared_corpus) / "shards"
+    return [*FAMILIES[family], "data=tokens", f"data.path={shards}"]
+
+
 def family_runs(family: str, built_once: Callable[..., Path]) -> tuple[Path, Path]:
     """(the tensor-parallel run, the one-process run, trained in this process) of ``family``, each
     built once per session."""
-    args = [*ARGS, *FAMILIES[family], "run_dir=run"]
+    args = [*ARGS, *family_args(family, built_once), "run_dir=run"]
     split = built_once(f"tp-{family}", lambda cwd: check(cli([*args, *SPLITS[family]], cwd, timeout=600)))
     single = built_once(f"tp-single-{family}", lambda cwd: check(command_here(args, cwd)))
     return split / "run", single / "run"
@@ -115,13 +128,13 @@ def test_each_family_trains_as_one_process_and_its_checkpoint_consolidates(
 
 @pytest.mark.process_contract("kills")
 def test_a_tensor_parallel_checkpoint_resumes_in_one_process(
-    gpt_runs: tuple[Path, Path], tmp_path: Path
+    gpt_runs: tuple[Path, Path], built_once: Callable[..., Path], tmp_path: Path
 ) -> None:
     """Killed (kill -9) after its first checkpoint, whose attention projections are split, the run
     resumes in one process without sharding: the projections joined back, the optimizer state with
     them, and the next steps' losses are those of the uninterrupted tensor-parallel run."""
     split, _ = gpt_runs
-    args = [*ARGS, *GPT, "run_dir=run"]
+    args = [*ARGS, *family_args("gpt", built_once), "run_dir=run"]
     kill_after_first_checkpoint([*args, *SPLITS["gpt"]], tmp_path)
     check(command_here([*args, "ckpt_path=last"], tmp_path))
     losses, expected = series(tmp_path / "run", "train/loss"), series(split, "train/loss")
