@@ -1,0 +1,117 @@
+"""The μP ablation (experiments/mup/ablation.py): each arm changes the one piece of μP it names and
+leaves the rest as μP made it, and its table compares each arm's best with sp's paired by seed, also
+when the runs come from several lanes."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments" / "mup"))
+from ablation import edit_built, lm_head, main
+
+from attnlab.models import build_model
+from attnlab.models.parametrization import hidden_matrices
+from attnlab.schema.model import GPTConfig
+from attnlab.schema.optim import AdamWConfig
+from attnlab.tasks.optim import adamw
+
+WIDTH, LR = 64, 0.01  # m = 4 against the base width 16
+
+
+def built(parametrization: str, arm: str | None = None) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(0)
+    cfg = GPTConfig(
+        d_model=WIDTH,
+        n_layers=2,
+        n_heads=2,
+        vocab_size=40,
+        max_seq_len=16,
+        dropout=0.0,
+        tie_embeddings=False,
+        parametrization=parametrization,
+        mup_base_width=16,
+    )
+    model = build_model(cfg)
+    optimizer = adamw(model, AdamWConfig(lr=LR, weight_decay=0.0), fused=False)
+    if arm is not None:
+        edit_built(arm, model, optimizer, LR)
+    return model, optimizer
+
+
+def test_the_hidden_rate_arm_trains_every_group_at_the_rate_mup_gives_the_embeddings() -> None:
+    _, mup = built("mup")
+    assert sorted({g["lr"] for g in mup.param_groups}) == [LR / 4, LR]
+    _, arm = built("mup", "mup, hidden rate lr")
+    assert {g["lr"] for g in arm.param_groups} == {LR}
+
+
+def test_the_hidden_init_arm_initialises_the_hidden_matrices_as_sp_does() -> None:
+    sp, _ = built("sp")
+    arm, _ = built("mup", "mup, hidden init sp")
+    mup, _ = built("mup")
+    for sp_weight, arm_weight, mup_weight in zip(
+        hidden_matrices(sp), hidden_matrices(arm), hidden_matrices(mup)
+    ):
+        nonzero = mup_weight != 0  # μP's zero-initialised queries stay zero
+        assert torch.allclose(arm_weight[nonzero], sp_weight[nonzero])
+        assert torch.allclose(mup_weight[nonzero], sp_weight[nonzero] / 2)
+    assert lm_head(arm).scale == pytest.approx(1 / 4)
+
+
+@pytest.mark.parametrize(
+    "arm, scale", [("mup", 1 / 4), ("mup, logits not 1/m", 1.0), ("mup, logits x2", 2 / 4)]
+)
+def test_the_logit_arms_set_the_readout_multiplier(arm: str, scale: float) -> None:
+    model, optimizer = built("mup", arm)
+    assert lm_head(model).scale == pytest.approx(scale)
+    assert sorted({g["lr"] for g in optimizer.param_groups}) == [LR / 4, LR]  # the rates stay μP's
+
+
+def test_the_table_compares_each_arm_with_sp_paired_by_seed_across_merged_lanes(tmp_path) -> None:
+    data = tmp_path / "text.txt"
+    data.write_text("To be, or not to be, that is the question.\n" * 60, encoding="utf-8")
+    common = ["--data", str(data), "--steps", "2", "--width", "32", "--rates", "7", "6"]
+    for seed in ("0", "1"):
+        lane = [
+            "--seeds",
+            seed,
+            "--arms",
+            "sp",
+            "mup",
+            "--output-multipliers",
+            "2",
+            "--out",
+            str(tmp_path / seed),
+        ]
+        assert main([*common, *lane]) == 0
+    lanes = [str(tmp_path / seed / "ablation.csv") for seed in ("0", "1")]
+    assert main(["--merge", *lanes, "--steps", "2", "--out", str(tmp_path / "merged")]) == 0
+    runs = pd.read_csv(tmp_path / "merged" / "ablation.csv")
+    assert len(runs) == 2 * 3 * 2 and runs["wall_seconds"].notna().all()
+    rows = {
+        line.split(" | ")[0][2:]: line.split(" | ")
+        for line in (tmp_path / "merged" / "ablation.md").read_text().splitlines()
+        if line.startswith("| ") and "2^" in line
+    }
+    assert set(rows) == {"sp", "mup", "mup, logits x2"}
+    mean = runs.groupby(["arm", "lr"])["held_out_loss"].mean()
+    sp_best, mup_best = mean["sp"].min(), mean["mup"].min()
+    assert float(rows["mup"][5]) == pytest.approx(mup_best - sp_best, abs=5e-4)
+    assert rows["sp"][5] == "+0.000" and math.isfinite(float(rows["mup"][7].rstrip(" |")))
+
+
+def test_a_merge_of_two_widths_or_of_a_missing_file_stops_with_one_line(tmp_path, capsys) -> None:
+    assert main(["--merge", str(tmp_path / "none.csv"), "--out", str(tmp_path / "out")]) == 2
+    pd.DataFrame({"arm": ["sp", "sp"], "width": [16, 128], "seed": [0, 0], "lr": [0.01, 0.01]}).to_csv(
+        tmp_path / "two.csv", index=False
+    )
+    assert main(["--merge", str(tmp_path / "two.csv"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and "none.csv" in err[0] and "16, 128" in err[1]
+    assert not (tmp_path / "out").exists()
