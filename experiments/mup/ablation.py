@@ -4,7 +4,7 @@ transfer study's set-up (lr_transfer.py: a 2-layer, 2-head GPT with an untied re
 64 characters a step of tinyshakespeare, attnlab's AdamW, constant rate; base width 16).
 
     OMP_NUM_THREADS=1 python experiments/mup/ablation.py [--steps 500] [--seeds 0] [--width 128]
-        [--arms ARM ...] [--rates E ...] [--output-multipliers 0.5 2 ...]
+        [--arms ARM ...] [--rates E ...] [--output-multipliers 0.5 2 ...] [--attention-multipliers 2 ...]
         [--data /work/shared/data/tinyshakespeare.txt] [--out experiments/mup/results/ablation_500]
     python experiments/mup/ablation.py --merge A.csv B.csv ... --out DIR
 
@@ -21,6 +21,7 @@ Arms (at the width, m = width / 16):
   mup, logits not 1/m   μP without the logits' 1/m (the readout still starts at zero)
   mup, logits xA        μP with the logits times A/m: an output multiplier A (``--output-multipliers``),
                         tuned at the base width (``--width 16``) as Yang et al. tune theirs
+  mup, attention xA     μP with the attention scores times A (``--attention-multipliers``), likewise
 The first two replacements are made while the model is built (``mock.patch`` of
 ``zero_queries`` and of the ``MUP`` role table), the others on the built model and its optimiser, each
 a one-line change of what ``build_model`` and ``adamw`` made. The embedding rate is not an arm:
@@ -56,7 +57,7 @@ from lr_transfer import (
 )
 
 import attnlab.models.parametrization as parametrization
-from attnlab.blocks import LMHead
+from attnlab.blocks import LMHead, MultiHeadAttention
 from attnlab.models import build_model
 from attnlab.report.significance import compare
 from attnlab.schema.model import GPTConfig
@@ -92,9 +93,9 @@ def arm_patches(arm: str):
         yield
 
 
-def output_multiplier(arm: str) -> float | None:
-    """A of an arm named "mup, logits xA"; None for the others."""
-    prefix = "mup, logits x"
+def multiplier(arm: str, piece: str) -> float | None:
+    """A of an arm named "mup, <piece> xA" (piece ``logits`` or ``attention``); None for the others."""
+    prefix = f"mup, {piece} x"
     return float(arm[len(prefix) :]) if arm.startswith(prefix) else None
 
 
@@ -110,8 +111,12 @@ def edit_built(arm: str, model: torch.nn.Module, optimizer: torch.optim.Optimize
                 weight.mul_(math.sqrt(m))  # undo μP's m^-1/2 (the zero queries stay zero)
     elif arm == "mup, logits not 1/m":
         lm_head(model).scale *= m  # 1/m back to 1
-    elif output_multiplier(arm) is not None:
-        lm_head(model).scale *= output_multiplier(arm)  # 1/m to A/m
+    elif multiplier(arm, "logits") is not None:
+        lm_head(model).scale *= multiplier(arm, "logits")  # 1/m to A/m
+    elif multiplier(arm, "attention") is not None:
+        for module in model.modules():
+            if isinstance(module, MultiHeadAttention):
+                module.scale *= multiplier(arm, "attention")
 
 
 def lm_head(model: torch.nn.Module) -> LMHead:
@@ -215,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=int, default=128)
     parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
     parser.add_argument("--output-multipliers", type=float, nargs="+", default=[], metavar="A")
+    parser.add_argument("--attention-multipliers", type=float, nargs="+", default=[], metavar="A")
     parser.add_argument("--rates", type=int, nargs="+", help="exponents e of 2^-e for every arm run")
     parser.add_argument("--merge", type=Path, nargs="+", help="write the tables of these ablation.csv")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "ablation_500")

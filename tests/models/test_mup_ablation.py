@@ -15,6 +15,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments" / "mup"))
 from ablation import edit_built, lm_head, main
 
+from attnlab.blocks import MultiHeadAttention
 from attnlab.models import build_model
 from attnlab.models.parametrization import hidden_matrices
 from attnlab.schema.model import GPTConfig
@@ -71,6 +72,14 @@ def test_the_logit_arms_set_the_readout_multiplier(arm: str, scale: float) -> No
     model, optimizer = built("mup", arm)
     assert lm_head(model).scale == pytest.approx(scale)
     assert sorted({g["lr"] for g in optimizer.param_groups}) == [LR / 4, LR]  # the rates stay μP's
+
+
+def test_the_attention_arm_multiplies_every_layer_s_score_scale() -> None:
+    mup, _ = built("mup")
+    arm, _ = built("mup", "mup, attention x0.5")
+    scales = [[m.scale for m in model.modules() if isinstance(m, MultiHeadAttention)] for model in (mup, arm)]
+    assert len(scales[0]) == 2 and scales[1] == pytest.approx([s / 2 for s in scales[0]])
+    assert lm_head(arm).scale == pytest.approx(1 / 4)
 
 
 def test_the_table_compares_each_arm_with_sp_paired_by_seed_across_merged_lanes(tmp_path) -> None:
