@@ -47,10 +47,12 @@ def rows(runs: pd.DataFrame, best: pd.DataFrame, baseline: str, other: str, bigr
     return lines
 
 
-def header(baseline: str, other: str) -> list[str]:
+def header(baseline: str, other: str, tag: str = "") -> list[str]:
+    """The table's header; ``tag`` marks the statistics' columns of a second table, so that a README
+    can name them apart from the first's (check_figures finds the first table with a header)."""
     return [
         f"| width | {baseline} rate | {other} rate | {baseline} loss | {other} loss | {other} - {baseline} "
-        f"| 95% interval | p | seeds needed | {baseline} above bigram | {other} above bigram |",
+        f"| 95% interval{tag} | p{tag} | seeds needed{tag} | {baseline} above bigram | {other} above bigram |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
@@ -71,7 +73,7 @@ def main(results: Path) -> None:
             "",
             "# mup with a tied readout against mup's untied one, each at its best rate, paired by seed",
             "",
-            *header("mup", "mup-tied"),
+            *header("mup", "mup-tied", " (tied)"),
             *rows(runs, best, "mup", "mup-tied", bigram),
         ]
     (results / "comparisons.md").write_text("\n".join(lines) + "\n")
