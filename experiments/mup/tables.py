@@ -12,6 +12,8 @@ import json
 import math
 from pathlib import Path
 
+import pandas as pd
+
 RESULTS = Path(__file__).resolve().parent / "results"
 GROUPS = ["embedding", "attention output", "feed-forward output", "residual stream", "logits"]
 STEP = "5"
@@ -76,6 +78,22 @@ def arms_transfer_table(summary: dict) -> list[str]:
     return lines
 
 
+def loss_table(runs: pd.DataFrame) -> list[str]:
+    """The seed-mean held-out loss of every arm and width at every rate (blank where not run)."""
+    runs = runs.assign(exponent=(-runs["lr"].map(math.log2)).round().astype(int))
+    mean = runs.groupby(["parametrization", "width", "exponent"], sort=False)["held_out_loss"].mean()
+    exponents = sorted(runs["exponent"].unique(), reverse=True)
+    lines = [
+        "| arm, width | " + " | ".join(f"2^-{e}" for e in exponents) + " |",
+        "|---" * (1 + len(exponents)) + "|",
+    ]
+    for (arm, width), losses in mean.groupby(level=[0, 1], sort=False):
+        at = {e: loss for (_, _, e), loss in losses.items()}
+        cells = [f"{at[e]:.3f}" if e in at else "" for e in exponents]
+        lines.append(f"| {arm}, width {width} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def main() -> None:
     lines = [
         "# The README's tables",
@@ -97,6 +115,10 @@ def main() -> None:
         "Best rate on the seed-mean held-out loss (nats/char), and each seed's best rate:",
         "",
         *arms_transfer_table(summary),
+        "",
+        "Seed-mean held-out loss (nats/char) at each rate:",
+        "",
+        *loss_table(pd.read_csv(RESULTS / "steps_500" / "lr_transfer.csv")),
     ]
     (RESULTS / "steps_500" / "tables.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
