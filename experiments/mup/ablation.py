@@ -212,13 +212,40 @@ def write(runs: pd.DataFrame, out: Path, steps: int) -> None:
     print("\n".join(lines))
 
 
+def arm_rates(named: list[str], output: list[float], attention: list[float]) -> dict[str, list[int]]:
+    """Each arm to run with its rate exponents: the named ones, then one per output and attention
+    multiplier (at μP's rates)."""
+    arms = {arm: ARMS[arm] for arm in named}
+    arms |= {f"mup, logits x{a:g}": MUP_RATES for a in output}
+    return arms | {f"mup, attention x{a:g}": MUP_RATES for a in attention}
+
+
+def merge(paths: list[Path], out: Path, steps: int) -> int:
+    """The tables of several lanes' ``ablation.csv`` (one width) written together into ``out``."""
+    missing = [path for path in paths if not path.is_file()]
+    if missing:
+        print(
+            f"--merge {missing[0]}: no such file; give ablation.csv files this script wrote", file=sys.stderr
+        )
+        return 2
+    runs = pd.concat([pd.read_csv(path) for path in paths], ignore_index=True)
+    if runs["width"].nunique() > 1:
+        widths = sorted(runs["width"].unique().tolist())
+        print(f"--merge: the runs are of widths {widths}; merge one width", file=sys.stderr)
+        return 2
+    write(runs, out, steps)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=Path("/work/shared/data/tinyshakespeare.txt"))
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--width", type=int, default=128)
-    parser.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
+    parser.add_argument(
+        "--arms", nargs="*", choices=list(ARMS), default=list(ARMS), help="none: multipliers only"
+    )
     parser.add_argument("--output-multipliers", type=float, nargs="+", default=[], metavar="A")
     parser.add_argument("--attention-multipliers", type=float, nargs="+", default=[], metavar="A")
     parser.add_argument("--rates", type=int, nargs="+", help="exponents e of 2^-e for every arm run")
@@ -226,28 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "ablation_500")
     args = parser.parse_args(argv)
     if args.merge:
-        missing = [path for path in args.merge if not path.is_file()]
-        if missing:
-            print(
-                f"--merge {missing[0]}: no such file; give ablation.csv files this script wrote",
-                file=sys.stderr,
-            )
-            return 2
-        runs = pd.concat([pd.read_csv(path) for path in args.merge], ignore_index=True)
-        if runs["width"].nunique() > 1:
-            print(
-                f"--merge: the runs are of widths {sorted(runs['width'].unique().tolist())}; merge one width",
-                file=sys.stderr,
-            )
-            return 2
-        write(runs, args.out, args.steps)
-        return 0
+        return merge(args.merge, args.out, args.steps)
     if not args.data.is_file():
         print(f"--data {args.data}: no such file; give the path of tinyshakespeare.txt", file=sys.stderr)
         return 2
-    arms = {arm: ARMS[arm] for arm in args.arms} | {
-        f"mup, logits x{a:g}": MUP_RATES for a in args.output_multipliers
-    }
+    arms = arm_rates(args.arms, args.output_multipliers, args.attention_multipliers)
     ids, vocab = character_ids(args.data)
     split = int(0.9 * len(ids))  # as lr_transfer.py
     held_out = windows(ids[split:], HELD_OUT_WINDOWS, torch.Generator().manual_seed(0))

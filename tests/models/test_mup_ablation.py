@@ -13,7 +13,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments" / "mup"))
-from ablation import edit_built, lm_head, main
+from ablation import arm_rates, edit_built, lm_head, main
 
 from attnlab.blocks import MultiHeadAttention
 from attnlab.models import build_model
@@ -80,6 +80,13 @@ def test_the_attention_arm_multiplies_every_layer_s_score_scale() -> None:
     scales = [[m.scale for m in model.modules() if isinstance(m, MultiHeadAttention)] for model in (mup, arm)]
     assert len(scales[0]) == 2 and scales[1] == pytest.approx([s / 2 for s in scales[0]])
     assert lm_head(arm).scale == pytest.approx(1 / 4)
+
+
+def test_each_multiplier_given_is_an_arm_at_mup_s_rates() -> None:
+    arms = arm_rates(["sp"], [0.5, 2.0], [4.0])
+    assert list(arms) == ["sp", "mup, logits x0.5", "mup, logits x2", "mup, attention x4"]
+    assert arms["mup, attention x4"] == arms["mup, logits x2"] == [7, 6, 5]
+    assert list(arm_rates([], [], [0.25])) == ["mup, attention x0.25"]
 
 
 def test_the_table_compares_each_arm_with_sp_paired_by_seed_across_merged_lanes(tmp_path) -> None:
