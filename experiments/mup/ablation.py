@@ -39,7 +39,7 @@ import argparse
 import math
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from unittest import mock
 
@@ -66,30 +66,39 @@ from attnlab.tasks.optim import adamw
 
 SP_RATES = [10, 9, 8]  # exponents of 2: a x2 grid around sp's 60-step optimum at width 128 (2^-10)
 MUP_RATES = [7, 6, 5]  # and around μP's (2^-6 at every width)
-ARMS = {
-    "sp": SP_RATES,
-    "mup": MUP_RATES,
-    "mup, sp attn scale": MUP_RATES,
-    "mup, queries not 0": MUP_RATES,
-    "mup, readout not 0": MUP_RATES,
-    "mup, hidden rate lr": [9, 8, 7],  # the hidden matrices m times faster than μP's: sp's rates
-    "mup, hidden init sp": MUP_RATES,
-    "mup, logits not 1/m": [8, 7, 6],  # the readout's logits m times larger: a lower rate
+# The pieces in which attnlab's μP differs from sp at a width other than the base, and the arm that
+# replaces each one alone by sp's, with its rate exponents.
+PIECES = {
+    "attn scale": ("mup, sp attn scale", MUP_RATES),
+    "queries": ("mup, queries not 0", MUP_RATES),
+    "readout": ("mup, readout not 0", MUP_RATES),
+    "hidden rate": ("mup, hidden rate lr", [9, 8, 7]),  # the hidden matrices m times faster: sp's rates
+    "hidden init": ("mup, hidden init sp", MUP_RATES),
+    "logits": ("mup, logits not 1/m", [8, 7, 6]),  # the readout's logits m times larger: a lower rate
 }
+ARMS = {"sp": SP_RATES, "mup": MUP_RATES} | {arm: rates for arm, rates in PIECES.values()}
+ARMS |= {f"sp + mup's {piece}": SP_RATES for piece in PIECES}  # the converse: every piece sp's but one
+
+
+def replaced(arm: str) -> frozenset[str]:
+    """The pieces of μP that ``arm`` replaces by sp's (none for ``mup``; every one but X for
+    "sp + mup's X")."""
+    if arm.startswith("sp + mup's "):
+        return frozenset(PIECES) - {arm.removeprefix("sp + mup's ")}
+    return frozenset(piece for piece, (name, _) in PIECES.items() if name == arm)
 
 
 @contextmanager
-def arm_patches(arm: str):
-    """The arm's change to attnlab's μP while its model is built."""
-    if arm == "mup, queries not 0":
-        with mock.patch.object(parametrization, "zero_queries", lambda attention: None):
-            yield
-    elif arm == "mup, readout not 0":
-        table = dict(parametrization.MUP)
-        table[parametrization.ParamRole.readout] = parametrization.RoleScaling()
-        with mock.patch.object(parametrization, "MUP", table):
-            yield
-    else:
+def build_patches(pieces: frozenset[str]):
+    """The replacements made while the model is built: ``zero_queries`` and the readout's row of the
+    ``MUP`` role table patched for the build."""
+    with ExitStack() as stack:
+        if "queries" in pieces:
+            stack.enter_context(mock.patch.object(parametrization, "zero_queries", lambda attention: None))
+        if "readout" in pieces:
+            table = dict(parametrization.MUP)
+            table[parametrization.ParamRole.readout] = parametrization.RoleScaling()
+            stack.enter_context(mock.patch.object(parametrization, "MUP", table))
         yield
 
 
@@ -100,20 +109,21 @@ def multiplier(arm: str, piece: str) -> float | None:
 
 
 def edit_built(arm: str, model: torch.nn.Module, optimizer: torch.optim.Optimizer, lr: float) -> None:
-    """The arm's change to the μP model and optimiser ``build_model`` and ``adamw`` made (m > 0)."""
-    m = parametrization.width_multiplier(model.cfg)
-    if arm == "mup, hidden rate lr":
+    """The arm's change to the μP model and optimiser ``build_model`` and ``adamw`` made: the
+    replaced pieces made after the build, and a multiplier arm's multiplier."""
+    m, pieces = parametrization.width_multiplier(model.cfg), replaced(arm)
+    if "hidden rate" in pieces:
         for group in optimizer.param_groups:  # the hidden matrices' group was at lr / m
             group["lr"] = lr
-    elif arm == "mup, hidden init sp":
+    if "hidden init" in pieces:
         with torch.no_grad():
             for weight in parametrization.hidden_matrices(model):
-                weight.mul_(math.sqrt(m))  # undo μP's m^-1/2 (the zero queries stay zero)
-    elif arm == "mup, logits not 1/m":
+                weight.mul_(math.sqrt(m))  # undo μP's m^-1/2 (zero-initialised queries stay zero)
+    if "logits" in pieces:
         lm_head(model).scale *= m  # 1/m back to 1
-    elif multiplier(arm, "logits") is not None:
+    if multiplier(arm, "logits") is not None:
         lm_head(model).scale *= multiplier(arm, "logits")  # 1/m to A/m
-    elif multiplier(arm, "attention") is not None:
+    if multiplier(arm, "attention") is not None:
         for module in model.modules():
             if isinstance(module, MultiHeadAttention):
                 module.scale *= multiplier(arm, "attention")
@@ -123,11 +133,8 @@ def lm_head(model: torch.nn.Module) -> LMHead:
     return next(module for module in model.modules() if isinstance(module, LMHead))
 
 
-def train_once(train, held_out, vocab: int, width: int, lr: float, arm: str, seed: int, steps: int) -> dict:
-    """One run of ``arm``: its held-out loss after ``steps`` steps (NaN where it diverged)."""
-    started = time.perf_counter()
-    torch.manual_seed(seed)
-    head_dim = width // N_HEADS
+def build_arm(arm: str, width: int, vocab: int, lr: float) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    """The arm's model and AdamW at ``width`` (from the current torch seed)."""
     cfg = GPTConfig(
         d_model=width,
         n_layers=2,
@@ -138,12 +145,21 @@ def train_once(train, held_out, vocab: int, width: int, lr: float, arm: str, see
         tie_embeddings=False,
         parametrization="sp" if arm == "sp" else "mup",
         mup_base_width=BASE_WIDTH,
-        attn_scale=1 / math.sqrt(head_dim) if arm == "mup, sp attn scale" else None,
+        attn_scale=1 / math.sqrt(width // N_HEADS) if "attn scale" in replaced(arm) else None,
     )
-    with arm_patches(arm):
+    with build_patches(replaced(arm)):
         model = build_model(cfg)
     optimizer = adamw(model, AdamWConfig(lr=lr, weight_decay=0.0), fused=False)
-    edit_built(arm, model, optimizer, lr)
+    if arm != "sp":
+        edit_built(arm, model, optimizer, lr)
+    return model, optimizer
+
+
+def train_once(train, held_out, vocab: int, width: int, lr: float, arm: str, seed: int, steps: int) -> dict:
+    """One run of ``arm``: its held-out loss after ``steps`` steps (NaN where it diverged)."""
+    started = time.perf_counter()
+    torch.manual_seed(seed)
+    model, optimizer = build_arm(arm, width, vocab, lr)
     batches = torch.Generator().manual_seed(1000 + seed)
     for _ in range(steps):
         loss = next_char_loss(model, windows(train, BATCH, batches))

@@ -13,48 +13,33 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments" / "mup"))
-from ablation import arm_rates, edit_built, lm_head, main
+from ablation import arm_rates, build_arm, lm_head, main
 
 from attnlab.blocks import MultiHeadAttention
-from attnlab.models import build_model
 from attnlab.models.parametrization import hidden_matrices
-from attnlab.schema.model import GPTConfig
-from attnlab.schema.optim import AdamWConfig
-from attnlab.tasks.optim import adamw
 
 WIDTH, LR = 64, 0.01  # m = 4 against the base width 16
 
 
-def built(parametrization: str, arm: str | None = None) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+def built(arm: str) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     torch.manual_seed(0)
-    cfg = GPTConfig(
-        d_model=WIDTH,
-        n_layers=2,
-        n_heads=2,
-        vocab_size=40,
-        max_seq_len=16,
-        dropout=0.0,
-        tie_embeddings=False,
-        parametrization=parametrization,
-        mup_base_width=16,
-    )
-    model = build_model(cfg)
-    optimizer = adamw(model, AdamWConfig(lr=LR, weight_decay=0.0), fused=False)
-    if arm is not None:
-        edit_built(arm, model, optimizer, LR)
-    return model, optimizer
+    return build_arm(arm, WIDTH, vocab=40, lr=LR)
+
+
+def attention_scales(model: torch.nn.Module) -> list[float]:
+    return [module.scale for module in model.modules() if isinstance(module, MultiHeadAttention)]
 
 
 def test_the_hidden_rate_arm_trains_every_group_at_the_rate_mup_gives_the_embeddings() -> None:
     _, mup = built("mup")
     assert sorted({g["lr"] for g in mup.param_groups}) == [LR / 4, LR]
-    _, arm = built("mup", "mup, hidden rate lr")
+    _, arm = built("mup, hidden rate lr")
     assert {g["lr"] for g in arm.param_groups} == {LR}
 
 
 def test_the_hidden_init_arm_initialises_the_hidden_matrices_as_sp_does() -> None:
     sp, _ = built("sp")
-    arm, _ = built("mup", "mup, hidden init sp")
+    arm, _ = built("mup, hidden init sp")
     mup, _ = built("mup")
     for sp_weight, arm_weight, mup_weight in zip(
         hidden_matrices(sp), hidden_matrices(arm), hidden_matrices(mup)
@@ -69,17 +54,30 @@ def test_the_hidden_init_arm_initialises_the_hidden_matrices_as_sp_does() -> Non
     "arm, scale", [("mup", 1 / 4), ("mup, logits not 1/m", 1.0), ("mup, logits x2", 2 / 4)]
 )
 def test_the_logit_arms_set_the_readout_multiplier(arm: str, scale: float) -> None:
-    model, optimizer = built("mup", arm)
+    model, optimizer = built(arm)
     assert lm_head(model).scale == pytest.approx(scale)
     assert sorted({g["lr"] for g in optimizer.param_groups}) == [LR / 4, LR]  # the rates stay μP's
 
 
 def test_the_attention_arm_multiplies_every_layer_s_score_scale() -> None:
     mup, _ = built("mup")
-    arm, _ = built("mup", "mup, attention x0.5")
-    scales = [[m.scale for m in model.modules() if isinstance(m, MultiHeadAttention)] for model in (mup, arm)]
+    arm, _ = built("mup, attention x0.5")
+    scales = [attention_scales(model) for model in (mup, arm)]
     assert len(scales[0]) == 2 and scales[1] == pytest.approx([s / 2 for s in scales[0]])
     assert lm_head(arm).scale == pytest.approx(1 / 4)
+
+
+@pytest.mark.parametrize("kept", ["hidden init", "logits"])
+def test_sp_with_one_piece_of_mup_is_sp_but_for_that_piece(kept: str) -> None:
+    sp, sp_optimizer = built("sp")
+    arm, optimizer = built(f"sp + mup's {kept}")
+    assert {g["lr"] for g in optimizer.param_groups} == {g["lr"] for g in sp_optimizer.param_groups} == {LR}
+    assert attention_scales(arm) == pytest.approx(attention_scales(sp))  # sp's 1/sqrt(d_head)
+    hidden = {id(w) for w in hidden_matrices(arm)}
+    for (name, weight), sp_weight in zip(arm.named_parameters(), sp.parameters()):
+        shrink = 0.5 if kept == "hidden init" and id(weight) in hidden else 1.0  # m^-1/2 with m = 4
+        assert torch.allclose(weight, sp_weight * shrink), name  # the queries and readout not zeroed
+    assert lm_head(arm).scale == pytest.approx(1 / 4 if kept == "logits" else 1.0)
 
 
 def test_each_multiplier_given_is_an_arm_at_mup_s_rates() -> None:
