@@ -184,8 +184,8 @@ def exponent(rate: float) -> str:
 
 
 def table(runs: pd.DataFrame) -> list[str]:
-    """Per arm (in the order first run) the seed-mean loss at each rate, the best on it, and that
-    best against sp's, paired by seed at each one's best rate."""
+    """Per arm (``ARMS``' order, then the multiplier arms as first run) the seed-mean loss at each
+    rate, the best on it, and that best against sp's, paired by seed at each one's best rate."""
     mean = runs.groupby(["arm", "lr"])["held_out_loss"].mean()
     by_seed = runs.set_index(["arm", "lr", "seed"])["held_out_loss"].sort_index()
     sp_rate = mean["sp"].idxmin() if "sp" in mean else None
@@ -194,7 +194,8 @@ def table(runs: pd.DataFrame) -> list[str]:
         "| 95% interval | p |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for arm in dict.fromkeys(runs["arm"]):
+    ran = set(runs["arm"])
+    for arm in [a for a in ARMS if a in ran] + [a for a in dict.fromkeys(runs["arm"]) if a not in ARMS]:
         losses, best = mean[arm], mean[arm].idxmin()
         against = "| | |"  # no sp runs in this table: nothing to compare with
         if sp_rate is not None:
