@@ -4,7 +4,8 @@ transfer study's set-up (lr_transfer.py: a 2-layer, 2-head GPT with an untied re
 64 characters a step of tinyshakespeare, attnlab's AdamW, constant rate; base width 16).
 
     OMP_NUM_THREADS=1 python experiments/mup/ablation.py [--steps 500] [--seeds 0] [--width 128]
-        [--arms ARM ...] [--rates E ...] [--output-multipliers 0.5 2 ...] [--attention-multipliers 2 ...]
+        [--arms ARM ...] [--cumulative PIECE ...] [--rates E ...] [--output-multipliers 0.5 2 ...]
+        [--attention-multipliers 2 ...]
         [--data /work/shared/data/tinyshakespeare.txt] [--out experiments/mup/results/ablation_500]
     python experiments/mup/ablation.py --merge A.csv B.csv ... --out DIR
 
@@ -22,11 +23,15 @@ Arms (at the width, m = width / 16):
   mup, logits xA        μP with the logits times A/m: an output multiplier A (``--output-multipliers``),
                         tuned at the base width (``--width 16``) as Yang et al. tune theirs
   mup, attention xA     μP with the attention scores times A (``--attention-multipliers``), likewise
+  sp + mup's X          sp with one piece X of μP: every piece but X replaced (the converse arms)
+  mup, sp's X, Y, ...   μP with the pieces X, Y, ... replaced by sp's (``--cumulative X Y ...``: one
+                        arm with X, one with X and Y, ..., each at sp's and μP's rates)
 The first two replacements are made while the model is built (``mock.patch`` of
 ``zero_queries`` and of the ``MUP`` role table), the others on the built model and its optimiser, each
-a one-line change of what ``build_model`` and ``adamw`` made. The embedding rate is not an arm:
-attnlab's μP leaves the embeddings' rate and initialisation as sp has them (``MUP[ParamRole.embedding]``
-is the identity), so it cannot be what differs.
+a one-line change of what ``build_model`` and ``adamw`` made. The embedding rate is not a piece of
+its own: μP and sp both train the embeddings, vectors and readout at lr (``MUP[ParamRole.embedding]``
+is the identity), so what differs is the hidden matrices' rate relative to theirs, the hidden-rate
+arms' subject.
 Written to ``--out``: ``ablation.csv`` (every run, with its wall time) and ``ablation.md`` (per arm the
 held-out loss at each rate, seed-mean, its best, and the difference from sp's best paired by seed:
 its 95% bootstrap interval over the seeds and the paired t-test's p, ``attnlab.report.significance``).
@@ -82,10 +87,18 @@ ARMS |= {f"sp + mup's {piece}": SP_RATES for piece in PIECES}  # the converse: e
 
 def replaced(arm: str) -> frozenset[str]:
     """The pieces of μP that ``arm`` replaces by sp's (none for ``mup``; every one but X for
-    "sp + mup's X")."""
+    "sp + mup's X"; X, Y, ... for "mup, sp's X, Y, ...")."""
     if arm.startswith("sp + mup's "):
         return frozenset(PIECES) - {arm.removeprefix("sp + mup's ")}
+    if arm.startswith("mup, sp's "):
+        return frozenset(arm.removeprefix("mup, sp's ").split(", "))
     return frozenset(piece for piece, (name, _) in PIECES.items() if name == arm)
+
+
+def cumulative_arms(pieces: list[str]) -> list[str]:
+    """μP with the first 1, 2, ... of ``pieces`` replaced by sp's: "mup, sp's logits", "mup, sp's
+    logits, attn scale", ..."""
+    return [f"mup, sp's {', '.join(pieces[:k])}" for k in range(1, len(pieces) + 1)]
 
 
 @contextmanager
@@ -229,10 +242,14 @@ def write(runs: pd.DataFrame, out: Path, steps: int) -> None:
     print("\n".join(lines))
 
 
-def arm_rates(named: list[str], output: list[float], attention: list[float]) -> dict[str, list[int]]:
+def arm_rates(
+    named: list[str], output: list[float], attention: list[float], cumulative: list[str] = ()
+) -> dict[str, list[int]]:
     """Each arm to run with its rate exponents: the named ones, then one per output and attention
-    multiplier (at μP's rates)."""
+    multiplier (at μP's rates), then μP with more and more of the ``cumulative`` pieces replaced by
+    sp's (at sp's and μP's rates both: the optimum moves from one to the other)."""
     arms = {arm: ARMS[arm] for arm in named}
+    arms |= {arm: SP_RATES + MUP_RATES for arm in cumulative_arms(list(cumulative))}
     arms |= {f"mup, logits x{a:g}": MUP_RATES for a in output}
     return arms | {f"mup, attention x{a:g}": MUP_RATES for a in attention}
 
@@ -265,6 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--output-multipliers", type=float, nargs="+", default=[], metavar="A")
     parser.add_argument("--attention-multipliers", type=float, nargs="+", default=[], metavar="A")
+    parser.add_argument("--cumulative", nargs="+", choices=list(PIECES), default=[], metavar="PIECE")
     parser.add_argument("--rates", type=int, nargs="+", help="exponents e of 2^-e for every arm run")
     parser.add_argument("--merge", type=Path, nargs="+", help="write the tables of these ablation.csv")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "ablation_500")
@@ -274,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data.is_file():
         print(f"--data {args.data}: no such file; give the path of tinyshakespeare.txt", file=sys.stderr)
         return 2
-    arms = arm_rates(args.arms, args.output_multipliers, args.attention_multipliers)
+    arms = arm_rates(args.arms, args.output_multipliers, args.attention_multipliers, args.cumulative)
     ids, vocab = character_ids(args.data)
     split = int(0.9 * len(ids))  # as lr_transfer.py
     held_out = windows(ids[split:], HELD_OUT_WINDOWS, torch.Generator().manual_seed(0))

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments" / "mup"))
-from ablation import arm_rates, build_arm, lm_head, main
+from ablation import PIECES, arm_rates, build_arm, cumulative_arms, lm_head, main
 
 from attnlab.blocks import MultiHeadAttention
 from attnlab.models.parametrization import hidden_matrices
@@ -24,6 +24,12 @@ WIDTH, LR = 64, 0.01  # m = 4 against the base width 16
 def built(arm: str) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
     torch.manual_seed(0)
     return build_arm(arm, WIDTH, vocab=40, lr=LR)
+
+
+def rates(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> list[float]:
+    """Each parameter's rate, in the model's order."""
+    rate = {id(param): group["lr"] for group in optimizer.param_groups for param in group["params"]}
+    return [rate[id(param)] for param in model.parameters()]
 
 
 def attention_scales(model: torch.nn.Module) -> list[float]:
@@ -78,6 +84,23 @@ def test_sp_with_one_piece_of_mup_is_sp_but_for_that_piece(kept: str) -> None:
         shrink = 0.5 if kept == "hidden init" and id(weight) in hidden else 1.0  # m^-1/2 with m = 4
         assert torch.allclose(weight, sp_weight * shrink), name  # the queries and readout not zeroed
     assert lm_head(arm).scale == pytest.approx(1 / 4 if kept == "logits" else 1.0)
+
+
+def test_mup_with_every_piece_replaced_cumulatively_is_sp() -> None:
+    arms = cumulative_arms(["logits", "attn scale"])
+    assert arms == ["mup, sp's logits", "mup, sp's logits, attn scale"]
+    everything = cumulative_arms(list(PIECES))[-1]
+    sp, sp_optimizer = built("sp")
+    arm, optimizer = built(everything)
+    assert rates(arm, optimizer) == rates(sp, sp_optimizer) == [LR] * len(rates(sp, sp_optimizer))
+    assert attention_scales(arm) == pytest.approx(attention_scales(sp))
+    assert lm_head(arm).scale == pytest.approx(lm_head(sp).scale)
+    for (name, weight), sp_weight in zip(arm.named_parameters(), sp.parameters()):
+        assert torch.allclose(weight, sp_weight), name
+    one, _ = built(arms[0])
+    assert lm_head(one).scale == pytest.approx(1.0) and attention_scales(one) != pytest.approx(
+        attention_scales(sp)
+    )
 
 
 def test_each_multiplier_given_is_an_arm_at_mup_s_rates() -> None:
