@@ -254,6 +254,13 @@ def rates(exponents: list[int]) -> list[float]:
     return [2.0**-e for e in exponents]
 
 
+def evenly_spaced(exponents: list[int]) -> bool:
+    """Whether a grid's exponents are distinct and a constant step apart, so that its moves count in
+    grid steps (one exponent is a grid too)."""
+    steps = {b - a for a, b in zip(sorted(exponents), sorted(exponents)[1:])}
+    return len(steps) <= 1 and 0 not in steps
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=Path("/work/shared/data/tinyshakespeare.txt"))
@@ -274,8 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--data {args.data}: no such file; give the path of tinyshakespeare.txt", file=sys.stderr)
         return 2
     for option, exponents in (("--sp-rates", args.sp_rates), ("--mup-rates", args.mup_rates)):
-        steps = sorted({b - a for a, b in zip(sorted(exponents), sorted(exponents)[1:])})
-        if steps and (len(steps) > 1 or steps[0] == 0):
+        if not evenly_spaced(exponents):
             print(
                 f"{option} {' '.join(map(str, exponents))}: give evenly spaced, distinct exponents (11 10 9)",
                 file=sys.stderr,
