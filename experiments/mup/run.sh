@@ -66,5 +66,11 @@ nice -n 19 "$PY" "$HERE/ablation.py" "${ABLATE[@]}" --width 16 --seeds 0 1 --arm
 nice -n 19 "$PY" "$HERE/ablation.py" "${ABLATE[@]}" --seeds 0 1 --arms --attention-multipliers 4 --rates 8 7 6 \
   --out "$A500/lanes/attention_x4" &
 wait
+# μP with its pieces replaced by sp's cumulatively, the costliest (to sp, above) first, until it is sp
+for seed in 0 1; do
+  nice -n 19 "$PY" "$HERE/ablation.py" "${ABLATE[@]}" --seeds $seed --arms \
+    --cumulative logits "attn scale" readout "hidden rate" "hidden init" --out "$A500/cumulative/lanes/seed$seed" &
+done
+wait
 "$PY" "$HERE/ablation.py" --merge "$B16"/lanes/*/ablation.csv --out "$B16"
-"$PY" "$HERE/ablation.py" --merge "$A500"/lanes/*/ablation.csv --out "$A500"
+"$PY" "$HERE/ablation.py" --merge "$A500"/lanes/*/ablation.csv "$A500"/cumulative/lanes/*/ablation.csv --out "$A500"
