@@ -1,8 +1,9 @@
-"""The README's two tables, written from the study's results (so that they are copied, not typed):
+"""The README's tables, written from the study's results (so that they are copied, not typed):
 the coordinate check's slopes after 5 steps (``coord_check_<sp|mup>.json`` at lr 3e-3 and 1e-2) and
-the transfer study's best rate and loss per width on the seed-mean (``lr_transfer.json``).
+the transfer study's best rate and loss per width on the seed-mean (``lr_transfer.json``, 60 steps),
+and the same for every arm of the 500-step transfer study (``steps_500/lr_transfer.json``).
 
-usage: python experiments/mup/tables.py      # writes experiments/mup/results/tables.md
+usage: python experiments/mup/tables.py      # writes results/tables.md and results/steps_500/tables.md
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+
+import pandas as pd
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GROUPS = ["embedding", "attention output", "feed-forward output", "residual stream", "logits"]
@@ -51,6 +54,46 @@ def transfer_table() -> list[str]:
     return lines
 
 
+def rate_cell(best: dict, grid: list[float]) -> str:
+    """The best rate as a power of 2, marked "(edge)" where it is the grid's end (the optimum may lie
+    beyond it)."""
+    edge = " (edge)" if best["lr"] in (min(grid), max(grid)) else ""
+    return f"2^{round(math.log2(best['lr']))}{edge}"
+
+
+def arms_transfer_table(summary: dict) -> list[str]:
+    """Per width, each arm's best rate on the seed-mean and that loss, and each seed's best rate."""
+    arms = list(summary["grid"])
+    by = {(b["parametrization"], b["width"], b["seed"]): b for b in summary["best"]}
+    header = " | ".join(f"{arm}: best rate | {arm}: loss | {arm}: each seed's" for arm in arms)
+    lines = [f"| width | {header} |", "|---" * (1 + 3 * len(arms)) + "|"]
+    seeds = sorted({b["seed"] for b in summary["best"]} - {"mean"})
+    for width in sorted({b["width"] for b in summary["best"]}):
+        cells = []
+        for arm in arms:
+            mean, grid = by[(arm, width, "mean")], summary["grid"][arm]
+            each = ", ".join(f"2^{round(math.log2(by[(arm, width, s)]['lr']))}" for s in seeds)
+            cells.append(f"{rate_cell(mean, grid)} | {mean['loss']:.3f} | {each}")
+        lines.append(f"| {width} | {' | '.join(cells)} |")
+    return lines
+
+
+def loss_table(runs: pd.DataFrame) -> list[str]:
+    """The seed-mean held-out loss of every arm and width at every rate (blank where not run)."""
+    runs = runs.assign(exponent=(-runs["lr"].map(math.log2)).round().astype(int))
+    mean = runs.groupby(["parametrization", "width", "exponent"], sort=False)["held_out_loss"].mean()
+    exponents = sorted(runs["exponent"].unique(), reverse=True)
+    lines = [
+        "| arm, width | " + " | ".join(f"2^-{e}" for e in exponents) + " |",
+        "|---" * (1 + len(exponents)) + "|",
+    ]
+    for (arm, width), losses in mean.groupby(level=[0, 1], sort=False):
+        at = {e: loss for (_, _, e), loss in losses.items()}
+        cells = [f"{at[e]:.3f}" if e in at else "" for e in exponents]
+        lines.append(f"| {arm}, width {width} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def main() -> None:
     lines = [
         "# The README's tables",
@@ -64,6 +107,20 @@ def main() -> None:
         *transfer_table(),
     ]
     (RESULTS / "tables.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    summary = json.loads((RESULTS / "steps_500" / "lr_transfer.json").read_text())
+    lines = [
+        f"# The transfer study at {summary['steps']} steps",
+        "",
+        "Best rate on the seed-mean held-out loss (nats/char), and each seed's best rate:",
+        "",
+        *arms_transfer_table(summary),
+        "",
+        "Seed-mean held-out loss (nats/char) at each rate:",
+        "",
+        *loss_table(pd.read_csv(RESULTS / "steps_500" / "lr_transfer.csv")),
+    ]
+    (RESULTS / "steps_500" / "tables.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

@@ -1,9 +1,11 @@
 """The learning-rate transfer study's bookkeeping (experiments/mup/lr_transfer.py): on a synthetic
 table whose best rates are known, the best rate per width and seed, on the seed-mean, and its movement
-across widths in grid steps; and a missing corpus stops it with one line."""
+across widths in grid steps and factors of 2; its options (seeds, widths, arms, per-arm x2 grids) and
+the merge of lanes on a few steps of tiny models; and bad input stops it with one line."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -54,11 +56,21 @@ def test_the_best_rate_is_the_lowest_finite_loss_per_width_and_seed() -> None:
 
 
 def test_the_movement_is_counted_in_grid_steps_from_narrow_to_wide() -> None:
-    moved = movement(best_rates(synthetic_runs()))
-    assert moved["sp"]["mean"] == {"range": 2, "narrow_to_wide": -2}
-    assert moved["mup"]["mean"] == {"range": 0, "narrow_to_wide": 0}
-    assert moved["mup"]["0"] == {"range": 0, "narrow_to_wide": 0}
-    assert moved["mup"]["1"] == {"range": 2, "narrow_to_wide": -1}  # indices 3, 1, 2 over the widths
+    moved = movement(best_rates(synthetic_runs()), {"sp": 4.0, "mup": 4.0})
+    assert moved["sp"]["mean"] == moves(2, -2, factor=4)
+    assert moved["mup"]["mean"] == moves(0, 0, factor=4)
+    assert moved["mup"]["0"] == moves(0, 0, factor=4)
+    assert moved["mup"]["1"] == moves(2, -1, factor=4)  # indices 3, 1, 2 over the widths
+
+
+def moves(spread: int, shift: int, factor: int) -> dict:
+    per_step = {2: 1, 4: 2}[factor]
+    return {
+        "range": spread,
+        "narrow_to_wide": shift,
+        "range_in_factors_of_2": spread * per_step,
+        "narrow_to_wide_in_factors_of_2": shift * per_step,
+    }
 
 
 def test_a_missing_corpus_stops_with_one_line_and_no_results(tmp_path, capsys) -> None:
@@ -74,4 +86,89 @@ def test_a_width_where_every_rate_diverged_has_no_best_rate() -> None:
     runs.loc[(runs.parametrization == "sp") & (runs.width == 16), "held_out_loss"] = float("nan")
     best = best_rates(runs)
     assert set(best[best.parametrization == "sp"].width) == {32, 64}
-    assert movement(best)["sp"]["mean"] == {"range": 1, "narrow_to_wide": -1}
+    assert movement(best, {"sp": 4.0, "mup": 4.0})["sp"]["mean"] == moves(1, -1, factor=4)
+
+
+def tiny_corpus(path: Path) -> Path:
+    path.write_text("To be, or not to be, that is the question.\n" * 60, encoding="utf-8")
+    return path
+
+
+def test_the_options_run_each_arm_on_its_own_x2_grid_and_count_moves_in_factors_of_2(tmp_path) -> None:
+    data, out = tiny_corpus(tmp_path / "text.txt"), tmp_path / "out"
+    options = ["--steps", "2", "--seeds", "0", "1", "--widths", "8", "16", "--arms", "sp", "mup-tied"]
+    assert (
+        main(
+            [
+                "--data",
+                str(data),
+                *options,
+                "--sp-rates",
+                "9",
+                "8",
+                "--mup-rates",
+                "7",
+                "6",
+                "5",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    runs = pd.read_csv(out / "lr_transfer.csv")
+    assert (
+        set(runs.parametrization) == {"sp", "mup-tied"}
+        and set(runs.width) == {8, 16}
+        and set(runs.seed) == {0, 1}
+    )
+    assert sorted(runs[runs.parametrization == "sp"].lr.unique()) == [2.0**-9, 2.0**-8]
+    assert sorted(runs[runs.parametrization == "mup-tied"].lr.unique()) == [2.0**-7, 2.0**-6, 2.0**-5]
+    summary = json.loads((out / "lr_transfer.json").read_text())
+    assert summary["grid_factor"] == {"sp": 2.0, "mup-tied": 2.0} and summary["base_width"] == 16
+    for seeds in summary["movement_in_grid_steps"].values():
+        for moved in seeds.values():  # a x2 grid: one grid step is one factor of 2
+            assert moved["range_in_factors_of_2"] == moved["range"]
+
+
+def test_the_tied_arm_trains_a_tied_mup_model_that_differs_from_the_untied_one(tmp_path) -> None:
+    data = tiny_corpus(tmp_path / "text.txt")
+    common = ["--data", str(data), "--steps", "2", "--seeds", "0", "--widths", "32", "--mup-rates", "6"]
+    assert main([*common, "--arms", "mup", "mup-tied", "--out", str(tmp_path / "out")]) == 0
+    losses = pd.read_csv(tmp_path / "out" / "lr_transfer.csv").set_index("parametrization").held_out_loss
+    assert losses["mup"] != pytest.approx(losses["mup-tied"], abs=1e-4)
+
+
+def test_lanes_merged_give_the_runs_and_best_rates_of_one_joint_run(tmp_path) -> None:
+    data = tiny_corpus(tmp_path / "text.txt")
+    common = ["--data", str(data), "--steps", "2", "--widths", "8", "16", "--sp-rates", "8", "7", "6"]
+    assert main([*common, "--seeds", "0", "1", "--out", str(tmp_path / "joint")]) == 0
+    for seed in ("0", "1"):
+        assert main([*common, "--seeds", seed, "--out", str(tmp_path / f"lane{seed}")]) == 0
+    assert (
+        main(["--merge", str(tmp_path / "lane0"), str(tmp_path / "lane1"), "--out", str(tmp_path / "merged")])
+        == 0
+    )
+    key = ["parametrization", "width", "seed", "lr"]
+    joint, merged = (
+        pd.read_csv(tmp_path / d / "lr_transfer.csv").sort_values(key) for d in ("joint", "merged")
+    )
+    pd.testing.assert_frame_equal(joint.reset_index(drop=True), merged.reset_index(drop=True))
+    best = [json.loads((tmp_path / d / "lr_transfer.json").read_text())["best"] for d in ("joint", "merged")]
+    assert best[0] == best[1]
+
+
+@pytest.mark.parametrize(
+    "args, named",
+    [
+        (["--sp-rates", "11", "10", "8"], "--sp-rates 11 10 8"),
+        (["--mup-rates", "6", "6"], "--mup-rates 6 6"),
+        (["--merge", "nowhere"], "--merge nowhere"),
+    ],
+)
+def test_an_uneven_grid_or_a_folder_without_runs_stops_with_one_line(tmp_path, capsys, args, named) -> None:
+    data = tiny_corpus(tmp_path / "text.txt")
+    assert main(["--data", str(data), *args, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and named in err
+    assert not (tmp_path / "out").exists()
