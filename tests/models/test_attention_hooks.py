@@ -50,8 +50,8 @@ VARIANTS = {  # name -> settings on BASE
     ),
 }
 CAPPED = {"soft-capping", "everything"}  # SDPA refuses soft-capping
-# the variants whose flex path runs the compiled kernel: its distinct masks and score modification
-COMPILED_FLEX = {"sliding:full layout", "soft-capping"}
+# the variant whose flex path runs the compiled kernel: the one score modification of the hooks
+COMPILED_FLEX = {"soft-capping"}
 
 
 def model_of(settings: dict, seed: int = 0) -> nn.Module:
@@ -107,12 +107,14 @@ def test_explicit_sdpa_and_flex_paths_agree(name: str, monkeypatch: pytest.Monke
     differs by path).
 
     The compiled kernel (``torch.compile(flex_attention)``, what eval and sampling run for prompts)
-    fuses the mask and the score modification, and each distinct pair is a compilation of seconds of
-    g++: ``COMPILED_FLEX`` runs it for the window and causal masks without a score_mod (the
-    sliding:full layout) and with soft-capping's tanh. The other hooks act outside the kernel (on
-    queries and keys, values, outputs, norms: only the strides it sees change) or need the
-    log-sum-exp that the compiled CPU kernel lacks (sinks), so they run the uncompiled kernel: the
-    same ``mask_mod`` and ``score_mod``, evaluated over the whole score matrix."""
+    fuses the mask and the score modification, and each distinct one is a compilation of seconds of
+    g++. ``COMPILED_FLEX`` runs it for soft-capping's tanh over the window and causal masks of its
+    sliding:full layout; the other hooks act outside the kernel (on queries and keys, values,
+    outputs, norms: only the strides it sees change) or need the log-sum-exp that the compiled CPU
+    kernel lacks (sinks), so they run the uncompiled kernel: the same ``mask_mod`` and ``score_mod``,
+    evaluated over the whole score matrix. The compiled kernel without a score_mod runs in
+    ``tests/blocks/test_mixers_hf.py`` (latent and differential attention, causal and padded), with
+    ALiBi's and T5's in ``tests/blocks/test_flex.py`` (windowed and padded)."""
     if name not in COMPILED_FLEX:
         monkeypatch.setattr(flex_module, "COMPILE_FROM", 10**9)
     model = model_of(VARIANTS[name])
