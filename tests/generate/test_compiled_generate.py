@@ -97,7 +97,8 @@ def test_a_sliding_context_crops_as_nanogpt_does(tiny_model, pos: str) -> None:
 def test_a_compiled_sliding_context_decodes_the_eager_tokens(tiny_model) -> None:
     """Compiled, the cached path inside the context runs on a static cache as long as the context,
     then cropping takes over as in the eager path (the cases above: nanoGPT's crop). A context of
-    the learned case's 30 columns over its left-padded batch: its two graphs again, no new kernel."""
+    the learned case's 30 columns over its left-padded batch: its shapes, so its kernels but the few
+    that read the mask and positions (here slices of longer rows, of other strides)."""
     model = tiny_model("gpt", "learned", **GENERATOR)
     context = len(PROMPTS[0]) + NEW_TOKENS
     slid = generate(model, PROMPTS, max_new_tokens=NEW_TOKENS + 12, temperature=0, max_context=context)
