@@ -6,8 +6,8 @@ tokens are decoded.
 On a cold cache each compiled graph costs seconds of inductor and one g++ run (~1 CPU-s) per distinct
 C++ kernel; inductor keys its kernels by their source, into which it bakes the shapes
 (``dynamic=False``). So every compiled case decodes the same batch to the same length (``PROMPTS``,
-``NEW_TOKENS``), the cases that repeat a model (sampling, the graph count, the sliding context) reuse
-its graphs, and the head and window settings ride on the encodings' cases rather than on models of
+``NEW_TOKENS``), the cases that repeat a model reuse its graphs (sampling, the graph count) or most of
+its kernels (the sliding context), and the head and window settings ride on the encodings' cases rather than on models of
 their own: grouped-query and multi-query heads are one code path (each key/value head serves
 ``n_heads // n_kv_heads`` query heads), and a window is one more rule of the attention mask, alike
 for every encoding."""
