@@ -102,7 +102,9 @@ def test_cached_decoding_equals_the_full_forward(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
-def test_explicit_sdpa_and_flex_paths_agree(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_explicit_sdpa_and_flex_paths_agree(
+    name: str, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
     """On a padded batch, at real tokens (a query that sees only padding is unused, and its output
     differs by path).
 
@@ -115,7 +117,9 @@ def test_explicit_sdpa_and_flex_paths_agree(name: str, monkeypatch: pytest.Monke
     evaluated over the whole score matrix. The compiled kernel without a score_mod runs in
     ``tests/blocks/test_mixers_hf.py`` (latent and differential attention, causal and padded), with
     ALiBi's and T5's in ``tests/blocks/test_flex.py`` (windowed and padded)."""
-    if name not in COMPILED_FLEX:
+    if name in COMPILED_FLEX:
+        request.getfixturevalue("fresh_compiler")
+    else:
         monkeypatch.setattr(flex_module, "COMPILE_FROM", 10**9)
     model = model_of(VARIANTS[name])
     ids, mask, positions = left_padded()
