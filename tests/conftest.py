@@ -85,9 +85,11 @@ def tiny_model() -> Callable[..., torch.nn.Module]:
 @pytest.fixture
 def fresh_compiler() -> None:
     """Dynamo without the graphs that earlier tests of this process compiled, for a test of the compiled
-    FlexAttention kernel. A compiled function that meets a second shape recompiles it as dynamic, and
-    torch 2.13 cannot build the CPU flex kernel with dynamic sizes (g++: ``cur_kvSplitSize2`` was not
-    declared), so such a test would pass or fail by which test its worker ran before it."""
+    FlexAttention kernel. A compiled function that meets a second shape recompiles it with dynamic
+    sizes, and torch 2.13's CPU flex kernel for a dynamic sequence length can fail to build (g++:
+    ``cur_kvSplitSize2`` was not declared; test_attention_hooks' soft-capping case at 12 tokens, then
+    test_flex's compiled ones at 9), so such a test would pass or fail by which test its worker ran
+    before it."""
     torch.compiler.reset()
 
 
