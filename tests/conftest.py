@@ -82,6 +82,17 @@ def tiny_model() -> Callable[..., torch.nn.Module]:
     return tiny
 
 
+@pytest.fixture
+def fresh_compiler() -> None:
+    """Dynamo without the graphs that earlier tests of this process compiled, for a test of the compiled
+    FlexAttention kernel. A compiled function that meets a second shape recompiles it with dynamic
+    sizes, and torch 2.13's CPU flex kernel for a dynamic sequence length can fail to build (g++:
+    ``cur_kvSplitSize2`` was not declared; test_attention_hooks' soft-capping case at 12 tokens, then
+    test_flex's compiled ones at 9), so such a test would pass or fail by which test its worker ran
+    before it."""
+    torch.compiler.reset()
+
+
 @pytest.fixture(scope="session")
 def built_once(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Callable[..., Path]:
     """``built_once(name, build)``: the directory ``name``, filled by ``build(directory)`` once per test

@@ -186,7 +186,7 @@ def test_a_backward_on_the_cpu_is_refused_in_one_line(model: Callable[..., torch
 @pytest.mark.slow
 @pytest.mark.parametrize("pos", ["alibi", "relative"])
 def test_the_compiled_kernel_equals_sdpa(
-    model: Callable[..., torch.nn.Module], monkeypatch: pytest.MonkeyPatch, pos: str
+    model: Callable[..., torch.nn.Module], monkeypatch: pytest.MonkeyPatch, fresh_compiler: None, pos: str
 ) -> None:
     """What eval and sampling run for prompts: torch.compile(flex_attention), block-sparse, fused."""
     monkeypatch.setattr(flex_module, "COMPILE_FROM", 2)

@@ -115,8 +115,13 @@ LATENT_CASES = [  # (q_lora_rank, interleave, path): every setting on SDPA and e
 
 
 @pytest.mark.parametrize(("q_lora_rank", "interleave", "path"), LATENT_CASES)
-def test_latent_attention_equals_deepseek_v3(q_lora_rank: int | None, interleave: bool, path: str) -> None:
+def test_latent_attention_equals_deepseek_v3(
+    q_lora_rank: int | None, interleave: bool, path: str, request: pytest.FixtureRequest
+) -> None:
     from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention
+
+    if path == "flex":
+        request.getfixturevalue("fresh_compiler")  # its compiled kernel
 
     torch.manual_seed(0)
     cfg = deepseek_config(q_lora_rank, interleave, "eager")
@@ -184,8 +189,13 @@ DIFFERENTIAL_CASES = [  # (HF implementation, n_kv_heads, our path); flex once (
 
 
 @pytest.mark.parametrize(("implementation", "n_kv_heads", "path"), DIFFERENTIAL_CASES)
-def test_differential_attention_equals_diffllama(implementation: str, n_kv_heads: int, path: str) -> None:
+def test_differential_attention_equals_diffllama(
+    implementation: str, n_kv_heads: int, path: str, request: pytest.FixtureRequest
+) -> None:
     from transformers.models.diffllama.modeling_diffllama import DiffLlamaAttention, DiffLlamaRotaryEmbedding
+
+    if path == "flex":
+        request.getfixturevalue("fresh_compiler")  # its compiled kernel
 
     torch.manual_seed(0)
     cfg = diffllama_config(implementation, n_kv_heads)

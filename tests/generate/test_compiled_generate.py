@@ -1,10 +1,16 @@
 """Compiled decoding with a static KV cache (``generate(..., compile=True)``): the eager path's
-tokens for every positional encoding, grouped-query heads, a sliding window and a left-padded batch,
-from two graphs (the prompt's and one token's) however many tokens are decoded.
+tokens for every positional encoding, grouped-query and multi-query heads, sliding windows, a
+left-padded batch and a sliding context, from two graphs (the prompt's and one token's) however many
+tokens are decoded.
 
-Every compiled case decodes the same batch to the same length (``PROMPTS``, ``NEW_TOKENS``): inductor
-bakes the shapes into its C++ kernels (``dynamic=False``), and each kernel costs a g++ run (~2 CPU-s)
-on a cold cache, so cases of one shape share the kernels of the layers their settings leave alike."""
+On a cold cache each compiled graph costs seconds of inductor and one g++ run (~1 CPU-s) per distinct
+C++ kernel; inductor keys its kernels by their source, into which it bakes the shapes
+(``dynamic=False``). So every compiled case decodes the same batch to the same length (``PROMPTS``,
+``NEW_TOKENS``), the cases that repeat a model reuse its graphs (sampling, the graph count) or most of
+its kernels (the sliding context), and the head and window settings ride on the encodings' cases rather than on models of
+their own: grouped-query and multi-query heads are one code path (each key/value head serves
+``n_heads // n_kv_heads`` query heads), and a window is one more rule of the attention mask, alike
+for every encoding."""
 
 from __future__ import annotations
 
@@ -18,41 +24,40 @@ from attnlab.schema.pos import PosName
 GENERATOR = dict(vocab_size=41, d_model=32, max_seq_len=96, tie_embeddings=False)
 PROMPTS = [[5, 9, 2, 7, 1, 3], [4], [8, 8, 3]]  # three lengths: a left-padded batch
 NEW_TOKENS = 24  # one cache length (6 + 24 columns) for every case of the shapes above
+ATTENTION = {  # encoding -> the heads and window its compiled case runs with (4 query heads)
+    PosName.none: {},
+    PosName.sinusoidal: {},
+    PosName.learned: {},  # the plain model of the sampling, graph-count and sliding-context cases
+    PosName.rope: dict(n_kv_heads=2, attn_window=5),  # grouped-query heads, a window: rotated keys
+    PosName.alibi: dict(n_kv_heads=1, attn_window=3),  # multi-query heads, a window shorter than the padding
+    PosName.relative: dict(n_kv_heads=2),  # T5's bucketed bias over grouped heads
+}
 
 
 @pytest.mark.parametrize("pos", list(PosName))
-def test_compiled_greedy_equals_eager_for_every_encoding(tiny_model, pos: str) -> None:
-    model = tiny_model("gpt", pos, **GENERATOR)
+def test_compiled_greedy_equals_eager_for_every_encoding(tiny_model, pos: PosName) -> None:
+    """Each encoding once, with the heads and window of ``ATTENTION``: rope and alibi place their
+    positions on cached keys or scores, so their windows also slide past the left padding (row 1 has 5
+    padded columns; alibi's window of 3 sees none of them once it moves on)."""
+    model = tiny_model("gpt", pos, **GENERATOR, **ATTENTION[pos])
     eager = generate(model, PROMPTS, max_new_tokens=NEW_TOKENS, temperature=0)
     assert generate(model, PROMPTS, max_new_tokens=NEW_TOKENS, temperature=0, compile=True) == eager
     assert all(len(set(row)) > 1 for row in eager)  # not a constant sequence that any model would give
 
 
-@pytest.mark.parametrize(
-    "settings",
-    [dict(n_kv_heads=2), dict(attn_window=5), dict(n_kv_heads=1, attn_window=3)],
-    ids=["gqa", "window5", "mqa-window3"],
-)
-@pytest.mark.parametrize("pos", ["rope", "alibi"])
-def test_compiled_greedy_equals_eager_with_grouped_heads_and_windows(tiny_model, pos: str, settings) -> None:
-    """The left-padded batch of the encodings' cases: its windows slide past the padding too."""
-    model = tiny_model("gpt", pos, **GENERATOR, **settings)
-    eager = generate(model, PROMPTS, max_new_tokens=NEW_TOKENS, temperature=0)
-    assert generate(model, PROMPTS, max_new_tokens=NEW_TOKENS, temperature=0, compile=True) == eager
-
-
 def test_compiled_sampling_with_penalty_and_stops_equals_eager(tiny_model) -> None:
-    model = tiny_model("gpt", "rope", **GENERATOR)
+    """The learned case's model and shapes: its graphs again (sampling runs outside them)."""
+    model = tiny_model("gpt", "learned", **GENERATOR)
     kwargs = dict(max_new_tokens=NEW_TOKENS, temperature=1.0, seed=0, repetition_penalty=1.3, stop_tokens=[7])
     assert generate(model, PROMPTS, compile=True, **kwargs) == generate(model, PROMPTS, **kwargs)
 
 
 def test_one_graph_for_the_prompt_and_one_for_every_token(tiny_model) -> None:
     """24 new tokens (23 steps) after a prompt: two graphs, and a second call of the same shapes
-    compiles none. The shapes of the rope case above: dynamo traces anew after reset(), inductor's
+    compiles none. The shapes of the learned case above: dynamo traces anew after reset(), inductor's
     kernels come from its cache."""
     torch._dynamo.reset()
-    model = tiny_model("gpt", "rope", **GENERATOR)
+    model = tiny_model("gpt", "learned", **GENERATOR)
     before = counters["stats"]["unique_graphs"]  # dynamo's counters outlive reset(): count the growth
     first = generate(model, PROMPTS, max_new_tokens=NEW_TOKENS, temperature=0, compile=True)
     assert counters["stats"]["unique_graphs"] - before == 2, dict(counters["stats"])
@@ -77,17 +82,33 @@ def cropped_greedy(model, prompt: list[int], new: int, window: int) -> list[int]
     return ids[len(prompt) :]
 
 
-@pytest.mark.parametrize("compile", [False, True], ids=["eager", "compiled"])
 @pytest.mark.parametrize("pos", ["learned", "rope"])
-def test_a_sliding_context_crops_as_nanogpt_does(tiny_model, pos: str, compile: bool) -> None:
+def test_a_sliding_context_crops_as_nanogpt_does(tiny_model, pos: str) -> None:
     """40 tokens from a model of max_seq_len 16: inside the context the cached path, then cropping."""
     model = tiny_model("gpt", pos, **{**GENERATOR, "max_seq_len": 16})
     prompt = [5, 9, 2, 7]
-    slid = generate(model, [prompt], max_new_tokens=40, temperature=0, max_context=16, compile=compile)[0]
+    slid = generate(model, [prompt], max_new_tokens=40, temperature=0, max_context=16)[0]
     assert slid == cropped_greedy(model, prompt, 40, 16)
     assert (
         slid[:12] == generate(model, [prompt], max_new_tokens=12, temperature=0)[0]
     )  # the exact cached path
+
+
+def test_a_compiled_sliding_context_decodes_the_eager_tokens(tiny_model) -> None:
+    """Compiled, the cached path inside the context runs on a static cache as long as the context,
+    then cropping takes over as in the eager path (the cases above: nanoGPT's crop). A context of
+    the learned case's 30 columns over its left-padded batch: its shapes, so its kernels but the few
+    that read the mask and positions (here slices of longer rows, of other strides)."""
+    model = tiny_model("gpt", "learned", **GENERATOR)
+    context = len(PROMPTS[0]) + NEW_TOKENS
+    slid = generate(model, PROMPTS, max_new_tokens=NEW_TOKENS + 12, temperature=0, max_context=context)
+    compiled = generate(
+        model, PROMPTS, max_new_tokens=NEW_TOKENS + 12, temperature=0, max_context=context, compile=True
+    )
+    assert compiled == slid
+    unslid = generate(model, PROMPTS, max_new_tokens=NEW_TOKENS + 12, temperature=0)
+    assert [row[:NEW_TOKENS] for row in slid] == [row[:NEW_TOKENS] for row in unslid]  # the cached path
+    assert slid != unslid  # then the cropped context: other tokens
 
 
 def test_a_prompt_longer_than_the_context_is_cropped_from_the_first_token(tiny_model) -> None:

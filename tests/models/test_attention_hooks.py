@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnlab.blocks import flex as flex_module
 from attnlab.blocks.attention import use_attention_path
 from attnlab.models import build_model
 from attnlab.schema.errors import ConfigError
@@ -49,6 +50,8 @@ VARIANTS = {  # name -> settings on BASE
     ),
 }
 CAPPED = {"soft-capping", "everything"}  # SDPA refuses soft-capping
+# the variant whose flex path runs the compiled kernel: the one score modification of the hooks
+COMPILED_FLEX = {"soft-capping"}
 
 
 def model_of(settings: dict, seed: int = 0) -> nn.Module:
@@ -99,9 +102,25 @@ def test_cached_decoding_equals_the_full_forward(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
-def test_explicit_sdpa_and_flex_paths_agree(name: str) -> None:
+def test_explicit_sdpa_and_flex_paths_agree(
+    name: str, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
     """On a padded batch, at real tokens (a query that sees only padding is unused, and its output
-    differs by path)."""
+    differs by path).
+
+    The compiled kernel (``torch.compile(flex_attention)``, what eval and sampling run for prompts)
+    fuses the mask and the score modification, and each distinct one is a compilation of seconds of
+    g++. ``COMPILED_FLEX`` runs it for soft-capping's tanh over the window and causal masks of its
+    sliding:full layout; the other hooks act outside the kernel (on queries and keys, values,
+    outputs, norms: only the strides it sees change) or need the log-sum-exp that the compiled CPU
+    kernel lacks (sinks), so they run the uncompiled kernel: the same ``mask_mod`` and ``score_mod``,
+    evaluated over the whole score matrix. The compiled kernel without a score_mod runs in
+    ``tests/blocks/test_mixers_hf.py`` (latent and differential attention, causal and padded), with
+    ALiBi's and T5's in ``tests/blocks/test_flex.py`` (windowed and padded)."""
+    if name in COMPILED_FLEX:
+        request.getfixturevalue("fresh_compiler")
+    else:
+        monkeypatch.setattr(flex_module, "COMPILE_FROM", 10**9)
     model = model_of(VARIANTS[name])
     ids, mask, positions = left_padded()
     real = mask.bool()

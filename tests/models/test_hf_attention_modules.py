@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch import nn
 
+from attnlab.blocks import flex as flex_module
 from attnlab.blocks.attention import SelfAttention
 from attnlab.blocks.hooks import AttentionHooks
 from attnlab.blocks.positional import RotaryPositionalEncoding
@@ -97,7 +98,11 @@ def test_learned_sinks_match_gpt_oss_attention(layer: int) -> None:
     compare(theirs, attn, x, padding, ("explicit", "sdpa"))
 
 
-def test_gated_partial_rope_attention_matches_qwen3_next() -> None:
+def test_gated_partial_rope_attention_matches_qwen3_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Flex runs its uncompiled kernel (the same ``mask_mod``, evaluated over the whole score matrix):
+    the gate and the partial rotation act outside the kernel, whose compiled form for a causal, padded
+    mask without a score_mod ``test_attention_hooks.py`` checks (a compilation of seconds of g++)."""
+    monkeypatch.setattr(flex_module, "COMPILE_FROM", 10**9)
     config = transformers.Qwen3NextConfig(
         hidden_size=D,
         num_attention_heads=HEADS,
