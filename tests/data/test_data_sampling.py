@@ -1,5 +1,6 @@
 """The training stream (endless, a pure function of seed and position, sharded over ranks, resumed
-through a real Lightning Trainer) and evaluation shards that score every sample exactly once."""
+through a real Lightning Trainer) and evaluation shards that score every sample exactly once (under
+FSDP padded with batches that keep the ranks' forwards in step)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from torch import nn
 from torch.utils.data import default_collate
 
 from attnlab.data.sampling import ResumableLoader, SampleBatches, derive_seed, mixed_seed, split_key
+from attnlab.schema.data import PADDING_BATCH
 
 
 class Keys(torch.utils.data.Dataset):
@@ -101,6 +103,66 @@ def test_evaluation_scores_every_sample_exactly_once(make_dm, monkeypatch, world
         assert len(shard) in (23 // world_size, 23 // world_size + 1)
         seen += shard
     assert len(everything) == 23 and sorted(seen) == sorted(everything)
+
+
+@pytest.fixture
+def sharded_module(tmp_path):
+    """A module whose layer FSDP2 shards over a gloo group of one (in this process): every forward of it
+    is a collective, as under ``trainer=fsdp2``."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'init'}", rank=0, world_size=1)
+    module = nn.Sequential(nn.Linear(4, 4))
+    fully_shard(module[0], mesh=init_device_mesh("cpu", (1,)))
+    yield module
+    dist.destroy_process_group()
+
+
+def eval_batches(dm, module, rank: int, world_size: int) -> list[dict]:
+    """The validation batches of ``rank`` of ``world_size`` under a Trainer running ``module``."""
+    from types import SimpleNamespace
+
+    dm.trainer = SimpleNamespace(
+        distributed_sampler_kwargs={"rank": rank, "num_replicas": world_size},
+        lightning_module=module,
+        strategy=SimpleNamespace(root_device=torch.device("cpu")),
+    )
+    loader = dm.val_dataloader()
+    batches = list(loader)
+    assert len(loader) == len(batches)
+    return batches
+
+
+@pytest.mark.parametrize(
+    ("samples", "world_size", "batch_size", "real_batches"),
+    [(33, 2, 8, [3, 2]), (9, 4, 2, [2, 1, 1, 1]), (23, 3, 4, [2, 2, 2]), (2, 3, 4, [1, 1, 0])],
+)
+def test_where_the_forward_is_a_collective_every_rank_runs_as_many_batches(
+    make_dm, sharded_module, samples, world_size, batch_size, real_batches
+):
+    """Under FSDP (the Trainer's module sharded: ``gathers_weights``) a rank whose shard makes fewer
+    batches than rank 0's ends with padding batches (the split's first sample, marked PADDING_BATCH),
+    its real batches still its own samples, every sample scored once; where the forward is each
+    process's own (DDP: a plain module), the shards keep their own counts."""
+    dm = make_dm("reverse", num_train=40, num_val=samples, num_test=5, batch_size=batch_size)
+    seen = []
+    for rank, real in enumerate(real_batches):
+        padded = eval_batches(dm, sharded_module, rank, world_size)
+        assert len(padded) == real_batches[0]
+        assert [PADDING_BATCH in b for b in padded] == [False] * real + [True] * (real_batches[0] - real)
+        for batch in padded[real:]:
+            first = dm.padding_batch("val")
+            assert batch.keys() == first.keys() and all(torch.equal(batch[k], first[k]) for k in batch)
+            assert batch["src_ids"].shape[0] == 1 and batch[PADDING_BATCH].tolist() == [True]
+        seen += [
+            tuple(ids[mask].tolist()) for b in padded[:real] for ids, mask in zip(b["src_ids"], b["src_mask"])
+        ]
+        plain = eval_batches(dm, nn.Linear(4, 4), rank, world_size)
+        assert len(plain) == real and not any(PADDING_BATCH in b for b in plain)
+    dm.trainer = None
+    assert sorted(seen) == sorted(val_sources(dm)) and len(seen) == samples
 
 
 class Recorder(pl.LightningModule):
@@ -209,5 +271,6 @@ def test_pinned_memory_follows_the_accelerator_unless_set(make_dm, setting, devi
         global_rank=0,
         world_size=1,
         distributed_sampler_kwargs=None,
+        lightning_module=None,
     )
     assert dm.pin_memory is pinned and dm.val_dataloader().pin_memory is pinned

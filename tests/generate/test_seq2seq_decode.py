@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from attnlab.blocks.cache import KVCache
 from attnlab.generate import beam_search, greedy_decode
+from attnlab.generate.seq2seq import greedy_tokens
 from attnlab.schema.model import Seq2SeqConfig
 from attnlab.schema.pos import PosName
 
@@ -109,6 +110,48 @@ def test_beam_search_finds_a_sequence_greedy_misses() -> None:
     assert best.tokens == [model.B]
     assert best.score == pytest.approx(model.logprob(best.tokens))
     assert best.score > model.logprob(greedy) + 0.5
+
+
+class CountingDecoder(BigramDecoder):
+    """BigramDecoder counting its decoder steps (under FSDP each would be a collective)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = 0
+
+    def decode(self, *args: object, **kwargs: object) -> Tensor:
+        self.steps += 1
+        return super().decode(*args, **kwargs)
+
+
+class OtherProcess:
+    """``in_step`` beside another process that decodes ``steps`` steps of at most ``limit``: the larger
+    of each number and the other's (its limit first, then, step by step, whether it still runs)."""
+
+    def __init__(self, limit: int, steps: int) -> None:
+        self.limit, self.steps, self.calls = limit, steps, 0
+
+    def __call__(self, n: int) -> int:
+        self.calls += 1
+        theirs = self.limit if self.calls == 1 else int(self.calls - 1 < self.steps)
+        return max(n, theirs)
+
+
+@pytest.mark.parametrize(("max_new", "limit", "theirs", "steps"), [(5, 9, 7, 7), (5, 9, 1, 2), (1, 4, 4, 4)])
+def test_decoding_in_step_runs_the_longest_process_steps_and_keeps_its_own_outputs(
+    max_new: int, limit: int, theirs: int, steps: int
+) -> None:
+    """With ``in_step`` (processes whose decoder steps are collectives, FSDP), this process (A then eos:
+    two steps alone) runs as many decoder steps as another that decodes longer (``theirs`` steps of at
+    most ``limit``), its own where the other stops first; its outputs are those of decoding alone, cut
+    at its own ``max_new_tokens``."""
+    other = OtherProcess(limit, theirs)
+    src = torch.tensor([[5], [6]])
+    alone = greedy_tokens(CountingDecoder(), src, bos_id=BOS, eos_id=EOS, max_new_tokens=max_new)
+    model = CountingDecoder()
+    in_step = greedy_tokens(model, src, bos_id=BOS, eos_id=EOS, max_new_tokens=max_new, in_step=other)
+    assert in_step == alone == [[BigramDecoder.A]] * 2
+    assert model.steps == steps and other.calls == steps + 1  # the limit, then one "still running" a step
 
 
 def test_length_penalty_divides_by_length() -> None:

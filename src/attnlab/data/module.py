@@ -4,13 +4,16 @@ A subclass implements ``build()`` (the three datasets, and the tokenizer or numb
 ``collate_fn()`` (samples -> a batch of the data<->task contract); one whose training batches are
 drawn whole (LM windows) also overrides ``train_batches``. Ranks are sharded here, so the Trainer
 must be built with ``use_distributed_sampler=False`` (Lightning would otherwise shard the evaluation
-shards again). The training loader's position travels in every checkpoint (``sampling.py``).
+shards again). The training loader's position travels in every checkpoint (``sampling.py``). Where
+every forward is a collective (FSDP), the evaluation shards end in padding batches that give every
+rank as many batches (``PaddedBatches``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +24,8 @@ from torch.utils.data import DataLoader, Dataset, Subset, default_collate
 from attnlab.data.sampling import ResumableLoader, SampleBatches, ShardedBatches
 from attnlab.data.sources import load_hf
 from attnlab.data.tokenizers import Tokenizer
-from attnlab.schema.data import CarvedData, DataConfig, DataNeeds, SourcedData
+from attnlab.models.parallel import gathers_weights
+from attnlab.schema.data import PADDING_BATCH, CarvedData, DataConfig, DataNeeds, SourcedData
 from attnlab.schema.errors import ConfigError
 from attnlab.schema.model import ModelConfig
 from attnlab.schema.rundir import LABELS_FILE
@@ -168,12 +172,14 @@ class AttnlabDataModule(pl.LightningDataModule):
             batches, num_workers=self.cfg.num_workers, pin_memory=self.pin_memory, repeat=repeat
         )
 
-    def _eval_loader(self, split: str) -> DataLoader:
+    def _eval_loader(self, split: str) -> DataLoader | PaddedBatches:
         """Every sample of the split exactly once over all ranks: rank r reads samples r, r + W, ...
-        (shards differ by at most one sample; nothing is repeated to even them out)."""
+        (shards differ by at most one sample; nothing is repeated to even them out). Where every
+        forward is a collective (``gathers_weights``: FSDP), a rank whose shard makes a batch fewer than
+        rank 0's (the largest) ends with a padding batch, so that every rank runs as many forwards."""
         rank, world_size = self._ranks()
         dataset = self.datasets[split]
-        return DataLoader(
+        loader = DataLoader(
             Subset(dataset, range(rank, len(dataset), world_size)),
             batch_size=self.cfg.batch_size,
             num_workers=self.cfg.num_workers,
@@ -181,11 +187,23 @@ class AttnlabDataModule(pl.LightningDataModule):
             persistent_workers=self.cfg.num_workers > 0,
             collate_fn=self.eval_collate_fn(),
         )
+        module = self.trainer.lightning_module if self.trainer is not None else None
+        if module is None or not gathers_weights(module):
+            return loader
+        most = math.ceil(math.ceil(len(dataset) / world_size) / self.cfg.batch_size)  # rank 0's count
+        return PaddedBatches(loader, most - len(loader), self.padding_batch(split))
 
-    def val_dataloader(self) -> DataLoader:
+    def padding_batch(self, split: str) -> dict[str, torch.Tensor]:
+        """The split's first sample as a batch of one, marked ``PADDING_BATCH``: the task runs its
+        forward and scores it in no metric."""
+        batch = self.eval_collate_fn()([self.datasets[split][0]])
+        batch[PADDING_BATCH] = torch.ones(1, dtype=torch.bool)
+        return batch
+
+    def val_dataloader(self) -> DataLoader | PaddedBatches:
         return self._eval_loader("val")
 
-    def test_dataloader(self) -> DataLoader:
+    def test_dataloader(self) -> DataLoader | PaddedBatches:
         return self._eval_loader("test")
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -212,3 +230,19 @@ class AttnlabDataModule(pl.LightningDataModule):
             path.write_text(json.dumps(self.label_names, ensure_ascii=False, indent=1), encoding="utf-8")
             written.append(path)
         return written
+
+
+class PaddedBatches:
+    """A loader's batches, then ``extra`` copies of ``padding`` (a batch marked ``PADDING_BATCH``): the
+    evaluation shard of a rank with fewer batches than another, where every forward is a collective."""
+
+    def __init__(self, loader: DataLoader, extra: int, padding: dict[str, torch.Tensor]) -> None:
+        self.loader, self.extra, self.padding = loader, extra, padding
+
+    def __len__(self) -> int:
+        return len(self.loader) + self.extra
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        yield from self.loader
+        for _ in range(self.extra):
+            yield dict(self.padding)

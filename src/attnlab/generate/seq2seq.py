@@ -8,7 +8,7 @@ the self-attention caches only (every beam of a source shares the same cross-att
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -72,27 +72,37 @@ def greedy_tokens(
     max_new_tokens: int,
     pad_id: int = 0,
     use_cache: bool = True,
+    in_step: Callable[[int], int] | None = None,
 ) -> list[list[int]]:
     """The most likely token at each step for each source (B, S); each output ends before its eos.
 
     ``model`` is an encoder-decoder (``encode``, ``decode``, ``new_cache``: a Seq2SeqModel), run in its
     current mode; the source is encoded once and the decoder reuses the cached keys and values. The
     seq2seq task decodes its validation batches with it; ``greedy_decode`` is its checked entry point.
+    ``in_step`` (the largest of a number over processes, e.g. an all-reduce) is for processes whose
+    every decoder step is a collective (FSDP): each then runs as many steps as the longest, its own
+    outputs unchanged (cut at ``max_new_tokens``; a finished row only takes padding).
     """
     memory = model.encode(src_ids, src_mask)
     batch = src_ids.shape[0]
-    tokens = torch.full((batch, max_new_tokens + 1), pad_id, dtype=torch.long, device=src_ids.device)
+    steps = max_new_tokens if in_step is None else in_step(max_new_tokens)
+    tokens = torch.full((batch, steps + 1), pad_id, dtype=torch.long, device=src_ids.device)
     tokens[:, 0] = bos_id
     finished = torch.zeros(batch, dtype=torch.bool, device=src_ids.device)
     cache = model.new_cache() if use_cache else None
-    for t in range(1, max_new_tokens + 1):
+    for t in range(1, steps + 1):
         token = next_log_probs(model, tokens[:, :t], memory, src_mask, cache).argmax(dim=-1)
         tokens[:, t] = token.masked_fill(finished, pad_id)
         finished |= token == eos_id
-        if bool(finished.all()):
+        if not still_running(bool(finished.all()) or t >= max_new_tokens, in_step):
             break
-    rows = tokens[:, 1:].tolist()
+    rows = tokens[:, 1 : max_new_tokens + 1].tolist()
     return [row[: row.index(eos_id)] if eos_id in row else row for row in rows]
+
+
+def still_running(done: bool, in_step: Callable[[int], int] | None) -> bool:
+    """Whether to decode another step: this process is not ``done``, or (``in_step``) another is not."""
+    return not done if in_step is None else in_step(int(not done)) > 0
 
 
 @torch.inference_mode()

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.fsdp import FSDPModule, FullyShardedDataParallel, fully_shard
 from torch.distributed.tensor import Replicate, Shard
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
@@ -61,6 +61,13 @@ from attnlab.models.speedups import transformer_layers
 def is_sharded(model: nn.Module) -> bool:
     """Whether ``fully_shard`` was applied to ``model`` (it is then an ``FSDPModule``)."""
     return isinstance(model, FSDPModule)
+
+
+def gathers_weights(module: nn.Module) -> bool:
+    """Whether running ``module`` is a collective: some part of it is sharded by FSDP (FSDP2's
+    ``fully_shard``, FSDP1's wrapper), whose forward all-gathers its weights from every process of its
+    group. No process may then run a forward that the others do not run too: it would wait for them."""
+    return any(isinstance(m, (FSDPModule, FullyShardedDataParallel)) for m in module.modules())
 
 
 def shard_layers(model: nn.Module, mesh: DeviceMesh) -> nn.Module:

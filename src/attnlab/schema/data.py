@@ -31,6 +31,9 @@ from attnlab.schema.errors import ConfigError, at_least_one, fraction, not_negat
 # The label of a position that no loss or metric scores (padding, unmasked tokens, a document's end):
 # torch's cross_entropy default, and Hugging Face's
 IGNORE_INDEX = -100
+# The key of an evaluation batch that only keeps a process's forwards in step with the other processes'
+# (where every forward is a collective: FSDP), its value (B,) True: the task runs it and scores nothing
+PADDING_BATCH = "padding_batch"
 SPECIAL_TOKEN_COUNT = 7  # pad unk bos eos mask cls sep (attnlab.data.tokenizers.SPECIAL_TOKENS)
 
 

@@ -37,6 +37,7 @@ from attnlab.schema.model import ModelConfig
 from attnlab.schema.optim import OnExtend, OptimConfig
 from attnlab.schema.task import TASKS, TaskConfig
 from attnlab.tasks.lightning_shims import sets_hook_name
+from attnlab.tasks.lockstep import metrics_for
 from attnlab.tasks.losses import count_labels, cross_entropy, is_compiled
 from attnlab.tasks.nonfinite import NonFiniteGuard, check_finite_weights, clip_gradients, gradient_norm
 from attnlab.tasks.optim import (
@@ -327,10 +328,10 @@ class TaskModule(pl.LightningModule):
         return bool(trainer.fast_dev_run) or (every > 0 and step % every == 0) or step == trainer.max_steps
 
     def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self.evaluate(batch, self.metrics["val"])
+        self.evaluate(batch, metrics_for(batch, self.metrics["val"], self.build_metrics))
 
     def test_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
-        self.evaluate(batch, self.metrics["test"])
+        self.evaluate(batch, metrics_for(batch, self.metrics["test"], self.build_metrics))
 
     def on_validation_epoch_end(self) -> None:
         self.log_epoch_metrics("val")

@@ -5,6 +5,7 @@ and ``task.eval_decode`` is on, each batch is also decoded greedily (the cached 
 ``attnlab.generate.seq2seq.greedy_tokens``, which ``attnlab.generate.greedy_decode`` runs too) and
 scored against its references: exact match, and sacrebleu's corpus BLEU and chrF (0-100),
 whose sufficient statistics are summed in torchmetrics states so that they add up across processes.
+Where every forward is a collective (FSDP), every process decodes as many steps (``tasks.lockstep``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from attnlab.generate.threads import single_query_threads
 from attnlab.schema import task
 from attnlab.schema.data import IGNORE_INDEX
 from attnlab.tasks.base import TASK_CLASSES, TaskModule, Work, flops_per_token
+from attnlab.tasks.lockstep import largest_over_processes
 from attnlab.tasks.losses import count_labels, labelled, token_hits
 
 
@@ -68,6 +70,7 @@ class Seq2SeqTask(TaskModule):
                     eos_id=tok.eos_id,
                     max_new_tokens=max_new,
                     pad_id=tok.pad_id,
+                    in_step=largest_over_processes(self._trainer, self),
                 )
             self.score_decoded(hyps, labels, metrics)
 
