@@ -8,7 +8,7 @@ export WANDB_MODE ?= offline
 export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install train test test-fast test-latest lint format bench clean
+.PHONY: install train test test-slow test-full test-latest lint format bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -25,13 +25,19 @@ train: $(STAMP) ## train the default small GPT on the embedded corpus, then prin
 # The suite starts dozens of processes (process contracts, their ranks, workers): each reads attnlab's
 # and the tests' modules compiled by the first, as Python does by default, even where the environment
 # turns bytecode files off (PYTHONDONTWRITEBYTECODE; they go in __pycache__/, which git ignores).
-test test-fast: export PYTHONDONTWRITEBYTECODE =
+test test-slow test-full: export PYTHONDONTWRITEBYTECODE =
 
-test: $(STAMP) ## the whole test suite (slow cases included), on every core (pytest-xdist)
-	$(BIN)/pytest -q -n auto --dist worksteal
-
-test-fast: $(STAMP) ## the suite without the slow end-to-end cases
+# The suite in two tiers, as lightning-hydra-template has them: `make test` runs every test but the
+# `slow` end-to-end cases (several processes, kills, nodes, long trainings), within minutes on a 2-core
+# machine; `make test-slow` runs those; CI runs both (.ci/run), `make test-full` both in one session.
+test: $(STAMP) ## the test suite but its slow end-to-end cases, on every core (pytest-xdist); CI also runs test-slow
 	$(BIN)/pytest -q -n auto --dist worksteal -m "not slow"
+
+test-slow: $(STAMP) ## only the slow end-to-end cases (multi-process runs, kills, nodes, long trainings)
+	$(BIN)/pytest -q -n auto --dist worksteal -m slow
+
+test-full: $(STAMP) ## every test, slow cases included, in one session
+	$(BIN)/pytest -q -n auto --dist worksteal
 
 # attnlab as a user installs it (`pip install .`, no constraints.txt: the newest releases pyproject.toml
 # allows), in a virtual environment of its own made anew, then the commands' smoke tests: train, eval,
