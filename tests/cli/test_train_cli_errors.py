@@ -98,6 +98,15 @@ CASES = [
     (["optim=muon", "optim.ns_steps=0"], "optim.ns_steps=0: must be in 1..99"),
     (["optim=muon", "trainer=fsdp"], "optim.name=muon: cannot run under trainer.strategy=fsdp"),
     (["trainer=fsdp2_sim", "compile=true"], "compile=true: compiles the whole model, across the units"),
+    (
+        ["trainer=fsdp2_sim", "task.log_attention_every_n_epochs=1"],
+        "task.log_attention_every_n_epochs=1: draws its maps from a forward on process 0 alone, which "
+        "trainer.strategy=fsdp2 cannot run",
+    ),
+    (
+        ["trainer=tp_sim", "task.log_attention_every_n_epochs=2"],
+        "task.log_attention_every_n_epochs=2: draws its maps from a forward on process 0 alone",
+    ),
     pytest.param(
         ["trainer.float8=true"],
         "trainer.float8=true: float8 matrix products need a GPU of compute capability 8.9+",

@@ -88,6 +88,14 @@ def check_run(run: RunConfig) -> None:
         check_sequence_parallel(run)
     if run.trainer.async_tensor_parallel:
         check_async_tensor_parallel(run)
+    if run.task.log_attention_every_n_epochs and (sharded or run.trainer.tensor_parallel_size > 1):
+        raise ConfigError(
+            "task.log_attention_every_n_epochs",
+            run.task.log_attention_every_n_epochs,
+            f"draws its maps from a forward on process 0 alone, which trainer.strategy={run.trainer.strategy} "
+            f"cannot run (every forward gathers weights from all processes): set it to 0 and draw the maps "
+            "from a checkpoint with attnlab-explain, or train with trainer=ddp",
+        )
     if run.compile is True and run.trainer.strategy == Strategy.fsdp2:
         raise ConfigError(
             "compile",
