@@ -12,12 +12,14 @@ from typing import Any
 import pytest
 import yaml
 from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
 from omegaconf import DictConfig, OmegaConf
 
 from attnlab.run.configs import COMMANDS, register_schemas
 from attnlab.run.presets import config_dir
 from attnlab.schema.eval import EvalConfig
 from attnlab.schema.load import UNIONS, to_object
+from attnlab.schema.pos import RelativePos, RopePos
 from attnlab.schema.run import RUN_DIR, LoggerConfig, RunConfig, TrainerConfig
 
 CONF = config_dir()
@@ -111,3 +113,27 @@ def test_the_default_run_is_the_schema_default_run_config() -> None:
     run = to_object(composed())
     assert re.fullmatch(r"outputs/\d{4}-\d\d-\d\d/\d\d-\d\d-\d\d", run.run_dir)  # ${now:...} resolved
     assert replace(run, run_dir=RUN_DIR) == RunConfig()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "pos_class", "key", "value"),
+    [
+        (("model=qwen3_next",), RopePos, "rope_fraction", 0.25),  # the preset switches pos and sets a field
+        (("pos=relative", "model=bert", "model.pos.num_buckets=8"), RelativePos, "num_buckets", 8),
+        (("pos=rope", "model=gpt", "model.pos.rope_base=500"), RopePos, "rope_base", 500.0),
+    ],
+)
+def test_model_pos_keeps_the_class_pos_chose_through_the_model_preset(
+    overrides: tuple[str, ...], pos_class: type, key: str, value: object
+) -> None:
+    """The model preset's class merges over model.pos after pos=<name>: the node keeps that class and
+    its keys (typed PosConfig for OmegaConf, it would become a bare PosConfig: schema.pos.AnyPosConfig)."""
+    cfg = composed(*overrides)
+    assert OmegaConf.get_type(cfg.model.pos) is pos_class
+    pos = to_object(cfg).model.pos
+    assert type(pos) is pos_class and getattr(pos, key) == value
+
+
+def test_a_key_of_another_encoding_is_refused_under_the_model_preset() -> None:
+    with pytest.raises(ConfigCompositionException, match=r"model\.pos\.num_buckets"):
+        composed("model=qwen3_next", "model.pos.num_buckets=8")

@@ -27,7 +27,7 @@ from attnlab.schema.heads import check_kept_heads
 from attnlab.schema.hooks import AttnGate, AttnSink, check_layout_and_hooks
 from attnlab.schema.layout import LayerKind, parse_layout
 from attnlab.schema.mixers import Mixer, MixerSizes, check_model_mixers
-from attnlab.schema.pos import POSITIONS, LearnedPos, PosConfig, SinusoidalPos
+from attnlab.schema.pos import POSITIONS, AnyPosConfig, LearnedPos, PosConfig, SinusoidalPos
 from attnlab.schema.task import TaskName
 
 
@@ -138,12 +138,8 @@ class ModelConfig:
     parametrization: Parametrization = Parametrization.sp
     mup_base_width: int = 128
     init_from: str | None = None  # a local Hugging Face checkpoint directory
-    # A PosConfig, chosen with pos=<name>; ``check`` refuses anything else. Typed Any because the pos
-    # group is composed before the model preset (which may set model.pos.*), and OmegaConf 2.3, merging
-    # the preset's class (GPTConfig) over the run's ModelConfig node, rebuilds that node from the
-    # class's fields: a field typed PosConfig would turn the RopePos there into a bare PosConfig, whose
-    # keys are only ``name`` (model.pos.rope_base: not a known key). Any keeps the node's own class.
-    pos: Any = MISSING
+    # pos=<name>: one of the PosConfig classes (schema.pos.AnyPosConfig: why OmegaConf sees Any)
+    pos: AnyPosConfig = MISSING
     # Written by attnlab-compress method=prune_heads: the heads each attention module keeps, as their
     # indices among n_heads, one list per module in the order the model runs them (seq2seq: the
     # encoder's layers, then each decoder layer's self- and cross-attention). None: every head.

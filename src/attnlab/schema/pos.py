@@ -4,6 +4,7 @@ the blocks share with the config (a RoPE head size, a sinusoidal width)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import MISSING
 
@@ -129,6 +130,19 @@ class RelativePos(PosConfig):
     def check(self, d_model: int, n_heads: int) -> None:
         positive("model.pos.num_buckets", self.num_buckets)
         positive("model.pos.max_distance", self.max_distance)
+
+
+if TYPE_CHECKING:
+    AnyPosConfig = Any
+else:
+    # ``model.pos``'s annotation: any registered PosConfig class to a reader and a type checker, Any to
+    # OmegaConf. A model preset's class (GPTConfig, its pos MISSING) merges over the run's model node
+    # after pos=<name> has put a RopePos there; OmegaConf 2.3 then retypes a field declared PosConfig
+    # as a bare PosConfig (basecontainer._map_merge replaces a MISSING structured source by a prototype
+    # of the declared class and gives the node that class), and rope_base would be an unknown key.
+    # Declared Any, the node keeps the class pos=<name> chose, whose keys OmegaConf checks;
+    # ``ModelConfig.check`` refuses anything else, and ``OmegaConf.to_object`` builds that class.
+    AnyPosConfig = Any
 
 
 def pos_config(name: str, **settings: object) -> PosConfig:
