@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from attnlab.report.significance import compare, one_sample_p
+from attnlab.report.significance import compare, holm, one_sample_p
 
 HERE = Path(__file__).resolve().parent
 # (task, length, baseline, other): an arm is an encoding, ``rope+<scaling>`` for a zero-shot scaling,
@@ -74,9 +74,13 @@ def main(results: Path, pairs: str = "fixed") -> None:
     lines = [
         "# Comparisons, paired by seed (report significance: paired t-test, bootstrap)",
         "",
-        "| comparison | baseline | other | difference | 95% interval | p | seeds needed |",
-        "|---|---|---|---|---|---|---|",
+        "p (Holm): Holm's step-down adjustment over this table's p-values (the comparisons with a p), so",
+        "that those below 0.05 hold the table's family-wise error at 0.05.",
+        "",
+        "| comparison | baseline | other | difference | 95% interval | p | p (Holm) | seeds needed |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+    rows = []
     for task, length, baseline, other, metric in chosen:
         if task not in set(frame["data.kind"]):
             continue
@@ -84,9 +88,12 @@ def main(results: Path, pairs: str = "fixed") -> None:
         c = compare(b, o)
         mean_b, mean_o = np.mean(list(b.values())), np.mean(list(o.values()))
         named = "" if metric == "exact_match" else f" ({metric.replace('_', ' ')})"
+        rows.append((f"{task}, {length}: {other} - {baseline}{named}", mean_b, mean_o, c))
+    adjusted = holm([c.p_value for *_, c in rows])
+    for (name, mean_b, mean_o, c), p_holm in zip(rows, adjusted):
         lines.append(
-            f"| {task}, {length}: {other} - {baseline}{named} | {fmt(mean_b)} | {fmt(mean_o)} | {c.difference:+.3f} "
-            f"| [{c.low:+.3f}, {c.high:+.3f}] | {c.p_value:.3g} | {c.seeds_needed} |"
+            f"| {name} | {fmt(mean_b)} | {fmt(mean_o)} | {c.difference:+.3f} "
+            f"| [{c.low:+.3f}, {c.high:+.3f}] | {c.p_value:.3g} | {p_holm:.3g} | {c.seeds_needed} |"
         )
     if "recall" in set(frame["data.kind"]):
         lines += [
