@@ -4,14 +4,11 @@ hand is found by this check, not by a reader.
     python experiments/check_figures.py            # every study: the figures its results do not back
     python experiments/check_figures.py muon       # one study
 
-A README that names its sources (the ``<!-- figures ... -->`` comments, see "Sourced figures" below)
-has every figure recomputed from the file and cell or key it names: a changed digit, a figure without
-a source and a missing source file each fail. A README without them is checked the older, weaker way:
-a figure is a number with a decimal point or a thousands separator (``2.0213``, ``97.77%``,
-``1,554``) in a row of a README table or in bold text, found when some number in a text file under
-the study's ``results/`` (Markdown, CSV, JSON) rounds to it at the README's precision (a fraction also
-as a percentage; a difference also by its size). A value cited from a paper or another tool belongs in
-``results/references.md`` with its source, like any other figure.
+A README names the source of each figure (the ``<!-- figures ... -->`` comments, see "Sourced
+figures" below), and every figure is recomputed from the file and cell or key it names: a changed
+digit, a figure without a source, a missing source file and a README that names no source each fail.
+A value cited from a paper or another tool belongs in ``results/references.md`` with its source, like
+any other figure.
 """
 
 from __future__ import annotations
@@ -28,15 +25,6 @@ EXPERIMENTS = Path(__file__).resolve().parent
 NUMBER = re.compile(
     r"(?<![\w.])[-+−]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d])|(?<![\w.,])[-+−]?\d+\.\d+(?:e[-+]?\d+)?"
 )
-BOLD = re.compile(r"\*\*(.+?)\*\*")
-RESULT_SUFFIXES = (".md", ".csv", ".json", ".txt")
-
-
-def quoted_figures(readme: str) -> list[str]:
-    """The figures of a README: numbers in its table rows and in its bold text, as written."""
-    places = [line for line in readme.splitlines() if line.lstrip().startswith("|")]
-    places += BOLD.findall(readme)
-    return sorted({n for place in places for n in NUMBER.findall(place)})
 
 
 def as_decimal(text: str) -> Decimal | None:
@@ -44,46 +32,6 @@ def as_decimal(text: str) -> Decimal | None:
         return Decimal(text.replace(",", "").replace("−", "-"))
     except InvalidOperation:
         return None
-
-
-SAVED_RUN = re.compile(r"[-+]?\d[\d,]*\.?\d*(?:[eE][-+]?\d+)?")
-THOUSANDS = re.compile(r"[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
-
-
-def readings(run: str) -> list[str]:
-    """The numbers a run of digits, commas and points may be: each comma-separated piece (``3,3.3997``
-    in a CSV cell or a list is 3 and 3.3997), and the whole when its commas are thousands separators
-    (``1,554``; every comma followed by exactly three digits)."""
-    pieces = [p.rstrip(".") for p in run.split(",") if p.rstrip(".")]
-    return [*pieces, run] if THOUSANDS.fullmatch(run.rstrip(".")) else pieces
-
-
-def saved_numbers(results: Path) -> set[Decimal]:
-    """Every number in the text files under ``results``, with its sign dropped."""
-    numbers: set[Decimal] = set()
-    for path in results.rglob("*"):
-        if path.is_file() and path.suffix in RESULT_SUFFIXES:
-            text = path.read_text(encoding="utf-8", errors="replace")
-            for run in SAVED_RUN.findall(text):
-                for raw in readings(run.rstrip(",.")):
-                    value = as_decimal(raw)
-                    if value is not None:
-                        numbers.add(abs(value))
-    return numbers
-
-
-def is_saved(figure: str, saved: set[Decimal]) -> bool:
-    """Whether some saved number, as a value or as a percentage, rounds to ``figure``."""
-    value = as_decimal(figure)
-    if value is None:
-        return True
-    value = abs(value)
-    step = Decimal(1).scaleb(value.as_tuple().exponent)
-    for number in saved:
-        for candidate in (number, number * 100):
-            if rounds_to(candidate, step, value):
-                return True
-    return False
 
 
 def rounds_to(number: Decimal, step: Decimal, value: Decimal) -> bool:
@@ -94,13 +42,6 @@ def rounds_to(number: Decimal, step: Decimal, value: Decimal) -> bool:
     rounded = [number.quantize(step, rounding=r) for r in (ROUND_HALF_UP, ROUND_HALF_EVEN)]
     printed = Decimal(f"{float(number):.{max(0, -step.as_tuple().exponent)}f}")
     return value in (*rounded, printed)
-
-
-def missing_figures(study: Path) -> list[str]:
-    """The figures of ``study``'s README that no file of its ``results/`` holds."""
-    readme = (study / "README.md").read_text(encoding="utf-8")
-    saved = saved_numbers(study / "results") if (study / "results").is_dir() else set()
-    return [f for f in quoted_figures(readme) if not is_saved(f, saved)]
 
 
 # --- Sourced figures ------------------------------------------------------------------------------
@@ -411,12 +352,13 @@ def normalise(row: str) -> str:
 
 
 def figure_problems(study: Path) -> list[str]:
-    """The problems of a study's figures: sourced figures for a README that names sources, else the
-    figures that no file of ``results/`` holds (``missing_figures``)."""
+    """The problems of a study's figures: each figure recomputed from the source its block names."""
     readme = (study / "README.md").read_text(encoding="utf-8")
-    if is_sourced(readme):
-        return sourced_problems(study, readme)
-    return [f"{f}: not in results/" for f in missing_figures(study)]
+    if not is_sourced(readme):
+        return [
+            "README.md names no source: each figure needs a <!-- figures ... --> comment (see check_figures.py)"
+        ]
+    return sourced_problems(study, readme)
 
 
 def studies() -> list[Path]:
@@ -429,11 +371,11 @@ def main(names: list[str]) -> int:
     for study in chosen:
         problems = figure_problems(study)
         failed += bool(problems)
-        sourced = is_sourced((study / "README.md").read_text(encoding="utf-8"))
-        kind = (
-            "every figure recomputed from its source" if sourced else "every figure in results/ (unsourced)"
+        print(
+            f"{study.name}: every figure recomputed from its source"
+            if not problems
+            else f"{study.name}:\n  " + "\n  ".join(problems)
         )
-        print(f"{study.name}: {kind}" if not problems else f"{study.name}:\n  " + "\n  ".join(problems))
     return 1 if failed else 0
 
 

@@ -1,8 +1,7 @@
 """Every figure a study's README quotes comes from a file of its ``results/`` (``experiments/check_figures.py``):
 a number typed by hand, or left from an earlier run, fails here. A README that names its sources
 (``SOURCED``: every study) has each figure recomputed from the file and cell it names, so that any
-figure changed by one unit in its last digit fails; a README without sources would be checked the
-older way (some saved number rounds to the figure), which a changed digit can pass."""
+figure changed by one unit in its last digit fails; a README that names no source fails."""
 
 from __future__ import annotations
 
@@ -18,20 +17,15 @@ from check_figures import (
     checked_blocks,
     figure_offsets,
     figure_problems,
-    is_saved,
     is_sourced,
-    quoted_figures,
-    saved_numbers,
+    rounds_to,
     source_value,
     sourced_problems,
     studies,
 )
 
-# Studies whose READMEs still quote figures no saved file holds, and why; strict, so that the entry
-# must go once the study's run.sh saves them.
-NOT_YET_BACKED: dict[str, str] = {}
-# Studies whose README names the source of each figure: every study (a new one joins here, so that
-# its figures are never checked only the older, weaker way).
+# Studies whose README names the source of each figure: every study (a new one joins here; a README
+# that names no source fails).
 SOURCED = [
     "attention_variants",
     "compression",
@@ -49,12 +43,7 @@ SOURCED = [
 ]
 
 
-def study_cases() -> list:
-    marks = {name: pytest.mark.xfail(strict=True, reason=why) for name, why in NOT_YET_BACKED.items()}
-    return [pytest.param(s, id=s.name, marks=marks.get(s.name, ())) for s in studies()]
-
-
-@pytest.mark.parametrize("study", study_cases())
+@pytest.mark.parametrize("study", studies(), ids=lambda study: study.name)
 def test_every_quoted_figure_is_in_a_results_file(study: Path) -> None:
     assert figure_problems(study) == []
 
@@ -139,27 +128,16 @@ def test_each_kind_of_source_is_read(tmp_path: Path) -> None:
     assert "does not hold" in sourced_problems(tmp_path, readme.replace("| 1,872", "| 1,873"))[0]
 
 
-def test_figures_are_the_numbers_of_tables_and_bold_text() -> None:
-    readme = "Prose 3.14 is not a figure.\n| a | 2.0213 | 1,554 | 1.9e-06 |\nA **0.46** of the time."
-    assert quoted_figures(readme) == ["0.46", "1,554", "1.9e-06", "2.0213"]
-
-
-def test_a_figure_is_saved_when_a_saved_number_rounds_to_it() -> None:
+def test_a_source_value_matches_a_figure_as_rounded_or_as_a_float_prints_it() -> None:
     from decimal import Decimal
 
-    saved = {Decimal("2.02127"), Decimal("0.9777"), Decimal("0.2115"), Decimal("1554.2")}
-    assert is_saved("2.0213", saved) and is_saved("97.77", saved) and is_saved("1,554", saved)
-    assert is_saved("0.211", saved)  # as a float prints it
-    assert not is_saved("2.0214", saved)
-    assert not is_saved("2.021275", saved)  # more digits than any file holds: typed by hand
+    assert rounds_to(Decimal("2.02127"), Decimal("0.0001"), Decimal("2.0213"))
+    assert rounds_to(Decimal("0.2115"), Decimal("0.001"), Decimal("0.211"))  # as a float prints it
+    assert not rounds_to(Decimal("2.02127"), Decimal("0.0001"), Decimal("2.0214"))
 
 
-def test_a_comma_inside_a_csv_cell_or_a_list_separates_numbers(tmp_path: Path) -> None:
-    from decimal import Decimal
-
-    (tmp_path / "runs.csv").write_text('task,lengths,loss\npasskey,"3,3.3997",[16,128,256]\n')
-    (tmp_path / "wall.txt").write_text("copy took 1,912 s\n")
-    saved = saved_numbers(tmp_path)
-    assert {Decimal("3"), Decimal("3.3997"), Decimal("16"), Decimal("128"), Decimal("1912")} <= saved
-    assert Decimal("33.3997") not in saved  # "3,3.3997" is not a thousands separator
-    assert is_saved("3.3997", saved) and not is_saved("33.3997", saved)
+def test_a_readme_that_names_no_source_fails(tmp_path: Path) -> None:
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "report.md").write_text("| run | loss |\n|---|---|\n| a | 2.0213 |\n")
+    (tmp_path / "README.md").write_text("| run | loss |\n|---|---|\n| a | 2.0213 |\n")
+    assert figure_problems(tmp_path)[0].startswith("README.md names no source")
