@@ -139,12 +139,17 @@ def test_sample_runs_the_compiled_kernel(checkpoint, monkeypatch, capsys) -> Non
     """The gpt case of ``test_sample_with_flex_prints_what_sdpa_prints``, with the kernels the command
     chooses (``COMPILE_FROM`` as shipped). generate() runs under torch.compiler.set_stance("force_eager")
     unless compile=true, so torch.compile(flex_attention) runs its prompts eagerly as well: no dynamo
-    graph is traced here (counted), and the same case with ``uncompiled`` ran the same code."""
+    graph is traced here (dynamo's graph counter, read), and the same case with ``uncompiled`` ran the
+    same code."""
+    from torch._dynamo.utils import counters
+
     from attnlab.cli.sample import main
 
     args = [f"ckpt_path={checkpoint('gpt')}", *SAMPLES["gpt"]]
     sdpa = output_of(main, args, monkeypatch, capsys)
+    graphs = counters["stats"]["unique_graphs"]
     assert output_of(main, [*args, "model.attn_backend=flex"], monkeypatch, capsys) == sdpa
+    assert counters["stats"]["unique_graphs"] == graphs
 
 
 def test_sample_refuses_a_model_key_that_holds_weights(checkpoint, monkeypatch, capsys) -> None:
