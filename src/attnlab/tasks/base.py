@@ -351,10 +351,10 @@ class TaskModule(pl.LightningModule):
         for name, value in values.items():
             self.log(f"{stage}/{name}", value, sync_dist=True, prog_bar=name in ("loss", "acc"))
         if values and self._trainer is not None:
-            # Lightning labels these with the count of batches that stepped, one less than the optimizer
-            # step they evaluate until the loop ends; a logged "step" is the label every logger uses.
-            self.log("step", float(self.evaluated_step(stage)))
-            self.log("epoch", float(self.current_epoch))  # what Lightning adds when it picks the step
+            # Lightning labels these with the count of batches that stepped, one less than the step they
+            # evaluate until the loop ends; a logged "step" is the label (equal on every process).
+            self.log("step", float(self.evaluated_step(stage)), sync_dist=True)
+            self.log("epoch", float(self.current_epoch), sync_dist=True)  # as Lightning adds with a step
         for metric in self.metrics[stage].values():
             metric.reset()
 
