@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from attnlab.report.length_plots import chance_levels, draw_heatmap, draw_lines, encoding_order
 from attnlab.report.lengths import accuracy_table, length_summary
@@ -79,6 +80,10 @@ def test_the_line_plot_tells_every_encoding_apart_with_bands_and_labels(summary:
     assert "exact match" in ax.get_ylabel() and "length" in ax.get_xlabel()
     legend = fig.legends[0]
     assert [t.get_text() for t in legend.get_texts()][-1] == "training length"
+    canvas = FigureCanvasAgg(fig)  # drawn as the report saves it: the legend leaves the title readable
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    assert not legend.get_window_extent(renderer).overlaps(ax.title.get_window_extent(renderer))
 
 
 def test_the_heatmap_writes_mean_and_std_in_every_cell(summary: pd.DataFrame) -> None:

@@ -340,7 +340,7 @@ def legend(ax: Axes, title: str) -> None:
         ax.text(0.01, 0.99, f"{len(labels)} lines: too many to label", transform=ax.transAxes, va="top")
     elif labels and labels != ["all runs"]:
         wide = max(map(len, labels)) > WIDE_LABEL
-        where = "outside lower center" if wide else "outside right upper"
+        where = "outside lower center" if wide else "outside right center"  # clear of a long title
         if wide:  # room for the legend's rows under a plot of the usual height, and for its widest row
             width, height = ax.figure.get_size_inches()
             width = max(width, LABEL_CHAR_INCHES * max(map(len, labels)) + 1.0)
