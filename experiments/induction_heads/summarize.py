@@ -253,12 +253,10 @@ def heads_figure(r: dict, path: Path) -> None:
             ax.text(
                 j, i, f"{v:.2f}", ha="center", va="center", fontsize=8, color="white" if v < 0.6 else "black"
             )
-        ax.set_xticks(range(values.shape[1]), [f"head {h}" for h in range(values.shape[1])], fontsize=8)
-        rows = (
-            [f"layer {i}" for i in range(values.shape[0])]
-            if values.shape[0] == 2
-            else [f"L1H{i}" for i in range(values.shape[0])]
-        )
+        by_layer = values.shape[0] == 2  # rows are layers; else the K-composition's layer-1 heads
+        columns = [f"head {h}" if by_layer else f"L0H{h}" for h in range(values.shape[1])]
+        ax.set_xticks(range(values.shape[1]), columns, fontsize=8)
+        rows = [f"layer {i}" if by_layer else f"L1H{i}" for i in range(values.shape[0])]
         ax.set_yticks(range(values.shape[0]), rows, fontsize=8)
         ax.set_title(title, fontsize=9)
         fig.colorbar(image, ax=ax, shrink=0.8)
