@@ -112,15 +112,18 @@ def test_tests_change_a_library_only_through_monkeypatch() -> None:
 
 
 def test_hydras_internal_package_is_imported_by_the_hydra_shims_alone() -> None:
+    """In the package and in the tests: what else needs Hydra's internals reaches them through
+    ``cli/hydra/hydra_shims.py``, whose contract tests (``cli/test_hydra_shims.py``) alone import them."""
     importers = []
-    for path in python_files(SRC):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else []
-            if isinstance(node, ast.ImportFrom) and node.module:
-                modules = [node.module]
-            if any(m == "hydra._internal" or m.startswith("hydra._internal.") for m in modules):
-                importers.append(str(path.relative_to(SRC)))
-    assert set(importers) <= {"cli/hydra/hydra_shims.py"}, importers
+    for root in (SRC, TESTS):
+        for path in python_files(root):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                modules = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    modules = [node.module]
+                if any(m == "hydra._internal" or m.startswith("hydra._internal.") for m in modules):
+                    importers.append(str(path.relative_to(root.parent)))
+    assert set(importers) <= {"attnlab/cli/hydra/hydra_shims.py", "tests/cli/test_hydra_shims.py"}, importers
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from in_process import restored
 from train_cli import TEXT, check, command_here, job_dirs
 
+from attnlab.cli.hydra.hydra_shims import basic_sweeper
 from attnlab.cli.hydra.sweep_jobs import seeds_first
 
 QUICK = [
@@ -30,7 +30,7 @@ QUICK = [
 
 
 def grid(lines: list[str]) -> list[list[str]]:
-    return BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(lines), None)[0]
+    return basic_sweeper().split_arguments(OverridesParser.create().parse_overrides(lines), None)[0]
 
 
 def test_the_seed_varies_slowest_wherever_it_is_given() -> None:

@@ -55,10 +55,10 @@ def test_the_jobs_checked_are_the_jobs_the_sweeper_runs() -> None:
     """A preset's swept ``params`` come first and the command line's value of a key replaces theirs,
     as the sweeper reads them: ``experiment=pos_extrapolation seed=1 pos=learned,rope`` checks its two
     jobs, not the preset's 18 (3 seeds x 6 encodings)."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
+    from attnlab.cli.hydra.hydra_shims import basic_sweeper
     from attnlab.cli.hydra.sweep_jobs import sweep_jobs, swept_keys
 
     task = ["experiment=pos_extrapolation", "seed=1", "pos=learned,rope"]
@@ -68,7 +68,7 @@ def test_the_jobs_checked_are_the_jobs_the_sweeper_runs() -> None:
     assert [name for name, _ in jobs] == ["job 0 (seed=1 pos=learned)", "job 1 (seed=1 pos=rope)"]
     # BasicSweeper.sweep's own order: its params, then the command line
     lines = [*(f"{key}={value}" for key, value in params.items()), *task]
-    (run,) = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(lines), None)
+    (run,) = basic_sweeper().split_arguments(OverridesParser.create().parse_overrides(lines), None)
     assert [overrides for _, overrides in jobs] == run
     assert swept_keys(config) == {"seed", "pos"}  # the job folders stay named by the preset's seeds too
 

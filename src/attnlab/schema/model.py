@@ -138,7 +138,7 @@ class ModelConfig:
     parametrization: Parametrization = Parametrization.sp
     mup_base_width: int = 128
     init_from: str | None = None  # a local Hugging Face checkpoint directory
-    # pos=<name>: one of the PosConfig classes (schema.pos.AnyPosConfig: why OmegaConf sees Any)
+    # The positional encoding, chosen with pos=<name>: a PosConfig class (see schema.pos.AnyPosConfig)
     pos: AnyPosConfig = MISSING
     # Written by attnlab-compress method=prune_heads: the heads each attention module keeps, as their
     # indices among n_heads, one list per module in the order the model runs them (seq2seq: the
