@@ -10,7 +10,9 @@
 # so that the widest model, d_model 64, gets 528 steps at every budget and no run fewer: the steps
 # follow from the budget. Every run is scored on the whole validation split, whatever its batch.
 # Phase 1: every width at seed 1337. Phase 2: each budget's two widths nearest its IsoFLOP minimum
-# (nearest.py: the lowest-loss width and its better neighbour) again at seeds 2 and 3.
+# (nearest.py: the lowest-loss width and its better neighbour) at seeds 2 and 3. Phase 3: the other
+# widths at seeds 2 and 3, so that every (budget, width) has three seeds; the minima's seeds come
+# first, so that a sweep cut short still has them. PHASES="phase3 analyse" runs only those steps.
 # Two lanes side by side, one torch thread each, niced (the machine is shared), of about equal
 # compute; then attnlab-report over every run writes the IsoFLOP profiles, the fitted law and the
 # optimal allocation into experiments/scaling/results/, and seeds.py the seed-bootstrap intervals.
@@ -44,18 +46,26 @@ lanes() {  # lanes <phase> <overrides>: budgets 5e10 and 2e11 in one lane, 1e11 
   wait "$a"
   wait "$b"
 }
-phase1() { lanes phase1 WIDTHS seed=1337; }
-phase2() {
-  declare -gA NEAREST=()
+phase1() { rm -rf "$RUNS" && mkdir -p "$RUNS" "$OUT" && lanes phase1 WIDTHS seed=1337; }
+read_nearest() {  # NEAREST and REST: per budget, the two widths nearest its minimum and the others
+  declare -gA NEAREST=() REST=()
   while read -r budget widths; do NEAREST[$budget]=$widths; done < <("$BIN/python" "$HERE/nearest.py" "$RUNS")
+  local budget width rest
+  for budget in "${!WIDTHS[@]}"; do
+    rest=()
+    for width in ${WIDTHS[$budget]//,/ }; do [[ ",${NEAREST[$budget]}," == *",$width,"* ]] || rest+=("$width"); done
+    REST[$budget]=$(IFS=,; echo "${rest[*]}")
+  done
+}
+phase2() {
+  read_nearest
   printf '%s %s\n' 5e10 "${NEAREST[5e10]}" 1e11 "${NEAREST[1e11]}" 2e11 "${NEAREST[2e11]}" 4e11 "${NEAREST[4e11]}" \
     | tee "$OUT/phase2.txt"
   lanes phase2 NEAREST seed=2,3
 }
-rm -rf "$RUNS" && mkdir -p "$RUNS" "$OUT"
-phase1
-phase2
-"$BIN/python" - <<'EOF' | tee "$OUT/wall_time.txt"   # from the runs' own summary.json
+phase3() { read_nearest && lanes phase3 REST seed=2,3; }
+analyse() {
+  "$BIN/python" - <<'EOF' | tee "$OUT/wall_time.txt"   # from the runs' own summary.json
 import datetime as dt, json, pathlib
 runs = [json.loads(p.read_text()) for p in pathlib.Path("experiments/scaling/runs").glob("*/*/summary.json")]
 start = min(dt.datetime.fromisoformat(r["started"]) for r in runs)
@@ -64,6 +74,8 @@ print(f"runs: {len(runs)}; first run started {start:%H:%M:%S}, last ended {end:%
 print(f"sweep wall time: {(end - start).total_seconds():.0f} s, two lanes side by side, one torch thread each, niced")
 print(f"sum of the runs' own wall times: {sum(r['wall_time_s'] for r in runs):.0f} s")
 EOF
-"$BIN/attnlab-report" "$RUNS" --out "$OUT" | tee "$OUT/report.txt"
-"$BIN/python" "$HERE/derived.py" "$TINYSHAKESPEARE"   # the design table and derived figures
-"$BIN/python" "$HERE/seeds.py"                        # seed-bootstrap intervals: results/seeds.md
+  "$BIN/attnlab-report" "$RUNS" --out "$OUT" | tee "$OUT/report.txt"
+  "$BIN/python" "$HERE/derived.py" "$TINYSHAKESPEARE"   # the design table and derived figures
+  "$BIN/python" "$HERE/seeds.py"                        # seed-bootstrap intervals: results/seeds.md
+}
+for step in ${PHASES:-phase1 phase2 phase3 analyse}; do "$step"; done

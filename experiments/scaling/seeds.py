@@ -3,13 +3,13 @@ the law, with intervals from a seed bootstrap rather than attnlab-report's run b
 
 usage: python experiments/scaling/seeds.py     # writes results/seeds.md
 
-Each (budget, width) is one point, the mean of its seeds' final losses (three seeds at each budget's
-two widths nearest the minimum, one elsewhere). A bootstrap draw takes, at each point with several
-seeds, one of its seeds at random, and refits both approaches with ``attnlab.report.scaling``'s
-functions: each budget's IsoFLOP parabola and its minimum N_opt, N_opt ∝ C^a and D_opt ∝ C^b through
-the minima (approach 2), and the law L = E + A/N^α + B/D^β (approach 3). The 2.5 and 97.5 percentiles
-over the draws are the 95% intervals. A draw is one seed per point, so the intervals are those of a
-one-seed sweep (the spread a reader of a single-seed study should expect), wider than the mean's.
+Each (budget, width) is one point, the mean of its seeds' final losses. A bootstrap draw takes, at each
+point with several seeds (every point, after run.sh's three phases), one of its seeds at random, and
+refits both approaches with ``attnlab.report.scaling``'s functions: each budget's IsoFLOP parabola and
+its minimum N_opt, N_opt ∝ C^a and D_opt ∝ C^b through the minima (approach 2), and the law
+L = E + A/N^α + B/D^β (approach 3). The 2.5 and 97.5 percentiles over the draws are the 95% intervals.
+A draw is one seed per point, so an interval is that of a one-seed sweep (what a single seed could
+have given), wider than the spread of the three seeds' mean that the point estimates are fitted to.
 """
 
 from __future__ import annotations
@@ -65,16 +65,9 @@ def estimates(runs: Runs, law: Law) -> dict[str, float]:
     return values | law.values()
 
 
-def seed_draws(frame: pd.DataFrame, rng: np.random.Generator, noise_sd: float) -> pd.Series:
-    """One loss per (budget, width): one of its seeds' at random where it has several, else its one
-    seed's plus Gaussian noise of ``noise_sd`` (0: unchanged)."""
-
-    def draw(losses: pd.Series) -> float:
-        if len(losses) > 1:
-            return float(losses.iloc[rng.integers(len(losses))])
-        return float(losses.iloc[0] + (rng.normal(0.0, noise_sd) if noise_sd else 0.0))
-
-    return frame.groupby([BUDGET, WIDTH])[LOSS].agg(draw)
+def seed_draws(frame: pd.DataFrame, rng: np.random.Generator) -> pd.Series:
+    """One seed's loss per (budget, width), drawn at random among its seeds."""
+    return frame.groupby([BUDGET, WIDTH])[LOSS].agg(lambda losses: losses.iloc[rng.integers(len(losses))])
 
 
 def pooled_seed_sd(frame: pd.DataFrame) -> float:
@@ -86,13 +79,13 @@ def pooled_seed_sd(frame: pd.DataFrame) -> float:
     return float(np.sqrt(sum(g.var(ddof=1) * (len(g) - 1) for g in groups) / dof))
 
 
-def bootstrap(frame: pd.DataFrame, law: Law, noise_sd: float) -> dict[str, list[float]]:
+def bootstrap(frame: pd.DataFrame, law: Law) -> dict[str, list[float]]:
     """Every estimate over ``DRAWS`` refits to ``seed_draws``; each law refit starts from ``law``
     and from the grid's best points for its own draw, as attnlab-report's bootstrap does."""
     rng = np.random.default_rng(0)
     samples: dict[str, list[float]] = {}
     for _ in range(DRAWS):
-        runs = points(frame, seed_draws(frame, rng, noise_sd))
+        runs = points(frame, seed_draws(frame, rng))
         data = (np.log(runs.n), np.log(runs.d), np.log(runs.loss))
         starts = np.vstack([law_start(law), grid_starts(*data, count=BOOTSTRAP_STARTS)])
         for name, value in estimates(runs, fit_law(runs, starts)).items():
@@ -127,14 +120,13 @@ def main() -> None:
     means = points(frame, frame.groupby([BUDGET, WIDTH])[LOSS].mean())
     law = fit_law(means)
     mean = estimates(means, law)
-    noise_sd = pooled_seed_sd(frame)
-    seeds_only, with_noise = bootstrap(frame, law, 0.0), bootstrap(frame, law, noise_sd)
+    samples = bootstrap(frame, law)
     lines = [
         "# The fits over seeds: seed means, and intervals from a seed bootstrap",
         "",
         f"Runs: {len(frame)}, at {frame.groupby([BUDGET, WIDTH]).ngroups} (budget, width) points; "
         f"{DRAWS} draws (seed 0) of one seed per point with several.",
-        f"Pooled standard deviation of a run's final loss across seeds: {noise_sd:.4f} nats.",
+        f"Pooled standard deviation of a run's final loss across seeds: {pooled_seed_sd(frame):.4f} nats.",
         "",
         "## The points with several seeds",
         "",
@@ -142,19 +134,12 @@ def main() -> None:
         "",
         "## IsoFLOP minima (approach 2) and the law (approach 3), on the seed means",
         "",
-        "Seed bootstrap: the one-seed points held fixed. With seed noise everywhere: the one-seed points",
-        "also drawn, their loss plus Gaussian noise of the pooled standard deviation above.",
-        "",
-        "| estimate | seed means | seed bootstrap: 95% interval | with seed noise everywhere: 95% interval "
-        "| draws without it |",
-        "|---|---|---|---|---|",
+        "| estimate | seed means | 95% seed-bootstrap interval | draws without it |",
+        "|---|---|---|---|",
     ]
     for key, value in mean.items():
-        missing = [DRAWS - len(draws.get(key, [])) for draws in (seeds_only, with_noise)]
-        lines.append(
-            f"| {NAMES.get(key, key)} | {value:.4g} | {interval(seeds_only.get(key, []))} | "
-            f"{interval(with_noise.get(key, []))} | {missing[0]} and {missing[1]} |"
-        )
+        drawn = samples.get(key, [])
+        lines.append(f"| {NAMES.get(key, key)} | {value:.4g} | {interval(drawn)} | {DRAWS - len(drawn)} |")
     (RESULTS / "seeds.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
