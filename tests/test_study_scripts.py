@@ -8,6 +8,8 @@ import math
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -142,3 +144,34 @@ def test_the_induction_summary_tables_the_controls_and_the_k_partners() -> None:
     )
     partners = summarize.partners_table([seed]).splitlines()[2]
     assert partners == "| 4 | L0H2 (0.700) L0H3 (0.400) | L1H0: L0H2; L0H1 | 1 of 1; 0 of 1 |"
+
+
+def scaling_frame(losses: dict[tuple[float, int], list[float]]) -> pd.DataFrame:
+    """Runs of the scaling study's results/runs.csv: a row per seed of each (budget, width)."""
+    return pd.DataFrame(
+        [
+            {"trainer.compute_budget": budget, "model.d_model": width, "seed": seed, "val/loss final": loss}
+            for (budget, width), seeds in losses.items()
+            for seed, loss in zip((1337, 2, 3), seeds)
+        ]
+    )
+
+
+def test_the_scaling_second_phase_takes_the_lowest_loss_width_and_its_better_neighbour() -> None:
+    nearest = script("scaling/nearest.py")
+    losses = {8: 2.25, 16: 2.3, 12: 2.4, 24: 2.2, 32: 2.35}  # 8 is second lowest, but no neighbour of 24
+    frame = scaling_frame({(5e10, w): [loss] for w, loss in losses.items()})
+    assert nearest.nearest_widths(frame) == [16, 24]
+    edge = scaling_frame({(5e10, w): [loss] for w, loss in {8: 2.1, 12: 2.4, 16: 2.3}.items()})
+    assert nearest.nearest_widths(edge) == [8, 12]  # a minimum at the edge has one neighbour
+    assert nearest.budget_name(5e10) == "5e10" and nearest.budget_name(1e11) == "1e11"
+
+
+def test_the_scaling_seed_bootstrap_draws_one_of_each_points_seeds() -> None:
+    seeds = script("scaling/seeds.py")
+    frame = scaling_frame({(5e10, 8): [1.0, 2.0, 3.0], (5e10, 16): [5.0, 5.0, 5.0], (1e11, 8): [7.0]})
+    draws = [seeds.seed_draws(frame, np.random.default_rng(i)) for i in range(40)]
+    assert {d[(5e10, 8)] for d in draws} == {1.0, 2.0, 3.0}
+    assert {d[(5e10, 16)] for d in draws} == {5.0} and {d[(1e11, 8)] for d in draws} == {7.0}
+    # pooled over the points with several seeds: variances 1 and 0, two degrees of freedom each
+    assert seeds.pooled_seed_sd(frame) == pytest.approx(math.sqrt(0.5))
