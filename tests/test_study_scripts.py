@@ -142,3 +142,22 @@ def test_the_induction_summary_tables_the_controls_and_the_k_partners() -> None:
     )
     partners = summarize.partners_table([seed]).splitlines()[2]
     assert partners == "| 4 | L0H2 (0.700) L0H3 (0.400) | L1H0: L0H2; L0H1 | 1 of 1; 0 of 1 |"
+
+
+def test_muon_is_measured_against_the_adamw_rate_best_on_seed_one_in_shares_of_its_wall_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(EXPERIMENTS / "muon"))  # tuned_adamw.py imports steps_to_loss.py
+    tuned = script("muon/tuned_adamw.py")
+    rows = [
+        {"rate": "2e-3", "seed": 1, "final_val_loss": 1.70},
+        {"rate": "4e-3", "seed": 1, "final_val_loss": 1.65},
+        {"rate": "2e-3", "seed": 2, "final_val_loss": 1.50},  # lower, but not the seed the rate is chosen on
+    ]
+    assert tuned.tuned_rate(rows) == "4e-3"
+    runs = {
+        "adamw-lr4e-3-seed1": {"optim": "adamw", "steps_to_target": 1900.0, "final_step": 2000},
+        "muon-seed1": {"optim": "muon", "steps_to_target": 500.0, "final_step": 2000},
+        "muon-seed2": {"optim": "muon", "steps_to_target": None, "final_step": 2000},
+    }
+    assert tuned.shares({"runs": runs}, cost=1.5) == {1: 500 * 1.5 / 2000, 2: math.inf}
