@@ -83,6 +83,7 @@ def study(runs: Path, adamw_prefix: str = "adamw") -> dict:
                 "first_val_step_at_target": first,
                 "steps_to_target": crossing,
                 "s_per_step": seconds_per_step(run_dir),
+                "wall_time_s": read_run(run_dir).summary["wall_time_s"],
             }
     return {"target": target, "runs": rows, "means": means(rows), "curves": curves}
 
@@ -115,14 +116,15 @@ def markdown(result: dict) -> str:
         f"Target: AdamW's final val loss, mean over its seeds: **{result['target']:.4f}**.",
         "",
         "| run | final step | final val loss | first validation at target | steps to target (interpolated) "
-        "| s/step (training) |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| s/step (training) | wall time (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in result["runs"].items():
         first = r["first_val_step_at_target"] if r["first_val_step_at_target"] is not None else "not reached"
         crossing = f"{r['steps_to_target']:.0f}" if r["steps_to_target"] is not None else "not reached"
         lines.append(
-            f"| {name} | {r['final_step']} | {r['final_val_loss']:.4f} | {first} | {crossing} | {r['s_per_step']:.3f} |"
+            f"| {name} | {r['final_step']} | {r['final_val_loss']:.4f} | {first} | {crossing} | {r['s_per_step']:.3f} "
+            f"| {r['wall_time_s']:.0f} |"
         )
     lines += [
         "",

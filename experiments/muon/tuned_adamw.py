@@ -108,6 +108,13 @@ def shares(result: dict, cost: float) -> dict[int, float]:
     return out
 
 
+def measured_step_cost(result: dict) -> float:
+    """A Muon step in AdamW steps as these runs measured it (their mean training s/step): one run at a
+    time on a shared machine, so the load the runs met is in it, which the benchmark's ratio leaves out."""
+    means = result["means"]
+    return means["muon"]["s_per_step"] / means["adamw"]["s_per_step"]
+
+
 def t_interval(values: list[float], level: float = LEVEL) -> tuple[float, float]:
     """Student's t interval (1 - ``level``) of the mean of ``values``."""
     mean, half = statistics.mean(values), 0.0
@@ -143,6 +150,8 @@ def comparisons(result: dict, cost: float) -> dict:
     and the paired final-loss difference Muon minus AdamW (mean, bootstrap interval, paired t-test p)."""
     by_seed = shares(result, cost)
     values = list(by_seed.values())
+    own_cost = measured_step_cost(result)
+    at_measured_cost = list(shares(result, own_cost).values())
     finals = compare(finals_by_seed(result, "adamw"), finals_by_seed(result, "muon"))
     return {
         "target": result["target"],
@@ -152,6 +161,9 @@ def comparisons(result: dict, cost: float) -> dict:
         "share_t_interval": t_interval(values),
         "share_bootstrap_interval": bootstrap_share(result, cost),
         "share_below_one_p": one_sample_p(np.array(values), 1.0, alternative="less"),
+        "measured_step_cost": own_cost,
+        "share_at_measured_cost_mean": statistics.mean(at_measured_cost),
+        "share_at_measured_cost_t_interval": t_interval(at_measured_cost),
         "final_loss_difference": {
             "seeds": finals.n_baseline,
             "paired": finals.paired,
@@ -166,6 +178,8 @@ def comparisons_markdown(found: dict, tuned: str) -> str:
     final = found["final_loss_difference"]
     t_low, t_high = found["share_t_interval"]
     b_low, b_high = found["share_bootstrap_interval"]
+    o_low, o_high = found["share_at_measured_cost_t_interval"]
+    seeds = len(found["share_by_seed"])
     level = f"{1 - LEVEL:.0%}"
     lines = [
         f"Against AdamW at lr {tuned}: target = its final val loss, mean over its seeds: {found['target']:.4f}; "
@@ -173,9 +187,11 @@ def comparisons_markdown(found: dict, tuned: str) -> str:
         "",
         "| comparison | seeds | value | interval | p |",
         "|---|---:|---:|---:|---:|",
-        f"| Muon's share of AdamW's wall time to the target (mean) | {len(found['share_by_seed'])} "
+        f"| Muon's share of AdamW's wall time to the target (mean) | {seeds} "
         f"| {found['share_mean']:.3f} | {level} t: {t_low:.3f} to {t_high:.3f}; seed bootstrap: {b_low:.3f} to {b_high:.3f} "
         f"| {found['share_below_one_p']:.3g} (one-sided, share < 1) |",
+        f"| the same share at these runs' own step-time ratio ({found['measured_step_cost']:.2f}) "
+        f"| {seeds} | {found['share_at_measured_cost_mean']:.3f} | {level} t: {o_low:.3f} to {o_high:.3f} | |",
         f"| final val loss, Muon minus AdamW (paired by seed) | {final['seeds']} | {final['muon_minus_adamw']:.4f} "
         f"| {level} paired bootstrap: {final['interval'][0]:.4f} to {final['interval'][1]:.4f} "
         f"| {final['p_value']:.3g} (paired t, two-sided) |",
