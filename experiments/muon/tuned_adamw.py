@@ -10,7 +10,7 @@ and the two comparisons the README's claim rests on, with their intervals over s
     .venv/bin/python experiments/muon/tuned_adamw.py experiments/muon/runs/tuned --out experiments/muon/results/adamw_tuned
 
 Reads ``<runs>/adamw-lr<rate>-seed<N>/`` and ``<runs>/muon-seed<N>/``; a rate of the sweep not run
-there is read from the earlier results that hold its seed-1 run (``EARLIER``). Writes ``sweep.md``,
+there is read from the earlier results that hold its runs (``EARLIER``). Writes ``sweep.md``,
 ``wall_time_share.md``, ``wall_time_share.json`` and ``steps_to_loss.py``'s files into ``--out``.
 """
 
@@ -30,7 +30,7 @@ from attnlab.report.runs import read_run
 from attnlab.report.significance import LEVEL, RESAMPLES, compare, one_sample_p
 
 HERE = Path(__file__).resolve().parent
-# Rates whose seed-1 run was measured before this sweep, and the results file that holds its final loss.
+# Rates whose AdamW runs were measured before this sweep, and the results file that holds their final losses.
 EARLIER = {"1e-3": "results/steps_to_loss.json", "4e-3": "results/adamw_lr4e-3/steps_to_loss.json"}
 STEP_COST = ("results/step_time.json", "muon_float32")  # a Muon step in AdamW steps, as run here
 
@@ -42,32 +42,45 @@ def rate_of(run_dir: Path) -> str:
 
 def sweep(runs: Path) -> list[dict]:
     """Every AdamW run of the sweep (rate, seed, final val loss, wall time, where it was read), by
-    rate and seed; the earlier rates' seed-1 runs where this sweep did not rerun them."""
+    rate and seed: the runs under ``runs``, then the earlier results' runs this sweep did not rerun."""
     rows = []
     for run_dir in sorted(runs.glob("adamw-lr*-seed*")):
         if run_dir.is_dir() and finished(run_dir):
             run = read_run(run_dir)
             final = max((m["step"], m["val/loss"]) for m in run.metrics if "val/loss" in m)[1]
-            wall = run.summary["wall_time_s"]
             rows.append(
                 {
                     "rate": rate_of(run_dir),
                     "seed": seed_of(run_dir.name),
                     "final_val_loss": final,
-                    "wall_time_s": wall,
+                    "wall_time_s": run.summary["wall_time_s"],
                     "source": f"runs/{run_dir.name}",
                 }
             )
-    rerun = {row["rate"] for row in rows if row["seed"] == 1}
-    for rate, file in EARLIER.items():
-        if rate not in rerun:
-            final = json.loads((HERE / file).read_text(encoding="utf-8"))["runs"]["adamw-seed1"][
-                "final_val_loss"
-            ]
-            rows.append(
-                {"rate": rate, "seed": 1, "final_val_loss": final, "wall_time_s": None, "source": file}
-            )
+    rerun = {(row["rate"], row["seed"]) for row in rows}
+    rows += [row for row in earlier_runs() if (row["rate"], row["seed"]) not in rerun]
     return sorted(rows, key=lambda row: (float(row["rate"]), row["seed"]))
+
+
+def earlier_runs() -> list[dict]:
+    """The AdamW runs (``adamw-seed<N>``) of the earlier results files, at their rates (``EARLIER``);
+    those files keep no wall time."""
+    rows = []
+    for rate, file in EARLIER.items():
+        saved = json.loads((HERE / file).read_text(encoding="utf-8"))["runs"]
+        for name, run in saved.items():
+            if name.startswith("adamw-seed"):
+                final = run["final_val_loss"]
+                rows.append(
+                    {
+                        "rate": rate,
+                        "seed": seed_of(name),
+                        "final_val_loss": final,
+                        "wall_time_s": None,
+                        "source": file,
+                    }
+                )
+    return rows
 
 
 def tuned_rate(rows: list[dict]) -> str:
@@ -79,6 +92,7 @@ def tuned_rate(rows: list[dict]) -> str:
 
 
 def sweep_markdown(rows: list[dict], tuned: str) -> str:
+    """The sweep's runs one per row, then each rate's mean and sd over the seeds it ran."""
     lines = [
         f"AdamW's tuned rate (the lowest final val loss on seed 1): **{tuned}**.",
         "",
@@ -90,6 +104,11 @@ def sweep_markdown(rows: list[dict], tuned: str) -> str:
         lines.append(
             f"| {row['rate']} | {row['seed']} | {row['final_val_loss']:.4f} | {wall} | {row['source']} |"
         )
+    lines += ["", "| lr | seeds | final val loss (mean ± sd) |", "|---|---:|---:|"]
+    for rate in dict.fromkeys(row["rate"] for row in rows):
+        finals = [row["final_val_loss"] for row in rows if row["rate"] == rate]
+        sd = statistics.stdev(finals) if len(finals) > 1 else 0.0
+        lines.append(f"| {rate} | {len(finals)} | {statistics.mean(finals):.4f} ± {sd:.4f} |")
     return "\n".join(lines) + "\n"
 
 
