@@ -104,12 +104,33 @@ def sweep_markdown(rows: list[dict], tuned: str) -> str:
         lines.append(
             f"| {row['rate']} | {row['seed']} | {row['final_val_loss']:.4f} | {wall} | {row['source']} |"
         )
-    lines += ["", "| lr | seeds | final val loss (mean ± sd) |", "|---|---:|---:|"]
-    for rate in dict.fromkeys(row["rate"] for row in rows):
-        finals = [row["final_val_loss"] for row in rows if row["rate"] == rate]
-        sd = statistics.stdev(finals) if len(finals) > 1 else 0.0
-        lines.append(f"| {rate} | {len(finals)} | {statistics.mean(finals):.4f} ± {sd:.4f} |")
+    lines += [
+        "",
+        "| lr | seeds | final val loss (mean ± sd) | minus the tuned rate's, paired by seed (95% interval, p) |",
+        "|---|---:|---:|---:|",
+    ]
+    by_rate = {
+        rate: {r["seed"]: r["final_val_loss"] for r in rows if r["rate"] == rate} for rate in rates(rows)
+    }
+    for rate, finals in by_rate.items():
+        sd = statistics.stdev(finals.values()) if len(finals) > 1 else 0.0
+        lines.append(
+            f"| {rate} | {len(finals)} | {statistics.mean(finals.values()):.4f} ± {sd:.4f} "
+            f"| {against(by_rate[tuned], finals) if rate != tuned else 'the tuned rate'} |"
+        )
     return "\n".join(lines) + "\n"
+
+
+def rates(rows: list[dict]) -> list[str]:
+    return list(dict.fromkeys(row["rate"] for row in rows))
+
+
+def against(tuned: dict[int, float], other: dict[int, float]) -> str:
+    """Another rate's final losses minus the tuned rate's, where both ran two seeds or more in common."""
+    if len(set(tuned) & set(other)) < 2:
+        return "(one seed in common)"
+    found = compare(tuned, other)
+    return f"{found.difference:+.4f} ({found.low:+.4f} to {found.high:+.4f}, p {found.p_value:.3g})"
 
 
 def step_cost() -> float:
