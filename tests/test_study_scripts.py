@@ -175,3 +175,22 @@ def test_the_scaling_seed_bootstrap_draws_one_of_each_points_seeds() -> None:
     assert {d[(5e10, 16)] for d in draws} == {5.0} and {d[(1e11, 8)] for d in draws} == {7.0}
     # pooled over the points with several seeds: variances 1 and 0, two degrees of freedom each
     assert seeds.pooled_seed_sd(frame) == pytest.approx(math.sqrt(0.5))
+
+
+def test_muon_is_measured_against_the_adamw_rate_best_on_seed_one_in_shares_of_its_wall_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(EXPERIMENTS / "muon"))  # tuned_adamw.py imports steps_to_loss.py
+    tuned = script("muon/tuned_adamw.py")
+    rows = [
+        {"rate": "2e-3", "seed": 1, "final_val_loss": 1.70},
+        {"rate": "4e-3", "seed": 1, "final_val_loss": 1.65},
+        {"rate": "2e-3", "seed": 2, "final_val_loss": 1.50},  # lower, but not the seed the rate is chosen on
+    ]
+    assert tuned.tuned_rate(rows) == "4e-3"
+    runs = {
+        "adamw-lr4e-3-seed1": {"optim": "adamw", "steps_to_target": 1900.0, "final_step": 2000},
+        "muon-seed1": {"optim": "muon", "steps_to_target": 500.0, "final_step": 2000},
+        "muon-seed2": {"optim": "muon", "steps_to_target": None, "final_step": 2000},
+    }
+    assert tuned.shares({"runs": runs}, cost=1.5) == {1: 500 * 1.5 / 2000, 2: math.inf}

@@ -5,7 +5,8 @@ mean over seeds, the final val loss, and the training time per step (from the ru
     .venv/bin/python experiments/muon/steps_to_loss.py experiments/muon/runs --out experiments/muon/results
 
 Reads ``<runs>/{adamw,muon}-seed<N>/`` (metrics.jsonl, summary.json); writes ``steps_to_loss.md``,
-``steps_to_loss.json`` and ``plots/val_loss_adamw_vs_muon.png`` into ``--out``.
+``steps_to_loss.json`` and ``plots/val_loss_adamw_vs_muon.png`` into ``--out``. ``--adamw PREFIX``
+reads the AdamW runs from ``<runs>/<PREFIX>-seed<N>/`` instead (``adamw-lr4e-3``: a rate of a sweep).
 """
 
 from __future__ import annotations
@@ -46,15 +47,28 @@ def seconds_per_step(run_dir: Path) -> float:
     return TOKENS_PER_STEP / read_run(run_dir).summary["tokens_per_s"]
 
 
-def seed_of(summary: Path) -> int:
-    """The seed in a finished run's folder name: ``<optim>-seed<N>/summary.json``."""
-    return int(summary.parent.name.rpartition("seed")[2])
+def seed_of(run_name: str) -> int:
+    """The seed in a run's folder name: ``<optim>-seed<N>``."""
+    return int(run_name.rpartition("seed")[2])
 
 
-def study(runs: Path) -> dict:
-    """Every run's curve and steps to AdamW's mean final val loss, and the per-optimizer means."""
-    dirs = {o: sorted(runs.glob(f"{o}-seed*/summary.json"), key=seed_of) for o in OPTIMIZERS}
-    dirs = {o: [summary.parent for summary in found] for o, found in dirs.items()}
+def finished(run_dir: Path) -> bool:
+    """Whether a run completed (a running or failed run has a summary.json too)."""
+    return read_run(run_dir).summary.get("status") == "completed"
+
+
+def study(runs: Path, adamw_prefix: str = "adamw") -> dict:
+    """Every run's curve and steps to AdamW's mean final val loss, and the per-optimizer means; the
+    AdamW runs are ``<runs>/<adamw_prefix>-seed<N>/``."""
+    prefixes = {"adamw": adamw_prefix, "muon": "muon"}
+    found = {o: [s.parent for s in runs.glob(f"{prefixes[o]}-seed*/summary.json")] for o in OPTIMIZERS}
+    dirs = {
+        o: sorted((d for d in found[o] if finished(d)), key=lambda d: seed_of(d.name)) for o in OPTIMIZERS
+    }
+    if missing := [prefixes[o] for o in OPTIMIZERS if not dirs[o]]:
+        raise SystemExit(
+            f"error: runs={runs}: no finished {' or '.join(missing)}-seed<N>/ run (summary.json)"
+        )
     curves = {o: {d.name: val_curve(d) for d in found} for o, found in dirs.items()}
     target = statistics.mean(curve[-1][1] for curve in curves["adamw"].values())
     rows = {}
@@ -69,6 +83,7 @@ def study(runs: Path) -> dict:
                 "first_val_step_at_target": first,
                 "steps_to_target": crossing,
                 "s_per_step": seconds_per_step(run_dir),
+                "wall_time_s": read_run(run_dir).summary["wall_time_s"],
             }
     return {"target": target, "runs": rows, "means": means(rows), "curves": curves}
 
@@ -101,14 +116,15 @@ def markdown(result: dict) -> str:
         f"Target: AdamW's final val loss, mean over its seeds: **{result['target']:.4f}**.",
         "",
         "| run | final step | final val loss | first validation at target | steps to target (interpolated) "
-        "| s/step (training) |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| s/step (training) | wall time (s) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in result["runs"].items():
         first = r["first_val_step_at_target"] if r["first_val_step_at_target"] is not None else "not reached"
         crossing = f"{r['steps_to_target']:.0f}" if r["steps_to_target"] is not None else "not reached"
         lines.append(
-            f"| {name} | {r['final_step']} | {r['final_val_loss']:.4f} | {first} | {crossing} | {r['s_per_step']:.3f} |"
+            f"| {name} | {r['final_step']} | {r['final_val_loss']:.4f} | {first} | {crossing} | {r['s_per_step']:.3f} "
+            f"| {r['wall_time_s']:.0f} |"
         )
     lines += [
         "",
@@ -155,8 +171,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", type=Path)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--adamw", default="adamw", help="the AdamW runs' folder prefix (before -seed<N>)")
     args = parser.parse_args()
-    result = study(args.runs)
+    result = study(args.runs, args.adamw)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "steps_to_loss.md").write_text(markdown(result), encoding="utf-8")
     saved = {k: v for k, v in result.items() if k != "curves"}
