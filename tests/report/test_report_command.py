@@ -24,6 +24,15 @@ def test_writes_into_the_sweep_and_prints_the_tables(tmp_path: Path, capsys: pyt
     assert f"report: {sweep / 'report.md'}" in out
 
 
+def test_the_report_names_a_sweep_under_the_working_directory_by_its_relative_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sweep = pos_seed_sweep(tmp_path / "study" / "runs")
+    monkeypatch.chdir(tmp_path)
+    main([str(sweep)])
+    assert (sweep / "report.md").read_text().startswith("# Sweep report: study/runs\n")
+
+
 def test_runs_given_by_glob_are_reported_into_out(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     sweep = pos_seed_sweep(tmp_path / "sweep")
     main([str(sweep / "[0-2]"), "--out", str(tmp_path / "cmp")])

@@ -160,6 +160,12 @@ def sweep_scaling_fit(sweep: Sweep) -> ScalingFit | None:
     return fit_scaling(runs, resamples=SCALING_RESAMPLES) if runs is not None else None
 
 
+def shown_path(path: Path) -> str:
+    """``path`` relative to the working directory when it lies under it, as the command was given: a
+    report committed with a study names its runs' folder, not the machine it ran on."""
+    return path.relative_to(Path.cwd()).as_posix() if path.is_relative_to(Path.cwd()) else str(path)
+
+
 def markdown(
     sweep: Sweep,
     tables: dict[str, pd.DataFrame],
@@ -167,7 +173,7 @@ def markdown(
     command: str,
     decisions: Decisions | None = None,
 ) -> str:
-    lines = [f"# Sweep report: {sweep.root}", "", *overview(sweep), ""]
+    lines = [f"# Sweep report: {shown_path(sweep.root)}", "", *overview(sweep), ""]
     for title, table in tables.items():
         notes = table_notes(title, sweep, decisions or Decisions())
         lines += [f"## {title}", "", *notes, table.to_markdown(index=False), ""]
