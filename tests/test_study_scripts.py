@@ -177,6 +177,28 @@ def test_the_scaling_seed_bootstrap_draws_one_of_each_points_seeds() -> None:
     assert seeds.pooled_seed_sd(frame) == pytest.approx(math.sqrt(0.5))
 
 
+def test_the_scaling_rate_check_names_the_best_rate_and_its_paired_gain_over_the_studys() -> None:
+    check = script("scaling/rate_check.py")
+    rows = [
+        {check.BUDGET: budget, check.WIDTH: width, check.LR: 2.0**exp, check.SEED: seed, check.LOSS: loss}
+        for budget, width, exp, losses in [
+            (5e10, 8, -7, [2.0, 2.1, 2.2]),  # 2^-7 best by 0.1 at every seed
+            (5e10, 8, -6, [2.1, 2.2, 2.3]),
+            (5e10, 8, -5, [2.5, 2.5, 2.5]),
+            (4e11, 24, -7, [1.9, 1.9, 1.9]),
+            (4e11, 24, -6, [1.8, 1.7, 1.9]),  # the study's rate best
+            (4e11, 24, -5, [2.0, 2.0, 2.0]),
+        ]
+        for seed, loss in zip((1337, 2, 3), losses)
+    ]
+    first, second = check.point_rows(pd.DataFrame(rows))
+    assert first.startswith(
+        "| 5e10 | 8 | 2.1000 ± 0.1000 | 2.2000 ± 0.1000 | 2.5000 ± 0.0000 | 2^-7 | -0.1000"
+    )
+    assert first.endswith("p 0 |")  # every seed moved by the same amount
+    assert second.startswith("| 4e11 | 24 |") and second.endswith("| 2^-6 | the study's rate |")
+
+
 def test_muon_is_measured_against_the_adamw_rate_best_on_seed_one_in_shares_of_its_wall_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

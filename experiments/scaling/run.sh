@@ -12,7 +12,8 @@
 # Phase 1: every width at seed 1337. Phase 2: each budget's two widths nearest its IsoFLOP minimum
 # (nearest.py: the lowest-loss width and its better neighbour) at seeds 2 and 3. Phase 3: the other
 # widths at seeds 2 and 3, so that every (budget, width) has three seeds; the minima's seeds come
-# first, so that a sweep cut short still has them. PHASES="phase3 analyse" runs only those steps.
+# first, so that a sweep cut short still has them. PHASES="phase3 analyse" runs only those steps;
+# PHASES=ratecheck (not in the default) checks the borrowed learning rate at the study's batches.
 # Two lanes side by side, one torch thread each, niced (the machine is shared), of about equal
 # compute; then attnlab-report over every run writes the IsoFLOP profiles, the fitted law and the
 # optimal allocation into experiments/scaling/results/, and seeds.py the seed-bootstrap intervals.
@@ -27,14 +28,15 @@ BIN=${BIN:-$(dirname "$(command -v attnlab-train)")}   # the environment attnlab
 SHAPE=(
   experiment=scaling model.n_layers=2 model.n_heads=2
   model.parametrization=mup model.mup_base_width=16
-  optim.lr=0.015625 optim.warmup_steps=10
+  optim.warmup_steps=10
   trainer.limit_val_batches=1.0 trainer.val_every_n_steps=2000
 )
+RATE=0.015625   # 2^-6, the μP study's best rate (60 steps, untied readout); ratecheck sweeps 2^-7 and 2^-5
 declare -A BATCH=([5e10]=2 [1e11]=4 [2e11]=8 [4e11]=16)   # sequences a step, per budget
 declare -A WIDTHS=([5e10]=8,12,16,24,32,48,64 [1e11]=8,12,16,24,32,48,64 [2e11]=12,16,24,32,48,64
                    [4e11]=16,24,32,48,64)
 sweep() {  # sweep <name> <budget> <widths> [overrides]: one Hydra multirun into runs/<name>
-  nice -n 19 "$BIN/attnlab-train" "${SHAPE[@]}" trainer.compute_budget="$2" data.batch_size="${BATCH[$2]}" \
+  nice -n 19 "$BIN/attnlab-train" "${SHAPE[@]}" optim.lr="$RATE" trainer.compute_budget="$2" data.batch_size="${BATCH[$2]}" \
     model.d_model="$3" "${@:4}" hydra.sweep.dir="$RUNS/$1" >"$RUNS/$1.log" 2>&1
 }
 lanes() {  # lanes <phase> <overrides>: budgets 5e10 and 2e11 in one lane, 1e11 and 4e11 in the other
@@ -64,6 +66,20 @@ phase2() {
   lanes phase2 NEAREST seed=2,3
 }
 phase3() { read_nearest && lanes phase3 REST seed=2,3; }
+ratecheck() {  # the study's rate against 2^-7 and 2^-5, three seeds, at each budget's minimum width among
+  # the seed means (results/seeds.md: 16 at 5e10, 24 at the others) and at d_model 8, below the base
+  # width; into runs_ratecheck/ (outside runs/, which the fits read), then rate_check.py
+  local RUNS=$HERE/runs_ratecheck RATE=0.0078125,0.03125
+  rm -rf "$RUNS" && mkdir -p "$RUNS"
+  (sweep 5e10_d8 5e10 8 seed=1337,2,3 && sweep 2e11_d24 2e11 24 seed=1337,2,3) &
+  local a=$!
+  (sweep 5e10_d16 5e10 16 seed=1337,2,3 && sweep 1e11_d24 1e11 24 seed=1337,2,3 \
+    && sweep 4e11_d24 4e11 24 seed=1337,2,3) &
+  local b=$!
+  wait "$a"
+  wait "$b"
+  "$BIN/python" "$HERE/rate_check.py" "$RUNS"
+}
 analyse() {
   "$BIN/python" - <<'EOF' | tee "$OUT/wall_time.txt"   # from the runs' own summary.json
 import datetime as dt, json, pathlib
