@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from rundirs import config, write_run
+from rundirs import config, val_losses, write_run
 from test_report_tables import pos_seed_sweep
 
 from attnlab.cli.report import main
@@ -129,3 +129,27 @@ def test_without_seeds_the_named_baseline_is_still_the_bold_curve(tmp_path: Path
     assert decisions.resolved_baseline == "model.pos.name=alibi"
     assert not any(title.startswith("Significance") for title in report.tables)
     assert not (tmp_path / "significance.csv").exists()
+
+
+def test_the_significance_table_compares_sizes_within_the_baselines_compute_budget(tmp_path: Path) -> None:
+    """A scaling sweep: the widths of the baseline's budget are compared with it, the other budget's
+    configurations are left out (a small budget's model against a large one's says nothing), and
+    report.md says how many."""
+    job = 0
+    for budget, steps in ((1e9, 30), (4e9, 120)):
+        for width, final in ((16, 2.0), (32, 1.8)):
+            for seed in (1, 2):
+                cfg = config(
+                    trainer__compute_budget=budget, trainer__max_steps=steps, model__d_model=width, seed=seed
+                )
+                write_run(tmp_path / "sweep" / str(job), cfg, val=val_losses(final + 0.01 * seed))
+                job += 1
+    main([str(tmp_path / "sweep")])
+    table = pd.read_csv(tmp_path / "sweep" / "significance.csv")
+    assert table["configuration"].tolist() == [
+        "model.d_model=16, trainer.compute_budget=1000000000.0",
+        "model.d_model=32, trainer.compute_budget=1000000000.0",
+    ]
+    assert table.iloc[1]["difference"] == pytest.approx(-0.2)
+    text = (tmp_path / "sweep" / "report.md").read_text()
+    assert "another trainer.compute_budget than the baseline (left out: 2 configurations)" in text

@@ -15,9 +15,11 @@ from attnlab.report.compute import Budget, parse_budget, values_at_budget
 from attnlab.report.runs import ReportError
 from attnlab.report.significance import LEVEL, MAX_SEEDS, compare, holm, verdict
 from attnlab.report.sweep import SEED, Sweep, metric_mode
-from attnlab.report.table import FINISHED, configuration_labels, format_number, shown_keys
+from attnlab.report.table import FINISHED, as_text, configuration_labels, format_number, shown_keys
 
 TARGET_FIGURES = {"step": "steps", "tokens": "tokens", "flops": "FLOPs", "wall_time_s": "wall time (s)"}
+
+COMPUTE_BUDGET = "trainer.compute_budget"
 
 
 @dataclass
@@ -32,12 +34,23 @@ class Decisions:
     resolved_baseline: str | None = field(default=None, init=False)  # the label chosen
     matched: Budget | None = field(default=None, init=False)  # the budget compared at
     short: list[str] = field(default_factory=list, init=False)  # jobs that did not reach it
+    other_compute: list[str] = field(default_factory=list, init=False)  # left out: another compute budget
 
 
 def labels_of(sweep: Sweep) -> pd.Series:
     """Each job's configuration label (its shown config keys but the seed)."""
     keys, _ = shown_keys(sweep.configs)
     return configuration_labels(sweep.configs, keys)
+
+
+def other_compute(sweep: Sweep, labels: pd.Series, base: str) -> list[str]:
+    """The configurations trained at another ``trainer.compute_budget`` than ``base``: a scaling sweep
+    compares sizes within a budget (its IsoFLOP profiles), not a small budget's model with a large one's."""
+    if COMPUTE_BUDGET not in sweep.configs:
+        return []
+    budgets = as_text(sweep.configs[COMPUTE_BUDGET])
+    own = set(budgets[labels == base])
+    return [name for name in dict.fromkeys(labels) if not set(budgets[labels == name]) <= own]
 
 
 def choose_baseline(labels: pd.Series, given: str | None) -> str:
@@ -95,7 +108,8 @@ def significance_table(sweep: Sweep, decisions: Decisions, metric: str) -> pd.Da
     decisions.resolved_baseline = base = choose_baseline(labels, decisions.baseline)
     values = compared_values(sweep, decisions, metric)
     by_seed = seed_values(values, labels, sweep.configs[SEED])
-    others = [name for name in dict.fromkeys(labels) if name != base]
+    decisions.other_compute = other_compute(sweep, labels, base)
+    others = [name for name in dict.fromkeys(labels) if name != base and name not in decisions.other_compute]
     rng = np.random.default_rng(0)  # the intervals of a report are the same each time it is made
     empty: dict[int, float] = {}
     results = [compare(by_seed.get(base, empty), by_seed.get(n, empty), decisions.level, rng) for n in others]

@@ -266,4 +266,10 @@ def significance_notes(decisions: Decisions) -> list[str]:
             f"No value at the budget (left out): {short}. Each did not reach it, or reached it before its first validation.",
             "",
         ]
+    if decisions.other_compute:
+        notes += [
+            f"Trained at another trainer.compute_budget than the baseline (left out: {len(decisions.other_compute)} "
+            "configurations): sizes are compared within one budget, as an IsoFLOP profile holds them.",
+            "",
+        ]
     return notes
