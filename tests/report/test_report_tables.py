@@ -75,6 +75,19 @@ def test_the_steps_a_compute_budget_buys_follow_the_budget(tmp_path: Path) -> No
     assert hidden == {"trainer.max_steps": "trainer.compute_budget"}
 
 
+def test_a_batch_per_budget_is_labelled_by_the_budget(tmp_path: Path) -> None:
+    """Each budget with its own batch size: either key names the other; the budget is shown."""
+    runs = [(1e11, 4, 16), (1e11, 4, 32), (4e11, 16, 16), (4e11, 16, 32)]
+    for job, (budget, batch, width) in enumerate(runs):
+        write_run(
+            tmp_path / str(job),
+            config(trainer__compute_budget=budget, data__batch_size=batch, model__d_model=width),
+        )
+    shown, hidden = shown_keys(read_sweep([tmp_path]).configs)
+    assert set(shown) == {"model.d_model", "trainer.compute_budget"}
+    assert hidden == {"data.batch_size": "trainer.compute_budget"}
+
+
 def test_values_show_as_the_configs_hold_them(tmp_path: Path) -> None:
     """A key null in one run and a number in another is no float column: 128, not 128.0."""
     write_run(tmp_path / "0", config(model__max_seq_len=None, optim__lr=1.0))

@@ -13,6 +13,9 @@ BOOKKEEPING = ("run_dir", "ckpt_path", "logger.")
 # Keys that training derives from another swept key: a scaling sweep's steps are what its compute
 # budget buys at each size, so the budget is the swept key shown and the steps follow it.
 DERIVED = {"trainer.max_steps": "trainer.compute_budget"}
+# Swept keys shown before any key that determines them: a sweep with one batch size per compute budget
+# is labelled by its budgets, the axis a scaling fit reads.
+NAMED_FIRST = ("trainer.compute_budget",)
 NAME = "run_name"  # a configuration's own name, where the runs were given one per configuration
 FINISHED = ("completed", "unknown")  # runs whose results enter means (unknown: made before summary.json)
 SUMMARY_COLUMNS = {
@@ -46,7 +49,7 @@ def shown_keys(configs: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
     hidden: dict[str, str] = {}
     text = as_text(configs)
     swept = swept_keys(configs)
-    for key in swept:
+    for key in sorted(swept, key=lambda k: k not in NAMED_FIRST):  # a budget names its twin, not the reverse
         if DERIVED.get(key) in swept:
             hidden[key] = DERIVED[key]
             continue
@@ -55,7 +58,7 @@ def shown_keys(configs: pd.DataFrame) -> tuple[list[str], dict[str, str]]:
             shown.append(key)
         else:
             hidden[key] = twin
-    return shown, hidden
+    return sorted(shown, key=swept.index), hidden
 
 
 def determines(text: pd.DataFrame, a: str, b: str) -> bool:
