@@ -137,3 +137,15 @@ def test_model_pos_keeps_the_class_pos_chose_through_the_model_preset(
 def test_a_key_of_another_encoding_is_refused_under_the_model_preset() -> None:
     with pytest.raises(ConfigCompositionException, match=r"model\.pos\.num_buckets"):
         composed("model=qwen3_next", "model.pos.num_buckets=8")
+
+
+def test_type_checkers_read_model_pos_as_a_pos_config() -> None:
+    """``AnyPosConfig`` is PosConfig where a type checker reads it (Any only for OmegaConf at run time)."""
+    import ast
+    import inspect
+
+    import attnlab.schema.pos
+
+    tree = ast.parse(inspect.getsource(attnlab.schema.pos))
+    (block,) = [n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING"]
+    assert [ast.unparse(statement) for statement in block.body] == ["AnyPosConfig = PosConfig"]

@@ -133,7 +133,7 @@ class RelativePos(PosConfig):
 
 
 if TYPE_CHECKING:
-    AnyPosConfig = Any
+    AnyPosConfig = PosConfig
 else:
     # ``model.pos``'s annotation: any registered PosConfig class to a reader and a type checker, Any to
     # OmegaConf. A model preset's class (GPTConfig, its pos MISSING) merges over the run's model node
