@@ -177,7 +177,10 @@ def test_the_scaling_seed_bootstrap_draws_one_of_each_points_seeds() -> None:
     assert seeds.pooled_seed_sd(frame) == pytest.approx(math.sqrt(0.5))
 
 
-def test_the_scaling_rate_check_names_the_best_rate_and_its_paired_gain_over_the_studys() -> None:
+def test_the_scaling_rate_check_names_the_best_rate_and_its_paired_gain_over_the_studys(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(EXPERIMENTS / "scaling"))  # rate_check.py imports nearest.py
     check = script("scaling/rate_check.py")
     rows = [
         {check.BUDGET: budget, check.WIDTH: width, check.LR: 2.0**exp, check.SEED: seed, check.LOSS: loss}

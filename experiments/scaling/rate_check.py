@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from nearest import budget_name
 
 from attnlab.report.significance import compare
 from attnlab.report.sweep import read_sweep
@@ -57,10 +58,6 @@ def study_runs(points: set[tuple[float, int]]) -> pd.DataFrame:
 
 def exponent(rate: float) -> str:
     return f"2^{round(float(np.log2(rate)))}"
-
-
-def budget_name(budget: float) -> str:
-    return f"{budget:.0e}".replace("e+", "e")  # 5e10, as run.sh names the budgets
 
 
 def point_rows(frame: pd.DataFrame) -> list[str]:
